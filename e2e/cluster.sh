@@ -1,0 +1,461 @@
+#!/usr/bin/env bash
+# A real Kubernetes control plane on loopback, without Docker: etcd,
+# kube-apiserver and kube-controller-manager built from Go modules by
+# e2e/tools.sh, with certificates made by openssl.
+#
+#   e2e/cluster.sh start     start a fresh control plane and wait until it is ready
+#                            (a no-op when this state dir's cluster is running & healthy)
+#   e2e/cluster.sh stop      stop everything it started (idempotent)
+#   e2e/cluster.sh restart   stop, then start
+#   e2e/cluster.sh status    exit 0 when running and ready
+#   e2e/cluster.sh env       print `export KUBECONFIG=...` (eval "$(e2e/cluster.sh env)")
+#
+# Environment:
+#   E2E_STATE_DIR                    state dir (default $CACHE/e2e-state): pki/, etcd/,
+#                                    logs/, run/, kubeconfig, webhook/{ca.crt,tls.crt,tls.key}
+#   E2E_START_TIMEOUT                seconds to wait for readiness (default 120)
+#   E2E_APISERVER_TRACING_ENDPOINT   host:port of an OTLP/gRPC receiver: the API server
+#                                    exports its spans there (sampling 100%)
+#   E2E_SERVICEACCOUNT_ADMISSION     true (default) | false: like envtest, turn off the
+#                                    ServiceAccount admission plugin
+#   POD_DIRECTOR_CACHE               cache root, shared with e2e/tools.sh
+#
+# Nothing listens beyond 127.0.0.1; ports are picked free at random (outside the
+# ephemeral range) at each start and written to $STATE/ports. There is no
+# kubelet or scheduler: pods stay Pending, the stored objects are what to check.
+#
+# ServiceAccount admission stays ON, as on real clusters (it also mutates pods:
+# token volume), so the controller-manager must have created a namespace's
+# "default" ServiceAccount before a pod can be created in it. `start` waits for
+# it in "default"; for a new namespace run `e2e/cluster.sh wait-sa NAMESPACE`
+# (or retry). The API server's audit log (metadata of pod writes, which carries
+# webhooks' audit annotations) is $STATE/logs/audit.log.
+
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+CACHE="${POD_DIRECTOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pod-director}"
+STATE="${E2E_STATE_DIR:-$CACHE/e2e-state}"
+START_TIMEOUT="${E2E_START_TIMEOUT:-120}"
+SERVICE_CIDR=10.96.0.0/16
+SERVICE_IP=10.96.0.1 # the first address: the "kubernetes" Service
+COMPONENTS=(kube-controller-manager kube-apiserver etcd) # stop order
+
+PKI="$STATE/pki"
+RUN="$STATE/run"
+LOGS="$STATE/logs"
+KUBECONFIG_FILE="$STATE/kubeconfig"
+
+log() { printf '[cluster] %s\n' "$*" >&2; }
+die() {
+  printf '[cluster] error: %s\n' "$*" >&2
+  exit 1
+}
+
+usage() {
+  sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//' >&2
+  exit 2
+}
+
+tool() { "$HERE/tools.sh" path "$1"; }
+
+kubectl_() { "$KUBECTL" --kubeconfig "$KUBECONFIG_FILE" "$@"; }
+
+# --- ports ------------------------------------------------------------------------
+# All local TCP ports in use (any state, IPv4 and IPv6), one per line, decimal.
+used_ports() {
+  local f
+  for f in /proc/net/tcp /proc/net/tcp6; do
+    [[ -r "$f" ]] || continue
+    awk 'NR > 1 { split($2, a, ":"); print a[2] }' "$f"
+  done | while read -r hex; do echo $((16#$hex)); done | sort -un
+}
+
+# free_port VAR: set VAR to a port that nothing uses and that this start has
+# not handed out yet, below the kernel's ephemeral range (so that outgoing
+# connections never take it in the meantime).
+PICKED=" "
+free_port() {
+  local used p i lo=20000 hi=32768 eph_lo=32768
+  if [[ -r /proc/sys/net/ipv4/ip_local_port_range ]]; then
+    read -r eph_lo _ </proc/sys/net/ipv4/ip_local_port_range
+  fi
+  ((eph_lo < hi)) && hi=$eph_lo
+  ((hi - lo < 2000)) && lo=$((hi > 12000 ? hi - 10000 : 1024))
+  used=" $(used_ports | tr '\n' ' ') "
+  for ((i = 0; i < 200; i++)); do
+    p=$((lo + RANDOM % (hi - lo)))
+    if [[ "$used" != *" $p "* && "$PICKED" != *" $p "* ]]; then
+      PICKED+="$p "
+      printf -v "$1" '%s' "$p"
+      return 0
+    fi
+  done
+  die "found no free port"
+}
+
+# shellcheck disable=SC2317 # called through wait_for
+port_listening() {
+  local hex
+  hex=$(printf '%04X' "$1")
+  # state 0A = LISTEN
+  awk -v h="$hex" 'NR > 1 { split($2, a, ":"); if (a[2] == h && $4 == "0A") found = 1 } END { exit !found }' \
+    /proc/net/tcp /proc/net/tcp6 2>/dev/null
+}
+
+# --- certificates -------------------------------------------------------------------
+# cert_ok FILE: exists and stays valid for at least another day.
+cert_ok() { [[ -f "$1" ]] && openssl x509 -checkend 86400 -noout -in "$1" >/dev/null 2>&1; }
+
+# make_ca DIR NAME: DIR/ca.{key,crt}
+make_ca() {
+  local dir=$1 name=$2
+  mkdir -p "$dir"
+  openssl req -x509 -newkey rsa:2048 -nodes -sha256 -days 3650 \
+    -keyout "$dir/ca.key" -out "$dir/ca.crt" -subj "/CN=$name" \
+    -addext "basicConstraints=critical,CA:TRUE" \
+    -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" 2>/dev/null
+}
+
+# make_cert CADIR KEY CRT SUBJECT EXTKEYUSAGE [SAN]: a leaf signed by CADIR/ca.
+make_cert() {
+  local cadir=$1 key=$2 crt=$3 subj=$4 eku=$5 san=${6:-} ext
+  ext=$(mktemp)
+  {
+    echo "basicConstraints=critical,CA:FALSE"
+    echo "keyUsage=critical,digitalSignature,keyEncipherment"
+    echo "extendedKeyUsage=$eku"
+    if [[ -n "$san" ]]; then echo "subjectAltName=$san"; fi
+  } >"$ext"
+  openssl req -new -newkey rsa:2048 -nodes -keyout "$key" -subj "$subj" 2>/dev/null |
+    openssl x509 -req -sha256 -days 365 -CA "$cadir/ca.crt" -CAkey "$cadir/ca.key" \
+      -set_serial "0x$(openssl rand -hex 16)" -extfile "$ext" -out "$crt" 2>/dev/null
+  rm -f "$ext"
+  chmod 600 "$key"
+}
+
+ensure_certs() {
+  if ! cert_ok "$PKI/ca.crt"; then
+    log "generating the cluster CA and certificates in $PKI"
+    rm -rf "$PKI"
+    make_ca "$PKI" pod-director-e2e-ca
+  fi
+  cert_ok "$PKI/apiserver.crt" ||
+    make_cert "$PKI" "$PKI/apiserver.key" "$PKI/apiserver.crt" "/CN=kube-apiserver" serverAuth \
+      "IP:127.0.0.1,DNS:localhost,IP:$SERVICE_IP,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+  cert_ok "$PKI/admin.crt" ||
+    make_cert "$PKI" "$PKI/admin.key" "$PKI/admin.crt" "/O=system:masters/CN=e2e-admin" clientAuth
+  # The bootstrap RBAC policy binds this user to the controller-manager's role.
+  cert_ok "$PKI/controller-manager.crt" ||
+    make_cert "$PKI" "$PKI/controller-manager.key" "$PKI/controller-manager.crt" \
+      "/CN=system:kube-controller-manager" clientAuth
+  if [[ ! -f "$PKI/sa.key" ]]; then
+    openssl genrsa -out "$PKI/sa.key" 2048 2>/dev/null
+    openssl rsa -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null
+    chmod 600 "$PKI/sa.key"
+  fi
+  # For the webhook under test (pod-director serve --tls-cert/--tls-key), with
+  # its own CA: the caBundle of a clientConfig.url https://127.0.0.1:PORT/...
+  local wh="$STATE/webhook"
+  cert_ok "$wh/ca.crt" || {
+    rm -rf "$wh"
+    make_ca "$wh" pod-director-e2e-webhook-ca
+  }
+  cert_ok "$wh/tls.crt" ||
+    make_cert "$wh" "$wh/tls.key" "$wh/tls.crt" "/CN=pod-director-e2e-webhook" serverAuth \
+      "IP:127.0.0.1,DNS:localhost"
+}
+
+# kubeconfig FILE PORT CERT KEY USER: a kubeconfig with embedded credentials.
+write_kubeconfig() {
+  local file=$1 port=$2 crt=$3 key=$4 user=$5
+  cat >"$file.tmp" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: pod-director-e2e
+  cluster:
+    server: https://127.0.0.1:$port
+    certificate-authority-data: $(base64 -w0 <"$PKI/ca.crt")
+users:
+- name: $user
+  user:
+    client-certificate-data: $(base64 -w0 <"$crt")
+    client-key-data: $(base64 -w0 <"$key")
+contexts:
+- name: pod-director-e2e
+  context:
+    cluster: pod-director-e2e
+    user: $user
+current-context: pod-director-e2e
+EOF
+  chmod 600 "$file.tmp"
+  mv -f "$file.tmp" "$file"
+}
+
+# --- processes ------------------------------------------------------------------------
+# spawn NAME CMD...: run CMD in its own session (so its process group can be
+# killed as a whole), stdout+stderr to $LOGS/NAME.log, pid to $RUN/NAME.pid.
+spawn() {
+  local name=$1
+  shift
+  {
+    echo "=== $(date -u +%FT%TZ) $*"
+  } >>"$LOGS/$name.log"
+  setsid "$@" </dev/null >>"$LOGS/$name.log" 2>&1 &
+  echo $! >"$RUN/$name.pid"
+}
+
+# pid_of NAME: the pid from $RUN/NAME.pid if that process is alive and still
+# runs a command that mentions this state dir (pids get recycled).
+pid_of() {
+  local f="$RUN/$1.pid" pid
+  [[ -f "$f" ]] || return 1
+  pid=$(<"$f")
+  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+  [[ -r "/proc/$pid/cmdline" ]] || return 1
+  tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "$STATE/" || return 1
+  echo "$pid"
+}
+
+alive() { pid_of "$1" >/dev/null; }
+
+# Leftovers whose pid file was lost: processes running one of our tool
+# binaries ($CACHE/tools/...) with this state dir on their command line.
+state_pids() {
+  local d cmdline
+  for d in /proc/[0-9]*; do
+    cmdline=$(tr '\0' ' ' <"$d/cmdline" 2>/dev/null) || continue
+    case "$cmdline" in
+      "$CACHE/tools/"*"$STATE/"*) echo "${d#/proc/}" ;;
+    esac
+  done
+}
+
+fail_with_log() {
+  local name=$1
+  log "$name is not running; last lines of $LOGS/$name.log:"
+  tail -n 30 "$LOGS/$name.log" >&2 || true
+  exit 1
+}
+
+# wait_for WHAT CHECK...: poll CHECK until it succeeds, failing early when a
+# component died, and after $START_TIMEOUT seconds.
+wait_for() {
+  local what=$1 deadline=$((SECONDS + START_TIMEOUT)) c
+  shift
+  until "$@" >/dev/null 2>&1; do
+    for c in "${COMPONENTS[@]}"; do
+      if [[ -f "$RUN/$c.pid" ]] && ! alive "$c"; then fail_with_log "$c"; fi
+    done
+    ((SECONDS < deadline)) || die "timed out after ${START_TIMEOUT}s waiting for $what"
+    sleep 0.5
+  done
+}
+
+# --- commands -------------------------------------------------------------------------------
+cmd_stop() {
+  local c pid pids=() i
+  for c in "${COMPONENTS[@]}"; do
+    if pid=$(pid_of "$c"); then
+      pids+=("$pid")
+      # The whole process group: the component and anything it forked.
+      kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+    fi
+  done
+  for pid in $(state_pids); do
+    pids+=("$pid")
+    kill -TERM "$pid" 2>/dev/null || true
+  done
+  if ((${#pids[@]})); then
+    log "stopping ${#pids[@]} process(es)"
+    for ((i = 0; i < 100; i++)); do
+      local left=()
+      for pid in "${pids[@]}"; do [[ -d "/proc/$pid" ]] && left+=("$pid"); done
+      ((${#left[@]})) || break
+      if ((i == 80)); then
+        for pid in "${left[@]}"; do kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true; done
+      fi
+      sleep 0.1
+    done
+  fi
+  rm -f "$RUN"/*.pid
+  return 0
+}
+
+healthy() {
+  [[ -f "$KUBECONFIG_FILE" ]] || return 1
+  alive etcd && alive kube-apiserver && alive kube-controller-manager || return 1
+  KUBECTL=$(tool kubectl)
+  kubectl_ get --raw /readyz >/dev/null 2>&1
+}
+
+cmd_status() {
+  if healthy; then
+    log "running and ready: $(kubectl_ config view -o jsonpath='{.clusters[0].cluster.server}')"
+  else
+    log "not running"
+    return 1
+  fi
+}
+
+STARTED=0
+# shellcheck disable=SC2317 # an EXIT trap
+on_start_exit() {
+  local rc=$?
+  if ((STARTED == 0)); then
+    log "start failed or was interrupted: stopping what was started"
+    cmd_stop || true
+  fi
+  return "$rc"
+}
+
+cmd_start() {
+  if healthy; then
+    log "already running and ready (E2E_STATE_DIR=$STATE); use restart for a fresh one"
+    return 0
+  fi
+  local t0=$SECONDS
+  trap on_start_exit EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+  cmd_stop
+  "$HERE/tools.sh" ensure etcd kube-apiserver kube-controller-manager kubectl
+  local etcd kas kcm
+  etcd=$(tool etcd)
+  kas=$(tool kube-apiserver)
+  kcm=$(tool kube-controller-manager)
+  KUBECTL=$(tool kubectl)
+
+  mkdir -p "$STATE" "$RUN" "$LOGS"
+  chmod 700 "$STATE"
+  ensure_certs
+  rm -rf "$STATE/etcd" "$KUBECONFIG_FILE" "$STATE/controller-manager.kubeconfig"
+  local t_start=$SECONDS
+
+  local etcd_port etcd_peer api_port kcm_port
+  free_port etcd_port
+  free_port etcd_peer
+  free_port api_port
+  free_port kcm_port
+  printf 'etcd=%s\netcd-peer=%s\napiserver=%s\ncontroller-manager=%s\n' \
+    "$etcd_port" "$etcd_peer" "$api_port" "$kcm_port" >"$STATE/ports"
+
+  log "starting etcd on 127.0.0.1:$etcd_port"
+  spawn etcd "$etcd" --name e2e --data-dir "$STATE/etcd" \
+    --listen-client-urls "http://127.0.0.1:$etcd_port" \
+    --advertise-client-urls "http://127.0.0.1:$etcd_port" \
+    --listen-peer-urls "http://127.0.0.1:$etcd_peer" \
+    --initial-advertise-peer-urls "http://127.0.0.1:$etcd_peer" \
+    --initial-cluster "e2e=http://127.0.0.1:$etcd_peer" \
+    --unsafe-no-fsync --log-level warn
+  wait_for "etcd to listen on $etcd_port" port_listening "$etcd_port"
+
+  # Audit: metadata of pod writes (webhooks' audit annotations land there).
+  cat >"$STATE/audit-policy.yaml" <<'EOF'
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  resources: [{group: "", resources: [pods]}]
+  verbs: [create, update, patch]
+- level: None
+EOF
+  local -a tracing=()
+  rm -f "$STATE/tracing.yaml"
+  if [[ -n "${E2E_APISERVER_TRACING_ENDPOINT:-}" ]]; then
+    cat >"$STATE/tracing.yaml" <<EOF
+apiVersion: apiserver.config.k8s.io/v1
+kind: TracingConfiguration
+endpoint: $E2E_APISERVER_TRACING_ENDPOINT
+samplingRatePerMillion: 1000000
+EOF
+    tracing=(--tracing-config-file "$STATE/tracing.yaml")
+    log "API server traces go to $E2E_APISERVER_TRACING_ENDPOINT"
+  fi
+  local -a admission=()
+  if [[ "${E2E_SERVICEACCOUNT_ADMISSION:-true}" == false ]]; then
+    admission=(--disable-admission-plugins=ServiceAccount)
+  fi
+
+  log "starting kube-apiserver on 127.0.0.1:$api_port"
+  spawn kube-apiserver "$kas" \
+    --bind-address 127.0.0.1 --secure-port "$api_port" \
+    --advertise-address 127.0.0.1 --endpoint-reconciler-type none \
+    --etcd-servers "http://127.0.0.1:$etcd_port" \
+    --cert-dir "$PKI" \
+    --tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" \
+    --client-ca-file "$PKI/ca.crt" \
+    --service-account-issuer "https://127.0.0.1:$api_port" \
+    --service-account-key-file "$PKI/sa.pub" \
+    --service-account-signing-key-file "$PKI/sa.key" \
+    --service-cluster-ip-range "$SERVICE_CIDR" \
+    --authorization-mode RBAC \
+    --allow-privileged=true \
+    --profiling=false \
+    --audit-policy-file "$STATE/audit-policy.yaml" \
+    --audit-log-path "$LOGS/audit.log" --audit-log-maxsize 100 --audit-log-maxbackup 1 \
+    "${admission[@]}" "${tracing[@]}"
+  write_kubeconfig "$KUBECONFIG_FILE" "$api_port" "$PKI/admin.crt" "$PKI/admin.key" e2e-admin
+  write_kubeconfig "$STATE/controller-manager.kubeconfig" "$api_port" \
+    "$PKI/controller-manager.crt" "$PKI/controller-manager.key" system:kube-controller-manager
+  wait_for "the API server's /readyz" kubectl_ get --raw /readyz
+
+  log "starting kube-controller-manager (secure port 127.0.0.1:$kcm_port)"
+  spawn kube-controller-manager "$kcm" \
+    --kubeconfig "$STATE/controller-manager.kubeconfig" \
+    --authentication-kubeconfig "$STATE/controller-manager.kubeconfig" \
+    --authorization-kubeconfig "$STATE/controller-manager.kubeconfig" \
+    --bind-address 127.0.0.1 --secure-port "$kcm_port" \
+    --cert-dir "$STATE/controller-manager-certs" \
+    --leader-elect=false \
+    --use-service-account-credentials=true \
+    --service-account-private-key-file "$PKI/sa.key" \
+    --root-ca-file "$PKI/ca.crt" \
+    --cluster-signing-cert-file "$PKI/ca.crt" --cluster-signing-key-file "$PKI/ca.key" \
+    --service-cluster-ip-range "$SERVICE_CIDR" \
+    --cluster-name pod-director-e2e \
+    --profiling=false
+  wait_for "kubectl get ns" kubectl_ get ns
+  wait_for "the default ServiceAccount" kubectl_ -n default get serviceaccount default
+
+  STARTED=1
+  trap - EXIT INT TERM
+  log "ready in $((SECONDS - t_start))s (total $((SECONDS - t0))s): KUBECONFIG=$KUBECONFIG_FILE, API server https://127.0.0.1:$api_port"
+}
+
+cmd_env() {
+  echo "export KUBECONFIG=$KUBECONFIG_FILE"
+  echo "export E2E_STATE_DIR=$STATE"
+}
+
+cmd_wait_sa() {
+  (($#)) || usage
+  KUBECTL=$(tool kubectl)
+  local ns
+  for ns in "$@"; do
+    wait_for "ServiceAccount $ns/default" kubectl_ -n "$ns" get serviceaccount default
+  done
+}
+
+main() {
+  (($#)) || usage
+  local cmd=$1
+  shift
+  case "$cmd" in
+    start) cmd_start ;;
+    stop) cmd_stop ;;
+    restart)
+      cmd_stop
+      cmd_start
+      ;;
+    status) cmd_status ;;
+    env) cmd_env ;;
+    wait-sa) cmd_wait_sa "$@" ;;
+    *) usage ;;
+  esac
+}
+
+main "$@"
+exit

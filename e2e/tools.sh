@@ -1,0 +1,338 @@
+#!/usr/bin/env bash
+# Builds the third-party Go tools that the e2e suite, the chart tests and the
+# demo need, ONCE, into a cache outside the repository, keyed by version.
+#
+#   e2e/tools.sh ensure TOOL...   build the missing ones (progress on stderr only)
+#   e2e/tools.sh path TOOL        print the binary's absolute path (builds it first)
+#   e2e/tools.sh all              ensure every tool
+#   e2e/tools.sh list             print "tool version path" for every tool
+#
+# Tools: kube-apiserver kube-controller-manager kubectl etcd helm helm-unittest
+#        jaeger actionlint. `path helm-plugins` prints a HELM_PLUGINS directory
+#        that holds the helm-unittest plugin:
+#          HELM_PLUGINS=$(e2e/tools.sh path helm-plugins) "$(e2e/tools.sh path helm)" unittest chart
+#
+# Cache: ${POD_DIRECTOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pod-director}
+#   tools/<tool>-<version>/<binary>   the binaries (helm-unittest: a plugin dir)
+#   src/<module>-<version>/           generated wrapper Go modules (go.mod, go.sum)
+#   go/{path,mod,build}               GOPATH, GOMODCACHE, GOCACHE
+# Nothing here downloads a prebuilt binary: every tool is built from the Go
+# modules that the Go module proxy serves. Needs Go >= 1.26 (GOTOOLCHAIN is
+# honoured). A tool is rebuilt only when its version below changes; to force a
+# rebuild, delete its directory under tools/.
+
+set -euo pipefail
+
+# --- versions (Renovate updates these lines through a regex manager) ----------
+KUBE_VERSION=v1.37.2  # renovate: datasource=go depName=k8s.io/kubernetes
+ETCD_VERSION=v3.6.16  # renovate: datasource=go depName=go.etcd.io/etcd/server/v3
+HELM_VERSION=v3.22.0  # renovate: datasource=go depName=helm.sh/helm/v3
+HELM_UNITTEST_VERSION=v1.1.2  # renovate: datasource=go depName=github.com/helm-unittest/helm-unittest
+JAEGER_VERSION=v1.76.0  # renovate: datasource=go depName=github.com/jaegertracing/jaeger
+ACTIONLINT_VERSION=v1.7.12  # renovate: datasource=go depName=github.com/rhysd/actionlint
+# -----------------------------------------------------------------------------
+
+TOOLS=(kube-apiserver kube-controller-manager kubectl etcd helm helm-unittest jaeger actionlint)
+
+CACHE="${POD_DIRECTOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pod-director}"
+export GOPATH="$CACHE/go/path"
+export GOMODCACHE="$CACHE/go/mod"
+export GOCACHE="$CACHE/go/build"
+export CGO_ENABLED=0
+# -modcacherw: the module cache can be removed with a plain `rm -rf`.
+export GOFLAGS="-modcacherw -buildvcs=false"
+export GOWORK=off
+unset GOOS GOARCH GOBIN
+
+log() { printf '[tools] %s\n' "$*" >&2; }
+die() {
+  printf '[tools] error: %s\n' "$*" >&2
+  exit 1
+}
+
+usage() {
+  sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//' >&2
+  exit 2
+}
+
+# version_of TOOL: the version that keys the tool in the cache.
+version_of() {
+  case "$1" in
+    kube-apiserver | kube-controller-manager | kubectl) echo "$KUBE_VERSION" ;;
+    etcd) echo "$ETCD_VERSION" ;;
+    helm) echo "$HELM_VERSION" ;;
+    helm-unittest | helm-plugins) echo "$HELM_UNITTEST_VERSION" ;;
+    jaeger) echo "$JAEGER_VERSION" ;;
+    actionlint) echo "$ACTIONLINT_VERSION" ;;
+    *) die "unknown tool '$1' (known: ${TOOLS[*]} helm-plugins)" ;;
+  esac
+}
+
+# The binary name helm-unittest's plugin.yaml runs on this platform
+# ("$HELM_PLUGIN_DIR/untt-linux-amd64", "untt-macos-arm64", ...).
+untt_name() {
+  local os arch
+  os=$(uname -s | tr '[:upper:]' '[:lower:]')
+  [[ "$os" == darwin ]] && os=macos
+  case "$(uname -m)" in
+    x86_64 | amd64) arch=amd64 ;;
+    aarch64 | arm64) arch=arm64 ;;
+    *) arch=$(uname -m) ;;
+  esac
+  echo "untt-$os-$arch"
+}
+
+# binary_path TOOL: where the tool's binary lives (whether built or not).
+binary_path() {
+  local tool=$1 version
+  version=$(version_of "$tool")
+  case "$tool" in
+    helm-unittest) echo "$CACHE/tools/helm-plugins-$version/unittest/$(untt_name)" ;;
+    helm-plugins) echo "$CACHE/tools/helm-plugins-$version" ;;
+    *) echo "$CACHE/tools/$tool-$version/$tool" ;;
+  esac
+}
+
+# module_dir MODULE VERSION / module_gomod MODULE VERSION: download a module
+# and print its source directory / its go.mod file.
+module_field() {
+  (cd "$CACHE" && go mod download -json "$2@$3" | sed -n "s/^[[:space:]]*\"$1\": \"\(.*\)\",*\$/\1/p")
+}
+module_dir() { module_field Dir "$@"; }
+module_gomod() { module_field GoMod "$@"; }
+
+# copied_replaces GOMOD: the replace directives of a go.mod that point at
+# another module version (not at a local directory). `go install pkg@version`
+# refuses modules with replaces; a wrapper module that copies them builds the
+# tool the way its authors do.
+copied_replaces() {
+  sed -En 's#^[[:space:]]*(replace[[:space:]]+)?([^[:space:]()]+( v[^[:space:]]+)?) => ([^./[:space:]][^[:space:]]* v[^[:space:]]+)[[:space:]]*(//.*)?$#\2 => \4#p' "$1"
+}
+
+# wrapper_module KEY MODULE VERSION [REPLACE...]: print the directory of a
+# generated Go module that requires MODULE@VERSION, with MODULE's own
+# versioned replaces plus the given "old => new version" ones; create it first
+# when missing.
+wrapper_module() {
+  local key=$1 module=$2 version=$3
+  shift 3
+  local dir="$CACHE/src/$key" gomod
+  if [[ ! -f "$dir/.ready" ]]; then
+    gomod=$(module_gomod "$module" "$version")
+    [[ -f "$gomod" ]] || die "could not download $module@$version"
+    local -a replaces=("$@")
+    local line
+    while IFS= read -r line; do replaces+=("$line"); done < <(copied_replaces "$gomod")
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    {
+      echo "// Generated by e2e/tools.sh to build $module@$version; do not edit."
+      echo "module pod-director.invalid/e2e-tools/$key"
+      echo
+      echo "go 1.26"
+      echo
+      echo "require $module $version"
+      if ((${#replaces[@]})); then
+        echo
+        echo "replace ("
+        printf '\t%s\n' "${replaces[@]}"
+        echo ")"
+      fi
+    } >"$dir/go.mod"
+  fi
+  echo "$dir"
+}
+
+# go_build DIR PKG@VERSION OUT LDFLAGS: build PKG (a main package of a
+# dependency of the wrapper module DIR) into OUT, atomically.
+go_build() {
+  local dir=$1 pkg=${2%@*} version=${2##*@} out=$3 ldflags=$4
+  local start=$SECONDS
+  log "resolving $pkg@$version"
+  # An explicit version: a bare `go get` would mean @upgrade.
+  (cd "$dir" && go get -tool "$pkg@$version" >&2) || die "go get -tool $pkg@$version failed"
+  touch "$dir/.ready"
+  log "building $pkg -> $out"
+  mkdir -p "$(dirname "$out")"
+  (cd "$dir" && go build -p 2 -trimpath -ldflags "$ldflags" -o "$out.tmp.$$" "$pkg" >&2) ||
+    {
+      rm -f "$out.tmp.$$"
+      die "go build $pkg failed"
+    }
+  mv -f "$out.tmp.$$" "$out"
+  log "built $(basename "$out") in $((SECONDS - start))s"
+}
+
+# dep_version DIR MODULE: the version of MODULE in the wrapper module's build list.
+dep_version() {
+  (cd "$1" && go list -m -f '{{.Version}}' "$2")
+}
+
+# --- Kubernetes: kube-apiserver, kube-controller-manager, kubectl -----------------
+# k8s.io/kubernetes requires its staging modules at v0.0.0 and replaces them
+# with ./staging/src/...; the wrapper module replaces each with the published
+# k8s.io/<module> v0.<minor>.<patch>. The list is derived from kubernetes' own
+# go.mod: every module that it both requires at v0.0.0 and replaces by a
+# staging directory (sample-cli-plugin etc. are replaced but not required).
+kube_module() {
+  local staging="v0.${KUBE_VERSION#v1.}" gomod m
+  gomod=$(module_gomod k8s.io/kubernetes "$KUBE_VERSION")
+  [[ -f "$gomod" ]] || die "could not download k8s.io/kubernetes@$KUBE_VERSION"
+  local -a replaces=()
+  while read -r m; do
+    if grep -Eq "^[[:space:]]*(require[[:space:]]+)?${m//./\\.} v0\.0\.0([[:space:]]|$)" "$gomod"; then
+      replaces+=("$m => $m $staging")
+    fi
+  done < <(sed -n 's#^[[:space:]]*\(k8s.io/[A-Za-z0-9._-]*\) => \./staging/src/.*#\1#p' "$gomod")
+  ((${#replaces[@]} > 0)) || die "found no staging modules in $gomod"
+  wrapper_module "kubernetes-$KUBE_VERSION" k8s.io/kubernetes "$KUBE_VERSION" "${replaces[@]}"
+}
+
+# The -X flags of kubernetes' hack/lib/version.sh, or /version says v0.0.0-master.
+kube_ldflags() {
+  local v=${KUBE_VERSION#v} major minor date flags="-s -w" pkg
+  major=${v%%.*}
+  minor=${v#*.}
+  minor=${minor%%.*}
+  # Reproducible: the release's publication time from the proxy.
+  date=$(cd "$CACHE" && go list -m -f '{{with .Time}}{{.UTC.Format "2006-01-02T15:04:05Z"}}{{end}}' \
+    "k8s.io/kubernetes@$KUBE_VERSION" 2>/dev/null) || date=""
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    flags+=" -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
+    flags+=" -X $pkg.gitTreeState=clean${date:+ -X $pkg.buildDate=$date}"
+  done
+  echo "$flags"
+}
+
+build_kube() {
+  local tool=$1 dir
+  dir=$(kube_module)
+  log "building $tool $KUBE_VERSION (a cold Kubernetes build takes 10-20 min on 2 cores)"
+  go_build "$dir" "k8s.io/kubernetes/cmd/$tool@$KUBE_VERSION" "$(binary_path "$tool")" "$(kube_ldflags)"
+}
+
+# --- etcd (the root package of go.etcd.io/etcd/server/v3 is its main) ----------
+build_etcd() {
+  local dir
+  dir=$(wrapper_module "etcd-$ETCD_VERSION" go.etcd.io/etcd/server/v3 "$ETCD_VERSION")
+  go_build "$dir" "go.etcd.io/etcd/server/v3@$ETCD_VERSION" "$(binary_path etcd)" \
+    "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=$ETCD_VERSION"
+}
+
+# --- helm and the helm-unittest plugin ---------------------------------------
+# helm's Makefile sets .Capabilities.KubeVersion from the client-go it is built
+# with (major = 1 + client-go's major, minor = client-go's minor); without these
+# flags charts see v1.20.
+helm_kube_flags() {
+  local clientgo major minor
+  clientgo=$(dep_version "$1" k8s.io/client-go)
+  clientgo=${clientgo#v}
+  major=$((${clientgo%%.*} + 1))
+  minor=${clientgo#*.}
+  minor=${minor%%.*}
+  local pkg flags=""
+  for pkg in helm.sh/helm/v3/pkg/chartutil helm.sh/helm/v3/pkg/lint/rules; do
+    flags+=" -X $pkg.k8sVersionMajor=$major -X $pkg.k8sVersionMinor=$minor"
+  done
+  echo "$flags"
+}
+
+build_helm() {
+  local dir
+  dir=$(wrapper_module "helm-$HELM_VERSION" helm.sh/helm/v3 "$HELM_VERSION")
+  (cd "$dir" && go get -tool "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" >&2)
+  go_build "$dir" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" "$(binary_path helm)" \
+    "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean$(helm_kube_flags "$dir")"
+}
+
+# The plugin is a directory in $HELM_PLUGINS holding plugin.yaml and the binary
+# that plugin.yaml's platformCommand names. Its install/update hooks (which
+# download a release binary) only run on `helm plugin install|update`; they
+# are dropped from the copied plugin.yaml anyway, so nothing is ever fetched.
+build_helm_unittest() {
+  local dir src plugin_dir bin
+  dir=$(wrapper_module "helm-unittest-$HELM_UNITTEST_VERSION" github.com/helm-unittest/helm-unittest "$HELM_UNITTEST_VERSION")
+  (cd "$dir" && go get -tool "github.com/helm-unittest/helm-unittest/cmd/helm-unittest@$HELM_UNITTEST_VERSION" >&2)
+  bin=$(binary_path helm-unittest)
+  plugin_dir=$(dirname "$bin")
+  src=$(module_dir github.com/helm-unittest/helm-unittest "$HELM_UNITTEST_VERSION")
+  grep -q "/$(basename "$bin")\"" "$src/plugin.yaml" ||
+    die "helm-unittest's plugin.yaml names no binary $(basename "$bin") for this platform"
+  mkdir -p "$plugin_dir"
+  awk '/^[A-Za-z]/ { skip = ($1 == "hooks:" || $1 == "platformHooks:") } !skip' \
+    "$src/plugin.yaml" >"$plugin_dir/plugin.yaml"
+  go_build "$dir" "github.com/helm-unittest/helm-unittest/cmd/helm-unittest@$HELM_UNITTEST_VERSION" "$bin" \
+    "-s -w -X github.com/helm-unittest/helm-unittest/internal/build.version=${HELM_UNITTEST_VERSION#v}$(helm_kube_flags "$dir")"
+  ln -sfn "$(basename "$bin")" "$plugin_dir/untt"
+}
+
+# --- jaeger v2 (module tags are v1.x; cmd/jaeger is the v2 binary) -------------
+build_jaeger() {
+  local dir
+  dir=$(wrapper_module "jaeger-$JAEGER_VERSION" github.com/jaegertracing/jaeger "$JAEGER_VERSION")
+  go_build "$dir" "github.com/jaegertracing/jaeger/cmd/jaeger@$JAEGER_VERSION" "$(binary_path jaeger)" "-s -w"
+}
+
+# --- actionlint -----------------------------------------------------------------
+build_actionlint() {
+  local dir
+  dir=$(wrapper_module "actionlint-$ACTIONLINT_VERSION" github.com/rhysd/actionlint "$ACTIONLINT_VERSION")
+  go_build "$dir" "github.com/rhysd/actionlint/cmd/actionlint@$ACTIONLINT_VERSION" "$(binary_path actionlint)" \
+    "-s -w -X github.com/rhysd/actionlint.version=$ACTIONLINT_VERSION"
+}
+
+# --- dispatcher -------------------------------------------------------------------
+build_tool() {
+  case "$1" in
+    kube-apiserver | kube-controller-manager | kubectl) build_kube "$1" ;;
+    etcd) build_etcd ;;
+    helm) build_helm ;;
+    helm-unittest) build_helm_unittest ;;
+    jaeger) build_jaeger ;;
+    actionlint) build_actionlint ;;
+    *) die "no build recipe for '$1'" ;;
+  esac
+}
+
+ensure_one() {
+  local tool=$1 bin lock
+  [[ "$tool" == helm-plugins ]] && tool=helm-unittest
+  bin=$(binary_path "$tool")
+  [[ -x "$bin" ]] && return 0
+  mkdir -p "$CACHE/tools"
+  # One build at a time (2 cores), also across concurrent invocations.
+  exec {lock}>"$CACHE/tools/.lock"
+  flock "$lock"
+  [[ -x "$bin" ]] || build_tool "$tool"
+  exec {lock}>&-
+}
+
+main() {
+  (($#)) || usage
+  mkdir -p "$CACHE"
+  local cmd=$1 t
+  shift
+  case "$cmd" in
+    ensure)
+      (($#)) || usage
+      for t in "$@"; do version_of "$t" >/dev/null; done
+      for t in "$@"; do ensure_one "$t"; done
+      ;;
+    path)
+      (($# == 1)) || usage
+      version_of "$1" >/dev/null
+      ensure_one "$1"
+      binary_path "$1"
+      ;;
+    all)
+      for t in "${TOOLS[@]}"; do ensure_one "$t"; done
+      ;;
+    list)
+      for t in "${TOOLS[@]}"; do printf '%s %s %s\n' "$t" "$(version_of "$t")" "$(binary_path "$t")"; done
+      ;;
+    *) usage ;;
+  esac
+}
+
+main "$@"
+exit

@@ -1,0 +1,84 @@
+//! Command line: `serve`, `explain`, `check-config`, `version`.
+
+mod check_config;
+mod explain;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(name = "pod-director", version, about = "Kubernetes admission webhook that places the pods of chosen namespaces on chosen nodes, dry-run first")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the admission webhook (HTTPS) and its probe/metrics endpoint.
+    Serve(crate::server::ServeArgs),
+    /// Show, offline, what pod-director would do to the pods in manifests.
+    Explain(ExplainArgs),
+    /// Validate a configuration file; prints "ok" and one line per group, or every error.
+    CheckConfig(CheckConfigArgs),
+    /// Print the version.
+    Version,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FailOn {
+    /// Exit 1 when any pod would be denied.
+    Deny,
+    /// Exit 1 when any pod would be patched or denied.
+    Patch,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ExplainArgs {
+    /// Configuration file (default: $POD_DIRECTOR_CONFIG, else /etc/pod-director/config.yaml).
+    #[arg(short, long)]
+    pub config: Option<PathBuf>,
+    /// Manifest files or directories (YAML or JSON, multi-document); `-` reads standard input.
+    #[arg(short = 'f', long = "filename", required = true, num_args = 1..)]
+    pub files: Vec<PathBuf>,
+    /// Namespace for objects that name none (default: "default").
+    #[arg(short, long)]
+    pub namespace: Option<String>,
+    /// Evaluate every pod as a member of this group, whatever its namespace says.
+    #[arg(short, long)]
+    pub group: Option<String>,
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t = OutputFormat::Text)]
+    pub output: OutputFormat,
+    /// Exit 1 when a pod would be denied (deny) or changed at all (patch).
+    #[arg(long, value_enum)]
+    pub fail_on: Option<FailOn>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CheckConfigArgs {
+    /// Configuration file (default: $POD_DIRECTOR_CONFIG, else /etc/pod-director/config.yaml).
+    #[arg(short, long)]
+    pub config: Option<PathBuf>,
+}
+
+/// Runs the offline subcommands; `serve` is run by `main` inside the tokio runtime.
+pub fn run_offline(command: &Command) -> ExitCode {
+    match command {
+        Command::Explain(args) => explain::run(args),
+        Command::CheckConfig(args) => check_config::run(args),
+        Command::Version => {
+            println!("pod-director {}", env!("CARGO_PKG_VERSION"));
+            ExitCode::SUCCESS
+        }
+        Command::Serve(_) => ExitCode::FAILURE,
+    }
+}

@@ -1,0 +1,359 @@
+//! The one typed configuration: loaded from YAML, overridden by environment
+//! variables, validated completely, then frozen. See `validate` for the rules
+//! and `env` for the override naming rule.
+
+mod env;
+mod path;
+pub mod syntax;
+mod validate;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path as FsPath, PathBuf};
+
+use k8s_openapi::api::core::v1::{Affinity, Toleration};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+pub use env::PREFIX as ENV_PREFIX;
+
+/// Where the configuration is read from when neither `--config` nor
+/// `$POD_DIRECTOR_CONFIG` names a file.
+pub const DEFAULT_CONFIG_PATH: &str = "/etc/pod-director/config.yaml";
+/// The environment variable naming the configuration file.
+pub const CONFIG_PATH_ENV: &str = "POD_DIRECTOR_CONFIG";
+/// Largest configuration file accepted.
+const MAX_CONFIG_BYTES: u64 = 4 * 1024 * 1024;
+
+/// How a group's decisions take effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Mode {
+    /// Report the would-be patch or denial; admit the pod untouched.
+    #[default]
+    DryRun,
+    /// Like dryRun, and tell the client with an admission warning.
+    Warn,
+    /// Apply the patch; deny non-compliant pods.
+    Enforce,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::DryRun => "dryRun",
+            Mode::Warn => "warn",
+            Mode::Enforce => "enforce",
+        }
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What happens when the pod asks for something the group contradicts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum OnConflict {
+    /// Deny the pod (in enforce; reported as would_deny otherwise).
+    #[default]
+    Reject,
+    /// The group's requirement replaces the pod's.
+    Override,
+    /// The pod's own value stays; the conflict is recorded.
+    Ignore,
+}
+
+impl OnConflict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnConflict::Reject => "reject",
+            OnConflict::Override => "override",
+            OnConflict::Ignore => "ignore",
+        }
+    }
+}
+
+/// What happens to pods of a namespace whose label names no defined group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum UnknownGroup {
+    /// Admit, with a warning and a log line.
+    #[default]
+    Allow,
+    /// Deny the pod.
+    Deny,
+}
+
+/// One group: the placement its pods must carry.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Group {
+    /// Overrides `defaultMode` for this group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<Mode>,
+    #[serde(default)]
+    pub on_conflict: OnConflict,
+    /// Honour the pod exclusion label for pods of this group.
+    #[serde(default)]
+    pub allow_pod_exclusion: bool,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_selector: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<Toleration>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<Affinity>,
+}
+
+fn default_namespace_label() -> String {
+    "pod-director/group".to_owned()
+}
+fn default_exclusion_label() -> String {
+    "pod-director/exclude".to_owned()
+}
+fn default_excluded_namespaces() -> Vec<String> {
+    ["kube-system", "kube-public", "kube-node-lease"]
+        .into_iter()
+        .map(str::to_owned)
+        .collect()
+}
+fn yes() -> bool {
+    true
+}
+
+/// The whole configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Config {
+    /// The namespace label whose value names the group.
+    #[serde(default = "default_namespace_label")]
+    pub namespace_label: String,
+    /// Group for namespaces without the label; none when absent.
+    #[serde(default)]
+    pub default_group: Option<String>,
+    /// Namespaces never touched (pod-director's own namespace is added at run time).
+    #[serde(default = "default_excluded_namespaces")]
+    pub excluded_namespaces: Vec<String>,
+    #[serde(default)]
+    pub unknown_group: UnknownGroup,
+    #[serde(default)]
+    pub default_mode: Mode,
+    /// Pod label that exempts a pod (value `"true"`) in groups with `allowPodExclusion`.
+    #[serde(default = "default_exclusion_label")]
+    pub pod_exclusion_label: String,
+    /// Leave DaemonSet-owned pods alone (they must run on every node).
+    #[serde(default = "yes")]
+    pub skip_daemon_set_pods: bool,
+    #[serde(default)]
+    pub groups: BTreeMap<String, Group>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            namespace_label: default_namespace_label(),
+            default_group: None,
+            excluded_namespaces: default_excluded_namespaces(),
+            unknown_group: UnknownGroup::default(),
+            default_mode: Mode::default(),
+            pod_exclusion_label: default_exclusion_label(),
+            skip_daemon_set_pods: true,
+            groups: BTreeMap::new(),
+        }
+    }
+}
+
+/// One problem in the configuration, with where it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldError {
+    pub path: String,
+    pub message: String,
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path, self.message)
+    }
+}
+
+/// Why a configuration could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("config file {path} is {size} bytes; the limit is {MAX_CONFIG_BYTES}")]
+    TooLarge { path: PathBuf, size: u64 },
+    #[error("config file {origin} is not valid YAML: {message}")]
+    Syntax { origin: String, message: String },
+    #[error("config {origin} is invalid ({} error{}):\n{}", .errors.len(), if .errors.len() == 1 { "" } else { "s" }, render(.errors))]
+    Invalid { origin: String, errors: Vec<FieldError> },
+}
+
+fn render(errors: &[FieldError]) -> String {
+    errors
+        .iter()
+        .map(|e| format!("  {e}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+impl ConfigError {
+    /// The individual field errors, when the problem is validation.
+    pub fn field_errors(&self) -> &[FieldError] {
+        match self {
+            ConfigError::Invalid { errors, .. } => errors,
+            _ => &[],
+        }
+    }
+}
+
+/// A validated configuration and where it came from.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    pub config: Config,
+    /// Short content hash of the effective configuration (after overrides).
+    pub revision: String,
+    /// Environment variables that overrode the file, as `(VARIABLE, path)`.
+    pub overrides: Vec<(String, String)>,
+}
+
+impl Config {
+    /// Parses, overrides and validates a YAML (or JSON) document.
+    /// `origin` names the source in error messages.
+    pub fn from_yaml(
+        text: &str,
+        origin: &str,
+        vars: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Loaded, ConfigError> {
+        let mut document: Value = if text.trim().is_empty() {
+            Value::Object(serde_json::Map::new())
+        } else {
+            serde_saphyr::from_str(text).map_err(|e| ConfigError::Syntax {
+                origin: origin.to_owned(),
+                message: e.to_string(),
+            })?
+        };
+        if document.is_null() {
+            document = Value::Object(serde_json::Map::new());
+        }
+        let invalid = |errors| ConfigError::Invalid {
+            origin: origin.to_owned(),
+            errors,
+        };
+        let overrides = env::apply(&mut document, vars).map_err(invalid)?;
+        let errors = validate::check(&document);
+        if !errors.is_empty() {
+            return Err(invalid(errors));
+        }
+        let config: Config = serde_json::from_value(document).map_err(|e| {
+            invalid(vec![FieldError {
+                path: "(document)".to_owned(),
+                message: e.to_string(),
+            }])
+        })?;
+        let revision = config.revision();
+        Ok(Loaded {
+            config,
+            revision,
+            overrides,
+        })
+    }
+
+    /// Reads `path`, applying the process environment's overrides.
+    pub fn load(path: &FsPath) -> Result<Loaded, ConfigError> {
+        Self::load_with_env(path, std::env::vars())
+    }
+
+    pub fn load_with_env(
+        path: &FsPath,
+        vars: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Loaded, ConfigError> {
+        let read_err = |source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        };
+        let size = std::fs::metadata(path).map_err(read_err)?.len();
+        if size > MAX_CONFIG_BYTES {
+            return Err(ConfigError::TooLarge {
+                path: path.to_owned(),
+                size,
+            });
+        }
+        let bytes = std::fs::read(path).map_err(read_err)?;
+        let text = String::from_utf8(bytes).map_err(|e| ConfigError::Syntax {
+            origin: path.display().to_string(),
+            message: format!("not UTF-8: {e}"),
+        })?;
+        Self::from_yaml(&text, &path.display().to_string(), vars)
+    }
+
+    /// The file to read: `--config`, else `$POD_DIRECTOR_CONFIG`, else the default path.
+    pub fn resolve_path(flag: Option<&FsPath>) -> PathBuf {
+        flag.map(FsPath::to_owned)
+            .or_else(|| std::env::var_os(CONFIG_PATH_ENV).filter(|v| !v.is_empty()).map(PathBuf::from))
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG_PATH))
+    }
+
+    /// Short, stable content hash of this configuration.
+    pub fn revision(&self) -> String {
+        let canonical = serde_json::to_vec(self).unwrap_or_default();
+        let digest = Sha256::digest(&canonical);
+        digest.iter().take(6).map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// The mode a group runs in.
+    pub fn mode_of(&self, group: &Group) -> Mode {
+        group.mode.unwrap_or(self.default_mode)
+    }
+
+    /// One line per group, for `check-config` and start-up logs.
+    pub fn group_summaries(&self) -> Vec<String> {
+        self.groups
+            .iter()
+            .map(|(name, g)| {
+                let mut parts = vec![
+                    format!("mode={}", self.mode_of(g)),
+                    format!("onConflict={}", g.on_conflict.as_str()),
+                ];
+                if !g.node_selector.is_empty() {
+                    let sel: Vec<String> = g.node_selector.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                    parts.push(format!("nodeSelector={}", sel.join(",")));
+                }
+                if !g.tolerations.is_empty() {
+                    parts.push(format!("tolerations={}", g.tolerations.len()));
+                }
+                if let Some(a) = &g.affinity {
+                    let mut kinds = Vec::new();
+                    if a.node_affinity.is_some() {
+                        kinds.push("node");
+                    }
+                    if a.pod_affinity.is_some() {
+                        kinds.push("pod");
+                    }
+                    if a.pod_anti_affinity.is_some() {
+                        kinds.push("podAnti");
+                    }
+                    parts.push(format!("affinity={}", kinds.join("+")));
+                }
+                if g.allow_pod_exclusion {
+                    parts.push("allowPodExclusion".to_owned());
+                }
+                if self.default_group.as_deref() == Some(name.as_str()) {
+                    parts.push("default".to_owned());
+                }
+                format!("{name}: {}", parts.join(" "))
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,157 @@
+//! Kubernetes name syntax, checked the way the API server checks it
+//! (`k8s.io/apimachinery/pkg/util/validation`). Each function returns `None`
+//! when the input is valid, or the reason it is not.
+
+const QUALIFIED_NAME_MAX: usize = 63;
+const LABEL_VALUE_MAX: usize = 63;
+const DNS1123_LABEL_MAX: usize = 63;
+const DNS1123_SUBDOMAIN_MAX: usize = 253;
+
+fn is_alnum(c: char) -> bool {
+    c.is_ascii_alphanumeric()
+}
+
+/// `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`
+fn is_qualified_name_part(s: &str) -> bool {
+    let (Some(first), Some(last)) = (s.chars().next(), s.chars().last()) else {
+        return false;
+    };
+    is_alnum(first)
+        && is_alnum(last)
+        && s.chars()
+            .all(|c| is_alnum(c) || c == '-' || c == '_' || c == '.')
+}
+
+/// `[a-z0-9]([-a-z0-9]*[a-z0-9])?`
+fn is_dns1123_label_chars(s: &str) -> bool {
+    let lower_alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    let (Some(first), Some(last)) = (s.chars().next(), s.chars().last()) else {
+        return false;
+    };
+    lower_alnum(first) && lower_alnum(last) && s.chars().all(|c| lower_alnum(c) || c == '-')
+}
+
+/// A DNS-1123 label: namespace names.
+pub fn dns1123_label(s: &str) -> Option<String> {
+    if s.len() > DNS1123_LABEL_MAX {
+        return Some(format!("must be no more than {DNS1123_LABEL_MAX} characters"));
+    }
+    if !is_dns1123_label_chars(s) {
+        return Some(
+            "must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character"
+                .to_owned(),
+        );
+    }
+    None
+}
+
+/// A DNS-1123 subdomain: label key prefixes.
+pub fn dns1123_subdomain(s: &str) -> Option<String> {
+    if s.len() > DNS1123_SUBDOMAIN_MAX {
+        return Some(format!("must be no more than {DNS1123_SUBDOMAIN_MAX} characters"));
+    }
+    if s.split('.').any(|part| !is_dns1123_label_chars(part)) {
+        return Some(
+            "prefix must be a DNS subdomain: lower case alphanumeric characters, '-' or '.', starting and ending with an alphanumeric character"
+                .to_owned(),
+        );
+    }
+    None
+}
+
+/// A label key (qualified name): optional `prefix/` plus a name of at most 63 characters.
+pub fn label_key(s: &str) -> Option<String> {
+    let (prefix, name) = match s.split_once('/') {
+        Some((prefix, name)) => (Some(prefix), name),
+        None => (None, s),
+    };
+    if let Some(prefix) = prefix {
+        if prefix.is_empty() {
+            return Some("prefix part must be non-empty".to_owned());
+        }
+        if let Some(reason) = dns1123_subdomain(prefix) {
+            return Some(reason);
+        }
+    }
+    if name.is_empty() {
+        return Some("name part must be non-empty".to_owned());
+    }
+    if name.len() > QUALIFIED_NAME_MAX {
+        return Some(format!("name part must be no more than {QUALIFIED_NAME_MAX} characters"));
+    }
+    if !is_qualified_name_part(name) {
+        return Some(
+            "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"
+                .to_owned(),
+        );
+    }
+    None
+}
+
+/// A label value: empty, or at most 63 characters of the qualified-name alphabet.
+pub fn label_value(s: &str) -> Option<String> {
+    if s.is_empty() {
+        return None;
+    }
+    if s.len() > LABEL_VALUE_MAX {
+        return Some(format!("must be no more than {LABEL_VALUE_MAX} characters"));
+    }
+    if !is_qualified_name_part(s) {
+        return Some(
+            "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"
+                .to_owned(),
+        );
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_keys_are_checked_like_the_api_server() {
+        for ok in [
+            "a",
+            "node-pool",
+            "kubernetes.io/os",
+            "pod-director/group",
+            "example.com/My_Key.1",
+            "A",
+        ] {
+            assert_eq!(label_key(ok), None, "{ok}");
+        }
+        for bad in [
+            "",
+            "/x",
+            "x/",
+            "-a",
+            "a-",
+            "Example.com/x",
+            "a/b/c",
+            "a b",
+            &"x".repeat(64),
+            "a~b",
+        ] {
+            assert!(label_key(bad).is_some(), "{bad:?} should be rejected");
+        }
+    }
+
+    #[test]
+    fn label_values_allow_empty_and_reject_bad_characters() {
+        assert_eq!(label_value(""), None);
+        assert_eq!(label_value("ci"), None);
+        assert_eq!(label_value("1.10"), None);
+        assert!(label_value("a/b").is_some());
+        assert!(label_value("-a").is_some());
+        assert!(label_value(&"v".repeat(64)).is_some());
+    }
+
+    #[test]
+    fn namespace_names_are_dns_labels() {
+        assert_eq!(dns1123_label("kube-system"), None);
+        assert!(dns1123_label("Kube").is_some());
+        assert!(dns1123_label("a.b").is_some());
+        assert!(dns1123_label("").is_some());
+    }
+}

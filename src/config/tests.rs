@@ -1,0 +1,233 @@
+use super::*;
+
+fn load(yaml: &str) -> Result<Loaded, ConfigError> {
+    Config::from_yaml(yaml, "test.yaml", Vec::new())
+}
+
+fn errors(yaml: &str) -> Vec<String> {
+    match load(yaml) {
+        Ok(_) => panic!("expected errors for:\n{yaml}"),
+        Err(e) => {
+            let errs: Vec<String> = e.field_errors().iter().map(ToString::to_string).collect();
+            assert!(!errs.is_empty(), "expected field errors, got {e}");
+            errs
+        }
+    }
+}
+
+const FULL: &str = r#"
+namespaceLabel: pod-director/group
+defaultGroup: null
+excludedNamespaces: [kube-system, kube-public, kube-node-lease]
+unknownGroup: allow
+defaultMode: dryRun
+groups:
+  ci:
+    mode: enforce
+    onConflict: reject
+    allowPodExclusion: false
+    nodeSelector: {node-pool: ci}
+    tolerations:
+      - {key: dedicated, operator: Equal, value: ci, effect: NoSchedule}
+    affinity:
+      nodeAffinity:
+        requiredDuringSchedulingIgnoredDuringExecution:
+          nodeSelectorTerms:
+            - matchExpressions:
+                - {key: kubernetes.io/arch, operator: In, values: [amd64, arm64]}
+        preferredDuringSchedulingIgnoredDuringExecution:
+          - weight: 10
+            preference:
+              matchExpressions: [{key: zone, operator: In, values: [a]}]
+      podAntiAffinity:
+        preferredDuringSchedulingIgnoredDuringExecution:
+          - weight: 50
+            podAffinityTerm:
+              topologyKey: kubernetes.io/hostname
+              labelSelector: {matchLabels: {app: build}}
+  gpu:
+    tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
+"#;
+
+#[test]
+fn design_example_config_loads_with_its_values() {
+    let loaded = load(FULL).unwrap();
+    let c = &loaded.config;
+    assert_eq!(c.namespace_label, "pod-director/group");
+    assert_eq!(c.default_group, None);
+    let ci = &c.groups["ci"];
+    assert_eq!(c.mode_of(ci), Mode::Enforce);
+    assert_eq!(c.mode_of(&c.groups["gpu"]), Mode::DryRun);
+    assert_eq!(ci.node_selector["node-pool"], "ci");
+    assert_eq!(ci.tolerations[0].operator.as_deref(), Some("Equal"));
+    assert!(ci.affinity.as_ref().unwrap().pod_anti_affinity.is_some());
+    assert_eq!(loaded.revision.len(), 12);
+}
+
+#[test]
+fn empty_file_means_defaults() {
+    let c = load("").unwrap().config;
+    assert_eq!(c, Config::default());
+    assert_eq!(c.excluded_namespaces, ["kube-system", "kube-public", "kube-node-lease"]);
+    assert!(c.skip_daemon_set_pods);
+}
+
+#[test]
+fn equals_operator_is_refused_with_the_allowed_values() {
+    let errs = errors("groups: {ci: {tolerations: [{key: dedicated, operator: Equals, value: ci}]}}");
+    assert_eq!(errs, [r#"groups.ci.tolerations[0].operator: "Equals" is not one of Equal, Exists"#]);
+}
+
+#[test]
+fn every_error_is_reported_in_one_run_with_its_path() {
+    let errs = errors(
+        r#"
+namespaceLabel: "bad label/with/slashes"
+defaultMode: Enforce
+unknownGroup: maybe
+excludedNamespaces: [kube-system, Kube_Bad, kube-system]
+defaultGroup: nope
+colour: blue
+groups:
+  ci:
+    mode: enforced
+    onConflict: whatever
+    allowPodExclusion: "yes"
+    nodeSelctor: {a: b}
+    nodeSelector: {"-bad": ci, version: 1.10, ok: "a/b"}
+    tolerations:
+      - {key: "", operator: Equal, value: x}
+      - {key: a, operator: Exists, value: x}
+      - {key: a, effect: NoSchedul}
+      - {key: a, effect: NoSchedule, tolerationSeconds: 30}
+      - {key: a, tolerationSeconds: "thirty", effect: NoExecute}
+      - {key: a, colour: red}
+    affinity:
+      nodeAffinity:
+        requiredDuringSchedulingIgnoredDuringExecution:
+          nodeSelectorTerms:
+            - matchExpressions:
+                - {key: pool, operator: In, values: []}
+                - {key: pool, operator: Exists, values: [a]}
+                - {key: cpu, operator: Gt, values: ["many"]}
+                - {key: cpu, operator: Lt, values: ["1", "2"]}
+                - {key: pool, operator: Within, values: [a]}
+              matchFields:
+                - {key: metadata.uid, operator: In, values: [x]}
+            - {}
+        preferredDuringSchedulingIgnoredDuringExecution:
+          - {weight: 0, preference: {matchExpressions: [{key: z, operator: In, values: [a]}]}}
+      podAffinity:
+        requiredDuringSchedulingIgnoredDuringExecution:
+          - labelSelector: {matchExpressions: [{key: app, operator: Exists, values: [x]}]}
+  "Bad Group": {}
+"#,
+    );
+    let expect = [
+        r#"namespaceLabel: "bad label/with/slashes" is not a valid label key"#,
+        r#"defaultMode: "Enforce" is not one of dryRun, warn, enforce"#,
+        r#"unknownGroup: "maybe" is not one of allow, deny"#,
+        r#"excludedNamespaces[1]: "Kube_Bad" is not a valid namespace name"#,
+        r#"excludedNamespaces[2]: "kube-system" is listed twice"#,
+        r#"defaultGroup: "nope" is not a defined group"#,
+        "colour: unknown key; allowed keys are namespaceLabel",
+        r#"groups.ci.mode: "enforced" is not one of dryRun, warn, enforce"#,
+        r#"groups.ci.onConflict: "whatever" is not one of reject, override, ignore"#,
+        "groups.ci.allowPodExclusion: expected true or false, got a string",
+        "groups.ci.nodeSelctor: unknown key",
+        r#"groups.ci.nodeSelector["-bad"]: "-bad" is not a valid label key"#,
+        "groups.ci.nodeSelector.version: expected a string, got a number (1.1); quote it",
+        r#"groups.ci.nodeSelector.ok: "a/b" is not a valid label value"#,
+        "groups.ci.tolerations[0].operator: must be Exists when key is empty",
+        r#"groups.ci.tolerations[1].value: must be empty when operator is Exists (got "x")"#,
+        r#"groups.ci.tolerations[2].effect: "NoSchedul" is not one of NoSchedule, PreferNoSchedule, NoExecute"#,
+        "groups.ci.tolerations[3].tolerationSeconds: only allowed with effect NoExecute (effect is NoSchedule)",
+        "groups.ci.tolerations[4].tolerationSeconds: expected an integer, got a string",
+        "groups.ci.tolerations[5].colour: unknown key",
+        "nodeSelectorTerms[0].matchExpressions[0].values: must be non-empty when operator is In",
+        "nodeSelectorTerms[0].matchExpressions[1].values: must be empty when operator is Exists",
+        r#"nodeSelectorTerms[0].matchExpressions[2].values[0]: "many" is not an integer, as Gt requires"#,
+        "nodeSelectorTerms[0].matchExpressions[3].values: must have exactly one value when operator is Lt",
+        r#"nodeSelectorTerms[0].matchExpressions[4].operator: "Within" is not one of In, NotIn, Exists, DoesNotExist, Gt, Lt"#,
+        r#"nodeSelectorTerms[0].matchFields[0].key: "metadata.uid" is not a supported field selector"#,
+        "nodeSelectorTerms[1]: a term without requirements matches no node",
+        "preferredDuringSchedulingIgnoredDuringExecution[0].weight: 0 is not in the range 1 to 100",
+        "requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey: is required",
+        "matchExpressions[0].values: must be empty when operator is Exists",
+        r#"groups["Bad Group"]: group name "Bad Group" cannot be a namespace label value"#,
+    ];
+    for e in expect {
+        assert!(errs.iter().any(|got| got.contains(e)), "missing error containing {e:?} in:\n{}", errs.join("\n"));
+    }
+    assert_eq!(errs.len(), expect.len(), "unexpected extra errors:\n{}", errs.join("\n"));
+}
+
+#[test]
+fn yaml_syntax_errors_say_where() {
+    let err = load("groups: {ci: [").unwrap_err();
+    assert!(matches!(err, ConfigError::Syntax { .. }), "{err}");
+    assert!(err.to_string().contains("test.yaml"), "{err}");
+}
+
+#[test]
+fn a_non_mapping_document_is_refused() {
+    let errs = errors("- a\n- b\n");
+    assert_eq!(errs, ["(top level): expected a mapping, got a list"]);
+}
+
+#[test]
+fn environment_overrides_win_over_the_file_and_are_validated() {
+    let loaded = Config::from_yaml(
+        FULL,
+        "test.yaml",
+        vec![("POD_DIRECTOR__GROUPS__GPU__MODE".to_owned(), "enforce".to_owned())],
+    )
+    .unwrap();
+    assert_eq!(loaded.config.mode_of(&loaded.config.groups["gpu"]), Mode::Enforce);
+    assert_eq!(loaded.overrides, [("POD_DIRECTOR__GROUPS__GPU__MODE".to_owned(), "groups.gpu.mode".to_owned())]);
+
+    let err = Config::from_yaml(
+        FULL,
+        "test.yaml",
+        vec![("POD_DIRECTOR__GROUPS__GPU__MODE".to_owned(), "on".to_owned())],
+    )
+    .unwrap_err();
+    assert_eq!(
+        err.field_errors()[0].to_string(),
+        r#"groups.gpu.mode: "on" is not one of dryRun, warn, enforce"#
+    );
+}
+
+#[test]
+fn revision_follows_content_not_formatting() {
+    let a = load("groups: {ci: {nodeSelector: {pool: ci}}}").unwrap().revision;
+    let b = load("groups:\n  ci:\n    nodeSelector:\n      pool: ci\n").unwrap().revision;
+    let c = load("groups: {ci: {nodeSelector: {pool: ci2}}}").unwrap().revision;
+    assert_eq!(a, b);
+    assert_ne!(a, c);
+}
+
+#[test]
+fn summaries_name_each_group_and_its_mode() {
+    let c = load(FULL).unwrap().config;
+    assert_eq!(
+        c.group_summaries(),
+        [
+            "ci: mode=enforce onConflict=reject nodeSelector=node-pool=ci tolerations=1 affinity=node+podAnti",
+            "gpu: mode=dryRun onConflict=reject tolerations=1",
+        ]
+    );
+}
+
+#[test]
+fn config_files_are_read_and_size_limited() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.yaml");
+    std::fs::write(&path, "defaultMode: warn\n").unwrap();
+    assert_eq!(Config::load_with_env(&path, Vec::new()).unwrap().config.default_mode, Mode::Warn);
+    let missing = dir.path().join("missing.yaml");
+    let err = Config::load_with_env(&missing, Vec::new()).unwrap_err();
+    assert!(err.to_string().starts_with("cannot read config file"), "{err}");
+    std::fs::write(&path, vec![b'#'; 5 * 1024 * 1024]).unwrap();
+    assert!(matches!(Config::load_with_env(&path, Vec::new()), Err(ConfigError::TooLarge { .. })));
+}

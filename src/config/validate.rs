@@ -1,0 +1,665 @@
+//! Strict, complete validation of a configuration document.
+//!
+//! The document is walked as untyped JSON *before* it is deserialized, so that
+//! every problem is reported in one run, each with its path and what to write
+//! instead: unknown keys, wrong types, unknown enum values, and everything the
+//! API server itself would refuse in a nodeSelector, toleration or affinity.
+
+use serde_json::{Map, Value};
+
+use super::path::Path;
+use super::syntax;
+use super::FieldError;
+
+pub const ROOT_FIELDS: &[&str] = &[
+    "namespaceLabel",
+    "defaultGroup",
+    "excludedNamespaces",
+    "unknownGroup",
+    "defaultMode",
+    "podExclusionLabel",
+    "skipDaemonSetPods",
+    "groups",
+];
+pub const GROUP_FIELDS: &[&str] = &[
+    "mode",
+    "onConflict",
+    "allowPodExclusion",
+    "nodeSelector",
+    "tolerations",
+    "affinity",
+];
+pub const TOLERATION_FIELDS: &[&str] = &["key", "operator", "value", "effect", "tolerationSeconds"];
+pub const MODES: &[&str] = &["dryRun", "warn", "enforce"];
+pub const ON_CONFLICT: &[&str] = &["reject", "override", "ignore"];
+pub const UNKNOWN_GROUP: &[&str] = &["allow", "deny"];
+pub const TOLERATION_OPERATORS: &[&str] = &["Equal", "Exists"];
+pub const TAINT_EFFECTS: &[&str] = &["NoSchedule", "PreferNoSchedule", "NoExecute"];
+pub const NODE_SELECTOR_OPERATORS: &[&str] = &["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"];
+pub const LABEL_SELECTOR_OPERATORS: &[&str] = &["In", "NotIn", "Exists", "DoesNotExist"];
+
+/// Fields that hold a boolean, by name, for typing environment overrides.
+pub const BOOLEAN_FIELDS: &[&str] = &["allowPodExclusion", "skipDaemonSetPods"];
+/// Fields that hold an integer, by name, for typing environment overrides.
+pub const INTEGER_FIELDS: &[&str] = &["tolerationSeconds", "weight"];
+
+struct Checker {
+    errors: Vec<FieldError>,
+}
+
+fn describe(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "a mapping",
+    }
+}
+
+fn one_of(allowed: &[&str]) -> String {
+    allowed.join(", ")
+}
+
+impl Checker {
+    fn err(&mut self, path: &Path, message: impl Into<String>) {
+        self.errors.push(FieldError {
+            path: path.to_string(),
+            message: message.into(),
+        });
+    }
+
+    /// A mapping whose keys must all be in `fields`.
+    fn object<'v>(&mut self, v: &'v Value, path: &Path, fields: &[&str]) -> Option<&'v Map<String, Value>> {
+        let Value::Object(map) = v else {
+            self.err(path, format!("expected a mapping, got {}", describe(v)));
+            return None;
+        };
+        for key in map.keys() {
+            if !fields.contains(&key.as_str()) {
+                let hint = fields
+                    .iter()
+                    .find(|f| f.eq_ignore_ascii_case(key))
+                    .map(|f| format!(" (did you mean {f}?)"))
+                    .unwrap_or_default();
+                self.err(
+                    &path.key(key),
+                    format!("unknown key{hint}; allowed keys are {}", one_of(fields)),
+                );
+            }
+        }
+        Some(map)
+    }
+
+    /// A mapping with free keys.
+    fn map<'v>(&mut self, v: &'v Value, path: &Path) -> Option<&'v Map<String, Value>> {
+        match v {
+            Value::Object(map) => Some(map),
+            Value::Null => None,
+            other => {
+                self.err(path, format!("expected a mapping, got {}", describe(other)));
+                None
+            }
+        }
+    }
+
+    fn list<'v>(&mut self, v: &'v Value, path: &Path) -> Option<&'v [Value]> {
+        match v {
+            Value::Array(items) => Some(items),
+            Value::Null => None,
+            other => {
+                self.err(path, format!("expected a list, got {}", describe(other)));
+                None
+            }
+        }
+    }
+
+    fn string<'v>(&mut self, v: &'v Value, path: &Path) -> Option<&'v str> {
+        match v {
+            Value::String(s) => Some(s),
+            Value::Number(_) | Value::Bool(_) => {
+                self.err(
+                    path,
+                    format!("expected a string, got {} ({v}); quote it in YAML so it stays text", describe(v)),
+                );
+                None
+            }
+            other => {
+                self.err(path, format!("expected a string, got {}", describe(other)));
+                None
+            }
+        }
+    }
+
+    fn boolean(&mut self, v: &Value, path: &Path) {
+        if !v.is_boolean() {
+            self.err(path, format!("expected true or false, got {}", describe(v)));
+        }
+    }
+
+    fn integer(&mut self, v: &Value, path: &Path) -> Option<i64> {
+        match v.as_i64() {
+            Some(n) => Some(n),
+            None => {
+                self.err(path, format!("expected an integer, got {}", describe(v)));
+                None
+            }
+        }
+    }
+
+    fn enumerated(&mut self, v: &Value, path: &Path, allowed: &[&str]) -> Option<String> {
+        let s = self.string(v, path)?;
+        if allowed.contains(&s) {
+            Some(s.to_owned())
+        } else {
+            self.err(path, format!("{s:?} is not one of {}", one_of(allowed)));
+            None
+        }
+    }
+
+    fn label_key(&mut self, v: &Value, path: &Path) -> Option<String> {
+        let s = self.string(v, path)?;
+        if let Some(reason) = syntax::label_key(s) {
+            self.err(path, format!("{s:?} is not a valid label key: {reason}"));
+            return None;
+        }
+        Some(s.to_owned())
+    }
+
+    fn label_value(&mut self, v: &Value, path: &Path) {
+        if let Some(s) = self.string(v, path)
+            && let Some(reason) = syntax::label_value(s)
+        {
+            self.err(path, format!("{s:?} is not a valid label value: {reason}"));
+        }
+    }
+
+    fn namespace_name(&mut self, v: &Value, path: &Path) -> Option<String> {
+        let s = self.string(v, path)?;
+        if let Some(reason) = syntax::dns1123_label(s) {
+            self.err(path, format!("{s:?} is not a valid namespace name: {reason}"));
+            return None;
+        }
+        Some(s.to_owned())
+    }
+
+    fn label_map(&mut self, v: &Value, path: &Path) {
+        if let Some(map) = self.map(v, path) {
+            for (k, val) in map {
+                let p = path.key(k);
+                if let Some(reason) = syntax::label_key(k) {
+                    self.err(&p, format!("{k:?} is not a valid label key: {reason}"));
+                }
+                self.label_value(val, &p);
+            }
+        }
+    }
+
+    fn root(&mut self, v: &Value) {
+        let root = Path::root();
+        let Some(map) = self.object(v, &root, ROOT_FIELDS) else {
+            return;
+        };
+        if let Some(v) = map.get("namespaceLabel") {
+            self.label_key(v, &root.key("namespaceLabel"));
+        }
+        if let Some(v) = map.get("podExclusionLabel") {
+            self.label_key(v, &root.key("podExclusionLabel"));
+        }
+        if let Some(v) = map.get("skipDaemonSetPods") {
+            self.boolean(v, &root.key("skipDaemonSetPods"));
+        }
+        if let Some(v) = map.get("unknownGroup") {
+            self.enumerated(v, &root.key("unknownGroup"), UNKNOWN_GROUP);
+        }
+        if let Some(v) = map.get("defaultMode") {
+            self.enumerated(v, &root.key("defaultMode"), MODES);
+        }
+        if let Some(v) = map.get("excludedNamespaces") {
+            let p = root.key("excludedNamespaces");
+            if let Some(items) = self.list(v, &p) {
+                let mut seen = Vec::new();
+                for (i, item) in items.iter().enumerate() {
+                    if let Some(name) = self.namespace_name(item, &p.index(i)) {
+                        if seen.contains(&name) {
+                            self.err(&p.index(i), format!("{name:?} is listed twice"));
+                        }
+                        seen.push(name);
+                    }
+                }
+            }
+        }
+        let groups = map.get("groups").and_then(|g| {
+            let p = root.key("groups");
+            let groups = self.map(g, &p)?;
+            for (name, group) in groups {
+                let gp = p.key(name);
+                if name.is_empty() {
+                    self.err(&gp, "a group name must not be empty");
+                } else if let Some(reason) = syntax::label_value(name) {
+                    self.err(
+                        &gp,
+                        format!("group name {name:?} cannot be a namespace label value: {reason}"),
+                    );
+                }
+                self.group(group, &gp);
+            }
+            Some(groups)
+        });
+        if let Some(v) = map.get("defaultGroup") {
+            let p = root.key("defaultGroup");
+            if !v.is_null()
+                && let Some(name) = self.string(v, &p)
+            {
+                let defined = groups.is_some_and(|g| g.contains_key(name));
+                if !defined {
+                    let names: Vec<&str> = groups
+                        .map(|g| g.keys().map(String::as_str).collect())
+                        .unwrap_or_default();
+                    self.err(
+                        &p,
+                        format!(
+                            "{name:?} is not a defined group (defined: {})",
+                            if names.is_empty() { "none".to_owned() } else { names.join(", ") }
+                        ),
+                    );
+                }
+            }
+        }
+    }
+
+    fn group(&mut self, v: &Value, path: &Path) {
+        let Some(map) = self.object(v, path, GROUP_FIELDS) else {
+            return;
+        };
+        if let Some(v) = map.get("mode") {
+            self.enumerated(v, &path.key("mode"), MODES);
+        }
+        if let Some(v) = map.get("onConflict") {
+            self.enumerated(v, &path.key("onConflict"), ON_CONFLICT);
+        }
+        if let Some(v) = map.get("allowPodExclusion") {
+            self.boolean(v, &path.key("allowPodExclusion"));
+        }
+        if let Some(v) = map.get("nodeSelector") {
+            self.label_map(v, &path.key("nodeSelector"));
+        }
+        if let Some(v) = map.get("tolerations") {
+            let p = path.key("tolerations");
+            if let Some(items) = self.list(v, &p) {
+                for (i, t) in items.iter().enumerate() {
+                    self.toleration(t, &p.index(i));
+                }
+            }
+        }
+        if let Some(v) = map.get("affinity") {
+            self.affinity(v, &path.key("affinity"));
+        }
+    }
+
+    fn optional_string(&mut self, map: &Map<String, Value>, key: &str, path: &Path) -> Option<String> {
+        match map.get(key) {
+            None | Some(Value::Null) => Some(String::new()),
+            Some(v) => self.string(v, &path.key(key)).map(str::to_owned),
+        }
+    }
+
+    fn toleration(&mut self, v: &Value, path: &Path) {
+        let Some(map) = self.object(v, path, TOLERATION_FIELDS) else {
+            return;
+        };
+        let key = self.optional_string(map, "key", path);
+        let value = self.optional_string(map, "value", path);
+        let operator = match map.get("operator") {
+            None | Some(Value::Null) => Some("Equal".to_owned()),
+            Some(v) => self.enumerated(v, &path.key("operator"), TOLERATION_OPERATORS),
+        };
+        let effect = match map.get("effect") {
+            None | Some(Value::Null) => Some(String::new()),
+            Some(Value::String(s)) if s.is_empty() => Some(String::new()),
+            Some(v) => self.enumerated(v, &path.key("effect"), TAINT_EFFECTS),
+        };
+        if let Some(key) = &key {
+            if key.is_empty() {
+                if operator.as_deref() == Some("Equal") {
+                    self.err(
+                        &path.key("operator"),
+                        "must be Exists when key is empty (an empty key with Exists tolerates every taint)",
+                    );
+                }
+            } else if let Some(reason) = syntax::label_key(key) {
+                self.err(&path.key("key"), format!("{key:?} is not a valid taint key: {reason}"));
+            }
+        }
+        if let (Some(op), Some(value)) = (&operator, &value) {
+            match op.as_str() {
+                "Exists" if !value.is_empty() => self.err(
+                    &path.key("value"),
+                    format!("must be empty when operator is Exists (got {value:?})"),
+                ),
+                "Equal" => {
+                    if let Some(reason) = syntax::label_value(value) {
+                        self.err(&path.key("value"), format!("{value:?} is not a valid taint value: {reason}"));
+                    }
+                }
+                _ => {}
+            }
+        }
+        if let Some(seconds) = map.get("tolerationSeconds").filter(|v| !v.is_null()) {
+            let p = path.key("tolerationSeconds");
+            if self.integer(seconds, &p).is_some()
+                && let Some(effect) = &effect
+                && effect != "NoExecute"
+            {
+                self.err(
+                    &p,
+                    format!(
+                        "only allowed with effect NoExecute (effect is {})",
+                        if effect.is_empty() { "empty" } else { effect.as_str() }
+                    ),
+                );
+            }
+        }
+    }
+
+    fn affinity(&mut self, v: &Value, path: &Path) {
+        let Some(map) = self.object(v, path, &["nodeAffinity", "podAffinity", "podAntiAffinity"]) else {
+            return;
+        };
+        if let Some(v) = map.get("nodeAffinity") {
+            self.node_affinity(v, &path.key("nodeAffinity"));
+        }
+        for key in ["podAffinity", "podAntiAffinity"] {
+            if let Some(v) = map.get(key) {
+                self.pod_affinity(v, &path.key(key));
+            }
+        }
+    }
+
+    fn node_affinity(&mut self, v: &Value, path: &Path) {
+        const REQUIRED: &str = "requiredDuringSchedulingIgnoredDuringExecution";
+        const PREFERRED: &str = "preferredDuringSchedulingIgnoredDuringExecution";
+        let Some(map) = self.object(v, path, &[REQUIRED, PREFERRED]) else {
+            return;
+        };
+        if let Some(v) = map.get(REQUIRED) {
+            let p = path.key(REQUIRED);
+            if let Some(selector) = self.object(v, &p, &["nodeSelectorTerms"]) {
+                let tp = p.key("nodeSelectorTerms");
+                match selector.get("nodeSelectorTerms") {
+                    None => self.err(&tp, "is required: list at least one term"),
+                    Some(terms) => {
+                        if let Some(terms) = self.list(terms, &tp) {
+                            if terms.is_empty() {
+                                self.err(&tp, "must list at least one term");
+                            }
+                            for (i, term) in terms.iter().enumerate() {
+                                self.node_selector_term(term, &tp.index(i));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(v) = map.get(PREFERRED) {
+            let p = path.key(PREFERRED);
+            if let Some(items) = self.list(v, &p) {
+                for (i, item) in items.iter().enumerate() {
+                    let ip = p.index(i);
+                    if let Some(m) = self.object(item, &ip, &["weight", "preference"]) {
+                        self.weight(m, &ip);
+                        match m.get("preference") {
+                            Some(term) => self.node_selector_term(term, &ip.key("preference")),
+                            None => self.err(&ip.key("preference"), "is required"),
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn weight(&mut self, map: &Map<String, Value>, path: &Path) {
+        let p = path.key("weight");
+        match map.get("weight") {
+            None => self.err(&p, "is required: an integer from 1 to 100"),
+            Some(w) => {
+                if let Some(n) = self.integer(w, &p)
+                    && !(1..=100).contains(&n)
+                {
+                    self.err(&p, format!("{n} is not in the range 1 to 100"));
+                }
+            }
+        }
+    }
+
+    fn node_selector_term(&mut self, v: &Value, path: &Path) {
+        let Some(map) = self.object(v, path, &["matchExpressions", "matchFields"]) else {
+            return;
+        };
+        let mut count = 0;
+        for (key, fields) in [("matchExpressions", false), ("matchFields", true)] {
+            if let Some(v) = map.get(key) {
+                let p = path.key(key);
+                if let Some(items) = self.list(v, &p) {
+                    count += items.len();
+                    for (i, item) in items.iter().enumerate() {
+                        self.node_selector_requirement(item, &p.index(i), fields);
+                    }
+                }
+            }
+        }
+        if count == 0 {
+            self.err(path, "a term without requirements matches no node: add matchExpressions or matchFields");
+        }
+    }
+
+    fn node_selector_requirement(&mut self, v: &Value, path: &Path, field: bool) {
+        let Some(map) = self.object(v, path, &["key", "operator", "values"]) else {
+            return;
+        };
+        let kp = path.key("key");
+        match map.get("key") {
+            None => self.err(&kp, "is required"),
+            Some(k) if field => {
+                if let Some(k) = self.string(k, &kp)
+                    && k != "metadata.name"
+                {
+                    self.err(&kp, format!("{k:?} is not a supported field selector; only metadata.name is"));
+                }
+            }
+            Some(k) => {
+                self.label_key(k, &kp);
+            }
+        }
+        let op_path = path.key("operator");
+        let allowed: &[&str] = if field { &["In", "NotIn"] } else { NODE_SELECTOR_OPERATORS };
+        let operator = match map.get("operator") {
+            None => {
+                self.err(&op_path, format!("is required: one of {}", one_of(allowed)));
+                None
+            }
+            Some(op) => self.enumerated(op, &op_path, allowed),
+        };
+        let vp = path.key("values");
+        let values: Vec<String> = match map.get("values") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(v) => self
+                .list(v, &vp)
+                .map(|items| {
+                    items
+                        .iter()
+                        .enumerate()
+                        .filter_map(|(i, item)| self.string(item, &vp.index(i)).map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        };
+        let Some(operator) = operator else { return };
+        match operator.as_str() {
+            "In" | "NotIn" if field && values.len() != 1 => {
+                self.err(&vp, format!("must have exactly one value for a field selector (got {})", values.len()));
+            }
+            "In" | "NotIn" if values.is_empty() => {
+                self.err(&vp, format!("must be non-empty when operator is {operator}"));
+            }
+            "In" | "NotIn" => {
+                for (i, value) in values.iter().enumerate() {
+                    if let Some(reason) = syntax::label_value(value) {
+                        self.err(&vp.index(i), format!("{value:?} is not a valid label value: {reason}"));
+                    }
+                }
+            }
+            "Exists" | "DoesNotExist" if !values.is_empty() => {
+                self.err(&vp, format!("must be empty when operator is {operator}"));
+            }
+            "Gt" | "Lt" => {
+                if values.len() != 1 {
+                    self.err(&vp, format!("must have exactly one value when operator is {operator}"));
+                } else if values[0].parse::<i64>().is_err() {
+                    self.err(&vp.index(0), format!("{:?} is not an integer, as {operator} requires", values[0]));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn pod_affinity(&mut self, v: &Value, path: &Path) {
+        const REQUIRED: &str = "requiredDuringSchedulingIgnoredDuringExecution";
+        const PREFERRED: &str = "preferredDuringSchedulingIgnoredDuringExecution";
+        let Some(map) = self.object(v, path, &[REQUIRED, PREFERRED]) else {
+            return;
+        };
+        if let Some(v) = map.get(REQUIRED) {
+            let p = path.key(REQUIRED);
+            if let Some(items) = self.list(v, &p) {
+                for (i, item) in items.iter().enumerate() {
+                    self.pod_affinity_term(item, &p.index(i));
+                }
+            }
+        }
+        if let Some(v) = map.get(PREFERRED) {
+            let p = path.key(PREFERRED);
+            if let Some(items) = self.list(v, &p) {
+                for (i, item) in items.iter().enumerate() {
+                    let ip = p.index(i);
+                    if let Some(m) = self.object(item, &ip, &["weight", "podAffinityTerm"]) {
+                        self.weight(m, &ip);
+                        match m.get("podAffinityTerm") {
+                            Some(term) => self.pod_affinity_term(term, &ip.key("podAffinityTerm")),
+                            None => self.err(&ip.key("podAffinityTerm"), "is required"),
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn pod_affinity_term(&mut self, v: &Value, path: &Path) {
+        let Some(map) = self.object(
+            v,
+            path,
+            &[
+                "labelSelector",
+                "namespaceSelector",
+                "namespaces",
+                "topologyKey",
+                "matchLabelKeys",
+                "mismatchLabelKeys",
+            ],
+        ) else {
+            return;
+        };
+        match map.get("topologyKey") {
+            None => self.err(&path.key("topologyKey"), "is required (e.g. kubernetes.io/hostname)"),
+            Some(k) => {
+                self.label_key(k, &path.key("topologyKey"));
+            }
+        }
+        for key in ["labelSelector", "namespaceSelector"] {
+            if let Some(v) = map.get(key) {
+                self.label_selector(v, &path.key(key));
+            }
+        }
+        if let Some(v) = map.get("namespaces") {
+            let p = path.key("namespaces");
+            if let Some(items) = self.list(v, &p) {
+                for (i, item) in items.iter().enumerate() {
+                    self.namespace_name(item, &p.index(i));
+                }
+            }
+        }
+        for key in ["matchLabelKeys", "mismatchLabelKeys"] {
+            if let Some(v) = map.get(key) {
+                let p = path.key(key);
+                if let Some(items) = self.list(v, &p) {
+                    for (i, item) in items.iter().enumerate() {
+                        self.label_key(item, &p.index(i));
+                    }
+                }
+            }
+        }
+    }
+
+    fn label_selector(&mut self, v: &Value, path: &Path) {
+        let Some(map) = self.object(v, path, &["matchLabels", "matchExpressions"]) else {
+            return;
+        };
+        if let Some(v) = map.get("matchLabels") {
+            self.label_map(v, &path.key("matchLabels"));
+        }
+        if let Some(v) = map.get("matchExpressions") {
+            let p = path.key("matchExpressions");
+            if let Some(items) = self.list(v, &p) {
+                for (i, item) in items.iter().enumerate() {
+                    let ip = p.index(i);
+                    let Some(m) = self.object(item, &ip, &["key", "operator", "values"]) else {
+                        continue;
+                    };
+                    match m.get("key") {
+                        None => self.err(&ip.key("key"), "is required"),
+                        Some(k) => {
+                            self.label_key(k, &ip.key("key"));
+                        }
+                    }
+                    let op = match m.get("operator") {
+                        None => {
+                            self.err(&ip.key("operator"), format!("is required: one of {}", one_of(LABEL_SELECTOR_OPERATORS)));
+                            None
+                        }
+                        Some(op) => self.enumerated(op, &ip.key("operator"), LABEL_SELECTOR_OPERATORS),
+                    };
+                    let vp = ip.key("values");
+                    let count = match m.get("values") {
+                        None | Some(Value::Null) => 0,
+                        Some(v) => self
+                            .list(v, &vp)
+                            .map(|items| {
+                                for (j, item) in items.iter().enumerate() {
+                                    self.label_value(item, &vp.index(j));
+                                }
+                                items.len()
+                            })
+                            .unwrap_or(0),
+                    };
+                    match op.as_deref() {
+                        Some(op @ ("In" | "NotIn")) if count == 0 => {
+                            self.err(&vp, format!("must be non-empty when operator is {op}"));
+                        }
+                        Some(op @ ("Exists" | "DoesNotExist")) if count > 0 => {
+                            self.err(&vp, format!("must be empty when operator is {op}"));
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Every problem in the document, in document order. Empty means valid.
+pub fn check(document: &Value) -> Vec<FieldError> {
+    let mut checker = Checker { errors: Vec::new() };
+    checker.root(document);
+    checker.errors
+}

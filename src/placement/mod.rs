@@ -1,0 +1,247 @@
+//! The placement engine: pure code, no I/O, no clock.
+//!
+//! Given a Pod, its namespace and the configuration, compute a [`Plan`] — the
+//! placement changes with their reasons and conflicts — and render it for one
+//! webhook as an [`Outcome`]: decision, JSON Patch, denial message, warning,
+//! summary. The HTTP layer, the logs, spans and `explain` all render the same
+//! outcome: one computation, many views.
+
+mod affinity;
+mod decide;
+mod patch;
+mod plan;
+mod tolerations;
+mod verify;
+
+use std::fmt;
+
+pub use decide::{Namespace, mutate, select_group, validate, Selection};
+pub use patch::escape_pointer_token;
+pub use plan::{plan, Change, Plan};
+pub use verify::verify;
+
+use crate::config::Mode;
+
+/// The webhook a request arrived at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Webhook {
+    Mutate,
+    Validate,
+}
+
+impl Webhook {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Webhook::Mutate => "mutate",
+            Webhook::Validate => "validate",
+        }
+    }
+}
+
+/// What was decided for one admission request (`placement.decision`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Decision {
+    /// dryRun/warn: enforce would have patched the pod.
+    WouldPatch,
+    /// enforce: the response carries the patch.
+    Patched,
+    /// Nothing to change, nothing to deny.
+    Noop,
+    /// dryRun/warn: enforce would have denied the pod.
+    WouldDeny,
+    /// enforce (or `unknownGroup: deny`): the pod is denied.
+    Denied,
+    /// Not pod-director's business (see [`SkipReason`]).
+    Skipped,
+    /// The namespace names a group that is not defined (`unknownGroup: allow`).
+    UnknownGroup,
+    /// The request could not be decided (rendered by the admission layer).
+    Error,
+}
+
+impl Decision {
+    pub const ALL: [Decision; 8] = [
+        Decision::WouldPatch,
+        Decision::Patched,
+        Decision::Noop,
+        Decision::WouldDeny,
+        Decision::Denied,
+        Decision::Skipped,
+        Decision::UnknownGroup,
+        Decision::Error,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::WouldPatch => "would_patch",
+            Decision::Patched => "patched",
+            Decision::Noop => "noop",
+            Decision::WouldDeny => "would_deny",
+            Decision::Denied => "denied",
+            Decision::Skipped => "skipped",
+            Decision::UnknownGroup => "unknown_group",
+            Decision::Error => "error",
+        }
+    }
+}
+
+impl fmt::Display for Decision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a pod was left alone (`placement.skip_reason`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SkipReason {
+    /// The namespace is in `excludedNamespaces` (or is pod-director's own).
+    ExcludedNamespace,
+    /// The namespace has no group label and there is no `defaultGroup`.
+    NoGroup,
+    /// A static pod's mirror (`kubernetes.io/config.mirror`).
+    MirrorPod,
+    /// Owned by a DaemonSet (`skipDaemonSetPods`).
+    DaemonSetPod,
+    /// `spec.nodeName` is already set: the scheduler is bypassed.
+    NodeNameSet,
+    /// The pod carries the exclusion label and its group allows it.
+    ExclusionLabel,
+    /// Not a pod CREATE/UPDATE this webhook acts on (operation or subresource).
+    NotApplicable(String),
+}
+
+impl SkipReason {
+    pub fn as_str(&self) -> &str {
+        match self {
+            SkipReason::ExcludedNamespace => "excluded_namespace",
+            SkipReason::NoGroup => "no_group",
+            SkipReason::MirrorPod => "mirror_pod",
+            SkipReason::DaemonSetPod => "daemonset_pod",
+            SkipReason::NodeNameSet => "node_name_set",
+            SkipReason::ExclusionLabel => "exclusion_label",
+            SkipReason::NotApplicable(_) => "not_applicable",
+        }
+    }
+}
+
+impl fmt::Display for SkipReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SkipReason::NotApplicable(why) => write!(f, "not_applicable ({why})"),
+            other => f.write_str(other.as_str()),
+        }
+    }
+}
+
+/// How a conflict was resolved, per `onConflict`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resolution {
+    /// `reject`: the pod is (or would be) denied.
+    Rejected,
+    /// `override`: the group's value replaces the pod's.
+    Overridden,
+    /// `ignore`: the pod's value stays.
+    Ignored,
+}
+
+impl Resolution {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Resolution::Rejected => "rejected",
+            Resolution::Overridden => "overridden",
+            Resolution::Ignored => "ignored",
+        }
+    }
+}
+
+/// The pod asks for something its group contradicts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Conflict {
+    /// Where, e.g. `nodeSelector["node-pool"]` or `affinity.nodeAffinity.required.nodeSelectorTerms[0]`.
+    pub field: String,
+    /// What the pod asks for.
+    pub pod: String,
+    /// What the group requires.
+    pub group: String,
+    pub resolution: Resolution,
+}
+
+impl fmt::Display for Conflict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: pod has {}, group requires {} ({})",
+            self.field,
+            self.pod,
+            self.group,
+            self.resolution.as_str()
+        )
+    }
+}
+
+/// A way in which a pod does not satisfy its group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    pub field: String,
+    pub message: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.field, self.message)
+    }
+}
+
+/// Everything decided for one pod at one webhook; every view renders this.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    pub webhook: Webhook,
+    /// The group the namespace selects (also set for unknown groups).
+    pub group: Option<String>,
+    /// The mode the decision was taken in (None when no group applies).
+    pub mode: Option<Mode>,
+    pub decision: Decision,
+    pub skip_reason: Option<SkipReason>,
+    /// The patch enforce applies; in dryRun/warn the would-be patch, byte-for-byte the same.
+    pub patch: json_patch::Patch,
+    /// Whether the admission response must carry `patch` (enforce only).
+    pub apply_patch: bool,
+    /// Whether the pod is admitted.
+    pub allowed: bool,
+    /// The denial (or would-be denial) message.
+    pub message: Option<String>,
+    /// Admission warning for the client, at most 120 characters.
+    pub warning: Option<String>,
+    pub conflicts: Vec<Conflict>,
+    pub violations: Vec<Violation>,
+    /// One line for humans (≤120 chars), e.g. `would set nodeSelector node-pool=ci, add 1 toleration`.
+    pub summary: String,
+}
+
+impl Outcome {
+    /// The patch as JSON (an array of RFC 6902 operations).
+    pub fn patch_json(&self) -> serde_json::Value {
+        serde_json::to_value(&self.patch).unwrap_or_else(|_| serde_json::Value::Array(Vec::new()))
+    }
+
+    /// The JSON Pointer of every operation, in order.
+    pub fn patch_paths(&self) -> Vec<String> {
+        self.patch.0.iter().map(|op| op.path().to_string()).collect()
+    }
+}
+
+/// Longest admission warning or summary, in characters.
+pub const MAX_SUMMARY_CHARS: usize = 120;
+
+/// Cuts `text` to at most `max` characters, marking the cut with `…`.
+pub fn truncate_chars(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_owned();
+    }
+    let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+#[cfg(test)]
+mod tests;
