@@ -1,1 +1,236 @@
-//! stub
+//! Node selector semantics: implication between requirements and terms,
+//! AND-ing a group's term into a pod's term, and detecting terms no node can
+//! satisfy. Terms of a `nodeSelectorTerms` list are ORed; the requirements of a
+//! term (`matchExpressions` and `matchFields`) are ANDed.
+
+use std::collections::BTreeSet;
+
+use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm};
+
+fn values(r: &NodeSelectorRequirement) -> BTreeSet<&str> {
+    r.values.iter().flatten().map(String::as_str).collect()
+}
+
+fn int_value(r: &NodeSelectorRequirement) -> Option<i64> {
+    r.values.as_ref()?.first()?.parse().ok()
+}
+
+/// Whether every node satisfying `p` also satisfies `g` (same key only).
+pub fn requirement_implies(p: &NodeSelectorRequirement, g: &NodeSelectorRequirement) -> bool {
+    if p.key != g.key {
+        return false;
+    }
+    if p == g {
+        return true;
+    }
+    let (pv, gv) = (values(p), values(g));
+    let all_ints = |vals: &BTreeSet<&str>, test: &dyn Fn(i64) -> bool| {
+        !vals.is_empty() && vals.iter().all(|v| v.parse::<i64>().is_ok_and(test))
+    };
+    match (p.operator.as_str(), g.operator.as_str()) {
+        ("In", "In") => !pv.is_empty() && pv.is_subset(&gv),
+        ("In", "NotIn") => pv.is_disjoint(&gv),
+        ("NotIn", "NotIn") => gv.is_subset(&pv),
+        ("DoesNotExist", "NotIn") => true,
+        ("In" | "Exists" | "Gt" | "Lt", "Exists") => true,
+        ("DoesNotExist", "DoesNotExist") => true,
+        ("Gt", "Gt") => matches!((int_value(p), int_value(g)), (Some(a), Some(b)) if a >= b),
+        ("Lt", "Lt") => matches!((int_value(p), int_value(g)), (Some(a), Some(b)) if a <= b),
+        ("In", "Gt") => int_value(g).is_some_and(|b| all_ints(&pv, &|v| v > b)),
+        ("In", "Lt") => int_value(g).is_some_and(|b| all_ints(&pv, &|v| v < b)),
+        _ => false,
+    }
+}
+
+fn list_implies(pod: &[NodeSelectorRequirement], group: &[NodeSelectorRequirement]) -> bool {
+    group.iter().all(|g| pod.iter().any(|p| requirement_implies(p, g)))
+}
+
+fn expressions(t: &NodeSelectorTerm) -> &[NodeSelectorRequirement] {
+    t.match_expressions.as_deref().unwrap_or_default()
+}
+
+fn fields(t: &NodeSelectorTerm) -> &[NodeSelectorRequirement] {
+    t.match_fields.as_deref().unwrap_or_default()
+}
+
+/// Whether every node matching `pod` also matches `group` (syntactic, per requirement).
+pub fn term_implies(pod: &NodeSelectorTerm, group: &NodeSelectorTerm) -> bool {
+    list_implies(expressions(pod), expressions(group)) && list_implies(fields(pod), fields(group))
+}
+
+fn and_lists(pod: &[NodeSelectorRequirement], group: &[NodeSelectorRequirement]) -> Option<Vec<NodeSelectorRequirement>> {
+    let mut out = pod.to_vec();
+    for g in group {
+        if !pod.iter().any(|p| requirement_implies(p, g)) {
+            out.push(g.clone());
+        }
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+/// `pod AND group` as one term: the pod's requirements plus the group's that
+/// the pod's do not already imply.
+pub fn and_terms(pod: &NodeSelectorTerm, group: &NodeSelectorTerm) -> NodeSelectorTerm {
+    NodeSelectorTerm {
+        match_expressions: and_lists(expressions(pod), expressions(group)),
+        match_fields: and_lists(fields(pod), fields(group)),
+    }
+}
+
+/// The pod's term without its requirements on the keys the group's term constrains.
+pub fn without_keys_of(pod: &NodeSelectorTerm, group: &NodeSelectorTerm) -> NodeSelectorTerm {
+    let strip = |p: &[NodeSelectorRequirement], g: &[NodeSelectorRequirement]| {
+        let keys: BTreeSet<&str> = g.iter().map(|r| r.key.as_str()).collect();
+        let kept: Vec<NodeSelectorRequirement> = p.iter().filter(|r| !keys.contains(r.key.as_str())).cloned().collect();
+        (!kept.is_empty()).then_some(kept)
+    };
+    NodeSelectorTerm {
+        match_expressions: strip(expressions(pod), expressions(group)),
+        match_fields: strip(fields(pod), fields(group)),
+    }
+}
+
+/// The first key on which the requirements cannot all hold, if any.
+fn contradiction(reqs: &[NodeSelectorRequirement]) -> Option<String> {
+    let keys: BTreeSet<&str> = reqs.iter().map(|r| r.key.as_str()).collect();
+    for key in keys {
+        let mut must_exist = false;
+        let mut must_not_exist = false;
+        let mut allowed: Option<BTreeSet<&str>> = None;
+        let mut forbidden: BTreeSet<&str> = BTreeSet::new();
+        let mut lower: Option<i64> = None;
+        let mut upper: Option<i64> = None;
+        for r in reqs.iter().filter(|r| r.key == key) {
+            match r.operator.as_str() {
+                "In" => {
+                    must_exist = true;
+                    let v = values(r);
+                    allowed = Some(match allowed {
+                        Some(a) => a.intersection(&v).copied().collect(),
+                        None => v,
+                    });
+                }
+                "NotIn" => forbidden.extend(values(r)),
+                "Exists" => must_exist = true,
+                "DoesNotExist" => must_not_exist = true,
+                "Gt" => {
+                    must_exist = true;
+                    if let Some(n) = int_value(r) {
+                        lower = Some(lower.map_or(n, |l| l.max(n)));
+                    }
+                }
+                "Lt" => {
+                    must_exist = true;
+                    if let Some(n) = int_value(r) {
+                        upper = Some(upper.map_or(n, |u| u.min(n)));
+                    }
+                }
+                _ => {}
+            }
+        }
+        if must_exist && must_not_exist {
+            return Some(key.to_owned());
+        }
+        let in_range = |v: &str| {
+            if lower.is_none() && upper.is_none() {
+                return true;
+            }
+            v.parse::<i64>()
+                .is_ok_and(|n| lower.is_none_or(|l| n > l) && upper.is_none_or(|u| n < u))
+        };
+        match &allowed {
+            Some(a) => {
+                if !a.iter().any(|v| !forbidden.contains(v) && in_range(v)) {
+                    return Some(key.to_owned());
+                }
+            }
+            None => {
+                if let (Some(l), Some(u)) = (lower, upper)
+                    && u.saturating_sub(l) < 2
+                {
+                    return Some(key.to_owned());
+                }
+            }
+        }
+    }
+    None
+}
+
+/// The first key (or field) on which no node can satisfy the term, if any.
+pub fn unsatisfiable(term: &NodeSelectorTerm) -> Option<String> {
+    contradiction(expressions(term)).or_else(|| contradiction(fields(term)))
+}
+
+/// Short human form: `node-pool In (ci), cpu Gt 4`.
+pub fn describe_term(term: &NodeSelectorTerm) -> String {
+    let parts: Vec<String> = expressions(term)
+        .iter()
+        .chain(fields(term))
+        .map(|r| {
+            let vals: Vec<&str> = r.values.iter().flatten().map(String::as_str).collect();
+            if vals.is_empty() {
+                format!("{} {}", r.key, r.operator)
+            } else {
+                format!("{} {} ({})", r.key, r.operator, vals.join(","))
+            }
+        })
+        .collect();
+    format!("[{}]", parts.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(key: &str, op: &str, vals: &[&str]) -> NodeSelectorRequirement {
+        NodeSelectorRequirement {
+            key: key.to_owned(),
+            operator: op.to_owned(),
+            values: (!vals.is_empty()).then(|| vals.iter().map(|v| (*v).to_owned()).collect()),
+        }
+    }
+
+    fn term(reqs: Vec<NodeSelectorRequirement>) -> NodeSelectorTerm {
+        NodeSelectorTerm {
+            match_expressions: Some(reqs),
+            match_fields: None,
+        }
+    }
+
+    #[test]
+    fn narrower_in_implies_wider_in() {
+        assert!(requirement_implies(&req("p", "In", &["a"]), &req("p", "In", &["a", "b"])));
+        assert!(!requirement_implies(&req("p", "In", &["a", "c"]), &req("p", "In", &["a", "b"])));
+        assert!(requirement_implies(&req("p", "In", &["a"]), &req("p", "Exists", &[])));
+        assert!(requirement_implies(&req("p", "In", &["a"]), &req("p", "NotIn", &["b"])));
+        assert!(requirement_implies(&req("p", "NotIn", &["a", "b"]), &req("p", "NotIn", &["b"])));
+        assert!(requirement_implies(&req("c", "Gt", &["8"]), &req("c", "Gt", &["4"])));
+        assert!(requirement_implies(&req("c", "In", &["5", "6"]), &req("c", "Gt", &["4"])));
+        assert!(!requirement_implies(&req("c", "Gt", &["2"]), &req("c", "Gt", &["4"])));
+        assert!(!requirement_implies(&req("q", "In", &["a"]), &req("p", "In", &["a"])));
+    }
+
+    #[test]
+    fn disjoint_in_sets_and_exists_vs_does_not_exist_are_unsatisfiable() {
+        assert_eq!(unsatisfiable(&term(vec![req("p", "In", &["a"]), req("p", "In", &["b"])])), Some("p".into()));
+        assert_eq!(unsatisfiable(&term(vec![req("p", "In", &["a"]), req("p", "NotIn", &["a"])])), Some("p".into()));
+        assert_eq!(unsatisfiable(&term(vec![req("p", "Exists", &[]), req("p", "DoesNotExist", &[])])), Some("p".into()));
+        assert_eq!(unsatisfiable(&term(vec![req("c", "Gt", &["4"]), req("c", "Lt", &["5"])])), Some("c".into()));
+        assert_eq!(unsatisfiable(&term(vec![req("c", "In", &["3"]), req("c", "Gt", &["4"])])), Some("c".into()));
+        assert_eq!(unsatisfiable(&term(vec![req("p", "In", &["a", "b"]), req("p", "In", &["b"])])), None);
+        assert_eq!(unsatisfiable(&term(vec![req("c", "Gt", &["4"]), req("c", "Lt", &["6"])])), None);
+        assert_eq!(unsatisfiable(&term(vec![req("p", "NotIn", &["a"]), req("p", "DoesNotExist", &[])])), None);
+    }
+
+    #[test]
+    fn and_adds_only_what_the_pod_term_does_not_imply() {
+        let pod = term(vec![req("zone", "In", &["a"]), req("pool", "In", &["ci"])]);
+        let group = term(vec![req("pool", "In", &["ci", "ci2"]), req("arch", "In", &["amd64"])]);
+        let merged = and_terms(&pod, &group);
+        assert_eq!(
+            merged.match_expressions.unwrap(),
+            vec![req("zone", "In", &["a"]), req("pool", "In", &["ci"]), req("arch", "In", &["amd64"])]
+        );
+    }
+}

@@ -1,10 +1,18 @@
-//! Group selection and the per-webhook decision (stub, being written).
+//! From a pod and its namespace to an [`Outcome`] for one webhook: which group
+//! applies, whether the pod is skipped, and what the group's mode makes of the
+//! plan (or of the violations, for `/validate`).
+
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Pod;
 
-use super::{Decision, Outcome, Webhook};
-use crate::config::{Config, Group};
+use super::{
+    Decision, MAX_SUMMARY_CHARS, Outcome, SkipReason, Violation, Webhook, plan::plan, truncate_chars, verify::verify,
+};
+use crate::config::{Config, Group, Mode, UnknownGroup};
+
+/// Annotation the kubelet puts on the API mirror of a static pod.
+pub const MIRROR_POD_ANNOTATION: &str = "kubernetes.io/config.mirror";
 
 /// The namespace of the pod, as far as placement cares.
 #[derive(Debug, Clone, Copy)]
@@ -16,17 +24,34 @@ pub struct Namespace<'a> {
 /// Which group a namespace selects.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Selection<'c> {
+    /// In `excludedNamespaces`.
     Excluded,
+    /// No group label and no `defaultGroup`.
     NoGroup,
     Group { name: &'c str, group: &'c Group },
+    /// The label names a group the configuration does not define.
     Unknown { name: String },
 }
 
-pub fn select_group<'c>(_config: &'c Config, _ns: &Namespace<'_>, _own_namespace: Option<&str>) -> Selection<'c> {
-    Selection::NoGroup
+/// The group a namespace selects: its label value, else `defaultGroup`.
+pub fn select_group<'c>(config: &'c Config, ns: &Namespace<'_>) -> Selection<'c> {
+    if config.excluded_namespaces.iter().any(|n| n == ns.name) {
+        return Selection::Excluded;
+    }
+    let name = match ns.labels.get(&config.namespace_label) {
+        Some(value) => value.as_str(),
+        None => match &config.default_group {
+            Some(default) => default.as_str(),
+            None => return Selection::NoGroup,
+        },
+    };
+    match config.groups.get_key_value(name) {
+        Some((name, group)) => Selection::Group { name, group },
+        None => Selection::Unknown { name: name.to_owned() },
+    }
 }
 
-fn noop(webhook: Webhook) -> Outcome {
+fn outcome(webhook: Webhook) -> Outcome {
     Outcome {
         webhook,
         group: None,
@@ -44,12 +69,180 @@ fn noop(webhook: Webhook) -> Outcome {
     }
 }
 
-/// The /mutate decision for a pod being created.
-pub fn mutate(_config: &Config, _ns: &Namespace<'_>, _pod: &Pod) -> Outcome {
-    noop(Webhook::Mutate)
+fn skipped(mut out: Outcome, reason: SkipReason) -> Outcome {
+    out.decision = Decision::Skipped;
+    out.summary = format!("skipped: {reason}");
+    out.skip_reason = Some(reason);
+    out
 }
 
-/// The /validate decision for a final pod (CREATE, or UPDATE with the old pod).
-pub fn validate(_config: &Config, _ns: &Namespace<'_>, _pod: &Pod, _old: Option<&Pod>) -> Outcome {
-    noop(Webhook::Validate)
+/// The pod-level skip rules, in order; `None` when the pod is in scope.
+fn pod_skip(config: &Config, group: &Group, pod: &Pod) -> Option<SkipReason> {
+    let meta = &pod.metadata;
+    if meta.annotations.as_ref().is_some_and(|a| a.contains_key(MIRROR_POD_ANNOTATION)) {
+        return Some(SkipReason::MirrorPod);
+    }
+    let Some(spec) = &pod.spec else {
+        return Some(SkipReason::NotApplicable("the pod has no spec".to_owned()));
+    };
+    if spec.node_name.as_deref().is_some_and(|n| !n.is_empty()) {
+        return Some(SkipReason::NodeNameSet);
+    }
+    if config.skip_daemon_set_pods
+        && meta
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|o| o.kind == "DaemonSet" && o.api_version.starts_with("apps/"))
+    {
+        return Some(SkipReason::DaemonSetPod);
+    }
+    if group.allow_pod_exclusion && exclusion_requested(config, pod) {
+        return Some(SkipReason::ExclusionLabel);
+    }
+    None
+}
+
+fn exclusion_requested(config: &Config, pod: &Pod) -> bool {
+    pod.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(&config.pod_exclusion_label))
+        .is_some_and(|v| v == "true")
+}
+
+/// Common start of both webhooks: the group, or a finished outcome.
+fn scope<'c>(config: &'c Config, ns: &Namespace<'_>, pod: &Pod, webhook: Webhook) -> Result<(&'c str, &'c Group, Outcome), Outcome> {
+    let mut out = outcome(webhook);
+    match select_group(config, ns) {
+        Selection::Excluded => Err(skipped(out, SkipReason::ExcludedNamespace)),
+        Selection::NoGroup => Err(skipped(out, SkipReason::NoGroup)),
+        Selection::Unknown { name } => {
+            let text = format!(
+                "namespace {:?} selects group {name:?} ({}), which is not defined in pod-director's config",
+                ns.name, config.namespace_label
+            );
+            out.group = Some(name);
+            match config.unknown_group {
+                UnknownGroup::Allow => {
+                    out.decision = Decision::UnknownGroup;
+                    out.warning = Some(truncate_chars(&format!("pod-director: {text}"), MAX_SUMMARY_CHARS));
+                    out.summary = truncate_chars(&format!("unknown group: {text}"), MAX_SUMMARY_CHARS);
+                }
+                UnknownGroup::Deny => {
+                    out.decision = Decision::Denied;
+                    out.allowed = false;
+                    out.summary = truncate_chars(&format!("denied: {text}"), MAX_SUMMARY_CHARS);
+                    out.message = Some(format!("pod-director: {text} (unknownGroup: deny)"));
+                }
+            }
+            Err(out)
+        }
+        Selection::Group { name, group } => {
+            out.group = Some(name.to_owned());
+            out.mode = Some(config.mode_of(group));
+            match pod_skip(config, group, pod) {
+                Some(reason) => Err(skipped(out, reason)),
+                None => Ok((name, group, out)),
+            }
+        }
+    }
+}
+
+fn verb(decision: Decision) -> &'static str {
+    match decision {
+        Decision::WouldPatch => "would ",
+        _ => "",
+    }
+}
+
+/// The /mutate decision for a pod being created.
+pub fn mutate(config: &Config, ns: &Namespace<'_>, pod: &Pod) -> Outcome {
+    let (name, group, mut out) = match scope(config, ns, pod, Webhook::Mutate) {
+        Ok(scoped) => scoped,
+        Err(done) => return done,
+    };
+    let mode = config.mode_of(group);
+    let plan = plan(pod, group);
+    let enforce = mode == Mode::Enforce;
+    out.conflicts = plan.conflicts.clone();
+    if plan.rejected() {
+        let conflicts: Vec<String> = plan.conflicts.iter().map(ToString::to_string).collect();
+        out.decision = if enforce { Decision::Denied } else { Decision::WouldDeny };
+        out.allowed = !enforce;
+        out.message = Some(format!(
+            "pod-director: the pod conflicts with placement group {name:?}: {}",
+            conflicts.join("; ")
+        ));
+        out.summary = truncate_chars(
+            &format!("{}conflict: {}", if enforce { "" } else { "would deny, " }, conflicts.join("; ")),
+            MAX_SUMMARY_CHARS,
+        );
+    } else if plan.changes.is_empty() {
+        out.decision = Decision::Noop;
+        out.summary = "compliant: nothing to change".to_owned();
+    } else {
+        out.decision = if enforce { Decision::Patched } else { Decision::WouldPatch };
+        out.apply_patch = enforce;
+        out.patch = plan.patch();
+        out.summary = truncate_chars(&format!("{}{}", verb(out.decision), plan.describe_changes()), MAX_SUMMARY_CHARS);
+    }
+    if exclusion_requested(config, pod) && !group.allow_pod_exclusion {
+        out.summary = truncate_chars(
+            &format!("{} (exclusion label ignored: group does not allow it)", out.summary),
+            MAX_SUMMARY_CHARS,
+        );
+    }
+    out.warning = warning(mode, name, &out);
+    out
+}
+
+fn warning(mode: Mode, group: &str, out: &Outcome) -> Option<String> {
+    let speak = match mode {
+        Mode::DryRun => false,
+        Mode::Warn => out.decision != Decision::Noop,
+        Mode::Enforce => !out.conflicts.is_empty() && out.allowed,
+    };
+    speak.then(|| truncate_chars(&format!("pod-director {group}: {}", out.summary), MAX_SUMMARY_CHARS))
+}
+
+/// The /validate decision for a final pod. On UPDATE (`old` given) only the
+/// violations the update introduces can deny: a pod admitted before its group
+/// was enforced can still be updated (its labels, by controllers).
+pub fn validate(config: &Config, ns: &Namespace<'_>, pod: &Pod, old: Option<&Pod>) -> Outcome {
+    let (name, group, mut out) = match scope(config, ns, pod, Webhook::Validate) {
+        Ok(scoped) => scoped,
+        Err(done) => return done,
+    };
+    let mode = config.mode_of(group);
+    let enforce = mode == Mode::Enforce;
+    let violations = verify(pod, group);
+    let preexisting: Vec<Violation> = old.map(|old| verify(old, group)).unwrap_or_default();
+    let introduced: Vec<&Violation> = violations.iter().filter(|v| !preexisting.contains(v)).collect();
+    if introduced.is_empty() {
+        out.decision = Decision::Noop;
+        out.summary = if violations.is_empty() {
+            "compliant".to_owned()
+        } else {
+            truncate_chars(
+                &format!("{} violation(s) predate this update; not denied", violations.len()),
+                MAX_SUMMARY_CHARS,
+            )
+        };
+    } else {
+        let listed: Vec<String> = introduced.iter().map(ToString::to_string).collect();
+        out.decision = if enforce { Decision::Denied } else { Decision::WouldDeny };
+        out.allowed = !enforce;
+        out.message = Some(format!(
+            "pod-director: the pod does not satisfy placement group {name:?}: {}",
+            listed.join("; ")
+        ));
+        out.summary = truncate_chars(
+            &format!("{}{}", if enforce { "" } else { "would deny: " }, listed.join("; ")),
+            MAX_SUMMARY_CHARS,
+        );
+    }
+    out.violations = violations;
+    out.warning = warning(mode, name, &out);
+    out
 }

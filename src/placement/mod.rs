@@ -15,9 +15,9 @@ mod verify;
 
 use std::fmt;
 
-pub use decide::{Namespace, mutate, select_group, validate, Selection};
+pub use decide::{MIRROR_POD_ANNOTATION, Namespace, Selection, mutate, select_group, validate};
 pub use patch::escape_pointer_token;
-pub use plan::{plan, Change, Plan};
+pub use plan::{Change, Field, Plan, plan};
 pub use verify::verify;
 
 use crate::config::Mode;

@@ -1,1 +1,145 @@
-//! stub
+//! Toleration superset semantics, as the in-tree `MergeTolerations`
+//! (`k8s.io/kubernetes/pkg/util/tolerations`) decides them.
+
+use k8s_openapi::api::core::v1::Toleration;
+
+fn text(field: &Option<String>) -> &str {
+    field.as_deref().unwrap_or("")
+}
+
+/// The operator, with the API's default: empty means `Equal`.
+fn operator(t: &Toleration) -> &str {
+    match text(&t.operator) {
+        "" => "Equal",
+        op => op,
+    }
+}
+
+/// Same toleration, spelled the same way: empty operator becomes `Equal`,
+/// empty strings become absent.
+pub fn normalized(t: &Toleration) -> Toleration {
+    let keep = |s: &Option<String>| s.as_ref().filter(|s| !s.is_empty()).cloned();
+    Toleration {
+        key: keep(&t.key),
+        operator: Some(operator(t).to_owned()),
+        value: keep(&t.value),
+        effect: keep(&t.effect),
+        toleration_seconds: t.toleration_seconds,
+    }
+}
+
+/// Whether `ss` tolerates every taint `t` tolerates (`isSuperset` of the in-tree code).
+pub fn is_superset(ss: &Toleration, t: &Toleration) -> bool {
+    if normalized(ss) == normalized(t) {
+        return true;
+    }
+    // An empty key with Exists matches every key.
+    if text(&t.key) != text(&ss.key) && (!text(&ss.key).is_empty() || operator(ss) != "Exists") {
+        return false;
+    }
+    // An empty effect matches every effect.
+    if text(&t.effect) != text(&ss.effect) && !text(&ss.effect).is_empty() {
+        return false;
+    }
+    if text(&ss.effect) == "NoExecute"
+        && let Some(limit) = ss.toleration_seconds
+    {
+        match t.toleration_seconds {
+            Some(seconds) if seconds <= limit => {}
+            _ => return false,
+        }
+    }
+    match operator(ss) {
+        "Equal" => operator(t) == "Equal" && text(&t.value) == text(&ss.value),
+        "Exists" => true,
+        _ => false,
+    }
+}
+
+/// Whether any of `existing` already tolerates everything `wanted` does.
+pub fn is_tolerated(existing: &[Toleration], wanted: &Toleration) -> bool {
+    existing.iter().any(|e| is_superset(e, wanted))
+}
+
+/// Short human form: `dedicated=ci:NoSchedule`, `nvidia.com/gpu:NoSchedule (Exists)`.
+pub fn describe(t: &Toleration) -> String {
+    let key = if text(&t.key).is_empty() { "*" } else { text(&t.key) };
+    let mut out = match operator(t) {
+        "Exists" => format!("{key} exists"),
+        _ => format!("{key}={}", text(&t.value)),
+    };
+    if !text(&t.effect).is_empty() {
+        out.push(':');
+        out.push_str(text(&t.effect));
+    }
+    if let Some(s) = t.toleration_seconds {
+        out.push_str(&format!(" for {s}s"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tol(key: &str, op: &str, value: &str, effect: &str, seconds: Option<i64>) -> Toleration {
+        let opt = |s: &str| (!s.is_empty()).then(|| s.to_owned());
+        Toleration {
+            key: opt(key),
+            operator: opt(op),
+            value: opt(value),
+            effect: opt(effect),
+            toleration_seconds: seconds,
+        }
+    }
+
+    #[test]
+    fn omitted_operator_is_equal() {
+        let a = tol("dedicated", "", "ci", "NoSchedule", None);
+        let b = tol("dedicated", "Equal", "ci", "NoSchedule", None);
+        assert!(is_superset(&a, &b));
+        assert!(is_superset(&b, &a));
+    }
+
+    #[test]
+    fn keyless_exists_tolerates_everything() {
+        let all = tol("", "Exists", "", "", None);
+        assert!(is_superset(&all, &tol("dedicated", "Equal", "ci", "NoSchedule", None)));
+        assert!(is_superset(&all, &tol("x", "Exists", "", "NoExecute", Some(5))));
+        assert!(!is_superset(&tol("dedicated", "Equal", "ci", "NoSchedule", None), &all));
+    }
+
+    #[test]
+    fn empty_effect_matches_every_effect_but_not_the_reverse() {
+        let any = tol("dedicated", "Equal", "ci", "", None);
+        let one = tol("dedicated", "Equal", "ci", "NoSchedule", None);
+        assert!(is_superset(&any, &one));
+        assert!(!is_superset(&one, &any));
+    }
+
+    #[test]
+    fn exists_on_a_key_covers_every_value_of_it() {
+        let exists = tol("dedicated", "Exists", "", "NoSchedule", None);
+        assert!(is_superset(&exists, &tol("dedicated", "Equal", "ci", "NoSchedule", None)));
+        assert!(!is_superset(&exists, &tol("other", "Equal", "ci", "NoSchedule", None)));
+        assert!(!is_superset(&tol("dedicated", "Equal", "ci", "NoSchedule", None), &exists));
+    }
+
+    #[test]
+    fn toleration_seconds_bound_no_execute_supersets() {
+        let limited = tol("k", "Exists", "", "NoExecute", Some(60));
+        assert!(is_superset(&limited, &tol("k", "Exists", "", "NoExecute", Some(30))));
+        assert!(!is_superset(&limited, &tol("k", "Exists", "", "NoExecute", Some(90))));
+        assert!(!is_superset(&limited, &tol("k", "Exists", "", "NoExecute", None)));
+        let forever = tol("k", "Exists", "", "NoExecute", None);
+        assert!(is_superset(&forever, &limited));
+    }
+
+    #[test]
+    fn different_values_do_not_tolerate_each_other() {
+        assert!(!is_superset(
+            &tol("dedicated", "Equal", "gpu", "NoSchedule", None),
+            &tol("dedicated", "Equal", "ci", "NoSchedule", None)
+        ));
+    }
+}
