@@ -1,8 +1,455 @@
-//! `pod-director explain` (being written).
+//! `pod-director explain`: offline, what would pod-director do to the pods in
+//! these manifests? Namespaces supply labels; Pods and the pod templates of
+//! workloads are decided exactly as `/mutate` and `/validate` would.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use super::ExplainArgs;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use serde::Serialize;
+use serde_json::Value;
 
-pub fn run(_args: &ExplainArgs) -> ExitCode {
-    ExitCode::from(2)
+use super::{ExplainArgs, FailOn, OutputFormat};
+use crate::config::{Config, syntax};
+use crate::placement::{self, Decision, Namespace, SkipReason};
+
+/// Bad input: exit code 2, nothing printed as success.
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    #[error("{0}")]
+    Config(#[from] crate::config::ConfigError),
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: document {index}: {message}")]
+    Document { path: String, index: usize, message: String },
+    #[error("--group {0:?} is not a group of the configuration (groups: {1})")]
+    UnknownGroup(String, String),
+    #[error("--namespace {0:?} is not a valid namespace name: {1}")]
+    BadNamespace(String, String),
+}
+
+/// One manifest object, with where it came from.
+struct Source {
+    path: String,
+    index: usize,
+    object: Value,
+}
+
+/// A pod to decide: a Pod, or a workload's template made into one.
+struct Candidate {
+    namespace: String,
+    name: String,
+    kind: String,
+    source: String,
+    pod: Pod,
+}
+
+#[derive(Debug, Serialize)]
+struct Report {
+    namespace: String,
+    name: String,
+    kind: String,
+    source: String,
+    group: Option<String>,
+    mode: Option<String>,
+    decision: String,
+    patch: Value,
+    conflicts: Vec<ConflictView>,
+    violations: Vec<ViolationView>,
+    reason: String,
+}
+
+#[derive(Debug, Serialize)]
+struct ConflictView {
+    field: String,
+    pod: String,
+    group: String,
+    resolution: String,
+}
+
+#[derive(Debug, Serialize)]
+struct ViolationView {
+    field: String,
+    message: String,
+}
+
+pub fn run(args: &ExplainArgs) -> ExitCode {
+    match explain(args) {
+        Ok((reports, failed)) => {
+            match args.output {
+                OutputFormat::Json => match serde_json::to_string_pretty(&reports) {
+                    Ok(text) => println!("{text}"),
+                    Err(err) => {
+                        eprintln!("error: cannot render JSON: {err}");
+                        return ExitCode::from(2);
+                    }
+                },
+                OutputFormat::Text => print!("{}", render_text(&reports)),
+            }
+            if failed { ExitCode::from(1) } else { ExitCode::SUCCESS }
+        }
+        Err(err) => {
+            eprintln!("error: {err}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn explain(args: &ExplainArgs) -> Result<(Vec<Report>, bool), InputError> {
+    let config = Config::load(&Config::resolve_path(args.config.as_deref()))?.config;
+    if let Some(g) = &args.group
+        && !config.groups.contains_key(g)
+    {
+        let names: Vec<&str> = config.groups.keys().map(String::as_str).collect();
+        return Err(InputError::UnknownGroup(g.clone(), names.join(", ")));
+    }
+    let default_ns = args.namespace.clone().unwrap_or_else(|| "default".to_owned());
+    if let Some(reason) = syntax::dns1123_label(&default_ns) {
+        return Err(InputError::BadNamespace(default_ns, reason));
+    }
+    let mut sources = Vec::new();
+    for path in &args.files {
+        read_path(path, &mut sources)?;
+    }
+    let mut namespaces: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+    let mut candidates = Vec::new();
+    for source in &sources {
+        collect(source, &default_ns, &mut namespaces, &mut candidates)?;
+    }
+    let reports: Vec<Report> = candidates
+        .into_iter()
+        .map(|c| decide(&config, args.group.as_deref(), &namespaces, c))
+        .collect();
+    let failed = args.fail_on.is_some_and(|fail_on| {
+        reports.iter().any(|r| match fail_on {
+            FailOn::Deny => matches!(r.decision.as_str(), "denied" | "would_deny"),
+            FailOn::Patch => matches!(r.decision.as_str(), "denied" | "would_deny" | "patched" | "would_patch"),
+        })
+    });
+    Ok((reports, failed))
+}
+
+fn read_path(path: &Path, out: &mut Vec<Source>) -> Result<(), InputError> {
+    let shown = path.display().to_string();
+    let read_err = |source| InputError::Read {
+        path: shown.clone(),
+        source,
+    };
+    if path == Path::new("-") {
+        let mut text = String::new();
+        std::io::stdin().read_to_string(&mut text).map_err(read_err)?;
+        return parse_documents("(stdin)", &text, out);
+    }
+    if path.is_dir() {
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
+            .map_err(read_err)?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                p.is_dir()
+                    || p.extension()
+                        .and_then(|e| e.to_str())
+                        .is_some_and(|e| matches!(e, "yaml" | "yml" | "json"))
+            })
+            .collect();
+        entries.sort();
+        for entry in entries {
+            read_path(&entry, out)?;
+        }
+        return Ok(());
+    }
+    let text = std::fs::read_to_string(path).map_err(read_err)?;
+    parse_documents(&shown, &text, out)
+}
+
+/// Splits a YAML stream on `---` lines; each document is parsed on its own so
+/// errors can name it (1-based index).
+fn parse_documents(path: &str, text: &str, out: &mut Vec<Source>) -> Result<(), InputError> {
+    let mut docs: Vec<String> = vec![String::new()];
+    for line in text.lines() {
+        if line.starts_with("---") && line[3..].trim().is_empty() {
+            docs.push(String::new());
+        } else if let Some(last) = docs.last_mut() {
+            last.push_str(line);
+            last.push('\n');
+        }
+    }
+    for (i, doc) in docs.iter().enumerate() {
+        let index = i + 1;
+        let meaningful = doc.lines().any(|l| {
+            let t = l.trim();
+            !t.is_empty() && !t.starts_with('#') && t != "..."
+        });
+        if !meaningful {
+            continue;
+        }
+        let value: Value = serde_saphyr::from_str(doc).map_err(|e| InputError::Document {
+            path: path.to_owned(),
+            index,
+            message: format!("not valid YAML/JSON: {e}"),
+        })?;
+        let err = |message: &str| InputError::Document {
+            path: path.to_owned(),
+            index,
+            message: message.to_owned(),
+        };
+        match &value {
+            Value::Null => continue,
+            Value::Object(map) => {
+                if !map.get("kind").is_some_and(|k| k.as_str().is_some_and(|k| !k.is_empty())) {
+                    return Err(err("missing kind: every manifest needs `kind` (and `apiVersion`)"));
+                }
+                if map.get("kind").and_then(Value::as_str) == Some("List") {
+                    for item in map.get("items").and_then(Value::as_array).into_iter().flatten() {
+                        if item.get("kind").and_then(Value::as_str).is_none() {
+                            return Err(err("a List item is missing kind"));
+                        }
+                        out.push(Source {
+                            path: path.to_owned(),
+                            index,
+                            object: item.clone(),
+                        });
+                    }
+                    continue;
+                }
+            }
+            _ => return Err(err("expected a Kubernetes object (a mapping with kind)")),
+        }
+        out.push(Source {
+            path: path.to_owned(),
+            index,
+            object: value,
+        });
+    }
+    Ok(())
+}
+
+/// Where a workload keeps its pod template, and the owner its pods get.
+fn template_of(kind: &str) -> Option<(&'static [&'static str], &'static str)> {
+    match kind {
+        "Deployment" => Some((&["spec", "template"], "ReplicaSet")),
+        "ReplicaSet" => Some((&["spec", "template"], "ReplicaSet")),
+        "StatefulSet" => Some((&["spec", "template"], "StatefulSet")),
+        "DaemonSet" => Some((&["spec", "template"], "DaemonSet")),
+        "Job" => Some((&["spec", "template"], "Job")),
+        "CronJob" => Some((&["spec", "jobTemplate", "spec", "template"], "Job")),
+        _ => None,
+    }
+}
+
+fn collect(
+    source: &Source,
+    default_ns: &str,
+    namespaces: &mut BTreeMap<String, BTreeMap<String, String>>,
+    candidates: &mut Vec<Candidate>,
+) -> Result<(), InputError> {
+    let obj = &source.object;
+    let kind = obj.get("kind").and_then(Value::as_str).unwrap_or_default();
+    let meta = obj.get("metadata");
+    let text = |key: &str| meta.and_then(|m| m.get(key)).and_then(Value::as_str);
+    let err = |message: String| InputError::Document {
+        path: source.path.clone(),
+        index: source.index,
+        message,
+    };
+    let name = text("name")
+        .map(str::to_owned)
+        .or_else(|| text("generateName").map(|g| format!("{g}*")))
+        .unwrap_or_else(|| "(unnamed)".to_owned());
+    let namespace = text("namespace").unwrap_or(default_ns).to_owned();
+    let where_ = format!("{}#{}", source.path, source.index);
+    match kind {
+        "Namespace" => {
+            let labels: BTreeMap<String, String> = meta
+                .and_then(|m| m.get("labels"))
+                .map(|l| serde_json::from_value(l.clone()))
+                .transpose()
+                .map_err(|e| err(format!("Namespace {name}: labels must be a map of strings: {e}")))?
+                .unwrap_or_default();
+            namespaces.insert(name, labels);
+        }
+        "Pod" => {
+            let pod: Pod =
+                serde_json::from_value(obj.clone()).map_err(|e| err(format!("cannot read Pod {name}: {e}")))?;
+            candidates.push(Candidate {
+                namespace,
+                name,
+                kind: kind.to_owned(),
+                source: where_,
+                pod,
+            });
+        }
+        _ => {
+            let Some((path, owner_kind)) = template_of(kind) else {
+                return Ok(());
+            };
+            let template = path.iter().try_fold(obj, |v, k| v.get(*k)).ok_or_else(|| {
+                err(format!("{kind} {name} has no pod template at .{}", path.join(".")))
+            })?;
+            let mut pod_json = serde_json::json!({
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": template.get("metadata").cloned().unwrap_or_else(|| serde_json::json!({})),
+                "spec": template.get("spec").cloned().unwrap_or(Value::Null),
+            });
+            pod_json["metadata"]["namespace"] = Value::String(namespace.clone());
+            let mut pod: Pod = serde_json::from_value(pod_json)
+                .map_err(|e| err(format!("cannot read the pod template of {kind} {name}: {e}")))?;
+            pod.metadata.owner_references = Some(vec![OwnerReference {
+                api_version: if owner_kind == "Job" { "batch/v1" } else { "apps/v1" }.to_owned(),
+                kind: owner_kind.to_owned(),
+                name: name.clone(),
+                controller: Some(true),
+                ..OwnerReference::default()
+            }]);
+            candidates.push(Candidate {
+                namespace,
+                name,
+                kind: kind.to_owned(),
+                source: where_,
+                pod,
+            });
+        }
+    }
+    Ok(())
+}
+
+fn decide(
+    config: &Config,
+    group: Option<&str>,
+    namespaces: &BTreeMap<String, BTreeMap<String, String>>,
+    c: Candidate,
+) -> Report {
+    let forced;
+    let labels = match (group, namespaces.get(&c.namespace)) {
+        (Some(g), _) => {
+            forced = BTreeMap::from([(config.namespace_label.clone(), g.to_owned())]);
+            Some(&forced)
+        }
+        (None, found) => found,
+    };
+    let empty = BTreeMap::new();
+    let excluded = config.excluded_namespaces.contains(&c.namespace);
+    let Some(labels) = labels.or(excluded.then_some(&empty)) else {
+        return Report {
+            namespace: c.namespace.clone(),
+            name: c.name,
+            kind: c.kind,
+            source: c.source,
+            group: None,
+            mode: None,
+            decision: "unresolved".to_owned(),
+            patch: Value::Array(Vec::new()),
+            conflicts: Vec::new(),
+            violations: Vec::new(),
+            reason: format!(
+                "namespace {:?} is not in the input: add its Namespace manifest, or pass --group",
+                c.namespace
+            ),
+        };
+    };
+    let ns = Namespace {
+        name: &c.namespace,
+        labels,
+    };
+    let mutation = placement::mutate(config, &ns, &c.pod);
+    let validation = placement::validate(config, &ns, &c.pod, None);
+    let reason = match &mutation.skip_reason {
+        Some(SkipReason::NotApplicable(why)) => why.clone(),
+        Some(_) => mutation.summary.trim_start_matches("skipped: ").to_owned(),
+        None => mutation.message.clone().unwrap_or_else(|| mutation.summary.clone()),
+    };
+    Report {
+        namespace: c.namespace,
+        name: c.name,
+        kind: c.kind,
+        source: c.source,
+        group: mutation.group.clone(),
+        mode: mutation.mode.map(|m| m.as_str().to_owned()),
+        decision: mutation.decision.as_str().to_owned(),
+        patch: mutation.patch_json(),
+        conflicts: mutation
+            .conflicts
+            .iter()
+            .map(|c| ConflictView {
+                field: c.field.clone(),
+                pod: c.pod.clone(),
+                group: c.group.clone(),
+                resolution: c.resolution.as_str().to_owned(),
+            })
+            .collect(),
+        violations: if mutation.decision == Decision::Skipped {
+            Vec::new()
+        } else {
+            validation
+                .violations
+                .iter()
+                .map(|v| ViolationView {
+                    field: v.field.clone(),
+                    message: v.message.clone(),
+                })
+                .collect()
+        },
+        reason,
+    }
+}
+
+fn render_text(reports: &[Report]) -> String {
+    if reports.is_empty() {
+        return "no pods or pod templates found in the input\n".to_owned();
+    }
+    let headers = ["NAMESPACE", "NAME", "KIND", "GROUP", "MODE", "DECISION"];
+    let rows: Vec<[String; 6]> = reports
+        .iter()
+        .map(|r| {
+            [
+                r.namespace.clone(),
+                r.name.clone(),
+                r.kind.clone(),
+                r.group.clone().unwrap_or_else(|| "-".to_owned()),
+                r.mode.clone().unwrap_or_else(|| "-".to_owned()),
+                r.decision.clone(),
+            ]
+        })
+        .collect();
+    let mut widths = headers.map(str::len);
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: &[String]| {
+        let mut s: String = cells
+            .iter()
+            .zip(widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect::<Vec<_>>()
+            .join("  ");
+        s.truncate(s.trim_end().len());
+        s.push('\n');
+        s
+    };
+    let mut out = line(&headers.map(str::to_owned));
+    for row in &rows {
+        out.push_str(&line(row));
+    }
+    for r in reports {
+        out.push_str(&format!("\n{}/{} ({}, {}): {}\n", r.namespace, r.name, r.kind, r.decision, r.reason));
+        for c in &r.conflicts {
+            out.push_str(&format!("  conflict: {}: pod has {}, group requires {} ({})\n", c.field, c.pod, c.group, c.resolution));
+        }
+        for v in &r.violations {
+            out.push_str(&format!("  violation: {}: {}\n", v.field, v.message));
+        }
+        if r.patch.as_array().is_some_and(|ops| !ops.is_empty()) {
+            out.push_str(&format!("  patch: {}\n", r.patch));
+        }
+    }
+    out
 }
