@@ -36,7 +36,15 @@ fn stderr(o: &Output) -> String {
 fn explain_json(extra: &[&str]) -> (Output, Vec<Value>) {
     let config = examples().join("config.yaml");
     let manifests = examples().join("manifests");
-    let mut args = vec!["explain", "-c", config.to_str().unwrap(), "-f", manifests.to_str().unwrap(), "-o", "json"];
+    let mut args = vec![
+        "explain",
+        "-c",
+        config.to_str().unwrap(),
+        "-f",
+        manifests.to_str().unwrap(),
+        "-o",
+        "json",
+    ];
     args.extend_from_slice(extra);
     let out = run(&args);
     let reports: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap_or_default();
@@ -44,7 +52,10 @@ fn explain_json(extra: &[&str]) -> (Output, Vec<Value>) {
 }
 
 fn find<'a>(reports: &'a [Value], name: &str) -> &'a Value {
-    reports.iter().find(|r| r["name"] == name).unwrap_or_else(|| panic!("no report for {name}"))
+    reports
+        .iter()
+        .find(|r| r["name"] == name)
+        .unwrap_or_else(|| panic!("no report for {name}"))
 }
 
 #[test]
@@ -53,7 +64,13 @@ fn explain_reports_every_pod_and_template_of_the_examples_as_json() {
     assert!(out.status.success(), "{}", stderr(&out));
     let decisions: Vec<(String, String, String)> = reports
         .iter()
-        .map(|r| (r["name"].as_str().unwrap().to_owned(), r["kind"].as_str().unwrap().to_owned(), r["decision"].as_str().unwrap().to_owned()))
+        .map(|r| {
+            (
+                r["name"].as_str().unwrap().to_owned(),
+                r["kind"].as_str().unwrap().to_owned(),
+                r["decision"].as_str().unwrap().to_owned(),
+            )
+        })
         .collect();
     let expect = [
         ("report", "CronJob", "would_patch"),
@@ -68,10 +85,24 @@ fn explain_reports_every_pod_and_template_of_the_examples_as_json() {
     ];
     assert_eq!(decisions.len(), expect.len(), "{decisions:?}");
     for (name, kind, decision) in expect {
-        assert!(decisions.contains(&(name.into(), kind.into(), decision.into())), "{name}: {decisions:?}");
+        assert!(
+            decisions.contains(&(name.into(), kind.into(), decision.into())),
+            "{name}: {decisions:?}"
+        );
     }
     for r in &reports {
-        for key in ["namespace", "name", "kind", "group", "mode", "decision", "patch", "conflicts", "violations", "reason"] {
+        for key in [
+            "namespace",
+            "name",
+            "kind",
+            "group",
+            "mode",
+            "decision",
+            "patch",
+            "conflicts",
+            "violations",
+            "reason",
+        ] {
             assert!(r.get(key).is_some(), "report lacks {key}: {r}");
         }
         assert!(r["patch"].is_array());
@@ -96,12 +127,26 @@ fn explain_reports_every_pod_and_template_of_the_examples_as_json() {
 #[test]
 fn explain_text_output_is_a_table_with_the_patches() {
     let config = examples().join("config.yaml");
-    let out = run(&["explain", "-c", config.to_str().unwrap(), "-f", examples().join("manifests/ci.yaml").to_str().unwrap(), "-f", examples().join("manifests/namespaces.yaml").to_str().unwrap()]);
+    let out = run(&[
+        "explain",
+        "-c",
+        config.to_str().unwrap(),
+        "-f",
+        examples().join("manifests/ci.yaml").to_str().unwrap(),
+        "-f",
+        examples().join("manifests/namespaces.yaml").to_str().unwrap(),
+    ]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
     assert!(text.starts_with("NAMESPACE   NAME"), "{text}");
-    assert!(text.contains("ci-runners  runner-1       Pod         ci     enforce  patched"), "{text}");
-    assert!(text.contains(r#"patch: [{"op":"add","path":"/spec/nodeSelector""#), "{text}");
+    assert!(
+        text.contains("ci-runners  runner-1       Pod         ci     enforce  patched"),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"patch: [{"op":"add","path":"/spec/nodeSelector""#),
+        "{text}"
+    );
 }
 
 #[test]
@@ -109,12 +154,21 @@ fn fail_on_deny_and_patch_set_the_exit_code() {
     let (out, _) = explain_json(&["--fail-on", "deny"]);
     assert_eq!(out.status.code(), Some(1));
     let config = examples().join("config.yaml");
-    let ok_files = [examples().join("manifests/namespaces.yaml"), examples().join("manifests/batch.yaml")];
+    let ok_files = [
+        examples().join("manifests/namespaces.yaml"),
+        examples().join("manifests/batch.yaml"),
+    ];
     let args = |fail: &str| {
         vec![
-            "explain".to_owned(), "-c".into(), config.display().to_string(),
-            "-f".into(), ok_files[0].display().to_string(), "-f".into(), ok_files[1].display().to_string(),
-            "--fail-on".into(), fail.into(),
+            "explain".to_owned(),
+            "-c".into(),
+            config.display().to_string(),
+            "-f".into(),
+            ok_files[0].display().to_string(),
+            "-f".into(),
+            ok_files[1].display().to_string(),
+            "--fail-on".into(),
+            fail.into(),
         ]
     };
     let deny = bin().args(args("deny")).output().unwrap();
@@ -126,13 +180,41 @@ fn fail_on_deny_and_patch_set_the_exit_code() {
 #[test]
 fn pods_of_namespaces_missing_from_the_input_are_reported_not_guessed() {
     let config = examples().join("config.yaml");
-    let out = run(&["explain", "-c", config.to_str().unwrap(), "-f", examples().join("manifests/ci.yaml").to_str().unwrap(), "-o", "json"]);
+    let out = run(&[
+        "explain",
+        "-c",
+        config.to_str().unwrap(),
+        "-f",
+        examples().join("manifests/ci.yaml").to_str().unwrap(),
+        "-o",
+        "json",
+    ]);
     assert!(out.status.success());
     let reports: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
-    assert!(reports.iter().all(|r| r["decision"] == "unresolved" && r["group"].is_null()), "{reports:?}");
-    assert!(reports[0]["reason"].as_str().unwrap().contains(r#"namespace "ci-runners" is not in the input"#));
+    assert!(
+        reports
+            .iter()
+            .all(|r| r["decision"] == "unresolved" && r["group"].is_null()),
+        "{reports:?}"
+    );
+    assert!(
+        reports[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains(r#"namespace "ci-runners" is not in the input"#)
+    );
 
-    let out = run(&["explain", "-c", config.to_str().unwrap(), "-f", examples().join("manifests/ci.yaml").to_str().unwrap(), "-o", "json", "--group", "batch"]);
+    let out = run(&[
+        "explain",
+        "-c",
+        config.to_str().unwrap(),
+        "-f",
+        examples().join("manifests/ci.yaml").to_str().unwrap(),
+        "-o",
+        "json",
+        "--group",
+        "batch",
+    ]);
     let reports: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
     assert!(reports.iter().all(|r| r["group"] == "batch"), "{reports:?}");
 }
@@ -143,7 +225,17 @@ fn objects_without_a_namespace_use_the_namespace_flag() {
     let f = dir.path().join("pod.yaml");
     std::fs::write(&f, "apiVersion: v1\nkind: Namespace\nmetadata: {name: build, labels: {pod-director/group: ci}}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: a, image: b}]}\n").unwrap();
     let config = examples().join("config.yaml");
-    let out = run(&["explain", "-c", config.to_str().unwrap(), "-f", f.to_str().unwrap(), "-n", "build", "-o", "json"]);
+    let out = run(&[
+        "explain",
+        "-c",
+        config.to_str().unwrap(),
+        "-f",
+        f.to_str().unwrap(),
+        "-n",
+        "build",
+        "-o",
+        "json",
+    ]);
     let reports: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(reports[0]["namespace"], "build");
     assert_eq!(reports[0]["decision"], "patched");
@@ -165,17 +257,40 @@ fn explain_stdin(input: &str) -> Output {
 #[test]
 fn bad_manifests_exit_2_naming_file_and_document() {
     let cases = [
-        ("apiVersion: v1\nkind: Pod\nmetadata: {name: a}\n---\nmetadata: {name: b}\n", "(stdin): document 2: missing kind"),
-        ("kind: Pod\nmetadata: {name: a\n", "(stdin): document 1: not valid YAML/JSON"),
-        ("--- \n# only a comment\n---\n[1, 2]\n", "(stdin): document 3: expected a Kubernetes object"),
-        ("kind: Pod\nmetadata: {name: a}\nspec: {containers: oops}\n", "(stdin): document 1: cannot read Pod a"),
-        ("kind: Deployment\nmetadata: {name: d}\nspec: {}\n", "(stdin): document 1: Deployment d has no pod template at .spec.template"),
+        (
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\n---\nmetadata: {name: b}\n",
+            "(stdin): document 2: missing kind",
+        ),
+        (
+            "kind: Pod\nmetadata: {name: a\n",
+            "(stdin): document 1: not valid YAML/JSON",
+        ),
+        (
+            "--- \n# only a comment\n---\n[1, 2]\n",
+            "(stdin): document 3: expected a Kubernetes object",
+        ),
+        (
+            "kind: Pod\nmetadata: {name: a}\nspec: {containers: oops}\n",
+            "(stdin): document 1: cannot read Pod a",
+        ),
+        (
+            "kind: Deployment\nmetadata: {name: d}\nspec: {}\n",
+            "(stdin): document 1: Deployment d has no pod template at .spec.template",
+        ),
     ];
     for (input, expected) in cases {
         let out = explain_stdin(input);
         assert_eq!(out.status.code(), Some(2), "{input}");
-        assert!(stdout(&out).is_empty(), "nothing may be printed as success: {}", stdout(&out));
-        assert!(stderr(&out).contains(expected), "expected {expected:?} in {}", stderr(&out));
+        assert!(
+            stdout(&out).is_empty(),
+            "nothing may be printed as success: {}",
+            stdout(&out)
+        );
+        assert!(
+            stderr(&out).contains(expected),
+            "expected {expected:?} in {}",
+            stderr(&out)
+        );
     }
 }
 
@@ -184,10 +299,26 @@ fn unreadable_files_and_unknown_groups_exit_2() {
     let config = examples().join("config.yaml");
     let out = run(&["explain", "-c", config.to_str().unwrap(), "-f", "/nonexistent/x.yaml"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("cannot read /nonexistent/x.yaml"), "{}", stderr(&out));
-    let out = run(&["explain", "-c", config.to_str().unwrap(), "-f", examples().join("manifests").to_str().unwrap(), "--group", "nope"]);
+    assert!(
+        stderr(&out).contains("cannot read /nonexistent/x.yaml"),
+        "{}",
+        stderr(&out)
+    );
+    let out = run(&[
+        "explain",
+        "-c",
+        config.to_str().unwrap(),
+        "-f",
+        examples().join("manifests").to_str().unwrap(),
+        "--group",
+        "nope",
+    ]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains(r#"--group "nope" is not a group of the configuration (groups: batch, ci, gpu)"#), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(r#"--group "nope" is not a group of the configuration (groups: batch, ci, gpu)"#),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
@@ -199,7 +330,10 @@ fn check_config_prints_ok_and_one_line_per_group() {
     let lines: Vec<&str> = text.lines().collect();
     assert!(lines[0].starts_with("ok: ") && lines[0].contains("revision "), "{text}");
     assert_eq!(lines.len(), 4, "{text}");
-    assert!(lines.contains(&"ci: mode=enforce onConflict=reject nodeSelector=node-pool=ci tolerations=1"), "{text}");
+    assert!(
+        lines.contains(&"ci: mode=enforce onConflict=reject nodeSelector=node-pool=ci tolerations=1"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -212,8 +346,14 @@ fn check_config_lists_every_error_and_exits_non_zero() {
     assert!(stdout(&out).is_empty());
     let err = stderr(&out);
     assert!(err.contains("(3 errors)"), "{err}");
-    assert!(err.contains(r#"groups.ci.tolerations[0].operator: "Equals" is not one of Equal, Exists"#), "{err}");
-    assert!(err.contains(r#"defaultMode: "enforced" is not one of dryRun, warn, enforce"#), "{err}");
+    assert!(
+        err.contains(r#"groups.ci.tolerations[0].operator: "Equals" is not one of Equal, Exists"#),
+        "{err}"
+    );
+    assert!(
+        err.contains(r#"defaultMode: "enforced" is not one of dryRun, warn, enforce"#),
+        "{err}"
+    );
     assert!(err.contains("groups.ci.nodeSelectr: unknown key"), "{err}");
 }
 
@@ -228,23 +368,42 @@ fn check_config_reads_the_path_from_the_environment_and_applies_overrides() {
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
-    assert!(text.contains("override: groups.batch.mode from POD_DIRECTOR__GROUPS__BATCH__MODE"), "{text}");
+    assert!(
+        text.contains("override: groups.batch.mode from POD_DIRECTOR__GROUPS__BATCH__MODE"),
+        "{text}"
+    );
     assert!(text.contains("batch: mode=enforce"), "{text}");
 
-    let out = bin().arg("check-config").env("POD_DIRECTOR__GROUPS__NOPE__MODE", "enforce").env("POD_DIRECTOR_CONFIG", &config).output().unwrap();
+    let out = bin()
+        .arg("check-config")
+        .env("POD_DIRECTOR__GROUPS__NOPE__MODE", "enforce")
+        .env("POD_DIRECTOR_CONFIG", &config)
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).contains("environment variable POD_DIRECTOR__GROUPS__NOPE__MODE"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("environment variable POD_DIRECTOR__GROUPS__NOPE__MODE"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
 fn missing_config_file_is_a_clear_error() {
     let out = run(&["check-config", "-c", "/nonexistent/config.yaml"]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(stderr(&out).contains("cannot read config file /nonexistent/config.yaml"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("cannot read config file /nonexistent/config.yaml"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
 fn version_prints_the_crate_version() {
     let out = run(&["version"]);
-    assert_eq!(stdout(&out).trim(), format!("pod-director {}", env!("CARGO_PKG_VERSION")));
+    assert_eq!(
+        stdout(&out).trim(),
+        format!("pod-director {}", env!("CARGO_PKG_VERSION"))
+    );
 }

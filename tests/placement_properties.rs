@@ -45,7 +45,11 @@ fn toleration() -> impl Strategy<Value = Toleration> {
             let exists = key.is_none() || op == "Exists";
             Toleration {
                 key,
-                operator: if exists { Some("Exists".to_owned()) } else { (!op.is_empty()).then(|| op.to_owned()) },
+                operator: if exists {
+                    Some("Exists".to_owned())
+                } else {
+                    (!op.is_empty()).then(|| op.to_owned())
+                },
                 value: (!exists).then_some(value),
                 effect: (!effect.is_empty()).then(|| effect.to_owned()),
                 toleration_seconds: (effect == "NoExecute").then_some(seconds).flatten(),
@@ -79,13 +83,15 @@ fn term() -> impl Strategy<Value = NodeSelectorTerm> {
 }
 
 fn pod_affinity_term() -> impl Strategy<Value = PodAffinityTerm> {
-    (prop::sample::select(vec!["kubernetes.io/hostname", "zone"]), value()).prop_map(|(topology, app)| PodAffinityTerm {
-        topology_key: topology.to_owned(),
-        label_selector: Some(LabelSelector {
-            match_labels: Some(BTreeMap::from([("app".to_owned(), app)])),
-            match_expressions: None,
-        }),
-        ..PodAffinityTerm::default()
+    (prop::sample::select(vec!["kubernetes.io/hostname", "zone"]), value()).prop_map(|(topology, app)| {
+        PodAffinityTerm {
+            topology_key: topology.to_owned(),
+            label_selector: Some(LabelSelector {
+                match_labels: Some(BTreeMap::from([("app".to_owned(), app)])),
+                match_expressions: None,
+            }),
+            ..PodAffinityTerm::default()
+        }
     })
 }
 
@@ -113,7 +119,10 @@ fn affinity() -> impl Strategy<Value = Option<Affinity>> {
                 required_during_scheduling_ignored_during_execution: anti_required,
                 preferred_during_scheduling_ignored_during_execution: anti_preferred.map(|p| {
                     p.into_iter()
-                        .map(|(weight, pod_affinity_term)| WeightedPodAffinityTerm { weight, pod_affinity_term })
+                        .map(|(weight, pod_affinity_term)| WeightedPodAffinityTerm {
+                            weight,
+                            pod_affinity_term,
+                        })
                         .collect()
                 }),
             }),
@@ -135,7 +144,9 @@ fn group() -> impl Strategy<Value = Group> {
             affinity: affinity.map(|mut a| {
                 // A group's required terms are never an empty list (config validation).
                 if let Some(n) = &mut a.node_affinity
-                    && n.required_during_scheduling_ignored_during_execution.as_ref().is_some_and(|r| r.node_selector_terms.is_empty())
+                    && n.required_during_scheduling_ignored_during_execution
+                        .as_ref()
+                        .is_some_and(|r| r.node_selector_terms.is_empty())
                 {
                     n.required_during_scheduling_ignored_during_execution = None;
                 }
@@ -214,9 +225,7 @@ fn nodes() -> Vec<Node> {
 fn requirement_matches(node: &Node, r: &NodeSelectorRequirement) -> bool {
     let have = node.get(r.key.as_str()).copied();
     let vals: Vec<&str> = r.values.iter().flatten().map(String::as_str).collect();
-    let cmp = |f: fn(i64, i64) -> bool| {
-        matches!((have.and_then(|h| h.parse().ok()), vals.first().and_then(|v| v.parse().ok())), (Some(a), Some(b)) if f(a, b))
-    };
+    let cmp = |f: fn(i64, i64) -> bool| matches!((have.and_then(|h| h.parse().ok()), vals.first().and_then(|v| v.parse().ok())), (Some(a), Some(b)) if f(a, b));
     match r.operator.as_str() {
         "In" => have.is_some_and(|h| vals.contains(&h)),
         "NotIn" => have.is_none_or(|h| !vals.contains(&h)),

@@ -28,7 +28,11 @@ pub enum InputError {
         source: std::io::Error,
     },
     #[error("{path}: document {index}: {message}")]
-    Document { path: String, index: usize, message: String },
+    Document {
+        path: String,
+        index: usize,
+        message: String,
+    },
     #[error("--group {0:?} is not a group of the configuration (groups: {1})")]
     UnknownGroup(String, String),
     #[error("--namespace {0:?} is not a valid namespace name: {1}")]
@@ -202,7 +206,10 @@ fn parse_documents(path: &str, text: &str, out: &mut Vec<Source>) -> Result<(), 
         match &value {
             Value::Null => continue,
             Value::Object(map) => {
-                if !map.get("kind").is_some_and(|k| k.as_str().is_some_and(|k| !k.is_empty())) {
+                if !map
+                    .get("kind")
+                    .is_some_and(|k| k.as_str().is_some_and(|k| !k.is_empty()))
+                {
                     return Err(err("missing kind: every manifest needs `kind` (and `apiVersion`)"));
                 }
                 if map.get("kind").and_then(Value::as_str) == Some("List") {
@@ -289,9 +296,10 @@ fn collect(
             let Some((path, owner_kind)) = template_of(kind) else {
                 return Ok(());
             };
-            let template = path.iter().try_fold(obj, |v, k| v.get(*k)).ok_or_else(|| {
-                err(format!("{kind} {name} has no pod template at .{}", path.join(".")))
-            })?;
+            let template = path
+                .iter()
+                .try_fold(obj, |v, k| v.get(*k))
+                .ok_or_else(|| err(format!("{kind} {name} has no pod template at .{}", path.join("."))))?;
             let mut pod_json = serde_json::json!({
                 "apiVersion": "v1",
                 "kind": "Pod",
@@ -440,9 +448,15 @@ fn render_text(reports: &[Report]) -> String {
         out.push_str(&line(row));
     }
     for r in reports {
-        out.push_str(&format!("\n{}/{} ({}, {}): {}\n", r.namespace, r.name, r.kind, r.decision, r.reason));
+        out.push_str(&format!(
+            "\n{}/{} ({}, {}): {}\n",
+            r.namespace, r.name, r.kind, r.decision, r.reason
+        ));
         for c in &r.conflicts {
-            out.push_str(&format!("  conflict: {}: pod has {}, group requires {} ({})\n", c.field, c.pod, c.group, c.resolution));
+            out.push_str(&format!(
+                "  conflict: {}: pod has {}, group requires {} ({})\n",
+                c.field, c.pod, c.group, c.resolution
+            ));
         }
         for v in &r.violations {
             out.push_str(&format!("  violation: {}: {}\n", v.field, v.message));

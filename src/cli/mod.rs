@@ -9,7 +9,11 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 
 #[derive(Debug, Parser)]
-#[command(name = "pod-director", version, about = "Kubernetes admission webhook that places the pods of chosen namespaces on chosen nodes, dry-run first")]
+#[command(
+    name = "pod-director",
+    version,
+    about = "Kubernetes admission webhook that places the pods of chosen namespaces on chosen nodes, dry-run first"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,

@@ -20,8 +20,8 @@
 
 use serde_json::{Map, Value};
 
-use super::validate::{BOOLEAN_FIELDS, GROUP_FIELDS, INTEGER_FIELDS, ROOT_FIELDS, TOLERATION_FIELDS};
 use super::FieldError;
+use super::validate::{BOOLEAN_FIELDS, GROUP_FIELDS, INTEGER_FIELDS, ROOT_FIELDS, TOLERATION_FIELDS};
 
 pub const PREFIX: &str = "POD_DIRECTOR__";
 
@@ -61,10 +61,17 @@ fn resolve_key(map: &Map<String, Value>, path: &[String], segment: &str) -> Resu
             }
             Err(format!(
                 "{segment:?} matches no key here (keys: {})",
-                if names.is_empty() { "none".to_owned() } else { names.join(", ") }
+                if names.is_empty() {
+                    "none".to_owned()
+                } else {
+                    names.join(", ")
+                }
             ))
         }
-        _ => Err(format!("{segment:?} is ambiguous: it matches {}", candidates.join(", "))),
+        _ => Err(format!(
+            "{segment:?} is ambiguous: it matches {}",
+            candidates.join(", ")
+        )),
     }
 }
 
@@ -122,8 +129,12 @@ fn apply_one(document: &mut Value, name: &str, raw: &str) -> Result<String, Stri
             Value::Object(map) => {
                 let key = resolve_key(map, &canonical, segment)?;
                 canonical.push(key.clone());
-                map.get_mut(&key)
-                    .ok_or_else(|| format!("{} is not set in the file, so it has nothing to override", canonical.join(".")))?
+                map.get_mut(&key).ok_or_else(|| {
+                    format!(
+                        "{} is not set in the file, so it has nothing to override",
+                        canonical.join(".")
+                    )
+                })?
             }
             Value::Array(items) => {
                 let index: usize = segment
@@ -256,7 +267,10 @@ mod tests {
         .unwrap_err();
         let text: Vec<String> = errors.iter().map(ToString::to_string).collect();
         assert_eq!(errors.len(), 5, "{text:#?}");
-        assert!(text.iter().any(|t| t.contains("POD_DIRECTOR__GROUPS__NOPE__MODE") && t.contains("\"NOPE\" matches no key")));
+        assert!(
+            text.iter()
+                .any(|t| t.contains("POD_DIRECTOR__GROUPS__NOPE__MODE") && t.contains("\"NOPE\" matches no key"))
+        );
         assert!(text.iter().any(|t| t.contains("\"yes\" is not true or false")));
         assert!(text.iter().any(|t| t.contains("index 3 is out of range")));
         assert!(text.iter().any(|t| t.contains("is a mapping, not a scalar")));

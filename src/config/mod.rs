@@ -198,11 +198,7 @@ pub enum ConfigError {
 }
 
 fn render(errors: &[FieldError]) -> String {
-    errors
-        .iter()
-        .map(|e| format!("  {e}"))
-        .collect::<Vec<_>>()
-        .join("\n")
+    errors.iter().map(|e| format!("  {e}")).collect::<Vec<_>>().join("\n")
 }
 
 impl ConfigError {
@@ -298,7 +294,11 @@ impl Config {
     /// The file to read: `--config`, else `$POD_DIRECTOR_CONFIG`, else the default path.
     pub fn resolve_path(flag: Option<&FsPath>) -> PathBuf {
         flag.map(FsPath::to_owned)
-            .or_else(|| std::env::var_os(CONFIG_PATH_ENV).filter(|v| !v.is_empty()).map(PathBuf::from))
+            .or_else(|| {
+                std::env::var_os(CONFIG_PATH_ENV)
+                    .filter(|v| !v.is_empty())
+                    .map(PathBuf::from)
+            })
             .unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG_PATH))
     }
 

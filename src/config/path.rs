@@ -35,9 +35,7 @@ impl Path {
 
 fn is_plain(key: &str) -> bool {
     key.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && key
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
 }
 
 impl fmt::Display for Path {
@@ -67,9 +65,18 @@ mod tests {
 
     #[test]
     fn paths_render_like_yaml_paths() {
-        let p = Path::root().key("groups").key("ci").key("tolerations").index(0).key("operator");
+        let p = Path::root()
+            .key("groups")
+            .key("ci")
+            .key("tolerations")
+            .index(0)
+            .key("operator");
         assert_eq!(p.to_string(), "groups.ci.tolerations[0].operator");
-        let p = Path::root().key("groups").key("ci").key("nodeSelector").key("kubernetes.io/os");
+        let p = Path::root()
+            .key("groups")
+            .key("ci")
+            .key("nodeSelector")
+            .key("kubernetes.io/os");
         assert_eq!(p.to_string(), r#"groups.ci.nodeSelector["kubernetes.io/os"]"#);
         assert_eq!(Path::root().to_string(), "(top level)");
     }

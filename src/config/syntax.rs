@@ -16,10 +16,7 @@ fn is_qualified_name_part(s: &str) -> bool {
     let (Some(first), Some(last)) = (s.chars().next(), s.chars().last()) else {
         return false;
     };
-    is_alnum(first)
-        && is_alnum(last)
-        && s.chars()
-            .all(|c| is_alnum(c) || c == '-' || c == '_' || c == '.')
+    is_alnum(first) && is_alnum(last) && s.chars().all(|c| is_alnum(c) || c == '-' || c == '_' || c == '.')
 }
 
 /// `[a-z0-9]([-a-z0-9]*[a-z0-9])?`
@@ -77,7 +74,9 @@ pub fn label_key(s: &str) -> Option<String> {
         return Some("name part must be non-empty".to_owned());
     }
     if name.len() > QUALIFIED_NAME_MAX {
-        return Some(format!("name part must be no more than {QUALIFIED_NAME_MAX} characters"));
+        return Some(format!(
+            "name part must be no more than {QUALIFIED_NAME_MAX} characters"
+        ));
     }
     if !is_qualified_name_part(name) {
         return Some(

@@ -75,7 +75,10 @@ fn empty_file_means_defaults() {
 #[test]
 fn equals_operator_is_refused_with_the_allowed_values() {
     let errs = errors("groups: {ci: {tolerations: [{key: dedicated, operator: Equals, value: ci}]}}");
-    assert_eq!(errs, [r#"groups.ci.tolerations[0].operator: "Equals" is not one of Equal, Exists"#]);
+    assert_eq!(
+        errs,
+        [r#"groups.ci.tolerations[0].operator: "Equals" is not one of Equal, Exists"#]
+    );
 }
 
 #[test]
@@ -157,9 +160,18 @@ groups:
         r#"groups["Bad Group"]: group name "Bad Group" cannot be a namespace label value"#,
     ];
     for e in expect {
-        assert!(errs.iter().any(|got| got.contains(e)), "missing error containing {e:?} in:\n{}", errs.join("\n"));
+        assert!(
+            errs.iter().any(|got| got.contains(e)),
+            "missing error containing {e:?} in:\n{}",
+            errs.join("\n")
+        );
     }
-    assert_eq!(errs.len(), expect.len(), "unexpected extra errors:\n{}", errs.join("\n"));
+    assert_eq!(
+        errs.len(),
+        expect.len(),
+        "unexpected extra errors:\n{}",
+        errs.join("\n")
+    );
 }
 
 #[test]
@@ -184,7 +196,13 @@ fn environment_overrides_win_over_the_file_and_are_validated() {
     )
     .unwrap();
     assert_eq!(loaded.config.mode_of(&loaded.config.groups["gpu"]), Mode::Enforce);
-    assert_eq!(loaded.overrides, [("POD_DIRECTOR__GROUPS__GPU__MODE".to_owned(), "groups.gpu.mode".to_owned())]);
+    assert_eq!(
+        loaded.overrides,
+        [(
+            "POD_DIRECTOR__GROUPS__GPU__MODE".to_owned(),
+            "groups.gpu.mode".to_owned()
+        )]
+    );
 
     let err = Config::from_yaml(
         FULL,
@@ -201,7 +219,9 @@ fn environment_overrides_win_over_the_file_and_are_validated() {
 #[test]
 fn revision_follows_content_not_formatting() {
     let a = load("groups: {ci: {nodeSelector: {pool: ci}}}").unwrap().revision;
-    let b = load("groups:\n  ci:\n    nodeSelector:\n      pool: ci\n").unwrap().revision;
+    let b = load("groups:\n  ci:\n    nodeSelector:\n      pool: ci\n")
+        .unwrap()
+        .revision;
     let c = load("groups: {ci: {nodeSelector: {pool: ci2}}}").unwrap().revision;
     assert_eq!(a, b);
     assert_ne!(a, c);
@@ -224,10 +244,16 @@ fn config_files_are_read_and_size_limited() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("c.yaml");
     std::fs::write(&path, "defaultMode: warn\n").unwrap();
-    assert_eq!(Config::load_with_env(&path, Vec::new()).unwrap().config.default_mode, Mode::Warn);
+    assert_eq!(
+        Config::load_with_env(&path, Vec::new()).unwrap().config.default_mode,
+        Mode::Warn
+    );
     let missing = dir.path().join("missing.yaml");
     let err = Config::load_with_env(&missing, Vec::new()).unwrap_err();
     assert!(err.to_string().starts_with("cannot read config file"), "{err}");
     std::fs::write(&path, vec![b'#'; 5 * 1024 * 1024]).unwrap();
-    assert!(matches!(Config::load_with_env(&path, Vec::new()), Err(ConfigError::TooLarge { .. })));
+    assert!(matches!(
+        Config::load_with_env(&path, Vec::new()),
+        Err(ConfigError::TooLarge { .. })
+    ));
 }

@@ -7,9 +7,9 @@
 
 use serde_json::{Map, Value};
 
+use super::FieldError;
 use super::path::Path;
 use super::syntax;
-use super::FieldError;
 
 pub const ROOT_FIELDS: &[&str] = &[
     "namespaceLabel",
@@ -121,7 +121,10 @@ impl Checker {
             Value::Number(_) | Value::Bool(_) => {
                 self.err(
                     path,
-                    format!("expected a string, got {} ({v}); quote it in YAML so it stays text", describe(v)),
+                    format!(
+                        "expected a string, got {} ({v}); quote it in YAML so it stays text",
+                        describe(v)
+                    ),
                 );
                 None
             }
@@ -261,7 +264,11 @@ impl Checker {
                         &p,
                         format!(
                             "{name:?} is not a defined group (defined: {})",
-                            if names.is_empty() { "none".to_owned() } else { names.join(", ") }
+                            if names.is_empty() {
+                                "none".to_owned()
+                            } else {
+                                names.join(", ")
+                            }
                         ),
                     );
                 }
@@ -340,7 +347,10 @@ impl Checker {
                 ),
                 "Equal" => {
                     if let Some(reason) = syntax::label_value(value) {
-                        self.err(&path.key("value"), format!("{value:?} is not a valid taint value: {reason}"));
+                        self.err(
+                            &path.key("value"),
+                            format!("{value:?} is not a valid taint value: {reason}"),
+                        );
                     }
                 }
                 _ => {}
@@ -450,7 +460,10 @@ impl Checker {
             }
         }
         if count == 0 {
-            self.err(path, "a term without requirements matches no node: add matchExpressions or matchFields");
+            self.err(
+                path,
+                "a term without requirements matches no node: add matchExpressions or matchFields",
+            );
         }
     }
 
@@ -465,7 +478,10 @@ impl Checker {
                 if let Some(k) = self.string(k, &kp)
                     && k != "metadata.name"
                 {
-                    self.err(&kp, format!("{k:?} is not a supported field selector; only metadata.name is"));
+                    self.err(
+                        &kp,
+                        format!("{k:?} is not a supported field selector; only metadata.name is"),
+                    );
                 }
             }
             Some(k) => {
@@ -473,7 +489,11 @@ impl Checker {
             }
         }
         let op_path = path.key("operator");
-        let allowed: &[&str] = if field { &["In", "NotIn"] } else { NODE_SELECTOR_OPERATORS };
+        let allowed: &[&str] = if field {
+            &["In", "NotIn"]
+        } else {
+            NODE_SELECTOR_OPERATORS
+        };
         let operator = match map.get("operator") {
             None => {
                 self.err(&op_path, format!("is required: one of {}", one_of(allowed)));
@@ -498,7 +518,13 @@ impl Checker {
         let Some(operator) = operator else { return };
         match operator.as_str() {
             "In" | "NotIn" if field && values.len() != 1 => {
-                self.err(&vp, format!("must have exactly one value for a field selector (got {})", values.len()));
+                self.err(
+                    &vp,
+                    format!(
+                        "must have exactly one value for a field selector (got {})",
+                        values.len()
+                    ),
+                );
             }
             "In" | "NotIn" if values.is_empty() => {
                 self.err(&vp, format!("must be non-empty when operator is {operator}"));
@@ -517,7 +543,10 @@ impl Checker {
                 if values.len() != 1 {
                     self.err(&vp, format!("must have exactly one value when operator is {operator}"));
                 } else if values[0].parse::<i64>().is_err() {
-                    self.err(&vp.index(0), format!("{:?} is not an integer, as {operator} requires", values[0]));
+                    self.err(
+                        &vp.index(0),
+                        format!("{:?} is not an integer, as {operator} requires", values[0]),
+                    );
                 }
             }
             _ => {}
@@ -624,7 +653,10 @@ impl Checker {
                     }
                     let op = match m.get("operator") {
                         None => {
-                            self.err(&ip.key("operator"), format!("is required: one of {}", one_of(LABEL_SELECTOR_OPERATORS)));
+                            self.err(
+                                &ip.key("operator"),
+                                format!("is required: one of {}", one_of(LABEL_SELECTOR_OPERATORS)),
+                            );
                             None
                         }
                         Some(op) => self.enumerated(op, &ip.key("operator"), LABEL_SELECTOR_OPERATORS),

@@ -59,7 +59,10 @@ pub fn term_implies(pod: &NodeSelectorTerm, group: &NodeSelectorTerm) -> bool {
     list_implies(expressions(pod), expressions(group)) && list_implies(fields(pod), fields(group))
 }
 
-fn and_lists(pod: &[NodeSelectorRequirement], group: &[NodeSelectorRequirement]) -> Option<Vec<NodeSelectorRequirement>> {
+fn and_lists(
+    pod: &[NodeSelectorRequirement],
+    group: &[NodeSelectorRequirement],
+) -> Option<Vec<NodeSelectorRequirement>> {
     let mut out = pod.to_vec();
     for g in group {
         if !pod.iter().any(|p| requirement_implies(p, g)) {
@@ -200,27 +203,63 @@ mod tests {
 
     #[test]
     fn narrower_in_implies_wider_in() {
-        assert!(requirement_implies(&req("p", "In", &["a"]), &req("p", "In", &["a", "b"])));
-        assert!(!requirement_implies(&req("p", "In", &["a", "c"]), &req("p", "In", &["a", "b"])));
+        assert!(requirement_implies(
+            &req("p", "In", &["a"]),
+            &req("p", "In", &["a", "b"])
+        ));
+        assert!(!requirement_implies(
+            &req("p", "In", &["a", "c"]),
+            &req("p", "In", &["a", "b"])
+        ));
         assert!(requirement_implies(&req("p", "In", &["a"]), &req("p", "Exists", &[])));
         assert!(requirement_implies(&req("p", "In", &["a"]), &req("p", "NotIn", &["b"])));
-        assert!(requirement_implies(&req("p", "NotIn", &["a", "b"]), &req("p", "NotIn", &["b"])));
+        assert!(requirement_implies(
+            &req("p", "NotIn", &["a", "b"]),
+            &req("p", "NotIn", &["b"])
+        ));
         assert!(requirement_implies(&req("c", "Gt", &["8"]), &req("c", "Gt", &["4"])));
-        assert!(requirement_implies(&req("c", "In", &["5", "6"]), &req("c", "Gt", &["4"])));
+        assert!(requirement_implies(
+            &req("c", "In", &["5", "6"]),
+            &req("c", "Gt", &["4"])
+        ));
         assert!(!requirement_implies(&req("c", "Gt", &["2"]), &req("c", "Gt", &["4"])));
         assert!(!requirement_implies(&req("q", "In", &["a"]), &req("p", "In", &["a"])));
     }
 
     #[test]
     fn disjoint_in_sets_and_exists_vs_does_not_exist_are_unsatisfiable() {
-        assert_eq!(unsatisfiable(&term(vec![req("p", "In", &["a"]), req("p", "In", &["b"])])), Some("p".into()));
-        assert_eq!(unsatisfiable(&term(vec![req("p", "In", &["a"]), req("p", "NotIn", &["a"])])), Some("p".into()));
-        assert_eq!(unsatisfiable(&term(vec![req("p", "Exists", &[]), req("p", "DoesNotExist", &[])])), Some("p".into()));
-        assert_eq!(unsatisfiable(&term(vec![req("c", "Gt", &["4"]), req("c", "Lt", &["5"])])), Some("c".into()));
-        assert_eq!(unsatisfiable(&term(vec![req("c", "In", &["3"]), req("c", "Gt", &["4"])])), Some("c".into()));
-        assert_eq!(unsatisfiable(&term(vec![req("p", "In", &["a", "b"]), req("p", "In", &["b"])])), None);
-        assert_eq!(unsatisfiable(&term(vec![req("c", "Gt", &["4"]), req("c", "Lt", &["6"])])), None);
-        assert_eq!(unsatisfiable(&term(vec![req("p", "NotIn", &["a"]), req("p", "DoesNotExist", &[])])), None);
+        assert_eq!(
+            unsatisfiable(&term(vec![req("p", "In", &["a"]), req("p", "In", &["b"])])),
+            Some("p".into())
+        );
+        assert_eq!(
+            unsatisfiable(&term(vec![req("p", "In", &["a"]), req("p", "NotIn", &["a"])])),
+            Some("p".into())
+        );
+        assert_eq!(
+            unsatisfiable(&term(vec![req("p", "Exists", &[]), req("p", "DoesNotExist", &[])])),
+            Some("p".into())
+        );
+        assert_eq!(
+            unsatisfiable(&term(vec![req("c", "Gt", &["4"]), req("c", "Lt", &["5"])])),
+            Some("c".into())
+        );
+        assert_eq!(
+            unsatisfiable(&term(vec![req("c", "In", &["3"]), req("c", "Gt", &["4"])])),
+            Some("c".into())
+        );
+        assert_eq!(
+            unsatisfiable(&term(vec![req("p", "In", &["a", "b"]), req("p", "In", &["b"])])),
+            None
+        );
+        assert_eq!(
+            unsatisfiable(&term(vec![req("c", "Gt", &["4"]), req("c", "Lt", &["6"])])),
+            None
+        );
+        assert_eq!(
+            unsatisfiable(&term(vec![req("p", "NotIn", &["a"]), req("p", "DoesNotExist", &[])])),
+            None
+        );
     }
 
     #[test]
@@ -230,7 +269,11 @@ mod tests {
         let merged = and_terms(&pod, &group);
         assert_eq!(
             merged.match_expressions.unwrap(),
-            vec![req("zone", "In", &["a"]), req("pool", "In", &["ci"]), req("arch", "In", &["amd64"])]
+            vec![
+                req("zone", "In", &["a"]),
+                req("pool", "In", &["ci"]),
+                req("arch", "In", &["amd64"])
+            ]
         );
     }
 }

@@ -28,9 +28,14 @@ pub enum Selection<'c> {
     Excluded,
     /// No group label and no `defaultGroup`.
     NoGroup,
-    Group { name: &'c str, group: &'c Group },
+    Group {
+        name: &'c str,
+        group: &'c Group,
+    },
     /// The label names a group the configuration does not define.
-    Unknown { name: String },
+    Unknown {
+        name: String,
+    },
 }
 
 /// The group a namespace selects: its label value, else `defaultGroup`.
@@ -79,7 +84,11 @@ fn skipped(mut out: Outcome, reason: SkipReason) -> Outcome {
 /// The pod-level skip rules, in order; `None` when the pod is in scope.
 fn pod_skip(config: &Config, group: &Group, pod: &Pod) -> Option<SkipReason> {
     let meta = &pod.metadata;
-    if meta.annotations.as_ref().is_some_and(|a| a.contains_key(MIRROR_POD_ANNOTATION)) {
+    if meta
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(MIRROR_POD_ANNOTATION))
+    {
         return Some(SkipReason::MirrorPod);
     }
     let Some(spec) = &pod.spec else {
@@ -112,7 +121,12 @@ fn exclusion_requested(config: &Config, pod: &Pod) -> bool {
 }
 
 /// Common start of both webhooks: the group, or a finished outcome.
-fn scope<'c>(config: &'c Config, ns: &Namespace<'_>, pod: &Pod, webhook: Webhook) -> Result<(&'c str, &'c Group, Outcome), Outcome> {
+fn scope<'c>(
+    config: &'c Config,
+    ns: &Namespace<'_>,
+    pod: &Pod,
+    webhook: Webhook,
+) -> Result<(&'c str, &'c Group, Outcome), Outcome> {
     let mut out = outcome(webhook);
     match select_group(config, ns) {
         Selection::Excluded => Err(skipped(out, SkipReason::ExcludedNamespace)),
@@ -175,17 +189,28 @@ pub fn mutate(config: &Config, ns: &Namespace<'_>, pod: &Pod) -> Outcome {
             conflicts.join("; ")
         ));
         out.summary = truncate_chars(
-            &format!("{}conflict: {}", if enforce { "" } else { "would deny, " }, conflicts.join("; ")),
+            &format!(
+                "{}conflict: {}",
+                if enforce { "" } else { "would deny, " },
+                conflicts.join("; ")
+            ),
             MAX_SUMMARY_CHARS,
         );
     } else if plan.changes.is_empty() {
         out.decision = Decision::Noop;
         out.summary = "compliant: nothing to change".to_owned();
     } else {
-        out.decision = if enforce { Decision::Patched } else { Decision::WouldPatch };
+        out.decision = if enforce {
+            Decision::Patched
+        } else {
+            Decision::WouldPatch
+        };
         out.apply_patch = enforce;
         out.patch = plan.patch();
-        out.summary = truncate_chars(&format!("{}{}", verb(out.decision), plan.describe_changes()), MAX_SUMMARY_CHARS);
+        out.summary = truncate_chars(
+            &format!("{}{}", verb(out.decision), plan.describe_changes()),
+            MAX_SUMMARY_CHARS,
+        );
     }
     if exclusion_requested(config, pod) && !group.allow_pod_exclusion {
         out.summary = truncate_chars(

@@ -65,7 +65,11 @@ impl Plan {
     /// Short human summary of the changes, e.g.
     /// `set nodeSelector node-pool=ci, add toleration dedicated=ci:NoSchedule`.
     pub fn describe_changes(&self) -> String {
-        self.changes.iter().map(|c| c.reason.as_str()).collect::<Vec<_>>().join(", ")
+        self.changes
+            .iter()
+            .map(|c| c.reason.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }
 
@@ -169,7 +173,11 @@ impl Planner<'_> {
                 ),
                 Some(have) if have == value => {}
                 Some(have) => {
-                    let resolution = self.conflict(format!("nodeSelector[{key:?}]"), format!("{have:?}"), format!("{value:?}"));
+                    let resolution = self.conflict(
+                        format!("nodeSelector[{key:?}]"),
+                        format!("{have:?}"),
+                        format!("{value:?}"),
+                    );
                     if resolution == Resolution::Overridden {
                         self.change(
                             Field::NodeSelector,
@@ -233,7 +241,11 @@ impl Planner<'_> {
                 } else {
                     Field::PodAffinity
                 };
-                self.change(field, add(&["spec", "affinity"], json(wanted)), format!("set {}", reasons.join(" and ")));
+                self.change(
+                    field,
+                    add(&["spec", "affinity"], json(wanted)),
+                    format!("set {}", reasons.join(" and ")),
+                );
             }
             return;
         };
@@ -256,21 +268,35 @@ impl Planner<'_> {
             self.required_node_affinity(have, required);
         }
         if let Some(preferred) = &wanted.preferred_during_scheduling_ignored_during_execution {
-            let present = have.preferred_during_scheduling_ignored_during_execution.as_deref().unwrap_or_default();
+            let present = have
+                .preferred_during_scheduling_ignored_during_execution
+                .as_deref()
+                .unwrap_or_default();
             let missing: Vec<_> = preferred
                 .iter()
                 .filter(|w| !present.iter().any(|p| p.preference == w.preference))
                 .cloned()
                 .collect();
             let base = ["spec", "affinity", "nodeAffinity", PREFERRED];
-            self.append(Field::NodeAffinityPreferred, &base, have.preferred_during_scheduling_ignored_during_execution.is_some(), &missing, |w| {
-                format!("prefer nodes {}", describe_term(&w.preference))
-            });
+            self.append(
+                Field::NodeAffinityPreferred,
+                &base,
+                have.preferred_during_scheduling_ignored_during_execution.is_some(),
+                &missing,
+                |w| format!("prefer nodes {}", describe_term(&w.preference)),
+            );
         }
     }
 
     /// Appends `missing` to a list at `base`: item by item when the list exists, whole otherwise.
-    fn append<T: Serialize>(&mut self, field: Field, base: &[&str], exists: bool, missing: &[T], describe: impl Fn(&T) -> String) {
+    fn append<T: Serialize>(
+        &mut self,
+        field: Field,
+        base: &[&str],
+        exists: bool,
+        missing: &[T],
+        describe: impl Fn(&T) -> String,
+    ) {
         if missing.is_empty() {
             return;
         }
@@ -303,7 +329,11 @@ impl Planner<'_> {
                 Some(_) => replace(&[&base[..], &["nodeSelectorTerms"]].concat(), json(group_terms)),
             };
             let names: Vec<String> = group_terms.iter().map(describe_term).collect();
-            self.change(Field::NodeAffinityRequired, operation, format!("require nodes {}", names.join(" or ")));
+            self.change(
+                Field::NodeAffinityRequired,
+                operation,
+                format!("require nodes {}", names.join(" or ")),
+            );
             return;
         }
         let mut result: Vec<NodeSelectorTerm> = Vec::new();
@@ -357,7 +387,10 @@ impl Planner<'_> {
     }
 
     fn pod_affinity(&mut self, existing: &Affinity, wanted: &Affinity) {
-        type Lists<'a> = (Option<&'a Vec<PodAffinityTerm>>, Option<&'a Vec<WeightedPodAffinityTerm>>);
+        type Lists<'a> = (
+            Option<&'a Vec<PodAffinityTerm>>,
+            Option<&'a Vec<WeightedPodAffinityTerm>>,
+        );
         fn lists_of_affinity(a: Option<&PodAffinity>) -> Lists<'_> {
             (
                 a.and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref()),
@@ -397,15 +430,23 @@ impl Planner<'_> {
                 continue;
             }
             if !have_some {
-                self.change(field, add(&["spec", "affinity", key], whole.unwrap_or(Value::Null)), format!("set {name}"));
+                self.change(
+                    field,
+                    add(&["spec", "affinity", key], whole.unwrap_or(Value::Null)),
+                    format!("set {name}"),
+                );
                 continue;
             }
             if let Some(want) = want_req {
                 let present = have_req.map(Vec::as_slice).unwrap_or_default();
                 let missing: Vec<PodAffinityTerm> = want.iter().filter(|t| !present.contains(t)).cloned().collect();
-                self.append(field, &["spec", "affinity", key, REQUIRED], have_req.is_some(), &missing, |t| {
-                    format!("required {name} on {}", t.topology_key)
-                });
+                self.append(
+                    field,
+                    &["spec", "affinity", key, REQUIRED],
+                    have_req.is_some(),
+                    &missing,
+                    |t| format!("required {name} on {}", t.topology_key),
+                );
             }
             if let Some(want) = want_pref {
                 let present = have_pref.map(Vec::as_slice).unwrap_or_default();
@@ -414,9 +455,13 @@ impl Planner<'_> {
                     .filter(|w| !present.iter().any(|p| p.pod_affinity_term == w.pod_affinity_term))
                     .cloned()
                     .collect();
-                self.append(field, &["spec", "affinity", key, PREFERRED], have_pref.is_some(), &missing, |w| {
-                    format!("preferred {name} on {}", w.pod_affinity_term.topology_key)
-                });
+                self.append(
+                    field,
+                    &["spec", "affinity", key, PREFERRED],
+                    have_pref.is_some(),
+                    &missing,
+                    |w| format!("preferred {name} on {}", w.pod_affinity_term.topology_key),
+                );
             }
         }
     }

@@ -42,9 +42,14 @@ fn indent(yaml: &str) -> String {
 fn plan_apply(pod_json: &Value, g: &Group) -> (Plan, Value) {
     let p = plan(&typed(pod_json), g);
     let mut patched = pod_json.clone();
-    json_patch::patch(&mut patched, &p.patch().0).unwrap_or_else(|e| panic!("patch {:?} does not apply: {e}", p.patch()));
+    json_patch::patch(&mut patched, &p.patch().0)
+        .unwrap_or_else(|e| panic!("patch {:?} does not apply: {e}", p.patch()));
     let again = plan(&typed(&patched), g);
-    assert!(again.changes.is_empty(), "not idempotent: second plan {:?}", again.changes);
+    assert!(
+        again.changes.is_empty(),
+        "not idempotent: second plan {:?}",
+        again.changes
+    );
     if !p.rejected() {
         assert_eq!(verify(&typed(&patched), g), vec![], "patched pod does not verify");
     }
@@ -90,7 +95,10 @@ fn node_selector_keys_are_added_beside_unrelated_ones_with_escaped_pointers() {
             {"op": "add", "path": "/spec/nodeSelector/node-pool", "value": "ci"},
         ])
     );
-    assert_eq!(patched["spec"]["nodeSelector"], json!({"disk": "ssd", "kubernetes.io/os": "linux", "node-pool": "ci"}));
+    assert_eq!(
+        patched["spec"]["nodeSelector"],
+        json!({"disk": "ssd", "kubernetes.io/os": "linux", "node-pool": "ci"})
+    );
 }
 
 #[test]
@@ -99,7 +107,10 @@ fn node_selector_with_some_of_the_groups_keys_gets_only_the_missing_ones() {
         &pod(json!({"containers": containers(), "nodeSelector": {"node-pool": "ci"}})),
         &group(SELECTOR_GROUP),
     );
-    assert_eq!(ops(&p), json!([{"op": "add", "path": "/spec/nodeSelector/kubernetes.io~1os", "value": "linux"}]));
+    assert_eq!(
+        ops(&p),
+        json!([{"op": "add", "path": "/spec/nodeSelector/kubernetes.io~1os", "value": "linux"}])
+    );
 }
 
 #[test]
@@ -107,7 +118,10 @@ fn node_selector_with_all_of_the_groups_keys_needs_nothing() {
     for extra in [json!({}), json!({"disk": "ssd"})] {
         let mut sel = json!({"node-pool": "ci", "kubernetes.io/os": "linux"});
         sel.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
-        let (p, _) = plan_apply(&pod(json!({"containers": containers(), "nodeSelector": sel})), &group(SELECTOR_GROUP));
+        let (p, _) = plan_apply(
+            &pod(json!({"containers": containers(), "nodeSelector": sel})),
+            &group(SELECTOR_GROUP),
+        );
         assert!(p.changes.is_empty() && p.conflicts.is_empty(), "{p:?}");
     }
 }
@@ -117,7 +131,10 @@ fn pointer_tokens_escape_slash_and_tilde() {
     let mut g = Group::default();
     g.node_selector.insert("example.com/a~b".to_owned(), "x".to_owned());
     let (p, patched) = plan_apply(&pod(json!({"containers": containers(), "nodeSelector": {}})), &g);
-    assert_eq!(p.patch().0[0].path().to_string(), "/spec/nodeSelector/example.com~1a~0b");
+    assert_eq!(
+        p.patch().0[0].path().to_string(),
+        "/spec/nodeSelector/example.com~1a~0b"
+    );
     assert_eq!(patched["spec"]["nodeSelector"]["example.com/a~b"], "x");
     assert_eq!(escape_pointer_token("a/b~c"), "a~1b~0c");
 }
@@ -142,17 +159,32 @@ fn tolerations_are_added_as_a_list_when_the_pod_has_none() {
 #[test]
 fn tolerations_are_appended_to_unrelated_ones() {
     let existing = json!([{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}]);
-    let (p, patched) = plan_apply(&pod(json!({"containers": containers(), "tolerations": existing})), &group(TOLERATION_GROUP));
+    let (p, patched) = plan_apply(
+        &pod(json!({"containers": containers(), "tolerations": existing})),
+        &group(TOLERATION_GROUP),
+    );
     assert_eq!(p.changes.len(), 2);
-    assert!(ops(&p).as_array().unwrap().iter().all(|o| o["path"] == "/spec/tolerations/-"));
+    assert!(
+        ops(&p)
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|o| o["path"] == "/spec/tolerations/-")
+    );
     assert_eq!(tolerations_of(&patched).len(), 3);
 }
 
 #[test]
 fn tolerations_partly_present_get_only_the_missing_one() {
     let existing = json!([{"key": "dedicated", "value": "ci", "effect": "NoSchedule"}]);
-    let (p, patched) = plan_apply(&pod(json!({"containers": containers(), "tolerations": existing})), &group(TOLERATION_GROUP));
-    assert_eq!(ops(&p), json!([{"op": "add", "path": "/spec/tolerations/-", "value": {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}}]));
+    let (p, patched) = plan_apply(
+        &pod(json!({"containers": containers(), "tolerations": existing})),
+        &group(TOLERATION_GROUP),
+    );
+    assert_eq!(
+        ops(&p),
+        json!([{"op": "add", "path": "/spec/tolerations/-", "value": {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}}])
+    );
     assert_eq!(tolerations_of(&patched).len(), 2);
 }
 
@@ -162,9 +194,15 @@ fn tolerations_all_present_or_with_extras_need_nothing() {
         {"key": "dedicated", "operator": "Equal", "value": "ci", "effect": "NoSchedule"},
         {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]);
     let mut extras = all.clone();
-    extras.as_array_mut().unwrap().push(json!({"key": "spot", "operator": "Exists"}));
+    extras
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"key": "spot", "operator": "Exists"}));
     for t in [all, extras] {
-        let (p, _) = plan_apply(&pod(json!({"containers": containers(), "tolerations": t})), &group(TOLERATION_GROUP));
+        let (p, _) = plan_apply(
+            &pod(json!({"containers": containers(), "tolerations": t})),
+            &group(TOLERATION_GROUP),
+        );
         assert!(p.changes.is_empty(), "{p:?}");
     }
 }
@@ -179,12 +217,17 @@ fn equivalent_toleration_spellings_are_not_duplicated() {
         json!([{"operator": "Exists", "effect": "NoSchedule"}]),
     ];
     for t in spellings {
-        let (p, _) = plan_apply(&pod(json!({"containers": containers(), "tolerations": t.clone()})), &group(TOLERATION_GROUP));
+        let (p, _) = plan_apply(
+            &pod(json!({"containers": containers(), "tolerations": t.clone()})),
+            &group(TOLERATION_GROUP),
+        );
         assert!(p.changes.is_empty(), "{t} should already tolerate the group: {p:?}");
     }
     // Not a superset: wrong value, narrower effect.
     let (p, _) = plan_apply(
-        &pod(json!({"containers": containers(), "tolerations": [{"key": "dedicated", "value": "gpu"}, {"operator": "Exists", "effect": "NoExecute"}]})),
+        &pod(
+            json!({"containers": containers(), "tolerations": [{"key": "dedicated", "value": "gpu"}, {"operator": "Exists", "effect": "NoExecute"}]}),
+        ),
         &group(TOLERATION_GROUP),
     );
     assert_eq!(p.changes.len(), 2);
@@ -192,8 +235,14 @@ fn equivalent_toleration_spellings_are_not_duplicated() {
 
 #[test]
 fn group_toleration_with_omitted_operator_is_added_normalized() {
-    let (p, _) = plan_apply(&pod(json!({"containers": containers()})), &group("tolerations: [{key: dedicated, value: ci}]"));
-    assert_eq!(ops(&p)[0]["value"], json!([{"key": "dedicated", "operator": "Equal", "value": "ci"}]));
+    let (p, _) = plan_apply(
+        &pod(json!({"containers": containers()})),
+        &group("tolerations: [{key: dedicated, value: ci}]"),
+    );
+    assert_eq!(
+        ops(&p)[0]["value"],
+        json!([{"key": "dedicated", "operator": "Equal", "value": "ci"}])
+    );
 }
 
 // ---- node affinity, checked semantically ------------------------------------
@@ -223,7 +272,8 @@ fn terms_match(labels: &BTreeMap<&str, &str>, terms: &[NodeSelectorTerm]) -> boo
 }
 
 fn required_terms(v: &Value) -> Option<Vec<NodeSelectorTerm>> {
-    let terms = &v["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"];
+    let terms =
+        &v["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"];
     (!terms.is_null()).then(|| serde_json::from_value(terms.clone()).unwrap())
 }
 
@@ -300,8 +350,16 @@ fn required_node_affinity_means_pod_terms_and_group_terms() {
 #[test]
 fn requirements_already_implied_by_the_pod_are_not_repeated() {
     let spec = json!({"containers": containers(), "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term_json(&[("pool", "In", &["ci"])])]}}}});
-    let (p, _) = plan_apply(&pod(spec), &group("affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: pool, operator: In, values: [ci, ci2]}]}]}}}"));
-    assert!(p.changes.is_empty(), "a narrower pod term already satisfies the group: {p:?}");
+    let (p, _) = plan_apply(
+        &pod(spec),
+        &group(
+            "affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: pool, operator: In, values: [ci, ci2]}]}]}}}",
+        ),
+    );
+    assert!(
+        p.changes.is_empty(),
+        "a narrower pod term already satisfies the group: {p:?}"
+    );
 }
 
 #[test]
@@ -333,12 +391,17 @@ fn preferred_and_pod_affinity_terms_are_appended_once() {
             "/spec/affinity/podAntiAffinity/requiredDuringSchedulingIgnoredDuringExecution",
         ]
     );
-    let prefs = patched["spec"]["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"].as_array().unwrap();
+    let prefs = patched["spec"]["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+        .as_array()
+        .unwrap();
     assert_eq!(prefs.len(), 2);
     // A pod without affinity gets the group's whole affinity in one operation.
     let (p, patched) = plan_apply(&pod(json!({"containers": containers()})), &g);
     assert_eq!(ops(&p)[0]["path"], "/spec/affinity");
-    assert_eq!(patched["spec"]["affinity"], serde_json::to_value(g.affinity.as_ref().unwrap()).unwrap());
+    assert_eq!(
+        patched["spec"]["affinity"],
+        serde_json::to_value(g.affinity.as_ref().unwrap()).unwrap()
+    );
 }
 
 // ---- conflicts ----------------------------------------------------------------
@@ -352,12 +415,18 @@ fn conflicting_node_selector_follows_the_conflict_policy() {
     let p0 = pod(json!({"containers": containers(), "nodeSelector": {"node-pool": "gpu"}}));
     let (p, patched) = plan_apply(&p0, &with_policy("nodeSelector: {node-pool: ci}", "reject"));
     assert!(p.rejected() && p.changes.is_empty());
-    assert_eq!(p.conflicts[0].to_string(), r#"nodeSelector["node-pool"]: pod has "gpu", group requires "ci" (rejected)"#);
+    assert_eq!(
+        p.conflicts[0].to_string(),
+        r#"nodeSelector["node-pool"]: pod has "gpu", group requires "ci" (rejected)"#
+    );
     assert_eq!(patched, p0);
 
     let (p, patched) = plan_apply(&p0, &with_policy("nodeSelector: {node-pool: ci}", "override"));
     assert_eq!(p.conflicts[0].resolution, Resolution::Overridden);
-    assert_eq!(ops(&p), json!([{"op": "replace", "path": "/spec/nodeSelector/node-pool", "value": "ci"}]));
+    assert_eq!(
+        ops(&p),
+        json!([{"op": "replace", "path": "/spec/nodeSelector/node-pool", "value": "ci"}])
+    );
     assert_eq!(patched["spec"]["nodeSelector"]["node-pool"], "ci");
 
     let (p, patched) = plan_apply(&p0, &with_policy("nodeSelector: {node-pool: ci}", "ignore"));
@@ -369,16 +438,25 @@ fn conflicting_node_selector_follows_the_conflict_policy() {
 #[test]
 fn disjoint_required_affinity_follows_the_conflict_policy() {
     let yaml = "affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: pool, operator: In, values: [ci]}]}]}}}";
-    let p0 = pod(json!({"containers": containers(), "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term_json(&[("pool", "In", &["gpu"]), ("zone", "In", &["a"])])]}}}}));
+    let p0 = pod(
+        json!({"containers": containers(), "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term_json(&[("pool", "In", &["gpu"]), ("zone", "In", &["a"])])]}}}}),
+    );
     let (p, _) = plan_apply(&p0, &with_policy(yaml, "reject"));
     assert!(p.rejected());
-    assert_eq!(p.conflicts[0].field, "affinity.nodeAffinity.required.nodeSelectorTerms[0]");
+    assert_eq!(
+        p.conflicts[0].field,
+        "affinity.nodeAffinity.required.nodeSelectorTerms[0]"
+    );
 
     let (p, patched) = plan_apply(&p0, &with_policy(yaml, "override"));
     assert!(!p.rejected());
     assert_eq!(
         required_terms(&patched).unwrap(),
-        serde_json::from_value::<Vec<NodeSelectorTerm>>(json!([term_json(&[("zone", "In", &["a"]), ("pool", "In", &["ci"])])])).unwrap()
+        serde_json::from_value::<Vec<NodeSelectorTerm>>(json!([term_json(&[
+            ("zone", "In", &["a"]),
+            ("pool", "In", &["ci"])
+        ])]))
+        .unwrap()
     );
 
     let (p, patched) = plan_apply(&p0, &with_policy(yaml, "ignore"));
@@ -389,21 +467,34 @@ fn disjoint_required_affinity_follows_the_conflict_policy() {
 #[test]
 fn a_term_that_conflicts_with_only_some_group_terms_keeps_the_others() {
     let g: Group = serde_json::from_value(json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term_json(&[("pool", "In", &["ci"])]), term_json(&[("pool", "In", &["gpu"])])]}}}})).unwrap();
-    let p0 = pod(json!({"containers": containers(), "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term_json(&[("pool", "In", &["gpu"])])]}}}}));
+    let p0 = pod(
+        json!({"containers": containers(), "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term_json(&[("pool", "In", &["gpu"])])]}}}}),
+    );
     let (p, _) = plan_apply(&p0, &g);
-    assert!(p.conflicts.is_empty() && p.changes.is_empty(), "pool=gpu already satisfies the group's second term: {p:?}");
+    assert!(
+        p.conflicts.is_empty() && p.changes.is_empty(),
+        "pool=gpu already satisfies the group's second term: {p:?}"
+    );
 }
 
 #[test]
 fn unsatisfiable_and_implication_helpers_agree_with_node_matching() {
-    let t: NodeSelectorTerm = serde_json::from_value(term_json(&[("pool", "In", &["a"]), ("pool", "In", &["b"])])).unwrap();
+    let t: NodeSelectorTerm =
+        serde_json::from_value(term_json(&[("pool", "In", &["a"]), ("pool", "In", &["b"])])).unwrap();
     assert!(unsatisfiable(&t).is_some());
     assert!(!nodes().iter().any(|n| term_matches(n, &t)));
     let narrow: NodeSelectorTerm = serde_json::from_value(term_json(&[("pool", "In", &["ci"])])).unwrap();
     let wide: NodeSelectorTerm = serde_json::from_value(term_json(&[("pool", "In", &["ci", "gpu"])])).unwrap();
-    let (n, w) = (&narrow.match_expressions.as_ref().unwrap()[0], &wide.match_expressions.as_ref().unwrap()[0]);
+    let (n, w) = (
+        &narrow.match_expressions.as_ref().unwrap()[0],
+        &wide.match_expressions.as_ref().unwrap()[0],
+    );
     assert!(requirement_implies(n, w));
-    assert!(nodes().iter().all(|node| !term_matches(node, &narrow) || term_matches(node, &wide)));
+    assert!(
+        nodes()
+            .iter()
+            .all(|node| !term_matches(node, &narrow) || term_matches(node, &wide))
+    );
 }
 
 // ---- decisions: modes, skips, groups ---------------------------------------------
@@ -428,7 +519,9 @@ groups:
 "#;
 
 fn config(extra: &str) -> Config {
-    Config::from_yaml(&format!("{extra}\n{CONFIG}"), "test", Vec::new()).unwrap_or_else(|e| panic!("{e}")).config
+    Config::from_yaml(&format!("{extra}\n{CONFIG}"), "test", Vec::new())
+        .unwrap_or_else(|e| panic!("{e}"))
+        .config
 }
 
 fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
@@ -449,12 +542,21 @@ fn dry_run_would_patch_with_exactly_the_enforce_patch() {
     let c = config("");
     let dry = decide(&c, "a", &[("pod-director/group", "shadow")], &plain_pod());
     let enforce = decide(&c, "a", &[("pod-director/group", "ci")], &plain_pod());
-    assert_eq!((dry.decision, dry.mode, dry.apply_patch, dry.allowed), (Decision::WouldPatch, Some(Mode::DryRun), false, true));
+    assert_eq!(
+        (dry.decision, dry.mode, dry.apply_patch, dry.allowed),
+        (Decision::WouldPatch, Some(Mode::DryRun), false, true)
+    );
     assert_eq!((enforce.decision, enforce.apply_patch), (Decision::Patched, true));
-    assert_eq!(serde_json::to_vec(&dry.patch).unwrap(), serde_json::to_vec(&enforce.patch).unwrap());
+    assert_eq!(
+        serde_json::to_vec(&dry.patch).unwrap(),
+        serde_json::to_vec(&enforce.patch).unwrap()
+    );
     assert_eq!(dry.warning, None);
     assert_eq!(enforce.warning, None);
-    assert_eq!(dry.summary, "would set nodeSelector node-pool=ci, add toleration dedicated=ci:NoSchedule");
+    assert_eq!(
+        dry.summary,
+        "would set nodeSelector node-pool=ci, add toleration dedicated=ci:NoSchedule"
+    );
     assert_eq!(enforce.patch_paths(), ["/spec/nodeSelector", "/spec/tolerations"]);
 }
 
@@ -462,14 +564,23 @@ fn dry_run_would_patch_with_exactly_the_enforce_patch() {
 fn warn_mode_admits_untouched_and_warns_in_at_most_120_chars() {
     let c = config("");
     let out = decide(&c, "a", &[("pod-director/group", "loud")], &plain_pod());
-    assert_eq!((out.decision, out.apply_patch, out.allowed), (Decision::WouldPatch, false, true));
+    assert_eq!(
+        (out.decision, out.apply_patch, out.allowed),
+        (Decision::WouldPatch, false, true)
+    );
     let w = out.warning.expect("warn mode warns");
     assert!(w.starts_with("pod-director loud: "), "{w}");
     assert!(w.chars().count() <= MAX_SUMMARY_CHARS);
     let mut many = plain_pod();
     many["spec"]["nodeSelector"] = json!({});
     let long = Config::from_yaml(
-        &format!("groups:\n  loud:\n    mode: warn\n    nodeSelector: {{{}}}", (0..30).map(|i| format!("key-number-{i}: value-{i}")).collect::<Vec<_>>().join(", ")),
+        &format!(
+            "groups:\n  loud:\n    mode: warn\n    nodeSelector: {{{}}}",
+            (0..30)
+                .map(|i| format!("key-number-{i}: value-{i}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
         "t",
         Vec::new(),
     )
@@ -487,7 +598,12 @@ fn conflicts_deny_in_enforce_and_would_deny_otherwise() {
     let gpu = pod(json!({"containers": containers(), "nodeSelector": {"node-pool": "gpu"}}));
     let out = decide(&c, "a", &[("pod-director/group", "ci")], &gpu);
     assert_eq!((out.decision, out.allowed), (Decision::Denied, false));
-    assert!(out.message.as_deref().unwrap().contains(r#"nodeSelector["node-pool"]: pod has "gpu", group requires "ci""#));
+    assert!(
+        out.message
+            .as_deref()
+            .unwrap()
+            .contains(r#"nodeSelector["node-pool"]: pod has "gpu", group requires "ci""#)
+    );
     assert!(out.patch.0.is_empty());
     let out = decide(&c, "a", &[("pod-director/group", "shadow")], &gpu);
     assert_eq!((out.decision, out.allowed), (Decision::WouldDeny, true));
@@ -497,7 +613,9 @@ fn conflicts_deny_in_enforce_and_would_deny_otherwise() {
 #[test]
 fn compliant_pods_are_noops() {
     let c = config("");
-    let p = pod(json!({"containers": containers(), "nodeSelector": {"node-pool": "ci"}, "tolerations": [{"key": "dedicated", "value": "ci", "effect": "NoSchedule"}]}));
+    let p = pod(
+        json!({"containers": containers(), "nodeSelector": {"node-pool": "ci"}, "tolerations": [{"key": "dedicated", "value": "ci", "effect": "NoSchedule"}]}),
+    );
     let out = decide(&c, "a", &[("pod-director/group", "ci")], &p);
     assert_eq!(out.decision, Decision::Noop);
     assert!(out.patch.0.is_empty());
@@ -510,11 +628,56 @@ fn every_skip_rule_has_its_reason() {
     let cases: Vec<(Value, &str, &[(&str, &str)], SkipReason)> = vec![
         (plain_pod(), "kube-system", &ci, SkipReason::ExcludedNamespace),
         (plain_pod(), "a", &[], SkipReason::NoGroup),
-        ({ let mut p = plain_pod(); p["metadata"]["annotations"] = json!({"kubernetes.io/config.mirror": "abc"}); p }, "a", &ci, SkipReason::MirrorPod),
-        ({ let mut p = plain_pod(); p["spec"]["nodeName"] = json!("node-1"); p }, "a", &ci, SkipReason::NodeNameSet),
-        ({ let mut p = plain_pod(); p["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "uid": "1", "controller": true}]); p }, "a", &ci, SkipReason::DaemonSetPod),
-        ({ let mut p = plain_pod(); p["metadata"]["labels"]["pod-director/exclude"] = json!("true"); p }, "a", &[("pod-director/group", "optout")], SkipReason::ExclusionLabel),
-        ({ let mut p = plain_pod(); p["spec"] = Value::Null; p }, "a", &ci, SkipReason::NotApplicable("the pod has no spec".into())),
+        (
+            {
+                let mut p = plain_pod();
+                p["metadata"]["annotations"] = json!({"kubernetes.io/config.mirror": "abc"});
+                p
+            },
+            "a",
+            &ci,
+            SkipReason::MirrorPod,
+        ),
+        (
+            {
+                let mut p = plain_pod();
+                p["spec"]["nodeName"] = json!("node-1");
+                p
+            },
+            "a",
+            &ci,
+            SkipReason::NodeNameSet,
+        ),
+        (
+            {
+                let mut p = plain_pod();
+                p["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "uid": "1", "controller": true}]);
+                p
+            },
+            "a",
+            &ci,
+            SkipReason::DaemonSetPod,
+        ),
+        (
+            {
+                let mut p = plain_pod();
+                p["metadata"]["labels"]["pod-director/exclude"] = json!("true");
+                p
+            },
+            "a",
+            &[("pod-director/group", "optout")],
+            SkipReason::ExclusionLabel,
+        ),
+        (
+            {
+                let mut p = plain_pod();
+                p["spec"] = Value::Null;
+                p
+            },
+            "a",
+            &ci,
+            SkipReason::NotApplicable("the pod has no spec".into()),
+        ),
     ];
     for (p, ns, l, reason) in cases {
         let out = decide(&c, ns, l, &p);
@@ -538,16 +701,28 @@ fn exclusion_label_is_ignored_when_the_group_does_not_allow_it() {
 fn daemonset_pods_are_planned_when_the_skip_is_turned_off() {
     let c = config("skipDaemonSetPods: false");
     let mut p = plain_pod();
-    p["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "uid": "1"}]);
-    assert_eq!(decide(&c, "a", &[("pod-director/group", "ci")], &p).decision, Decision::Patched);
+    p["metadata"]["ownerReferences"] =
+        json!([{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "uid": "1"}]);
+    assert_eq!(
+        decide(&c, "a", &[("pod-director/group", "ci")], &p).decision,
+        Decision::Patched
+    );
 }
 
 #[test]
 fn unknown_groups_warn_or_deny_per_policy() {
     let out = decide(&config(""), "a", &[("pod-director/group", "nope")], &plain_pod());
-    assert_eq!((out.decision, out.allowed, out.group.as_deref()), (Decision::UnknownGroup, true, Some("nope")));
+    assert_eq!(
+        (out.decision, out.allowed, out.group.as_deref()),
+        (Decision::UnknownGroup, true, Some("nope"))
+    );
     assert!(out.warning.unwrap().contains(r#"selects group "nope""#));
-    let out = decide(&config("unknownGroup: deny"), "a", &[("pod-director/group", "nope")], &plain_pod());
+    let out = decide(
+        &config("unknownGroup: deny"),
+        "a",
+        &[("pod-director/group", "nope")],
+        &plain_pod(),
+    );
     assert_eq!((out.decision, out.allowed), (Decision::Denied, false));
     assert!(out.message.unwrap().contains("not defined"));
 }
@@ -556,15 +731,26 @@ fn unknown_groups_warn_or_deny_per_policy() {
 fn default_group_applies_to_unlabelled_namespaces_only() {
     let c = config("defaultGroup: shadow");
     assert_eq!(decide(&c, "a", &[], &plain_pod()).group.as_deref(), Some("shadow"));
-    assert_eq!(decide(&c, "a", &[("pod-director/group", "ci")], &plain_pod()).group.as_deref(), Some("ci"));
+    assert_eq!(
+        decide(&c, "a", &[("pod-director/group", "ci")], &plain_pod())
+            .group
+            .as_deref(),
+        Some("ci")
+    );
     assert_eq!(decide(&c, "kube-system", &[], &plain_pod()).decision, Decision::Skipped);
 }
 
 #[test]
 fn the_configured_label_key_is_the_one_read() {
     let c = config("namespaceLabel: example.com/placement");
-    assert_eq!(decide(&c, "a", &[("pod-director/group", "ci")], &plain_pod()).skip_reason, Some(SkipReason::NoGroup));
-    assert_eq!(decide(&c, "a", &[("example.com/placement", "ci")], &plain_pod()).decision, Decision::Patched);
+    assert_eq!(
+        decide(&c, "a", &[("pod-director/group", "ci")], &plain_pod()).skip_reason,
+        Some(SkipReason::NoGroup)
+    );
+    assert_eq!(
+        decide(&c, "a", &[("example.com/placement", "ci")], &plain_pod()).decision,
+        Decision::Patched
+    );
 }
 
 #[test]
@@ -576,7 +762,11 @@ fn validate_lists_every_violation_and_denies_only_in_enforce() {
     assert_eq!((out.decision, out.allowed), (Decision::Denied, false));
     assert_eq!(out.violations.len(), 2);
     let msg = out.message.unwrap();
-    assert!(msg.contains(r#"nodeSelector["node-pool"]: missing"#) && msg.contains("tolerations: missing a toleration of dedicated=ci:NoSchedule"), "{msg}");
+    assert!(
+        msg.contains(r#"nodeSelector["node-pool"]: missing"#)
+            && msg.contains("tolerations: missing a toleration of dedicated=ci:NoSchedule"),
+        "{msg}"
+    );
 
     let l = labels(&[("pod-director/group", "shadow")]);
     let out = validate(&c, &Namespace { name: "a", labels: &l }, &typed(&plain_pod()), None);
@@ -591,9 +781,14 @@ fn validate_on_update_denies_only_what_the_update_introduces() {
     let old = typed(&plain_pod());
     let mut relabelled = plain_pod();
     relabelled["metadata"]["labels"]["version"] = json!("2");
-    assert_eq!(validate(&c, &ns, &typed(&relabelled), Some(&old)).decision, Decision::Noop);
+    assert_eq!(
+        validate(&c, &ns, &typed(&relabelled), Some(&old)).decision,
+        Decision::Noop
+    );
 
-    let compliant = pod(json!({"containers": containers(), "nodeSelector": {"node-pool": "ci"}, "tolerations": [{"key": "dedicated", "value": "ci", "effect": "NoSchedule"}]}));
+    let compliant = pod(
+        json!({"containers": containers(), "nodeSelector": {"node-pool": "ci"}, "tolerations": [{"key": "dedicated", "value": "ci", "effect": "NoSchedule"}]}),
+    );
     let stripped = pod(json!({"containers": containers(), "nodeSelector": {"node-pool": "ci"}, "tolerations": []}));
     let out = validate(&c, &ns, &typed(&stripped), Some(&typed(&compliant)));
     assert_eq!(out.decision, Decision::Denied);
@@ -611,12 +806,22 @@ fn validate_respects_ignore_but_not_reject_conflicts() {
 
 #[test]
 fn enforce_warns_when_a_conflict_is_overridden() {
-    let c = Config::from_yaml("groups: {ci: {mode: enforce, onConflict: override, nodeSelector: {node-pool: ci}}}", "t", Vec::new()).unwrap().config;
+    let c = Config::from_yaml(
+        "groups: {ci: {mode: enforce, onConflict: override, nodeSelector: {node-pool: ci}}}",
+        "t",
+        Vec::new(),
+    )
+    .unwrap()
+    .config;
     let p = pod(json!({"containers": containers(), "nodeSelector": {"node-pool": "gpu"}}));
     let out = decide(&c, "a", &[("pod-director/group", "ci")], &p);
     assert_eq!(out.decision, Decision::Patched);
     assert_eq!(out.conflicts.len(), 1);
-    assert!(out.warning.unwrap().contains("override nodeSelector node-pool=gpu with ci"));
+    assert!(
+        out.warning
+            .unwrap()
+            .contains("override nodeSelector node-pool=gpu with ci")
+    );
 }
 
 #[test]

@@ -120,9 +120,15 @@ mod tests {
     #[test]
     fn exists_on_a_key_covers_every_value_of_it() {
         let exists = tol("dedicated", "Exists", "", "NoSchedule", None);
-        assert!(is_superset(&exists, &tol("dedicated", "Equal", "ci", "NoSchedule", None)));
+        assert!(is_superset(
+            &exists,
+            &tol("dedicated", "Equal", "ci", "NoSchedule", None)
+        ));
         assert!(!is_superset(&exists, &tol("other", "Equal", "ci", "NoSchedule", None)));
-        assert!(!is_superset(&tol("dedicated", "Equal", "ci", "NoSchedule", None), &exists));
+        assert!(!is_superset(
+            &tol("dedicated", "Equal", "ci", "NoSchedule", None),
+            &exists
+        ));
     }
 
     #[test]

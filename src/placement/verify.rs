@@ -43,7 +43,10 @@ pub fn verify(pod: &Pod, group: &Group) -> Vec<Violation> {
     let tolerations = spec.tolerations.as_deref().unwrap_or_default();
     for wanted in &group.tolerations {
         if !is_tolerated(tolerations, wanted) {
-            out.push(violation("tolerations", format!("missing a toleration of {}", describe(wanted))));
+            out.push(violation(
+                "tolerations",
+                format!("missing a toleration of {}", describe(wanted)),
+            ));
         }
     }
 
@@ -80,7 +83,11 @@ pub fn verify(pod: &Pod, group: &Group) -> Vec<Violation> {
                 ));
             }
         }
-        for w in node.preferred_during_scheduling_ignored_during_execution.iter().flatten() {
+        for w in node
+            .preferred_during_scheduling_ignored_during_execution
+            .iter()
+            .flatten()
+        {
             let present = have_node
                 .and_then(|n| n.preferred_during_scheduling_ignored_during_execution.as_ref())
                 .is_some_and(|p| p.iter().any(|p| p.preference == w.preference));
@@ -95,13 +102,33 @@ pub fn verify(pod: &Pod, group: &Group) -> Vec<Violation> {
     let pod_lists = [
         (
             "podAffinity",
-            wanted.pod_affinity.as_ref().map(|a| (&a.required_during_scheduling_ignored_during_execution, &a.preferred_during_scheduling_ignored_during_execution)),
-            have.and_then(|a| a.pod_affinity.as_ref()).map(|a| (&a.required_during_scheduling_ignored_during_execution, &a.preferred_during_scheduling_ignored_during_execution)),
+            wanted.pod_affinity.as_ref().map(|a| {
+                (
+                    &a.required_during_scheduling_ignored_during_execution,
+                    &a.preferred_during_scheduling_ignored_during_execution,
+                )
+            }),
+            have.and_then(|a| a.pod_affinity.as_ref()).map(|a| {
+                (
+                    &a.required_during_scheduling_ignored_during_execution,
+                    &a.preferred_during_scheduling_ignored_during_execution,
+                )
+            }),
         ),
         (
             "podAntiAffinity",
-            wanted.pod_anti_affinity.as_ref().map(|a| (&a.required_during_scheduling_ignored_during_execution, &a.preferred_during_scheduling_ignored_during_execution)),
-            have.and_then(|a| a.pod_anti_affinity.as_ref()).map(|a| (&a.required_during_scheduling_ignored_during_execution, &a.preferred_during_scheduling_ignored_during_execution)),
+            wanted.pod_anti_affinity.as_ref().map(|a| {
+                (
+                    &a.required_during_scheduling_ignored_during_execution,
+                    &a.preferred_during_scheduling_ignored_during_execution,
+                )
+            }),
+            have.and_then(|a| a.pod_anti_affinity.as_ref()).map(|a| {
+                (
+                    &a.required_during_scheduling_ignored_during_execution,
+                    &a.preferred_during_scheduling_ignored_during_execution,
+                )
+            }),
         ),
     ];
     for (name, want, have) in pod_lists {
@@ -120,7 +147,10 @@ pub fn verify(pod: &Pod, group: &Group) -> Vec<Violation> {
             if !have_pref.iter().any(|p| p.pod_affinity_term == w.pod_affinity_term) {
                 out.push(violation(
                     format!("affinity.{name}.preferred"),
-                    format!("missing the preferred term on topology {}", w.pod_affinity_term.topology_key),
+                    format!(
+                        "missing the preferred term on topology {}",
+                        w.pod_affinity_term.topology_key
+                    ),
                 ));
             }
         }
