@@ -3,9 +3,16 @@
 //!
 //! - [`config`]: the one typed configuration, strictly validated.
 //! - [`placement`]: the pure engine (plan, verify, decide).
-//! - [`server`]: HTTPS serving, admission reviews, namespace cache, reloads.
+//! - [`admission`]: AdmissionReview in → AdmissionReview out.
+//! - [`namespaces`]: namespace labels (reflector cache + live GET).
+//! - [`server`]: HTTPS serving, probes, hot reload of config and certificate.
+//! - [`metrics`], [`telemetry`]: Prometheus metrics; logs and traces.
 //! - [`cli`]: the command line.
+pub mod admission;
 pub mod cli;
 pub mod config;
+pub mod metrics;
+pub mod namespaces;
 pub mod placement;
 pub mod server;
+pub mod telemetry;

@@ -206,10 +206,7 @@ fn parse_documents(path: &str, text: &str, out: &mut Vec<Source>) -> Result<(), 
         match &value {
             Value::Null => continue,
             Value::Object(map) => {
-                if !map
-                    .get("kind")
-                    .is_some_and(|k| k.as_str().is_some_and(|k| !k.is_empty()))
-                {
+                if map.get("kind").is_none_or(|k| k.as_str().is_none_or(str::is_empty)) {
                     return Err(err("missing kind: every manifest needs `kind` (and `apiVersion`)"));
                 }
                 if map.get("kind").and_then(Value::as_str) == Some("List") {

@@ -126,11 +126,11 @@ fn scope<'c>(
     ns: &Namespace<'_>,
     pod: &Pod,
     webhook: Webhook,
-) -> Result<(&'c str, &'c Group, Outcome), Outcome> {
+) -> Result<(&'c str, &'c Group, Outcome), Box<Outcome>> {
     let mut out = outcome(webhook);
     match select_group(config, ns) {
-        Selection::Excluded => Err(skipped(out, SkipReason::ExcludedNamespace)),
-        Selection::NoGroup => Err(skipped(out, SkipReason::NoGroup)),
+        Selection::Excluded => Err(Box::new(skipped(out, SkipReason::ExcludedNamespace))),
+        Selection::NoGroup => Err(Box::new(skipped(out, SkipReason::NoGroup))),
         Selection::Unknown { name } => {
             let text = format!(
                 "namespace {:?} selects group {name:?} ({}), which is not defined in pod-director's config",
@@ -150,13 +150,13 @@ fn scope<'c>(
                     out.message = Some(format!("pod-director: {text} (unknownGroup: deny)"));
                 }
             }
-            Err(out)
+            Err(Box::new(out))
         }
         Selection::Group { name, group } => {
             out.group = Some(name.to_owned());
             out.mode = Some(config.mode_of(group));
             match pod_skip(config, group, pod) {
-                Some(reason) => Err(skipped(out, reason)),
+                Some(reason) => Err(Box::new(skipped(out, reason))),
                 None => Ok((name, group, out)),
             }
         }
@@ -174,7 +174,7 @@ fn verb(decision: Decision) -> &'static str {
 pub fn mutate(config: &Config, ns: &Namespace<'_>, pod: &Pod) -> Outcome {
     let (name, group, mut out) = match scope(config, ns, pod, Webhook::Mutate) {
         Ok(scoped) => scoped,
-        Err(done) => return done,
+        Err(done) => return *done,
     };
     let mode = config.mode_of(group);
     let plan = plan(pod, group);
@@ -237,7 +237,7 @@ fn warning(mode: Mode, group: &str, out: &Outcome) -> Option<String> {
 pub fn validate(config: &Config, ns: &Namespace<'_>, pod: &Pod, old: Option<&Pod>) -> Outcome {
     let (name, group, mut out) = match scope(config, ns, pod, Webhook::Validate) {
         Ok(scoped) => scoped,
-        Err(done) => return done,
+        Err(done) => return *done,
     };
     let mode = config.mode_of(group);
     let enforce = mode == Mode::Enforce;

@@ -625,7 +625,8 @@ fn compliant_pods_are_noops() {
 fn every_skip_rule_has_its_reason() {
     let c = config("");
     let ci = [("pod-director/group", "ci")];
-    let cases: Vec<(Value, &str, &[(&str, &str)], SkipReason)> = vec![
+    type Case<'a> = (Value, &'a str, &'a [(&'a str, &'a str)], SkipReason);
+    let cases: Vec<Case> = vec![
         (plain_pod(), "kube-system", &ci, SkipReason::ExcludedNamespace),
         (plain_pod(), "a", &[], SkipReason::NoGroup),
         (

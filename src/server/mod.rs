@@ -1,14 +1,488 @@
-//! HTTPS admission server (placeholder: being written).
+//! The HTTPS admission server and its plain-HTTP probe port.
+//!
+//! warp routes the requests; warp 0.4 has no TLS, so each accepted TCP
+//! connection goes through tokio-rustls (certificate picked per handshake, see
+//! [`tls`]) and is served by hyper-util's auto builder (HTTP/1.1 or HTTP/2,
+//! by ALPN/preface). A shutdown stops accepting, lets in-flight requests
+//! finish (bounded by `--shutdown-timeout`) and returns.
+//!
+//! Tests start the whole server in-process with [`start`] on port 0 and read
+//! the bound addresses from [`RunningServer`].
 
+mod reload;
+mod routes;
+pub mod tls;
+
+use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
 
-#[derive(Debug, clap::Args)]
+use anyhow::Context as _;
+use arc_swap::ArcSwap;
+use futures::future::BoxFuture;
+use http::StatusCode;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_rustls::TlsAcceptor;
+use tower::ServiceExt as _;
+use tracing::{debug, info, warn};
+use warp::{Filter, Reply};
+
+pub use self::reload::load_config;
+pub use self::tls::{TlsError, TlsFiles};
+use crate::admission::Admission;
+use crate::config::{Config, ConfigError};
+use crate::metrics::Metrics;
+use crate::namespaces::{KubeNamespaces, NamespaceSource};
+use crate::telemetry::LogFormat;
+
+/// Longest a TLS handshake may take before the connection is dropped.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Longest wait for a request's headers (HTTP/1.1).
+const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Clone, clap::Args)]
 pub struct ServeArgs {
     /// Configuration file (default: $POD_DIRECTOR_CONFIG, else /etc/pod-director/config.yaml).
     #[arg(short, long)]
     pub config: Option<PathBuf>,
+    /// Address of the HTTPS admission endpoints (/mutate, /validate).
+    #[arg(long, env = "POD_DIRECTOR_ADDR", default_value = "0.0.0.0:8443")]
+    pub addr: SocketAddr,
+    /// Address of the plain-HTTP probe endpoints (/healthz, /readyz, /metrics).
+    #[arg(long, env = "POD_DIRECTOR_PROBE_ADDR", default_value = "0.0.0.0:8080")]
+    pub probe_addr: SocketAddr,
+    /// Serving certificate (PEM chain); reloaded when it changes.
+    #[arg(long, env = "POD_DIRECTOR_TLS_CERT", default_value = "/etc/pod-director/tls/tls.crt")]
+    pub tls_cert: PathBuf,
+    /// Private key of the serving certificate (PEM).
+    #[arg(long, env = "POD_DIRECTOR_TLS_KEY", default_value = "/etc/pod-director/tls/tls.key")]
+    pub tls_key: PathBuf,
+    /// Serve the admission endpoints over plain HTTP. For local debugging only:
+    /// the API server only calls webhooks over HTTPS.
+    #[arg(long, env = "POD_DIRECTOR_INSECURE_HTTP")]
+    pub insecure_http: bool,
+    /// The namespace pod-director runs in; its pods are never touched.
+    #[arg(long, env = "POD_NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Log line format.
+    #[arg(long, env = "POD_DIRECTOR_LOG_FORMAT", value_enum, default_value_t = LogFormat::Json)]
+    pub log_format: LogFormat,
+    /// Longest time spent on one admission request (e.g. 10s, 500ms); keep it below the webhook's timeoutSeconds.
+    #[arg(long, env = "POD_DIRECTOR_REQUEST_TIMEOUT", default_value = "8s", value_parser = parse_duration)]
+    pub request_timeout: Duration,
+    /// Largest request body accepted; larger ones get 413.
+    #[arg(long, env = "POD_DIRECTOR_MAX_BODY_BYTES", default_value_t = 4 * 1024 * 1024)]
+    pub max_body_bytes: u64,
+    /// How often the configuration and certificate files are re-read, besides watching them (e.g. 10s).
+    #[arg(long, env = "POD_DIRECTOR_RELOAD_POLL_INTERVAL", default_value = "10s", value_parser = parse_duration)]
+    pub reload_poll_interval: Duration,
+    /// Longest wait for in-flight requests after SIGTERM/SIGINT.
+    #[arg(long, env = "POD_DIRECTOR_SHUTDOWN_TIMEOUT", default_value = "25s", value_parser = parse_duration)]
+    pub shutdown_timeout: Duration,
 }
 
-pub async fn run(_args: ServeArgs) -> anyhow::Result<()> {
-    anyhow::bail!("serve is not implemented yet")
+/// Parses `10s`, `500ms`, `2m`, `1h` or a bare number of seconds.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration; write e.g. 10s, 500ms, 2m"))?;
+    let seconds = match unit.trim() {
+        "" | "s" => value,
+        "ms" => value / 1000.0,
+        "m" => value * 60.0,
+        "h" => value * 3600.0,
+        other => return Err(format!("unknown unit {other:?} in {text:?}; use ms, s, m or h")),
+    };
+    Duration::try_from_secs_f64(seconds).map_err(|e| format!("{text:?}: {e}"))
+}
+
+/// Everything [`start`] needs; [`Settings::from_args`] builds it from the command line.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub config_path: PathBuf,
+    pub addr: SocketAddr,
+    pub probe_addr: SocketAddr,
+    /// `None` serves the admission endpoints over plain HTTP (`--insecure-http`).
+    pub tls: Option<TlsFiles>,
+    pub own_namespace: Option<String>,
+    pub request_timeout: Duration,
+    pub max_body_bytes: u64,
+    pub reload_poll_interval: Duration,
+    pub shutdown_timeout: Duration,
+}
+
+impl Settings {
+    pub fn from_args(args: &ServeArgs) -> Self {
+        Self {
+            config_path: Config::resolve_path(args.config.as_deref()),
+            addr: args.addr,
+            probe_addr: args.probe_addr,
+            tls: (!args.insecure_http).then(|| TlsFiles {
+                cert: args.tls_cert.clone(),
+                key: args.tls_key.clone(),
+            }),
+            own_namespace: args.namespace.clone().filter(|n| !n.is_empty()),
+            request_timeout: args.request_timeout,
+            max_body_bytes: args.max_body_bytes,
+            reload_poll_interval: args.reload_poll_interval,
+            shutdown_timeout: args.shutdown_timeout,
+        }
+    }
+}
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("serving certificate: {0}")]
+    Tls(#[from] TlsError),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// A started server: its bound addresses and a way to stop it.
+pub struct RunningServer {
+    /// Where /mutate and /validate are served (HTTPS unless insecure).
+    pub addr: SocketAddr,
+    /// Where /healthz, /readyz and /metrics are served.
+    pub probe_addr: SocketAddr,
+    /// The live configuration (swapped on reload).
+    pub config: Arc<ArcSwap<crate::config::Loaded>>,
+    pub metrics: Arc<Metrics>,
+    shutdown: watch::Sender<bool>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl RunningServer {
+    /// Stops accepting, drains in-flight requests, stops the reloaders.
+    pub async fn shutdown(self) {
+        // Receivers live in the tasks awaited below.
+        let _ = self.shutdown.send(true);
+        for task in self.tasks {
+            if let Err(err) = task.await {
+                warn!(error = %err, "a server task ended abnormally");
+            }
+        }
+    }
+}
+
+/// Loads the configuration and certificate, binds both ports and serves until
+/// [`RunningServer::shutdown`]. Fails when the configuration or certificate is
+/// invalid or a port cannot be bound.
+pub async fn start(settings: Settings, namespaces: Arc<dyn NamespaceSource>) -> Result<RunningServer, ServerError> {
+    let metrics = Arc::new(Metrics::new());
+    let own = settings.own_namespace.as_deref();
+    let config_fingerprint = reload::fingerprint(&[&settings.config_path]);
+    let loaded = load_config(&settings.config_path, own)?;
+    info!(
+        config.revision = loaded.revision.as_str(),
+        path = %settings.config_path.display(),
+        groups = loaded.config.groups.len(),
+        overrides = loaded.overrides.len(),
+        "configuration loaded"
+    );
+    for (variable, setting) in &loaded.overrides {
+        info!(
+            variable = variable.as_str(),
+            setting = setting.as_str(),
+            "configuration overridden from the environment"
+        );
+    }
+    let config = Arc::new(ArcSwap::from_pointee(loaded));
+    let (shutdown, shutdown_rx) = watch::channel(false);
+    let mut tasks = Vec::new();
+
+    let acceptor = match &settings.tls {
+        Some(files) => {
+            let tls_fingerprint = reload::fingerprint(&files.paths());
+            let resolver = Arc::new(tls::CertResolver::new(tls::load(files)?));
+            let server_config = tls::server_config(resolver.clone())?;
+            tasks.push(reload::spawn(
+                reload::TlsReload {
+                    files: files.clone(),
+                    resolver,
+                    metrics: metrics.clone(),
+                    last: tls_fingerprint,
+                },
+                settings.reload_poll_interval,
+                shutdown_rx.clone(),
+            ));
+            Some(TlsAcceptor::from(Arc::new(server_config)))
+        }
+        None => {
+            warn!(
+                addr = %settings.addr,
+                "INSECURE: admission endpoints are served over plain HTTP (--insecure-http). \
+                 The Kubernetes API server only calls webhooks over HTTPS; use this for local debugging only"
+            );
+            None
+        }
+    };
+    tasks.push(reload::spawn(
+        reload::ConfigReload {
+            path: settings.config_path.clone(),
+            own_namespace: settings.own_namespace.clone(),
+            live: config.clone(),
+            metrics: metrics.clone(),
+            last: config_fingerprint,
+        },
+        settings.reload_poll_interval,
+        shutdown_rx.clone(),
+    ));
+
+    let admission = Arc::new(Admission::new(
+        config.clone(),
+        namespaces,
+        metrics.clone(),
+        settings.request_timeout,
+    ));
+    let bind = |addr: SocketAddr| async move {
+        TcpListener::bind(addr)
+            .await
+            .map_err(|source| ServerError::Bind { addr, source })
+    };
+    let listener = bind(settings.addr).await?;
+    let probe_listener = bind(settings.probe_addr).await?;
+    let addr = local_addr(&listener, settings.addr);
+    let probe_addr = local_addr(&probe_listener, settings.probe_addr);
+
+    // The outer timeout also covers reading the body; the review's own deadline leaves it room to answer.
+    let admission_routes = respond(
+        routes::admission(admission.clone(), settings.max_body_bytes),
+        settings.request_timeout + Duration::from_secs(1),
+    );
+    let probe_routes = respond(routes::probes(admission, metrics.clone()), Duration::from_secs(10));
+    tasks.push(tokio::spawn(serve(
+        listener,
+        acceptor,
+        admission_routes,
+        shutdown_rx.clone(),
+        settings.shutdown_timeout,
+    )));
+    tasks.push(tokio::spawn(serve(
+        probe_listener,
+        None,
+        probe_routes,
+        shutdown_rx,
+        settings.shutdown_timeout,
+    )));
+    info!(
+        addr = %addr,
+        probe_addr = %probe_addr,
+        tls = settings.tls.is_some(),
+        version = env!("CARGO_PKG_VERSION"),
+        "pod-director serving"
+    );
+    Ok(RunningServer {
+        addr,
+        probe_addr,
+        config,
+        metrics,
+        shutdown,
+        tasks,
+    })
+}
+
+fn local_addr(listener: &TcpListener, fallback: SocketAddr) -> SocketAddr {
+    listener.local_addr().unwrap_or(fallback)
+}
+
+/// `pod-director serve`: connects to the cluster (in-cluster or `KUBECONFIG`),
+/// starts the namespace cache and the server, and drains on SIGTERM/SIGINT.
+pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let settings = Settings::from_args(&args);
+    let client = kube::Client::try_default()
+        .await
+        .context("cannot configure a Kubernetes client (in-cluster service account or KUBECONFIG)")?;
+    let namespaces = Arc::new(KubeNamespaces::start(client));
+    let server = start(settings, namespaces).await?;
+    shutdown_signal().await;
+    info!("shutdown signal received; draining in-flight requests");
+    server.shutdown().await;
+    info!("pod-director stopped");
+    Ok(())
+}
+
+/// Resolves on SIGTERM (what Kubernetes sends) or SIGINT (Ctrl-C).
+pub async fn shutdown_signal() {
+    let interrupt = async {
+        if let Err(err) = tokio::signal::ctrl_c().await {
+            warn!(error = %err, "cannot listen for SIGINT");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(err) => {
+                warn!(error = %err, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = interrupt => {}
+        () = terminate => {}
+    }
+}
+
+type Respond = Arc<dyn Fn(http::Request<Incoming>) -> BoxFuture<'static, warp::reply::Response> + Send + Sync>;
+
+/// Wraps a warp filter as a request → response function with a deadline.
+fn respond<F, R>(filter: F, timeout: Duration) -> Respond
+where
+    F: Filter<Extract = (R,), Error = std::convert::Infallible> + Clone + Send + Sync + 'static,
+    R: Reply,
+    F::Future: Send,
+{
+    let service = warp::service(filter);
+    Arc::new(move |request| {
+        let service = service.clone();
+        Box::pin(async move {
+            match tokio::time::timeout(timeout, service.oneshot(request)).await {
+                Ok(Ok(response)) => response,
+                Ok(Err(never)) => match never {},
+                Err(_) => warp::reply::with_status(
+                    format!("request not completed within {timeout:?} (--request-timeout)\n"),
+                    StatusCode::SERVICE_UNAVAILABLE,
+                )
+                .into_response(),
+            }
+        })
+    })
+}
+
+/// Accepts connections until shutdown, then waits (bounded) for open ones to finish.
+async fn serve(
+    listener: TcpListener,
+    tls: Option<TlsAcceptor>,
+    respond: Respond,
+    mut shutdown: watch::Receiver<bool>,
+    drain_timeout: Duration,
+) {
+    let graceful = GracefulShutdown::new();
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    // Without a timer hyper cannot time out slow request headers or HTTP/2 keep-alives.
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT);
+    builder.http2().timer(TokioTimer::new());
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(err) => {
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    warn!(error = %err, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            _ = shutdown.changed() => break,
+        };
+        let watcher = graceful.watcher();
+        let tls = tls.clone();
+        let respond = respond.clone();
+        let builder = builder.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |request| {
+                let respond = respond.clone();
+                async move { Ok::<_, std::convert::Infallible>(respond(request).await) }
+            });
+            let result = match tls {
+                Some(acceptor) => match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                    Ok(Ok(stream)) => {
+                        watcher
+                            .watch(builder.serve_connection(TokioIo::new(stream), service).into_owned())
+                            .await
+                    }
+                    Ok(Err(err)) => {
+                        debug!(peer = %peer, error = %err, "TLS handshake failed");
+                        return;
+                    }
+                    Err(_) => {
+                        debug!(peer = %peer, "TLS handshake timed out");
+                        return;
+                    }
+                },
+                None => {
+                    watcher
+                        .watch(builder.serve_connection(TokioIo::new(stream), service).into_owned())
+                        .await
+                }
+            };
+            if let Err(err) = result {
+                debug!(peer = %peer, error = %err, "connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    if tokio::time::timeout(drain_timeout, graceful.shutdown()).await.is_err() {
+        warn!(timeout = ?drain_timeout, "in-flight requests did not finish in time; closing anyway");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_with_units() {
+        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
+        assert!(parse_duration("ten seconds").is_err());
+        assert!(parse_duration("5 fortnights").is_err());
+    }
+
+    #[test]
+    fn serve_flags_have_the_documented_defaults() {
+        use clap::Parser as _;
+        let cli = crate::cli::Cli::try_parse_from(["pod-director", "serve"]).expect("defaults parse");
+        let crate::cli::Command::Serve(args) = cli.command else {
+            panic!("serve expected");
+        };
+        let settings = Settings::from_args(&args);
+        assert_eq!(settings.addr.to_string(), "0.0.0.0:8443");
+        assert_eq!(settings.probe_addr.to_string(), "0.0.0.0:8080");
+        assert_eq!(
+            settings.tls,
+            Some(TlsFiles {
+                cert: "/etc/pod-director/tls/tls.crt".into(),
+                key: "/etc/pod-director/tls/tls.key".into(),
+            })
+        );
+        let cli = crate::cli::Cli::try_parse_from(["pod-director", "serve", "--insecure-http", "--namespace", "pd"])
+            .expect("parses");
+        let crate::cli::Command::Serve(args) = cli.command else {
+            panic!("serve expected");
+        };
+        let settings = Settings::from_args(&args);
+        assert_eq!(settings.tls, None);
+        assert_eq!(settings.own_namespace.as_deref(), Some("pd"));
+    }
 }

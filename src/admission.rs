@@ -1,0 +1,594 @@
+//! AdmissionReview in → AdmissionReview out.
+//!
+//! [`parse`] turns request bytes into a typed request (or says precisely what
+//! is wrong), the placement engine decides, [`render`] builds the response with
+//! kube-core's builders and [`to_wire`] serializes it the way the API server
+//! reads it. [`Admission::review`] strings these together with the namespace
+//! lookup, the decision log line, the span and the metrics.
+//!
+//! What each kind of request gets:
+//!
+//! | request | HTTP | response |
+//! |---|---|---|
+//! | a Pod CREATE (or UPDATE at /validate) | 200 | the decision: allowed (+ patch in enforce) or denied |
+//! | UPDATE at /mutate, DELETE, CONNECT, a subresource, or a resource other than core/v1 pods | 200 | allowed, untouched; logged as `skipped` / `not_applicable` |
+//! | unreadable: empty, not JSON, not an `admission.k8s.io/v1` AdmissionReview, no request/uid/object/namespace, object not a Pod | 400 | an AdmissionReview whose `response.status` says what is wrong (uid copied when readable) |
+//! | the namespace's labels cannot be read (API server unreachable) | 503 | likewise, with the lookup error |
+//!
+//! Any non-200 answer makes the API server apply the webhook's
+//! failurePolicy, so bad input never blocks pods of a dryRun group (Ignore) and
+//! never slips through an enforce group (Fail).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use base64::Engine as _;
+use http::StatusCode;
+use k8s_openapi::api::core::v1::Pod;
+use kube::core::DynamicObject;
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
+use kube::core::response::StatusSummary;
+use serde_json::Value;
+use tracing::field::Empty;
+use tracing::{Instrument as _, Level, Span};
+
+use crate::config::Loaded;
+use crate::metrics::Metrics;
+use crate::namespaces::{self, Labels, LookupError, NamespaceSource};
+use crate::placement::{self, Decision, Outcome, SkipReason, Webhook};
+use crate::telemetry::{self, DECISION_TARGET};
+
+const API_VERSION: &str = "admission.k8s.io/v1";
+const KIND: &str = "AdmissionReview";
+/// Longest audit annotation value, in bytes.
+pub const MAX_ANNOTATION_BYTES: usize = 1024;
+/// Patch paths named in the `patch` audit annotation when the patch is too long to include.
+const ANNOTATION_PATHS: usize = 10;
+
+/// Why a request could not be decided; each maps to an HTTP status.
+#[derive(Debug, thiserror::Error)]
+pub enum AdmissionError {
+    #[error("the request body is empty; expected an admission.k8s.io/v1 AdmissionReview")]
+    EmptyBody,
+    #[error("the request body is not an AdmissionReview: {0}")]
+    Decode(#[source] serde_json::Error),
+    #[error("kind is {0:?}; expected \"AdmissionReview\"")]
+    WrongKind(String),
+    #[error("apiVersion is {0:?}; only \"admission.k8s.io/v1\" is served (set admissionReviewVersions: [v1])")]
+    WrongApiVersion(String),
+    #[error("the AdmissionReview has no request")]
+    MissingRequest,
+    #[error("request.uid is empty")]
+    MissingUid,
+    #[error("request.object is missing")]
+    MissingObject,
+    #[error("request.namespace is missing (pods are namespaced)")]
+    MissingNamespace,
+    #[error("request.object is not a valid v1 Pod: {0}")]
+    InvalidPod(#[source] serde_json::Error),
+    #[error("request.oldObject is not a valid v1 Pod: {0}")]
+    InvalidOldPod(#[source] serde_json::Error),
+    #[error("cannot determine the pod's group: {0}")]
+    Namespace(#[from] LookupError),
+    #[error("no decision within {0:?} (--request-timeout)")]
+    Timeout(Duration),
+    #[error("cannot encode the response: {0}")]
+    Encode(#[source] serde_json::Error),
+}
+
+impl AdmissionError {
+    /// The HTTP status this error is answered with.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            AdmissionError::Namespace(_) | AdmissionError::Timeout(_) => StatusCode::SERVICE_UNAVAILABLE,
+            AdmissionError::Encode(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            _ => StatusCode::BAD_REQUEST,
+        }
+    }
+}
+
+/// A readable admission request.
+#[derive(Debug)]
+pub struct Parsed {
+    /// The request, with `object` and `oldObject` moved into [`Subject`].
+    pub request: AdmissionRequest<DynamicObject>,
+    pub subject: Subject,
+}
+
+/// What the request is about, as far as placement cares.
+#[derive(Debug)]
+pub enum Subject {
+    /// A pod being created or updated (`old` on UPDATE).
+    Pod { pod: Box<Pod>, old: Option<Box<Pod>> },
+    /// Not a pod CREATE/UPDATE: admitted untouched, for this reason.
+    NotApplicable(String),
+}
+
+/// An unreadable request: the error and, when it could be read, the uid.
+#[derive(Debug)]
+pub struct Rejected {
+    pub uid: Option<String>,
+    pub error: AdmissionError,
+}
+
+impl Rejected {
+    fn new(uid: Option<&str>, error: AdmissionError) -> Self {
+        Self {
+            uid: uid.map(str::to_owned),
+            error,
+        }
+    }
+}
+
+/// Decodes and checks an AdmissionReview body.
+pub fn parse(body: &[u8]) -> Result<Parsed, Rejected> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(Rejected::new(None, AdmissionError::EmptyBody));
+    }
+    let review: AdmissionReview<DynamicObject> =
+        serde_json::from_slice(body).map_err(|e| Rejected::new(uid_of(body).as_deref(), AdmissionError::Decode(e)))?;
+    let uid = review.request.as_ref().map(|r| r.uid.as_str());
+    if review.types.kind != KIND {
+        return Err(Rejected::new(uid, AdmissionError::WrongKind(review.types.kind)));
+    }
+    if review.types.api_version != API_VERSION {
+        return Err(Rejected::new(
+            uid,
+            AdmissionError::WrongApiVersion(review.types.api_version),
+        ));
+    }
+    let mut request: AdmissionRequest<DynamicObject> = review
+        .try_into()
+        .map_err(|_| Rejected::new(None, AdmissionError::MissingRequest))?;
+    if request.uid.is_empty() {
+        return Err(Rejected::new(None, AdmissionError::MissingUid));
+    }
+    let reject = |error| Rejected::new(Some(&request.uid), error);
+    if let Some(why) = not_applicable(&request) {
+        return Ok(Parsed {
+            request,
+            subject: Subject::NotApplicable(why),
+        });
+    }
+    if request.namespace.as_deref().is_none_or(str::is_empty) {
+        return Err(reject(AdmissionError::MissingNamespace));
+    }
+    let object = request
+        .object
+        .take()
+        .ok_or_else(|| reject(AdmissionError::MissingObject))?;
+    let pod = to_pod(object).map_err(|e| reject(AdmissionError::InvalidPod(e)))?;
+    let old = match (request.operation == Operation::Update, request.old_object.take()) {
+        (true, Some(old)) => Some(Box::new(
+            to_pod(old).map_err(|e| reject(AdmissionError::InvalidOldPod(e)))?,
+        )),
+        _ => None,
+    };
+    Ok(Parsed {
+        request,
+        subject: Subject::Pod {
+            pod: Box::new(pod),
+            old,
+        },
+    })
+}
+
+/// Why a well-formed request is none of pod-director's business, if it is not.
+fn not_applicable(request: &AdmissionRequest<DynamicObject>) -> Option<String> {
+    let r = &request.resource;
+    if !(r.group.is_empty() && r.version == "v1" && r.resource == "pods") {
+        let group = if r.group.is_empty() { "core" } else { r.group.as_str() };
+        return Some(format!("resource {group}/{}/{} is not pods", r.version, r.resource));
+    }
+    if let Some(sub) = request.sub_resource.as_deref().filter(|s| !s.is_empty()) {
+        return Some(format!("subresource pods/{sub}"));
+    }
+    match request.operation {
+        Operation::Create | Operation::Update => None,
+        Operation::Delete => Some("operation DELETE".to_owned()),
+        Operation::Connect => Some("operation CONNECT".to_owned()),
+    }
+}
+
+fn to_pod(object: DynamicObject) -> Result<Pod, serde_json::Error> {
+    serde_json::to_value(object).and_then(serde_json::from_value)
+}
+
+/// The request uid of an otherwise unreadable body, when there is one.
+fn uid_of(body: &[u8]) -> Option<String> {
+    let value: Value = serde_json::from_slice(body).ok()?;
+    value
+        .pointer("/request/uid")
+        .and_then(Value::as_str)
+        .filter(|uid| !uid.is_empty())
+        .map(str::to_owned)
+}
+
+/// The response for a decided request, built with kube-core's builders.
+pub fn render(
+    request: &AdmissionRequest<DynamicObject>,
+    outcome: &Outcome,
+    revision: &str,
+) -> Result<AdmissionReview<DynamicObject>, AdmissionError> {
+    let mut response = AdmissionResponse::from(request);
+    if !outcome.allowed {
+        let message = outcome
+            .message
+            .clone()
+            .unwrap_or_else(|| format!("pod-director: {}", outcome.decision));
+        response = response.deny(message);
+        response.result.status = Some(StatusSummary::Failure);
+        response.result.code = StatusCode::FORBIDDEN.as_u16();
+        response.result.reason = "Forbidden".to_owned();
+    } else if outcome.apply_patch && !outcome.patch.0.is_empty() {
+        response = response
+            .with_patch(outcome.patch.clone())
+            .map_err(|e| AdmissionError::Encode(serde_json::Error::io(std::io::Error::other(e))))?;
+    }
+    if let Some(warning) = &outcome.warning {
+        response.warnings = Some(vec![warning.clone()]);
+    }
+    if outcome.group.is_some() {
+        response.audit_annotations = audit_annotations(outcome, revision);
+    }
+    Ok(response.into_review())
+}
+
+/// The response for a request that could not be decided.
+pub fn render_error(uid: Option<&str>, error: &AdmissionError) -> AdmissionReview<DynamicObject> {
+    let mut response = AdmissionResponse::invalid(error);
+    response.uid = uid.unwrap_or_default().to_owned();
+    let status = error.status();
+    response.result.code = status.as_u16();
+    if status == StatusCode::SERVICE_UNAVAILABLE {
+        response.result.reason = "ServiceUnavailable".to_owned();
+    }
+    response.into_review()
+}
+
+/// Audit annotations for a response concerning a group (the API server prefixes
+/// each key with the webhook's name). Values are bounded to [`MAX_ANNOTATION_BYTES`].
+pub fn audit_annotations(outcome: &Outcome, revision: &str) -> HashMap<String, String> {
+    let mut annotations = HashMap::new();
+    let mut put = |key: &str, value: String| {
+        annotations.insert(key.to_owned(), telemetry::truncate_bytes(&value, MAX_ANNOTATION_BYTES));
+    };
+    put("decision", outcome.decision.as_str().to_owned());
+    if let Some(group) = &outcome.group {
+        put("group", group.clone());
+    }
+    if let Some(mode) = outcome.mode {
+        put("mode", mode.as_str().to_owned());
+    }
+    if let Some(reason) = &outcome.skip_reason {
+        put("skip-reason", reason.to_string());
+    }
+    if !outcome.summary.is_empty() {
+        put("summary", outcome.summary.clone());
+    }
+    if !outcome.patch.0.is_empty() {
+        put("patch", patch_annotation(outcome));
+    }
+    if !outcome.conflicts.is_empty() {
+        let conflicts: Vec<String> = outcome.conflicts.iter().map(ToString::to_string).collect();
+        put("conflicts", conflicts.join("; "));
+    }
+    put("config-revision", revision.to_owned());
+    annotations
+}
+
+/// The patch as compact JSON when it fits, else its size and first paths.
+fn patch_annotation(outcome: &Outcome) -> String {
+    let json = outcome.patch_json().to_string();
+    if json.len() <= MAX_ANNOTATION_BYTES {
+        return json;
+    }
+    let ops: Vec<String> = outcome
+        .patch
+        .0
+        .iter()
+        .take(ANNOTATION_PATHS)
+        .map(|op| {
+            let name = serde_json::to_value(op)
+                .ok()
+                .and_then(|v| v.get("op").and_then(Value::as_str).map(str::to_owned))
+                .unwrap_or_default();
+            format!("{name} {}", op.path())
+        })
+        .collect();
+    let more = outcome.patch.0.len().saturating_sub(ANNOTATION_PATHS);
+    let tail = if more > 0 {
+        format!(", … {more} more")
+    } else {
+        String::new()
+    };
+    format!("{} operations: {}{tail}", outcome.patch.0.len(), ops.join(", "))
+}
+
+/// Serializes a review for the API server. kube-core writes `response.patch`
+/// (`Vec<u8>`) as an array of numbers (kube-rs#1781); Go decodes `[]byte` from
+/// a base64 string, so the patch is rewritten as one.
+pub fn to_wire(review: &AdmissionReview<DynamicObject>) -> Result<Vec<u8>, AdmissionError> {
+    let mut value = serde_json::to_value(review).map_err(AdmissionError::Encode)?;
+    if let (Some(patch), Some(slot)) = (
+        review.response.as_ref().and_then(|r| r.patch.as_ref()),
+        value.pointer_mut("/response/patch"),
+    ) {
+        *slot = Value::String(base64::engine::general_purpose::STANDARD.encode(patch));
+    }
+    serde_json::to_vec(&value).map_err(AdmissionError::Encode)
+}
+
+/// An HTTP answer: a status and an AdmissionReview JSON body.
+#[derive(Debug, Clone)]
+pub struct Reply {
+    pub status: StatusCode,
+    pub body: Vec<u8>,
+}
+
+/// Everything a review needs: the live configuration, namespace labels, metrics.
+pub struct Admission {
+    config: Arc<ArcSwap<Loaded>>,
+    namespaces: Arc<dyn NamespaceSource>,
+    metrics: Arc<Metrics>,
+    timeout: Duration,
+}
+
+impl Admission {
+    /// `timeout` bounds each decision (the namespace lookup may wait on the API server).
+    pub fn new(
+        config: Arc<ArcSwap<Loaded>>,
+        namespaces: Arc<dyn NamespaceSource>,
+        metrics: Arc<Metrics>,
+        timeout: Duration,
+    ) -> Self {
+        Self {
+            config,
+            namespaces,
+            metrics,
+            timeout,
+        }
+    }
+
+    /// Reviews one request body arriving at `webhook`: decides, logs one
+    /// decision line, counts, and answers. Never fails.
+    pub async fn review(&self, webhook: Webhook, headers: &http::HeaderMap, body: &[u8]) -> Reply {
+        let started = Instant::now();
+        let span = decision_span(webhook);
+        telemetry::join_caller_trace(&span, headers);
+        telemetry::record_trace_ids(&span);
+        let loaded = self.config.load_full();
+        span.record("config.revision", loaded.revision.as_str());
+
+        let result = self
+            .decide(webhook, &loaded, body, &span)
+            .instrument(span.clone())
+            .await
+            .and_then(|(parsed, outcome)| {
+                render(&parsed.request, &outcome, &loaded.revision)
+                    .and_then(|review| to_wire(&review))
+                    .map(|bytes| (outcome, bytes))
+                    .map_err(|error| Rejected::new(Some(&parsed.request.uid), error))
+            });
+        let (outcome, reply, error) = match result {
+            Ok((outcome, body)) => (
+                outcome,
+                Reply {
+                    status: StatusCode::OK,
+                    body,
+                },
+                None,
+            ),
+            Err(rejected) => {
+                let status = rejected.error.status();
+                let review = render_error(rejected.uid.as_deref(), &rejected.error);
+                // An error review carries no patch and serializes; fall back to the bare message anyway.
+                let body = to_wire(&review).unwrap_or_else(|_| rejected.error.to_string().into_bytes());
+                (
+                    bare_outcome(webhook, Decision::Error),
+                    Reply { status, body },
+                    Some(rejected.error),
+                )
+            }
+        };
+        let latency = started.elapsed();
+        self.metrics.observe_decision(&outcome, latency);
+        log_decision(&span, &outcome, latency, error.as_ref());
+        reply
+    }
+
+    async fn decide(
+        &self,
+        webhook: Webhook,
+        loaded: &Loaded,
+        body: &[u8],
+        span: &Span,
+    ) -> Result<(Parsed, Outcome), Rejected> {
+        let parsed = parse(body)?;
+        record_request(span, &parsed);
+        let outcome = tokio::time::timeout(self.timeout, self.placement(webhook, loaded, &parsed))
+            .await
+            .unwrap_or(Err(AdmissionError::Timeout(self.timeout)))
+            .map_err(|e| Rejected::new(Some(&parsed.request.uid), e))?;
+        Ok((parsed, outcome))
+    }
+
+    async fn placement(&self, webhook: Webhook, loaded: &Loaded, parsed: &Parsed) -> Result<Outcome, AdmissionError> {
+        let request = &parsed.request;
+        let (pod, old) = match &parsed.subject {
+            Subject::NotApplicable(why) => return Ok(skipped(webhook, why)),
+            Subject::Pod { .. } if webhook == Webhook::Mutate && request.operation == Operation::Update => {
+                return Ok(skipped(webhook, "UPDATE is validated, not mutated"));
+            }
+            Subject::Pod { pod, old } => (pod, old),
+        };
+        let config = &loaded.config;
+        let name = request.namespace.as_deref().unwrap_or_default();
+        let labels = if config.excluded_namespaces.iter().any(|n| n == name) {
+            Labels::new()
+        } else {
+            namespaces::lookup(self.namespaces.as_ref(), name).await?
+        };
+        let namespace = placement::Namespace { name, labels: &labels };
+        Ok(match webhook {
+            Webhook::Mutate => placement::mutate(config, &namespace, pod),
+            Webhook::Validate => placement::validate(config, &namespace, pod, old.as_deref()),
+        })
+    }
+
+    /// Whether the namespace cache has synced (the configuration is always valid once loaded).
+    pub fn is_ready(&self) -> bool {
+        self.namespaces.is_ready()
+    }
+
+    /// How many namespaces the namespace cache holds.
+    pub fn cached_namespaces(&self) -> usize {
+        self.namespaces.cached_count()
+    }
+}
+
+fn skipped(webhook: Webhook, why: &str) -> Outcome {
+    let mut outcome = bare_outcome(webhook, Decision::Skipped);
+    outcome.skip_reason = Some(SkipReason::NotApplicable(why.to_owned()));
+    outcome.summary = format!("skipped: {why}");
+    outcome
+}
+
+/// An outcome decided without the engine (skips and errors).
+fn bare_outcome(webhook: Webhook, decision: Decision) -> Outcome {
+    Outcome {
+        webhook,
+        group: None,
+        mode: None,
+        decision,
+        skip_reason: None,
+        patch: json_patch::Patch(Vec::new()),
+        apply_patch: false,
+        allowed: decision != Decision::Error,
+        message: None,
+        warning: None,
+        conflicts: Vec::new(),
+        violations: Vec::new(),
+        summary: String::new(),
+    }
+}
+
+/// The request span; its fields are the decision log line's and the exported span's attributes.
+fn decision_span(webhook: Webhook) -> Span {
+    let name = match webhook {
+        Webhook::Mutate => "POST /mutate",
+        Webhook::Validate => "POST /validate",
+    };
+    tracing::info_span!(
+        "admission",
+        otel.name = name,
+        otel.kind = "server",
+        webhook = webhook.as_str(),
+        admission.request.uid = Empty,
+        admission.request.operation = Empty,
+        admission.request.dryrun = Empty,
+        admission.request.namespace = Empty,
+        admission.request.name = Empty,
+        admission.object.generate_name = Empty,
+        admission.object.owner.kind = Empty,
+        admission.object.owner.name = Empty,
+        placement.group = Empty,
+        placement.mode = Empty,
+        placement.decision = Empty,
+        placement.skip_reason = Empty,
+        placement.conflicts = Empty,
+        placement.violations = Empty,
+        placement.summary = Empty,
+        placement.message = Empty,
+        placement.warning = Empty,
+        placement.patch.op_count = Empty,
+        placement.patch.paths = Empty,
+        config.revision = Empty,
+        latency_ms = Empty,
+        error = Empty,
+        trace_id = Empty,
+        span_id = Empty,
+    )
+}
+
+fn record_request(span: &Span, parsed: &Parsed) {
+    let request = &parsed.request;
+    let operation = match request.operation {
+        Operation::Create => "CREATE",
+        Operation::Update => "UPDATE",
+        Operation::Delete => "DELETE",
+        Operation::Connect => "CONNECT",
+    };
+    span.record("admission.request.uid", request.uid.as_str());
+    span.record("admission.request.operation", operation);
+    span.record("admission.request.dryrun", request.dry_run);
+    if let Some(namespace) = &request.namespace {
+        span.record("admission.request.namespace", namespace.as_str());
+    }
+    if !request.name.is_empty() {
+        span.record("admission.request.name", request.name.as_str());
+    }
+    if let Subject::Pod { pod, .. } = &parsed.subject {
+        let meta = &pod.metadata;
+        if let Some(generate_name) = &meta.generate_name {
+            span.record("admission.object.generate_name", generate_name.as_str());
+        }
+        let owners = meta.owner_references.as_deref().unwrap_or_default();
+        let owner = owners.iter().find(|o| o.controller == Some(true)).or(owners.first());
+        if let Some(owner) = owner {
+            span.record("admission.object.owner.kind", owner.kind.as_str());
+            span.record("admission.object.owner.name", owner.name.as_str());
+        }
+    }
+}
+
+fn json_strings<T: ToString>(items: &[T]) -> String {
+    Value::Array(items.iter().map(|i| Value::String(i.to_string())).collect()).to_string()
+}
+
+/// Records the outcome on the span and writes the one decision log line.
+fn log_decision(span: &Span, outcome: &Outcome, latency: Duration, error: Option<&AdmissionError>) {
+    if let Some(group) = &outcome.group {
+        span.record("placement.group", group.as_str());
+    }
+    if let Some(mode) = outcome.mode {
+        span.record("placement.mode", mode.as_str());
+    }
+    span.record("placement.decision", outcome.decision.as_str());
+    if let Some(reason) = &outcome.skip_reason {
+        span.record("placement.skip_reason", reason.as_str());
+    }
+    if !outcome.conflicts.is_empty() {
+        span.record("placement.conflicts", json_strings(&outcome.conflicts).as_str());
+    }
+    if !outcome.violations.is_empty() {
+        span.record("placement.violations", json_strings(&outcome.violations).as_str());
+    }
+    if !outcome.summary.is_empty() {
+        span.record("placement.summary", outcome.summary.as_str());
+    }
+    if let Some(message) = &outcome.message {
+        span.record("placement.message", message.as_str());
+    }
+    if let Some(warning) = &outcome.warning {
+        span.record("placement.warning", warning.as_str());
+    }
+    span.record("placement.patch.op_count", outcome.patch.0.len());
+    span.record("placement.patch.paths", json_strings(&outcome.patch_paths()).as_str());
+    // Microsecond precision is plenty and keeps the number short.
+    span.record("latency_ms", latency.as_micros() as f64 / 1000.0);
+    if let Some(error) = error {
+        span.record("error", error.to_string().as_str());
+    }
+    let patch = outcome.patch_json().to_string();
+    telemetry::set_bounded_attribute(span, "placement.patch.json", &patch);
+    span.in_scope(|| match error {
+        None => tracing::event!(target: DECISION_TARGET, Level::INFO, placement.patch.json = patch.as_str(), "admission decision"),
+        Some(_) => tracing::event!(target: DECISION_TARGET, Level::WARN, placement.patch.json = patch.as_str(), "admission decision"),
+    });
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,539 @@
+use std::sync::{Arc, Mutex};
+
+use json_patch::{AddOperation, Patch, PatchOperation, jsonptr::PointerBuf};
+use proptest::prelude::*;
+use serde_json::{Value, json};
+
+use super::*;
+use crate::config::{Config, Mode};
+use crate::namespaces::StaticNamespaces;
+
+/// A pod CREATE exactly as kube-apiserver sends it (a ReplicaSet's pod, generateName, no name yet).
+fn review() -> Value {
+    json!({
+        "kind": "AdmissionReview",
+        "apiVersion": "admission.k8s.io/v1",
+        "request": {
+            "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
+            "requestResource": {"group": "", "version": "v1", "resource": "pods"},
+            "name": "",
+            "namespace": "team-ci",
+            "operation": "CREATE",
+            "userInfo": {
+                "username": "system:serviceaccount:kube-system:replicaset-controller",
+                "uid": "b4ac6e8f-8d6e-4b4f-9a1e-3f1e2d3c4b5a",
+                "groups": ["system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"]
+            },
+            "object": {
+                "kind": "Pod",
+                "apiVersion": "v1",
+                "metadata": {
+                    "generateName": "web-7c9f8d-",
+                    "namespace": "team-ci",
+                    "creationTimestamp": null,
+                    "labels": {"app": "web", "pod-template-hash": "7c9f8d"},
+                    "ownerReferences": [{
+                        "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-7c9f8d",
+                        "uid": "0f8e3c1a-2b4d-4e6f-8a9b-1c2d3e4f5a6b", "controller": true, "blockOwnerDeletion": true
+                    }],
+                    "managedFields": [{"manager": "kube-controller-manager", "operation": "Update", "apiVersion": "v1",
+                        "time": "2026-11-02T10:00:00Z", "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {}}}]
+                },
+                "spec": {
+                    "containers": [{"name": "web", "image": "nginx:1.27", "resources": {},
+                        "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File", "imagePullPolicy": "IfNotPresent"}],
+                    "restartPolicy": "Always",
+                    "terminationGracePeriodSeconds": 30,
+                    "dnsPolicy": "ClusterFirst",
+                    "serviceAccountName": "default",
+                    "securityContext": {},
+                    "schedulerName": "default-scheduler",
+                    "enableServiceLinks": true,
+                    "preemptionPolicy": "PreemptLowerPriority",
+                    "priority": 0
+                },
+                "status": {}
+            },
+            "oldObject": null,
+            "dryRun": false,
+            "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"}
+        }
+    })
+}
+
+fn bytes(value: &Value) -> Vec<u8> {
+    serde_json::to_vec(value).unwrap_or_default()
+}
+
+fn with(mut value: Value, pointer: &str, new: Value) -> Value {
+    if let Some(slot) = value.pointer_mut(pointer) {
+        *slot = new;
+    }
+    value
+}
+
+fn without(mut value: Value, parent: &str, key: &str) -> Value {
+    if let Some(Value::Object(map)) = value.pointer_mut(parent) {
+        map.remove(key);
+    }
+    value
+}
+
+fn rejected(body: &[u8]) -> Rejected {
+    match parse(body) {
+        Ok(parsed) => panic!("expected a rejection, got {:?}", parsed.subject),
+        Err(rejected) => rejected,
+    }
+}
+
+#[test]
+fn a_pod_create_from_the_api_server_parses_into_a_pod() {
+    let parsed = parse(&bytes(&review())).expect("parses");
+    assert_eq!(parsed.request.uid, "705ab4f5-6393-11e8-b7cc-42010a800002");
+    let Subject::Pod { pod, old } = parsed.subject else {
+        panic!("expected a pod");
+    };
+    assert_eq!(pod.metadata.generate_name.as_deref(), Some("web-7c9f8d-"));
+    assert!(old.is_none());
+}
+
+#[test]
+fn an_update_carries_the_old_pod() {
+    let body = with(review(), "/request/operation", json!("UPDATE"));
+    let old = review().pointer("/request/object").cloned().unwrap_or_default();
+    let body = with(body, "/request/oldObject", old);
+    let parsed = parse(&bytes(&body)).expect("parses");
+    assert!(matches!(parsed.subject, Subject::Pod { old: Some(_), .. }));
+}
+
+#[test]
+fn requests_that_are_not_pod_creates_or_updates_are_not_applicable() {
+    let cases = [
+        with(
+            review(),
+            "/request/resource",
+            json!({"group": "apps", "version": "v1", "resource": "deployments"}),
+        ),
+        with(review(), "/request/operation", json!("DELETE")),
+        with(review(), "/request/operation", json!("CONNECT")),
+        {
+            let mut v = review();
+            v["request"]["subResource"] = json!("status");
+            v
+        },
+    ];
+    for body in cases {
+        let parsed = parse(&bytes(&body)).expect("parses");
+        assert!(
+            matches!(parsed.subject, Subject::NotApplicable(_)),
+            "{:?}",
+            parsed.subject
+        );
+    }
+}
+
+#[test]
+fn each_kind_of_bad_request_gets_its_own_error_and_keeps_the_uid_when_readable() {
+    let uid = Some("705ab4f5-6393-11e8-b7cc-42010a800002".to_owned());
+    type Case = (&'static str, Vec<u8>, fn(&AdmissionError) -> bool, Option<String>);
+    let cases: Vec<Case> = vec![
+        (
+            "empty body",
+            Vec::new(),
+            |e| matches!(e, AdmissionError::EmptyBody),
+            None,
+        ),
+        (
+            "not JSON",
+            b"hello".to_vec(),
+            |e| matches!(e, AdmissionError::Decode(_)),
+            None,
+        ),
+        (
+            "JSON array",
+            b"[]".to_vec(),
+            |e| matches!(e, AdmissionError::Decode(_)),
+            None,
+        ),
+        (
+            "wrong kind",
+            bytes(&with(review(), "/kind", json!("Pod"))),
+            |e| matches!(e, AdmissionError::WrongKind(_)),
+            uid.clone(),
+        ),
+        (
+            "v1beta1",
+            bytes(&with(review(), "/apiVersion", json!("admission.k8s.io/v1beta1"))),
+            |e| matches!(e, AdmissionError::WrongApiVersion(_)),
+            uid.clone(),
+        ),
+        (
+            "no request",
+            bytes(&without(review(), "", "request")),
+            |e| matches!(e, AdmissionError::MissingRequest),
+            None,
+        ),
+        (
+            "no uid",
+            bytes(&without(review(), "/request", "uid")),
+            |e| matches!(e, AdmissionError::Decode(_)),
+            None,
+        ),
+        (
+            "empty uid",
+            bytes(&with(review(), "/request/uid", json!(""))),
+            |e| matches!(e, AdmissionError::MissingUid),
+            None,
+        ),
+        (
+            "no object",
+            bytes(&without(review(), "/request", "object")),
+            |e| matches!(e, AdmissionError::MissingObject),
+            uid.clone(),
+        ),
+        (
+            "null object",
+            bytes(&with(review(), "/request/object", Value::Null)),
+            |e| matches!(e, AdmissionError::MissingObject),
+            uid.clone(),
+        ),
+        (
+            "no namespace",
+            bytes(&without(review(), "/request", "namespace")),
+            |e| matches!(e, AdmissionError::MissingNamespace),
+            uid.clone(),
+        ),
+        (
+            "a Deployment sent as a pod",
+            bytes(&with(review(), "/request/object/kind", json!("Deployment"))),
+            |e| matches!(e, AdmissionError::InvalidPod(_)),
+            uid.clone(),
+        ),
+        (
+            "containers is a string",
+            bytes(&with(review(), "/request/object/spec/containers", json!("nginx"))),
+            |e| matches!(e, AdmissionError::InvalidPod(_)),
+            uid.clone(),
+        ),
+        (
+            "operation unknown",
+            bytes(&with(review(), "/request/operation", json!("PATCH"))),
+            |e| matches!(e, AdmissionError::Decode(_)),
+            uid.clone(),
+        ),
+    ];
+    for (name, body, expected, expected_uid) in cases {
+        let rejected = rejected(&body);
+        assert!(expected(&rejected.error), "{name}: got {:?}", rejected.error);
+        assert_eq!(rejected.uid, expected_uid, "{name}");
+        assert_eq!(rejected.error.status(), StatusCode::BAD_REQUEST, "{name}");
+    }
+}
+
+#[test]
+fn deeply_nested_json_is_refused_without_overflowing_the_stack() {
+    let depth = 100_000;
+    let body = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+    assert!(matches!(rejected(body.as_bytes()).error, AdmissionError::Decode(_)));
+    let mut nested = String::from(r#"{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","x":"#);
+    nested.push_str(&"{\"a\":".repeat(depth));
+    assert!(matches!(rejected(nested.as_bytes()).error, AdmissionError::Decode(_)));
+}
+
+fn request() -> AdmissionRequest<DynamicObject> {
+    parse(&bytes(&review())).expect("parses").request
+}
+
+fn outcome(mode: Mode, decision: Decision) -> Outcome {
+    let mut outcome = bare_outcome(Webhook::Mutate, decision);
+    outcome.group = Some("ci".to_owned());
+    outcome.mode = Some(mode);
+    outcome.patch = Patch(vec![PatchOperation::Add(AddOperation {
+        path: PointerBuf::from_tokens(["spec", "nodeSelector"]),
+        value: json!({"node-pool": "ci"}),
+    })]);
+    outcome.summary = "would set nodeSelector node-pool=ci".to_owned();
+    outcome
+}
+
+fn wire(outcome: &Outcome) -> Value {
+    let review = render(&request(), outcome, "abc123").expect("renders");
+    serde_json::from_slice(&to_wire(&review).expect("serializes")).expect("JSON")
+}
+
+#[test]
+fn the_patch_is_sent_as_base64_as_the_api_server_expects() {
+    let mut enforce = outcome(Mode::Enforce, Decision::Patched);
+    enforce.apply_patch = true;
+    let response = &wire(&enforce)["response"];
+    assert_eq!(response["patchType"], "JSONPatch");
+    let encoded = response["patch"].as_str().expect("patch is a base64 string");
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(encoded)
+        .expect("valid base64");
+    let patch: Value = serde_json::from_slice(&decoded).expect("patch is JSON");
+    assert_eq!(
+        patch,
+        json!([{"op": "add", "path": "/spec/nodeSelector", "value": {"node-pool": "ci"}}])
+    );
+    assert_eq!(response["uid"], "705ab4f5-6393-11e8-b7cc-42010a800002");
+    assert_eq!(response["allowed"], true);
+}
+
+#[test]
+fn a_dry_run_decision_carries_no_patch_but_annotates_the_would_be_patch() {
+    let response = &wire(&outcome(Mode::DryRun, Decision::WouldPatch))["response"];
+    assert!(response.get("patch").is_none());
+    assert!(response.get("patchType").is_none());
+    let annotations = &response["auditAnnotations"];
+    assert_eq!(annotations["decision"], "would_patch");
+    assert_eq!(annotations["group"], "ci");
+    assert_eq!(annotations["mode"], "dryRun");
+    assert_eq!(annotations["config-revision"], "abc123");
+    let patch: Value = serde_json::from_str(annotations["patch"].as_str().unwrap_or_default()).expect("JSON patch");
+    assert_eq!(patch[0]["path"], "/spec/nodeSelector");
+}
+
+#[test]
+fn a_denial_is_forbidden_with_the_engines_message_and_warning() {
+    let mut denied = outcome(Mode::Enforce, Decision::Denied);
+    denied.allowed = false;
+    denied.message = Some("pod-director: group ci: nodeSelector[\"node-pool\"]: pod has gpu".to_owned());
+    denied.warning = Some("pod-director[ci]: denied".to_owned());
+    let response = &wire(&denied)["response"];
+    assert_eq!(response["allowed"], false);
+    assert_eq!(response["status"]["code"], 403);
+    assert_eq!(response["status"]["reason"], "Forbidden");
+    assert!(
+        response["status"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("node-pool")
+    );
+    assert_eq!(response["warnings"], json!(["pod-director[ci]: denied"]));
+}
+
+#[test]
+fn responses_without_a_group_have_no_audit_annotations() {
+    let response = &wire(&bare_outcome(Webhook::Mutate, Decision::Skipped))["response"];
+    assert!(response.get("auditAnnotations").is_none());
+    assert_eq!(response["allowed"], true);
+}
+
+#[test]
+fn a_long_patch_is_summarised_in_the_audit_annotation() {
+    let mut big = outcome(Mode::DryRun, Decision::WouldPatch);
+    big.patch = Patch(
+        (0..40)
+            .map(|i| {
+                PatchOperation::Add(AddOperation {
+                    path: PointerBuf::from_tokens(["spec", "nodeSelector", &format!("example.com/key-{i}")]),
+                    value: json!("x".repeat(40)),
+                })
+            })
+            .collect(),
+    );
+    let annotations = audit_annotations(&big, "r");
+    let patch = &annotations["patch"];
+    assert!(patch.len() <= MAX_ANNOTATION_BYTES);
+    assert!(
+        patch.starts_with("40 operations: add /spec/nodeSelector/example.com~1key-0"),
+        "{patch}"
+    );
+    assert!(patch.ends_with("… 30 more"), "{patch}");
+}
+
+#[test]
+fn error_responses_are_well_formed_reviews() {
+    let review = render_error(Some("u-1"), &AdmissionError::MissingObject);
+    let value: Value = serde_json::from_slice(&to_wire(&review).expect("serializes")).expect("JSON");
+    assert_eq!(value["kind"], "AdmissionReview");
+    assert_eq!(value["apiVersion"], "admission.k8s.io/v1");
+    assert_eq!(value["response"]["uid"], "u-1");
+    assert_eq!(value["response"]["allowed"], false);
+    assert_eq!(value["response"]["status"]["code"], 400);
+    assert_eq!(value["response"]["status"]["message"], "request.object is missing");
+}
+
+fn admission(namespaces: Arc<StaticNamespaces>) -> Admission {
+    let loaded = Config::from_yaml("{}", "test", Vec::new()).expect("empty config is valid");
+    Admission::new(
+        Arc::new(ArcSwap::from_pointee(loaded)),
+        namespaces,
+        Arc::new(Metrics::new()),
+        Duration::from_secs(5),
+    )
+}
+
+#[tokio::test]
+async fn an_unreachable_api_server_answers_503_so_the_failure_policy_applies() {
+    let namespaces = Arc::new(StaticNamespaces::new());
+    namespaces.set_unreachable(true);
+    let reply = admission(namespaces)
+        .review(Webhook::Mutate, &http::HeaderMap::new(), &bytes(&review()))
+        .await;
+    assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
+    let value: Value = serde_json::from_slice(&reply.body).expect("JSON");
+    assert_eq!(value["response"]["uid"], "705ab4f5-6393-11e8-b7cc-42010a800002");
+    assert!(
+        value["response"]["status"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("team-ci")
+    );
+}
+
+#[tokio::test]
+async fn excluded_namespaces_are_decided_without_a_namespace_lookup() {
+    let namespaces = Arc::new(StaticNamespaces::new());
+    namespaces.set_unreachable(true);
+    let body = with(review(), "/request/namespace", json!("kube-system"));
+    let reply = admission(namespaces)
+        .review(Webhook::Mutate, &http::HeaderMap::new(), &bytes(&body))
+        .await;
+    assert_eq!(reply.status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn an_update_at_mutate_is_admitted_untouched() {
+    let body = with(review(), "/request/operation", json!("UPDATE"));
+    let reply = admission(Arc::new(StaticNamespaces::new()))
+        .review(Webhook::Mutate, &http::HeaderMap::new(), &bytes(&body))
+        .await;
+    assert_eq!(reply.status, StatusCode::OK);
+    let value: Value = serde_json::from_slice(&reply.body).expect("JSON");
+    assert_eq!(value["response"]["allowed"], true);
+    assert!(value["response"].get("patch").is_none());
+}
+
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if let Ok(mut bytes) = self.0.lock() {
+            bytes.extend_from_slice(buf);
+        }
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'w> tracing_subscriber::fmt::MakeWriter<'w> for Captured {
+    type Writer = Captured;
+    fn make_writer(&'w self) -> Self::Writer {
+        self.clone()
+    }
+}
+
+#[test]
+fn each_review_writes_one_decision_line_with_the_documented_fields() {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    let captured = Captured::default();
+    let subscriber = tracing_subscriber::registry().with(telemetry::JsonLayer::new(captured.clone()));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let body = with(review(), "/request/dryRun", json!(true));
+    tracing::subscriber::with_default(subscriber, || {
+        runtime.block_on(admission(Arc::new(StaticNamespaces::new())).review(
+            Webhook::Mutate,
+            &http::HeaderMap::new(),
+            &bytes(&body),
+        ));
+    });
+    let text = String::from_utf8(captured.0.lock().map(|b| b.clone()).unwrap_or_default()).expect("UTF-8");
+    let decisions: Vec<Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|l| l["target"] == DECISION_TARGET)
+        .collect();
+    assert_eq!(decisions.len(), 1, "{text}");
+    let line = &decisions[0];
+    assert_eq!(line["message"], "admission decision");
+    assert_eq!(line["webhook"], "mutate");
+    assert_eq!(line["admission.request.uid"], "705ab4f5-6393-11e8-b7cc-42010a800002");
+    assert_eq!(line["admission.request.operation"], "CREATE");
+    assert_eq!(line["admission.request.dryrun"], true);
+    assert_eq!(line["admission.request.namespace"], "team-ci");
+    assert_eq!(line["admission.object.generate_name"], "web-7c9f8d-");
+    assert_eq!(line["admission.object.owner.kind"], "ReplicaSet");
+    assert_eq!(line["admission.object.owner.name"], "web-7c9f8d");
+    assert!(line["placement.decision"].is_string());
+    assert!(line["placement.patch.json"].is_array(), "patch is real JSON: {line}");
+    assert!(line["placement.patch.paths"].is_array());
+    assert!(line["placement.patch.op_count"].is_u64());
+    assert!(line["config.revision"].is_string());
+    assert!(line["latency_ms"].is_f64());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn arbitrary_bytes_never_panic_the_decoder(body in proptest::collection::vec(any::<u8>(), 0..2048)) {
+        let _ = parse(&body);
+    }
+
+    #[test]
+    fn any_single_field_replaced_in_a_real_review_is_parsed_or_rejected_cleanly(
+        index in 0usize..64,
+        replacement in prop_oneof![
+            Just(Value::Null), Just(json!(0)), Just(json!(-1)), Just(json!("")), Just(json!("x")),
+            Just(json!([])), Just(json!({})), Just(json!(true)), Just(json!(1.5e300)),
+        ],
+    ) {
+        let mut body = review();
+        let pointers = pointers(&body);
+        let pointer = &pointers[index % pointers.len()];
+        if let Some(slot) = body.pointer_mut(pointer) {
+            *slot = replacement;
+        }
+        match parse(&bytes(&body)) {
+            Ok(parsed) => prop_assert!(!parsed.request.uid.is_empty()),
+            Err(rejected) => {
+                let review = render_error(rejected.uid.as_deref(), &rejected.error);
+                prop_assert!(to_wire(&review).is_ok());
+            }
+        }
+    }
+
+    #[test]
+    fn truncated_reviews_are_rejected(cut in 1usize..1500) {
+        let body = bytes(&review());
+        let cut = cut.min(body.len() - 1);
+        prop_assert!(parse(&body[..cut]).is_err());
+    }
+}
+
+/// Every JSON Pointer inside `value` (objects and arrays, depth first).
+fn pointers(value: &Value) -> Vec<String> {
+    fn walk(value: &Value, at: String, out: &mut Vec<String>) {
+        match value {
+            Value::Object(map) => {
+                for (k, v) in map {
+                    let p = format!("{at}/{}", k.replace('~', "~0").replace('/', "~1"));
+                    out.push(p.clone());
+                    walk(v, p, out);
+                }
+            }
+            Value::Array(items) => {
+                for (i, v) in items.iter().enumerate() {
+                    let p = format!("{at}/{i}");
+                    out.push(p.clone());
+                    walk(v, p, out);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(value, String::new(), &mut out);
+    out
+}

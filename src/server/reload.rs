@@ -1,0 +1,198 @@
+//! Hot reload of the configuration and the serving certificate.
+//!
+//! Mounted ConfigMaps and Secrets change by kubelet swapping a `..data`
+//! symlink in the mount directory, so each file's *directory* is watched
+//! (non-recursively) and, because events can be missed (network filesystems,
+//! symlink tricks), the files are also polled. Either way the files' content is
+//! fingerprinted and only a change is acted on; an invalid new version is
+//! refused once, logged and counted, and the previous one stays live.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use notify::Watcher as _;
+use sha2::{Digest, Sha256};
+use tokio::sync::{mpsc, watch};
+use tracing::{debug, error, info, warn};
+
+use super::tls::{self, CertResolver, TlsFiles};
+use crate::config::{ConfigError, Loaded};
+use crate::metrics::{Metrics, ReloadResult};
+
+/// Events closer together than this are handled as one change.
+const SETTLE: Duration = Duration::from_millis(100);
+
+/// A digest of the files' content (or of the error reading them).
+pub type Fingerprint = [u8; 32];
+
+pub fn fingerprint(paths: &[&Path]) -> Fingerprint {
+    let mut hasher = Sha256::new();
+    for path in paths {
+        match std::fs::read(path) {
+            Ok(bytes) => {
+                hasher.update(b"ok");
+                hasher.update((bytes.len() as u64).to_le_bytes());
+                hasher.update(&bytes);
+            }
+            Err(err) => {
+                hasher.update(b"err");
+                hasher.update(err.to_string().as_bytes());
+            }
+        }
+    }
+    hasher.finalize().into()
+}
+
+/// Loads the configuration file and adds pod-director's own namespace to the excluded ones.
+pub fn load_config(path: &Path, own_namespace: Option<&str>) -> Result<Loaded, ConfigError> {
+    let mut loaded = crate::config::Config::load(path)?;
+    if let Some(own) = own_namespace.filter(|n| !n.is_empty())
+        && !loaded.config.excluded_namespaces.iter().any(|n| n == own)
+    {
+        loaded.config.excluded_namespaces.push(own.to_owned());
+    }
+    Ok(loaded)
+}
+
+/// Something reloaded from files when they change.
+pub trait Reload: Send + 'static {
+    fn paths(&self) -> Vec<PathBuf>;
+    /// Re-reads the files if their content changed.
+    fn reload(&mut self);
+}
+
+/// Swaps in a new configuration when its file changes and validates.
+pub struct ConfigReload {
+    pub path: PathBuf,
+    pub own_namespace: Option<String>,
+    pub live: Arc<ArcSwap<Loaded>>,
+    pub metrics: Arc<Metrics>,
+    pub last: Fingerprint,
+}
+
+impl Reload for ConfigReload {
+    fn paths(&self) -> Vec<PathBuf> {
+        vec![self.path.clone()]
+    }
+
+    fn reload(&mut self) {
+        let now = fingerprint(&[&self.path]);
+        if now == self.last {
+            return;
+        }
+        self.last = now;
+        let previous = self.live.load().revision.clone();
+        match load_config(&self.path, self.own_namespace.as_deref()) {
+            Ok(loaded) => {
+                info!(
+                    config.revision = loaded.revision.as_str(),
+                    config.previous_revision = previous.as_str(),
+                    path = %self.path.display(),
+                    "configuration reloaded"
+                );
+                self.live.store(Arc::new(loaded));
+                self.metrics.config_reloaded(ReloadResult::Success);
+            }
+            Err(err) => {
+                error!(
+                    config.revision = previous.as_str(),
+                    error = %err,
+                    path = %self.path.display(),
+                    "new configuration refused; the previous one stays live"
+                );
+                self.metrics.config_reloaded(ReloadResult::Error);
+            }
+        }
+    }
+}
+
+/// Swaps in a new serving certificate when the pair changes and matches.
+pub struct TlsReload {
+    pub files: TlsFiles,
+    pub resolver: Arc<CertResolver>,
+    pub metrics: Arc<Metrics>,
+    pub last: Fingerprint,
+}
+
+impl Reload for TlsReload {
+    fn paths(&self) -> Vec<PathBuf> {
+        vec![self.files.cert.clone(), self.files.key.clone()]
+    }
+
+    fn reload(&mut self) {
+        let now = fingerprint(&self.files.paths());
+        if now == self.last {
+            return;
+        }
+        self.last = now;
+        match tls::load(&self.files) {
+            Ok(key) => {
+                self.resolver.replace(key);
+                info!(cert = %self.files.cert.display(), "serving certificate reloaded");
+                self.metrics.tls_reloaded(ReloadResult::Success);
+            }
+            Err(err) => {
+                warn!(error = %err, "new serving certificate refused; the previous one stays in use");
+                self.metrics.tls_reloaded(ReloadResult::Error);
+            }
+        }
+    }
+}
+
+/// Runs `target.reload()` whenever its files' directories report a change and every `poll`, until `shutdown`.
+pub fn spawn(
+    mut target: impl Reload,
+    poll: Duration,
+    mut shutdown: watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    let (tx, mut rx) = mpsc::unbounded_channel::<()>();
+    let directories: BTreeSet<PathBuf> = target
+        .paths()
+        .iter()
+        .map(|p| match p.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => dir.to_owned(),
+            _ => PathBuf::from("."),
+        })
+        .collect();
+    let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        if event.is_ok() {
+            // The receiver is gone only after shutdown.
+            let _ = tx.send(());
+        }
+    })
+    .and_then(|mut watcher| {
+        for dir in &directories {
+            watcher.watch(dir, notify::RecursiveMode::NonRecursive)?;
+        }
+        Ok(watcher)
+    });
+    let watcher = match watcher {
+        Ok(w) => Some(w),
+        Err(err) => {
+            warn!(error = %err, poll_seconds = poll.as_secs_f64(), "cannot watch for file changes; polling only");
+            None
+        }
+    };
+    tokio::spawn(async move {
+        let _watcher = watcher;
+        let mut ticker = tokio::time::interval(poll.max(Duration::from_millis(10)));
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        ticker.tick().await;
+        loop {
+            tokio::select! {
+                _ = shutdown.changed() => break,
+                _ = ticker.tick() => {}
+                Some(()) = rx.recv() => {
+                    // Let a burst of events (a symlink swap is several) settle first.
+                    tokio::time::sleep(SETTLE).await;
+                    while rx.try_recv().is_ok() {}
+                    debug!("file change event");
+                }
+            }
+            target.reload();
+        }
+    })
+}

@@ -1,0 +1,211 @@
+//! warp routes: the admission endpoints and the probe/metrics endpoints, and
+//! the mapping of every rejection to a precise HTTP status.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use futures::{Stream, StreamExt as _};
+use http::StatusCode;
+use http::header::{ALLOW, CONTENT_TYPE};
+use tracing::{debug, error};
+use warp::{Filter, Rejection, Reply};
+
+use crate::admission::Admission;
+use crate::metrics::{self, Metrics};
+use crate::placement::Webhook;
+
+/// The body is larger than `--max-body-bytes`.
+#[derive(Debug)]
+struct BodyTooLarge {
+    limit: u64,
+}
+impl warp::reject::Reject for BodyTooLarge {}
+
+/// The body could not be read (client went away, broken chunking).
+#[derive(Debug)]
+struct BodyUnreadable(String);
+impl warp::reject::Reject for BodyUnreadable {}
+
+/// The body is declared as something other than JSON.
+#[derive(Debug)]
+struct NotJson(String);
+impl warp::reject::Reject for NotJson {}
+
+/// The request body, refused with 413 as soon as it is known to exceed `limit`
+/// (by `Content-Length`, or while streaming when there is none, as in HTTP/2).
+fn body_limited(limit: u64) -> impl Filter<Extract = (Bytes,), Error = Rejection> + Clone {
+    warp::header::optional::<u64>("content-length")
+        .and_then(move |length: Option<u64>| async move {
+            match length {
+                Some(n) if n > limit => Err(warp::reject::custom(BodyTooLarge { limit })),
+                _ => Ok(()),
+            }
+        })
+        .untuple_one()
+        .and(warp::body::stream())
+        .and_then(move |stream| collect(stream, limit))
+}
+
+async fn collect<S, B>(stream: S, limit: u64) -> Result<Bytes, Rejection>
+where
+    S: Stream<Item = Result<B, warp::Error>>,
+    B: bytes::Buf,
+{
+    let mut stream = std::pin::pin!(stream);
+    let mut body = BytesMut::new();
+    while let Some(chunk) = stream.next().await {
+        let mut chunk = chunk.map_err(|e| warp::reject::custom(BodyUnreadable(e.to_string())))?;
+        if (body.len() + chunk.remaining()) as u64 > limit {
+            return Err(warp::reject::custom(BodyTooLarge { limit }));
+        }
+        while chunk.has_remaining() {
+            let part = chunk.chunk();
+            body.extend_from_slice(part);
+            let n = part.len();
+            chunk.advance(n);
+        }
+    }
+    Ok(body.freeze())
+}
+
+/// Accepts a missing `Content-Type` and any JSON one; refuses the rest with 415.
+fn json_content() -> impl Filter<Extract = (), Error = Rejection> + Clone {
+    warp::header::optional::<String>("content-type")
+        .and_then(|value: Option<String>| async move {
+            match value {
+                Some(v) if !is_json(&v) => Err(warp::reject::custom(NotJson(v))),
+                _ => Ok(()),
+            }
+        })
+        .untuple_one()
+}
+
+fn is_json(content_type: &str) -> bool {
+    let essence = content_type
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    essence == "application/json" || essence.ends_with("+json")
+}
+
+/// `POST /mutate` and `POST /validate`.
+pub fn admission(
+    admission: Arc<Admission>,
+    max_body_bytes: u64,
+) -> impl Filter<Extract = (impl Reply,), Error = Infallible> + Clone {
+    let endpoint = move |name: &'static str, webhook: Webhook| {
+        let admission = admission.clone();
+        warp::path(name)
+            .and(warp::path::end())
+            .and(warp::post())
+            .and(json_content())
+            .and(warp::header::headers_cloned())
+            .and(body_limited(max_body_bytes))
+            .then(move |headers: http::HeaderMap, body: Bytes| {
+                let admission = admission.clone();
+                async move {
+                    let reply = admission.review(webhook, &headers, &body).await;
+                    warp::reply::with_status(
+                        warp::reply::with_header(reply.body, CONTENT_TYPE, "application/json"),
+                        reply.status,
+                    )
+                }
+            })
+    };
+    endpoint("mutate", Webhook::Mutate)
+        .or(endpoint("validate", Webhook::Validate))
+        .unify()
+        .recover(rejection)
+}
+
+/// `GET /healthz`, `/readyz`, `/metrics` (plain HTTP, separate port).
+pub fn probes(
+    admission: Arc<Admission>,
+    metrics: Arc<Metrics>,
+) -> impl Filter<Extract = (impl Reply,), Error = Infallible> + Clone {
+    let healthz = warp::path("healthz")
+        .and(warp::path::end())
+        .map(|| warp::reply::with_status("ok\n".to_owned(), StatusCode::OK));
+    let cache = admission.clone();
+    let readyz = warp::path("readyz").and(warp::path::end()).map(move || {
+        if admission.is_ready() {
+            warp::reply::with_status("ready\n".to_owned(), StatusCode::OK)
+        } else {
+            warp::reply::with_status(
+                "not ready: the namespace cache has not completed its first list\n".to_owned(),
+                StatusCode::SERVICE_UNAVAILABLE,
+            )
+        }
+    });
+    let metrics = warp::path("metrics").and(warp::path::end()).map(move || {
+        metrics.set_namespace_cache_size(cache.cached_namespaces());
+        warp::reply::with_header(metrics.encode(), CONTENT_TYPE, metrics::CONTENT_TYPE).into_response()
+    });
+    warp::get()
+        .and(healthz.or(readyz).unify().map(Reply::into_response).or(metrics).unify())
+        .recover(rejection)
+}
+
+fn text(status: StatusCode, message: String) -> warp::reply::Response {
+    warp::reply::with_status(
+        warp::reply::with_header(message + "\n", CONTENT_TYPE, "text/plain; charset=utf-8"),
+        status,
+    )
+    .into_response()
+}
+
+/// Maps each rejection to its own status with a message saying what to do.
+async fn rejection(rejection: Rejection) -> Result<warp::reply::Response, Infallible> {
+    let reply = if rejection.is_not_found() {
+        text(
+            StatusCode::NOT_FOUND,
+            "no such endpoint: POST AdmissionReviews to /mutate or /validate; probes are /healthz, /readyz, /metrics on the probe port".to_owned(),
+        )
+    } else if let Some(too_large) = rejection.find::<BodyTooLarge>() {
+        text(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("request body exceeds {} bytes (--max-body-bytes)", too_large.limit),
+        )
+    } else if rejection.find::<warp::reject::MethodNotAllowed>().is_some() {
+        let mut reply = text(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method not allowed: admission endpoints take POST, probes GET".to_owned(),
+        );
+        reply
+            .headers_mut()
+            .insert(ALLOW, http::HeaderValue::from_static("POST, GET"));
+        reply
+    } else if let Some(NotJson(content_type)) = rejection.find::<NotJson>() {
+        text(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            format!("Content-Type {content_type:?} is not JSON; send an AdmissionReview as application/json"),
+        )
+    } else if let Some(BodyUnreadable(why)) = rejection.find::<BodyUnreadable>() {
+        text(StatusCode::BAD_REQUEST, format!("cannot read the request body: {why}"))
+    } else if let Some(header) = rejection.find::<warp::reject::InvalidHeader>() {
+        text(StatusCode::BAD_REQUEST, format!("invalid header {}", header.name()))
+    } else {
+        error!(rejection = ?rejection, "unhandled request rejection");
+        text(StatusCode::INTERNAL_SERVER_ERROR, "internal error".to_owned())
+    };
+    debug!(status = reply.status().as_u16(), "request rejected");
+    Ok(reply)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_json;
+
+    #[test]
+    fn json_content_types_are_recognised() {
+        assert!(is_json("application/json"));
+        assert!(is_json("application/json; charset=utf-8"));
+        assert!(is_json("Application/JSON"));
+        assert!(is_json("application/merge-patch+json"));
+        assert!(!is_json("text/plain"));
+        assert!(!is_json("application/x-www-form-urlencoded"));
+    }
+}

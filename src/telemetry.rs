@@ -1,0 +1,515 @@
+//! Every tracing subscriber layer lives here: the `RUST_LOG` filter, the log
+//! output (`--log-format json|text`) and, when an OTLP endpoint is configured,
+//! the OpenTelemetry trace exporter.
+//!
+//! ## JSON log lines
+//! One object per line: `timestamp`, `level`, `target`, `message`, then the
+//! fields of every enclosing span (outermost first) and of the event itself,
+//! flattened under their own names (`admission.request.uid`, `placement.group`,
+//! …). Fields named in [`JSON_FIELDS`] carry JSON text and are written as JSON
+//! values, so `placement.patch.json` is a real array, not a string. In text
+//! mode the same fields appear as `key=value`.
+//!
+//! ## Traces
+//! Export is on when `OTEL_EXPORTER_OTLP_ENDPOINT` or
+//! `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` is set (and `OTEL_SDK_DISABLED` is not
+//! `true`); everything else comes from the standard `OTEL_*` variables
+//! (`OTEL_EXPORTER_OTLP_PROTOCOL` `grpc` | `http/protobuf` (default),
+//! `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`, `OTEL_TRACES_SAMPLER`, headers,
+//! timeouts). Incoming W3C `traceparent` headers make the request span a
+//! child of the API server's span.
+//!
+//! Sampling: unless `OTEL_TRACES_SAMPLER` says otherwise, every admission
+//! span is recorded and exported (`always_on`). The span still joins the
+//! caller's trace (same trace id, parent span id), but an *unsampled*
+//! `traceparent` does not drop it — the API server samples its own spans
+//! sparsely, and a dryRun rollout must not lose the decisions it is judged by.
+//! A strict parent-based sampler would drop exactly those.
+
+use std::fmt;
+use std::io::Write as _;
+
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry_sdk::trace::SdkTracerProvider;
+use serde_json::Value;
+use tracing::field::{Field, Visit};
+use tracing::span;
+use tracing::{Event, Subscriber};
+use tracing_subscriber::fmt::MakeWriter;
+use tracing_subscriber::fmt::time::{FormatTime, SystemTime};
+use tracing_subscriber::layer::{Context, SubscriberExt as _};
+use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::util::SubscriberInitExt as _;
+use tracing_subscriber::{EnvFilter, Layer, filter};
+
+/// The target of the one-per-decision log event.
+pub const DECISION_TARGET: &str = "pod_director::decision";
+
+/// Fields whose (string) value is JSON text, written into JSON logs as JSON.
+pub const JSON_FIELDS: &[&str] = &[
+    "placement.patch.json",
+    "placement.patch.paths",
+    "placement.conflicts",
+    "placement.violations",
+];
+
+/// Longest span attribute value, in bytes (Tempo keeps 2 KB per attribute).
+pub const MAX_ATTRIBUTE_BYTES: usize = 2048;
+
+const SERVICE_NAME: &str = "pod-director";
+
+/// The log line format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum LogFormat {
+    /// One JSON object per line.
+    #[default]
+    Json,
+    /// Human-readable lines.
+    Text,
+}
+
+/// Why telemetry could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum TelemetryError {
+    #[error("RUST_LOG is not a valid filter (e.g. `info,pod_director=debug`): {0}")]
+    Filter(#[source] filter::FromEnvError),
+    #[error("cannot build the OTLP trace exporter (check OTEL_EXPORTER_OTLP_*): {0}")]
+    Exporter(#[source] opentelemetry_otlp::ExporterBuildError),
+    #[error("OTEL_EXPORTER_OTLP_PROTOCOL {0:?} is not one of grpc, http/protobuf")]
+    Protocol(String),
+    #[error("a global tracing subscriber is already installed: {0}")]
+    AlreadyInstalled(#[source] tracing_subscriber::util::TryInitError),
+}
+
+/// Handle on installed telemetry; [`Telemetry::shutdown`] flushes pending spans.
+#[derive(Debug, Default)]
+pub struct Telemetry {
+    provider: Option<SdkTracerProvider>,
+}
+
+impl Telemetry {
+    /// Whether spans are exported over OTLP.
+    pub fn exporting(&self) -> bool {
+        self.provider.is_some()
+    }
+
+    /// Flushes and stops the trace exporter.
+    pub fn shutdown(self) {
+        if let Some(provider) = self.provider
+            && let Err(err) = provider.shutdown()
+        {
+            eprintln!("warning: flushing traces failed: {err}");
+        }
+    }
+}
+
+/// Installs the global subscriber: filter from `RUST_LOG` (default `info`),
+/// log lines on standard output, OTLP traces when configured (call inside the
+/// tokio runtime).
+pub fn init(format: LogFormat) -> Result<Telemetry, TelemetryError> {
+    init_with_env(format, |name| std::env::var(name).ok())
+}
+
+fn init_with_env(format: LogFormat, env: impl Fn(&str) -> Option<String>) -> Result<Telemetry, TelemetryError> {
+    let filter = EnvFilter::builder()
+        .with_default_directive(filter::LevelFilter::INFO.into())
+        .from_env()
+        .map_err(TelemetryError::Filter)?;
+    let provider = if otlp_enabled(&env) {
+        Some(tracer_provider(&env)?)
+    } else {
+        None
+    };
+    let otel = provider.as_ref().map(|p| {
+        opentelemetry::global::set_text_map_propagator(opentelemetry_sdk::propagation::TraceContextPropagator::new());
+        opentelemetry::global::set_tracer_provider(p.clone());
+        tracing_opentelemetry::layer()
+            .with_tracer(p.tracer(SERVICE_NAME))
+            // The decision event repeats the span's attributes plus the whole patch; keep it off spans.
+            .with_filter(filter::filter_fn(|meta| meta.target() != DECISION_TARGET))
+    });
+    let (json, text) = match format {
+        LogFormat::Json => (Some(JsonLayer::new(std::io::stdout)), None),
+        LogFormat::Text => (
+            None,
+            Some(
+                tracing_subscriber::fmt::layer()
+                    .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
+                    .with_writer(std::io::stdout),
+            ),
+        ),
+    };
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(otel)
+        .with(json)
+        .with(text)
+        .try_init()
+        .map_err(TelemetryError::AlreadyInstalled)?;
+    Ok(Telemetry { provider })
+}
+
+fn otlp_enabled(env: &impl Fn(&str) -> Option<String>) -> bool {
+    let set = |name: &str| env(name).is_some_and(|v| !v.trim().is_empty());
+    let disabled = env("OTEL_SDK_DISABLED").is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+        || env("OTEL_TRACES_EXPORTER").is_some_and(|v| v.trim().eq_ignore_ascii_case("none"));
+    !disabled && (set("OTEL_EXPORTER_OTLP_ENDPOINT") || set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
+}
+
+fn tracer_provider(env: &impl Fn(&str) -> Option<String>) -> Result<SdkTracerProvider, TelemetryError> {
+    use opentelemetry_otlp::{SpanExporter, WithExportConfig as _};
+    let protocol = env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+        .or_else(|| env("OTEL_EXPORTER_OTLP_PROTOCOL"))
+        .unwrap_or_else(|| "http/protobuf".to_owned());
+    let exporter = match protocol.trim() {
+        "grpc" => SpanExporter::builder().with_tonic().build(),
+        "http/protobuf" => SpanExporter::builder()
+            .with_http()
+            .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
+            .build(),
+        other => return Err(TelemetryError::Protocol(other.to_owned())),
+    }
+    .map_err(TelemetryError::Exporter)?;
+    let mut resource = opentelemetry_sdk::Resource::builder().with_attribute(opentelemetry::KeyValue::new(
+        "service.version",
+        env!("CARGO_PKG_VERSION"),
+    ));
+    let named_by_env = env("OTEL_SERVICE_NAME").is_some()
+        || env("OTEL_RESOURCE_ATTRIBUTES").is_some_and(|a| a.contains("service.name="));
+    if !named_by_env {
+        resource = resource.with_service_name(SERVICE_NAME);
+    }
+    let mut builder = SdkTracerProvider::builder()
+        .with_batch_exporter(exporter)
+        .with_resource(resource.build());
+    if env("OTEL_TRACES_SAMPLER").is_none() {
+        builder = builder.with_sampler(opentelemetry_sdk::trace::Sampler::AlwaysOn);
+    }
+    Ok(builder.build())
+}
+
+/// Reads W3C trace context from request headers and makes it the span's parent.
+/// A no-op when traces are not exported or the header is absent.
+pub fn join_caller_trace(span: &tracing::Span, headers: &http::HeaderMap) {
+    use opentelemetry::trace::TraceContextExt as _;
+    use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+    if !headers.contains_key("traceparent") {
+        return;
+    }
+    let parent = opentelemetry::global::get_text_map_propagator(|p| p.extract(&HeaderExtractor(headers)));
+    if parent.span().span_context().is_valid() {
+        // Fails only when the span has already started exporting, which it has not.
+        let _ = span.set_parent(parent);
+    }
+}
+
+/// Records `trace_id` and `span_id` on the span (so every log line inside it
+/// carries them) when it is exported; otherwise leaves them empty.
+pub fn record_trace_ids(span: &tracing::Span) {
+    use opentelemetry::trace::TraceContextExt as _;
+    use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+    let context = span.context();
+    let otel_span = context.span();
+    let ids = otel_span.span_context();
+    if ids.is_valid() {
+        span.record("trace_id", ids.trace_id().to_string().as_str());
+        span.record("span_id", ids.span_id().to_string().as_str());
+    }
+}
+
+/// Sets a string attribute on the exported span only, cut to [`MAX_ATTRIBUTE_BYTES`].
+pub fn set_bounded_attribute(span: &tracing::Span, key: &'static str, value: &str) {
+    use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+    span.set_attribute(key, truncate_bytes(value, MAX_ATTRIBUTE_BYTES));
+}
+
+/// Cuts `text` to at most `max` bytes on a character boundary, marking the cut with `…`.
+pub fn truncate_bytes(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let marker = '…';
+    let mut end = max.saturating_sub(marker.len_utf8());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut out = text[..end].to_owned();
+    out.push(marker);
+    out
+}
+
+struct HeaderExtractor<'a>(&'a http::HeaderMap);
+
+impl opentelemetry::propagation::Extractor for HeaderExtractor<'_> {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.get(key).and_then(|v| v.to_str().ok())
+    }
+
+    fn keys(&self) -> Vec<&str> {
+        self.0.keys().map(http::HeaderName::as_str).collect()
+    }
+}
+
+/// Named JSON values in the order they were first set; setting a name again replaces its value.
+#[derive(Debug, Default, Clone)]
+struct Fields(Vec<(String, Value)>);
+
+impl Fields {
+    fn set(&mut self, name: &str, value: Value) {
+        match self.0.iter_mut().find(|(n, _)| n == name) {
+            Some(slot) => slot.1 = value,
+            None => self.0.push((name.to_owned(), value)),
+        }
+    }
+
+    fn take(&mut self, name: &str) -> Option<Value> {
+        let at = self.0.iter().position(|(n, _)| n == name)?;
+        Some(self.0.remove(at).1)
+    }
+
+    fn insert(&mut self, field: &Field, value: Value) {
+        let name = field.name();
+        // `otel.*` fields steer the exporter (span name, kind); they are not log fields.
+        if !name.starts_with("otel.") {
+            self.set(name, value);
+        }
+    }
+}
+
+impl serde::Serialize for Fields {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (name, value) in &self.0 {
+            map.serialize_entry(name, value)?;
+        }
+        map.end()
+    }
+}
+
+impl Visit for Fields {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        let value = if JSON_FIELDS.contains(&field.name()) {
+            serde_json::from_str(value).unwrap_or_else(|_| Value::String(value.to_owned()))
+        } else {
+            Value::String(value.to_owned())
+        };
+        self.insert(field, value);
+    }
+
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        self.insert(field, Value::Bool(value));
+    }
+
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.insert(field, Value::from(value));
+    }
+
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.insert(field, Value::from(value));
+    }
+
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        self.insert(field, Value::from(value));
+    }
+
+    fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
+        self.record_str(field, &value.to_string());
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        // `%value` arrives here too; its Debug is the Display text.
+        self.record_str(field, &format!("{value:?}"));
+    }
+}
+
+/// Writes each event as one flat JSON object (see the module docs).
+pub struct JsonLayer<W> {
+    make_writer: W,
+}
+
+impl<W> JsonLayer<W> {
+    pub fn new(make_writer: W) -> Self {
+        Self { make_writer }
+    }
+}
+
+impl<S, W> Layer<S> for JsonLayer<W>
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    W: for<'w> MakeWriter<'w> + 'static,
+{
+    fn on_new_span(&self, attrs: &span::Attributes<'_>, id: &span::Id, ctx: Context<'_, S>) {
+        if let Some(span) = ctx.span(id) {
+            let mut fields = Fields::default();
+            attrs.record(&mut fields);
+            span.extensions_mut().insert(fields);
+        }
+    }
+
+    fn on_record(&self, id: &span::Id, values: &span::Record<'_>, ctx: Context<'_, S>) {
+        if let Some(span) = ctx.span(id)
+            && let Some(fields) = span.extensions_mut().get_mut::<Fields>()
+        {
+            values.record(fields);
+        }
+    }
+
+    fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
+        let meta = event.metadata();
+        let mut event_fields = Fields::default();
+        event.record(&mut event_fields);
+        // timestamp, level, target, message first; then span fields (outermost first), then the event's.
+        let mut line = Fields::default();
+        let mut timestamp = String::new();
+        if SystemTime
+            .format_time(&mut tracing_subscriber::fmt::format::Writer::new(&mut timestamp))
+            .is_ok()
+        {
+            line.set("timestamp", Value::String(timestamp));
+        }
+        line.set("level", Value::String(meta.level().as_str().to_owned()));
+        line.set("target", Value::String(meta.target().to_owned()));
+        if let Some(message) = event_fields.take("message") {
+            line.set("message", message);
+        }
+        if let Some(scope) = ctx.event_scope(event) {
+            for span in scope.from_root() {
+                if let Some(fields) = span.extensions().get::<Fields>() {
+                    for (name, value) in &fields.0 {
+                        line.set(name, value.clone());
+                    }
+                }
+            }
+        }
+        for (name, value) in event_fields.0 {
+            line.set(&name, value);
+        }
+        let mut bytes = serde_json::to_vec(&line).unwrap_or_default();
+        bytes.push(b'\n');
+        // A log line that cannot be written has nowhere else to go.
+        let _ = self.make_writer.make_writer_for(meta).write_all(&bytes);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    #[derive(Clone, Default)]
+    struct Buffer(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Buffer {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0
+                .lock()
+                .map_err(|_| std::io::Error::other("poisoned"))?
+                .extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl<'w> MakeWriter<'w> for Buffer {
+        type Writer = Buffer;
+        fn make_writer(&'w self) -> Self::Writer {
+            self.clone()
+        }
+    }
+
+    fn lines(buffer: &Buffer) -> Vec<Value> {
+        let bytes = buffer.0.lock().map(|b| b.clone()).unwrap_or_default();
+        String::from_utf8_lossy(&bytes)
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("every line is JSON"))
+            .collect()
+    }
+
+    #[test]
+    fn json_lines_flatten_span_fields_and_keep_json_fields_as_json() {
+        let buffer = Buffer::default();
+        let subscriber = tracing_subscriber::registry().with(JsonLayer::new(buffer.clone()));
+        tracing::subscriber::with_default(subscriber, || {
+            let span = tracing::info_span!(
+                "admission",
+                otel.name = "admission",
+                webhook = "mutate",
+                placement.group = tracing::field::Empty,
+                placement.patch.paths = tracing::field::Empty,
+            );
+            span.record("placement.group", "ci");
+            span.record("placement.patch.paths", r#"["/spec/nodeSelector"]"#);
+            let _entered = span.enter();
+            tracing::event!(
+                target: DECISION_TARGET,
+                tracing::Level::INFO,
+                placement.patch.json = r#"[{"op":"add","path":"/spec/nodeSelector","value":{"a":"b"}}]"#,
+                latency_ms = 1.5,
+                "admission decision"
+            );
+        });
+        let raw = String::from_utf8(buffer.0.lock().map(|b| b.clone()).unwrap_or_default()).unwrap_or_default();
+        let at = |key: &str| raw.find(&format!("\"{key}\":")).unwrap_or(usize::MAX);
+        assert_eq!(at("timestamp"), 1, "{raw}");
+        assert!(
+            at("level") < at("target") && at("target") < at("message") && at("message") < at("webhook"),
+            "{raw}"
+        );
+        let lines = lines(&buffer);
+        assert_eq!(lines.len(), 1);
+        let line = &lines[0];
+        assert_eq!(line["message"], "admission decision");
+        assert_eq!(line["level"], "INFO");
+        assert_eq!(line["target"], DECISION_TARGET);
+        assert_eq!(line["webhook"], "mutate");
+        assert_eq!(line["placement.group"], "ci");
+        assert_eq!(line["placement.patch.paths"][0], "/spec/nodeSelector");
+        assert_eq!(line["placement.patch.json"][0]["op"], "add");
+        assert_eq!(line["latency_ms"], 1.5);
+        assert!(line.get("otel.name").is_none());
+        assert!(line["timestamp"].as_str().is_some_and(|t| t.contains('T')));
+    }
+
+    #[test]
+    fn a_json_field_that_is_not_json_stays_a_string() {
+        let buffer = Buffer::default();
+        let subscriber = tracing_subscriber::registry().with(JsonLayer::new(buffer.clone()));
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::info!(placement.patch.json = "not json", "x");
+        });
+        assert_eq!(lines(&buffer)[0]["placement.patch.json"], "not json");
+    }
+
+    #[test]
+    fn otlp_is_disabled_without_an_endpoint() {
+        let env = |vars: &'static [(&'static str, &'static str)]| {
+            move |name: &str| vars.iter().find(|(k, _)| *k == name).map(|(_, v)| (*v).to_owned())
+        };
+        assert!(!otlp_enabled(&env(&[])));
+        assert!(!otlp_enabled(&env(&[("OTEL_EXPORTER_OTLP_ENDPOINT", " ")])));
+        assert!(otlp_enabled(&env(&[(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            "http://collector:4318"
+        )])));
+        assert!(otlp_enabled(&env(&[(
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+            "http://c:4318/v1/traces"
+        )])));
+        assert!(!otlp_enabled(&env(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318"),
+            ("OTEL_SDK_DISABLED", "true"),
+        ])));
+    }
+
+    #[test]
+    fn attributes_are_cut_on_a_character_boundary() {
+        assert_eq!(truncate_bytes("short", 10), "short");
+        let cut = truncate_bytes(&"é".repeat(2000), MAX_ATTRIBUTE_BYTES);
+        assert!(cut.len() <= MAX_ATTRIBUTE_BYTES);
+        assert!(cut.ends_with('…'));
+    }
+}

@@ -1,0 +1,352 @@
+//! Shared harness for the in-process server tests: certificates from a test CA,
+//! kubelet-style mounted directories (`..data` symlink swaps), the server on
+//! port 0, a real HTTPS client, and AdmissionReview bodies shaped like the API
+//! server's.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine as _;
+use pod_director::namespaces::{NamespaceSource, StaticNamespaces};
+use pod_director::server::{RunningServer, Settings, TlsFiles};
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+/// A test certificate authority issuing serving certificates for 127.0.0.1/localhost.
+pub struct Pki {
+    ca: CertifiedIssuer<'static, KeyPair>,
+}
+
+impl Pki {
+    pub fn new() -> Self {
+        let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "pod-director test CA");
+        let ca = CertifiedIssuer::self_signed(params, KeyPair::generate().expect("CA key")).expect("CA");
+        Self { ca }
+    }
+
+    pub fn ca_pem(&self) -> String {
+        self.ca.pem()
+    }
+
+    /// A serving certificate (PEM) and its key (PEM), DER of the certificate.
+    pub fn leaf(&self, common_name: &str) -> Leaf {
+        let mut params =
+            CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()]).expect("leaf params");
+        params.distinguished_name.push(DnType::CommonName, common_name);
+        let key = KeyPair::generate().expect("leaf key");
+        let cert = params.signed_by(&key, &self.ca).expect("signed leaf");
+        Leaf {
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+            der: cert.der().to_vec(),
+        }
+    }
+}
+
+pub struct Leaf {
+    pub cert_pem: String,
+    pub key_pem: String,
+    pub der: Vec<u8>,
+}
+
+/// A directory laid out like a kubelet ConfigMap/Secret volume:
+/// `name -> ..data/name`, `..data -> ..<generation>/`; updates swap `..data` atomically.
+pub struct MountedDir {
+    pub dir: PathBuf,
+    generation: usize,
+}
+
+impl MountedDir {
+    pub fn new(dir: &Path, files: &[(&str, &[u8])]) -> Self {
+        std::fs::create_dir_all(dir).expect("mount dir");
+        let mut mounted = Self {
+            dir: dir.to_owned(),
+            generation: 0,
+        };
+        mounted.update(files);
+        for (name, _) in files {
+            std::os::unix::fs::symlink(Path::new("..data").join(name), dir.join(name)).expect("file symlink");
+        }
+        mounted
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    /// Writes a new generation and swaps `..data` to it in one rename.
+    pub fn update(&mut self, files: &[(&str, &[u8])]) {
+        self.generation += 1;
+        let generation = format!("..2026_11_29_10_00_{:02}.{}", self.generation, self.generation);
+        let target = self.dir.join(&generation);
+        std::fs::create_dir_all(&target).expect("generation dir");
+        for (name, content) in files {
+            std::fs::write(target.join(name), content).expect("write file");
+        }
+        let tmp = self.dir.join("..data_tmp");
+        let _ = std::fs::remove_file(&tmp);
+        std::os::unix::fs::symlink(&generation, &tmp).expect("..data_tmp symlink");
+        std::fs::rename(&tmp, self.dir.join("..data")).expect("atomic ..data swap");
+    }
+}
+
+/// The server running in-process over real TLS, with its client.
+pub struct Harness {
+    pub server: RunningServer,
+    pub pki: Pki,
+    pub client: reqwest::Client,
+    pub config: MountedDir,
+    pub tls: MountedDir,
+    pub namespaces: Arc<StaticNamespaces>,
+    pub base: String,
+    pub probe: String,
+    _tmp: tempfile::TempDir,
+}
+
+pub struct Options {
+    pub own_namespace: Option<String>,
+    pub request_timeout: Duration,
+    pub max_body_bytes: u64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            own_namespace: Some("pod-director".to_owned()),
+            request_timeout: Duration::from_secs(5),
+            max_body_bytes: 1024 * 1024,
+        }
+    }
+}
+
+impl Harness {
+    pub async fn start(config_yaml: &str) -> Self {
+        Self::start_with(config_yaml, Options::default(), None).await
+    }
+
+    /// Starts with `source` as the namespace source when given (else a [`StaticNamespaces`]).
+    pub async fn start_with(config_yaml: &str, options: Options, source: Option<Arc<dyn NamespaceSource>>) -> Self {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let pki = Pki::new();
+        let leaf = pki.leaf("pod-director generation 1");
+        let tls = MountedDir::new(
+            &tmp.path().join("tls"),
+            &[
+                ("tls.crt", leaf.cert_pem.as_bytes()),
+                ("tls.key", leaf.key_pem.as_bytes()),
+            ],
+        );
+        let config = MountedDir::new(&tmp.path().join("config"), &[("config.yaml", config_yaml.as_bytes())]);
+        let namespaces = Arc::new(StaticNamespaces::new());
+        let settings = Settings {
+            config_path: config.path("config.yaml"),
+            addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            probe_addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+            tls: Some(TlsFiles {
+                cert: tls.path("tls.crt"),
+                key: tls.path("tls.key"),
+            }),
+            own_namespace: options.own_namespace,
+            request_timeout: options.request_timeout,
+            max_body_bytes: options.max_body_bytes,
+            reload_poll_interval: Duration::from_millis(200),
+            shutdown_timeout: Duration::from_secs(10),
+        };
+        let source = source.unwrap_or_else(|| namespaces.clone());
+        let server = pod_director::server::start(settings, source)
+            .await
+            .expect("server starts");
+        let client = client(&pki, ClientKind::Pooled);
+        let base = format!("https://{}", server.addr);
+        let probe = format!("http://{}", server.probe_addr);
+        Self {
+            server,
+            pki,
+            client,
+            config,
+            tls,
+            namespaces,
+            base,
+            probe,
+            _tmp: tmp,
+        }
+    }
+
+    /// Labels `namespace` with `pod-director/group=<group>` in the namespace cache.
+    pub fn label(&self, namespace: &str, group: &str) {
+        self.namespaces
+            .insert(namespace, labels(&[("pod-director/group", group)]));
+    }
+
+    /// POSTs a review to `/mutate` or `/validate`; returns the status and the parsed body.
+    pub async fn post(&self, endpoint: &str, review: &Value) -> (StatusCode, Value) {
+        let response = self
+            .client
+            .post(format!("{}{endpoint}", self.base))
+            .json(review)
+            .send()
+            .await
+            .expect("request sent");
+        let status = response.status();
+        let bytes = response.bytes().await.expect("body read");
+        let body = serde_json::from_slice(&bytes)
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+        (status, body)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientKind {
+    /// Keeps connections alive (HTTP/2 when offered).
+    Pooled,
+    /// A new TLS connection for every request.
+    FreshConnections,
+    /// HTTP/1.1 only.
+    Http1,
+}
+
+/// An HTTPS client trusting only the test CA.
+pub fn client(pki: &Pki, kind: ClientKind) -> reqwest::Client {
+    let ca = reqwest::Certificate::from_pem(pki.ca_pem().as_bytes()).expect("CA cert");
+    let mut builder = reqwest::Client::builder()
+        .use_rustls_tls()
+        .tls_built_in_root_certs(false)
+        .add_root_certificate(ca)
+        .tls_info(true)
+        .timeout(Duration::from_secs(20));
+    match kind {
+        ClientKind::Pooled => {}
+        ClientKind::FreshConnections => builder = builder.pool_max_idle_per_host(0),
+        ClientKind::Http1 => builder = builder.http1_only(),
+    }
+    builder.build().expect("client")
+}
+
+pub fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+}
+
+/// A pod as a ReplicaSet creates it; `spec` entries are merged into a realistic spec.
+pub fn pod(namespace: &str, extra_spec: Value) -> Value {
+    let mut pod = json!({
+        "kind": "Pod",
+        "apiVersion": "v1",
+        "metadata": {
+            "generateName": "web-7c9f8d-",
+            "namespace": namespace,
+            "creationTimestamp": null,
+            "labels": {"app": "web", "pod-template-hash": "7c9f8d"},
+            "ownerReferences": [{
+                "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-7c9f8d",
+                "uid": "0f8e3c1a-2b4d-4e6f-8a9b-1c2d3e4f5a6b", "controller": true, "blockOwnerDeletion": true
+            }]
+        },
+        "spec": {
+            "containers": [{
+                "name": "web", "image": "nginx:1.27", "resources": {},
+                "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File",
+                "imagePullPolicy": "IfNotPresent"
+            }],
+            "restartPolicy": "Always",
+            "terminationGracePeriodSeconds": 30,
+            "dnsPolicy": "ClusterFirst",
+            "serviceAccountName": "default",
+            "securityContext": {},
+            "schedulerName": "default-scheduler",
+            "tolerations": [
+                {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+                {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+            ],
+            "priority": 0,
+            "enableServiceLinks": true,
+            "preemptionPolicy": "PreemptLowerPriority"
+        },
+        "status": {}
+    });
+    if let (Some(spec), Value::Object(extra)) = (pod["spec"].as_object_mut(), extra_spec) {
+        for (k, v) in extra {
+            if k == "tolerations" {
+                if let (Some(Value::Array(have)), Value::Array(more)) = (spec.get_mut("tolerations"), v) {
+                    have.extend(more);
+                }
+            } else {
+                spec.insert(k, v);
+            }
+        }
+    }
+    pod
+}
+
+/// An AdmissionReview exactly as kube-apiserver sends it.
+pub fn review(uid: &str, operation: &str, object: &Value, old_object: Option<&Value>) -> Value {
+    let namespace = object["metadata"]["namespace"].clone();
+    let options_kind = match operation {
+        "CREATE" => "CreateOptions",
+        "UPDATE" => "UpdateOptions",
+        _ => "DeleteOptions",
+    };
+    json!({
+        "kind": "AdmissionReview",
+        "apiVersion": "admission.k8s.io/v1",
+        "request": {
+            "uid": uid,
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
+            "requestResource": {"group": "", "version": "v1", "resource": "pods"},
+            "name": object["metadata"]["name"].as_str().unwrap_or(""),
+            "namespace": namespace,
+            "operation": operation,
+            "userInfo": {
+                "username": "system:serviceaccount:kube-system:replicaset-controller",
+                "uid": "b4ac6e8f-8d6e-4b4f-9a1e-3f1e2d3c4b5a",
+                "groups": ["system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"]
+            },
+            "object": object,
+            "oldObject": old_object.cloned().unwrap_or(Value::Null),
+            "dryRun": false,
+            "options": {"kind": options_kind, "apiVersion": "meta.k8s.io/v1"}
+        }
+    })
+}
+
+/// The response's patch, base64-decoded.
+pub fn decoded_patch(response: &Value) -> Option<json_patch::Patch> {
+    let encoded = response["patch"].as_str()?;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(encoded)
+        .expect("patch is base64");
+    Some(serde_json::from_slice(&bytes).expect("patch is a JSON Patch"))
+}
+
+/// `pod` with `patch` applied, as the API server would.
+pub fn patched(pod: &Value, patch: &json_patch::Patch) -> Value {
+    let mut doc = pod.clone();
+    json_patch::patch(&mut doc, patch).expect("the patch applies to the original pod");
+    doc
+}
+
+/// Waits until `check` holds, polling every 50 ms, for at most `limit`.
+pub async fn eventually<F, Fut>(limit: Duration, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    while tokio::time::Instant::now() < deadline {
+        if check().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    check().await
+}

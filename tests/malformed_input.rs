@@ -1,0 +1,358 @@
+//! Bad requests over real TLS: each gets a well-formed AdmissionReview error
+//! (400/503) or a precise 4xx, promptly, and the server keeps serving.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use common::{Harness, Options, pod, review};
+use futures::StreamExt as _;
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+const CONFIG: &str = "groups:\n  ci:\n    mode: enforce\n    nodeSelector: {node-pool: ci}\n";
+const LIMIT: u64 = 64 * 1024;
+
+fn valid() -> Value {
+    review("u-valid", "CREATE", &pod("ns", json!({})), None)
+}
+
+fn set(mut value: Value, pointer: &str, new: Value) -> Value {
+    if let Some(slot) = value.pointer_mut(pointer) {
+        *slot = new;
+    }
+    value
+}
+
+fn remove(mut value: Value, parent: &str, key: &str) -> Value {
+    if let Some(Value::Object(map)) = value.pointer_mut(parent) {
+        map.remove(key);
+    }
+    value
+}
+
+fn json_bytes(value: &Value) -> Vec<u8> {
+    serde_json::to_vec(value).unwrap_or_default()
+}
+
+/// A request body sent chunked (no Content-Length), from a stream of chunks.
+fn streamed(chunks: impl futures::Stream<Item = Bytes> + Send + Sync + 'static) -> reqwest::Body {
+    let frames = chunks.map(|chunk| Ok::<_, std::io::Error>(hyper::body::Frame::data(chunk)));
+    reqwest::Body::wrap(http_body_util::StreamBody::new(frames))
+}
+
+enum Body {
+    Bytes(Vec<u8>),
+    /// Sent chunked, without Content-Length.
+    Stream(Vec<u8>),
+    /// One chunk, then the client stalls forever.
+    Stall,
+}
+
+struct Case {
+    name: &'static str,
+    method: Method,
+    path: &'static str,
+    content_type: Option<&'static str>,
+    body: Body,
+    status: StatusCode,
+    /// Text the error message must contain.
+    says: &'static str,
+}
+
+fn case(name: &'static str, body: Vec<u8>, status: StatusCode, says: &'static str) -> Case {
+    Case {
+        name,
+        method: Method::POST,
+        path: "/mutate",
+        content_type: Some("application/json"),
+        body: Body::Bytes(body),
+        status,
+        says,
+    }
+}
+
+fn cases() -> Vec<Case> {
+    let mut huge = valid();
+    huge["request"]["object"]["metadata"]["annotations"] = json!({"big": "x".repeat(LIMIT as usize)});
+    let huge = json_bytes(&huge);
+    let deep = format!(
+        r#"{{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{{"uid":"u","object":{{"spec":{{"x":{}{}}}}}}}}}"#,
+        "[".repeat(20_000),
+        "]".repeat(20_000)
+    )
+    .into_bytes();
+    let valid_bytes = json_bytes(&valid());
+    let mut non_utf8 = valid_bytes.clone();
+    let at = non_utf8.windows(5).position(|w| w == b"nginx").unwrap_or(0);
+    non_utf8[at] = 0xff;
+    vec![
+        case("empty body", Vec::new(), StatusCode::BAD_REQUEST, "empty"),
+        case(
+            "not JSON",
+            b"kind: AdmissionReview".to_vec(),
+            StatusCode::BAD_REQUEST,
+            "not an AdmissionReview",
+        ),
+        case(
+            "a JSON array",
+            b"[1,2,3]".to_vec(),
+            StatusCode::BAD_REQUEST,
+            "not an AdmissionReview",
+        ),
+        case(
+            "JSON null",
+            b"null".to_vec(),
+            StatusCode::BAD_REQUEST,
+            "not an AdmissionReview",
+        ),
+        case(
+            "a JSON string",
+            b"\"AdmissionReview\"".to_vec(),
+            StatusCode::BAD_REQUEST,
+            "not an AdmissionReview",
+        ),
+        case(
+            "wrong kind",
+            json_bytes(&set(valid(), "/kind", json!("Pod"))),
+            StatusCode::BAD_REQUEST,
+            "expected \"AdmissionReview\"",
+        ),
+        case(
+            "admission.k8s.io/v1beta1",
+            json_bytes(&set(valid(), "/apiVersion", json!("admission.k8s.io/v1beta1"))),
+            StatusCode::BAD_REQUEST,
+            "only \"admission.k8s.io/v1\"",
+        ),
+        case(
+            "no request",
+            json_bytes(&remove(valid(), "", "request")),
+            StatusCode::BAD_REQUEST,
+            "no request",
+        ),
+        case(
+            "no uid",
+            json_bytes(&remove(valid(), "/request", "uid")),
+            StatusCode::BAD_REQUEST,
+            "uid",
+        ),
+        case(
+            "empty uid",
+            json_bytes(&set(valid(), "/request/uid", json!(""))),
+            StatusCode::BAD_REQUEST,
+            "uid is empty",
+        ),
+        case(
+            "no object",
+            json_bytes(&remove(valid(), "/request", "object")),
+            StatusCode::BAD_REQUEST,
+            "object is missing",
+        ),
+        case(
+            "no namespace",
+            json_bytes(&remove(valid(), "/request", "namespace")),
+            StatusCode::BAD_REQUEST,
+            "namespace is missing",
+        ),
+        case(
+            "a Deployment object on the pods resource",
+            json_bytes(&set(valid(), "/request/object/kind", json!("Deployment"))),
+            StatusCode::BAD_REQUEST,
+            "not a valid v1 Pod",
+        ),
+        case(
+            "a pod with a field of the wrong type",
+            json_bytes(&set(valid(), "/request/object/spec/containers", json!({"name": "web"}))),
+            StatusCode::BAD_REQUEST,
+            "not a valid v1 Pod",
+        ),
+        case(
+            "an unknown operation",
+            json_bytes(&set(valid(), "/request/operation", json!("PATCH"))),
+            StatusCode::BAD_REQUEST,
+            "not an AdmissionReview",
+        ),
+        case(
+            "truncated JSON",
+            valid_bytes[..valid_bytes.len() / 2].to_vec(),
+            StatusCode::BAD_REQUEST,
+            "EOF",
+        ),
+        case("deeply nested JSON", deep, StatusCode::BAD_REQUEST, "recursion limit"),
+        case(
+            "bytes that are not UTF-8",
+            non_utf8,
+            StatusCode::BAD_REQUEST,
+            "not an AdmissionReview",
+        ),
+        case(
+            "a body over the limit",
+            huge.clone(),
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "exceeds 65536 bytes",
+        ),
+        Case {
+            body: Body::Stream(huge),
+            ..case(
+                "a chunked body over the limit",
+                Vec::new(),
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "exceeds 65536 bytes",
+            )
+        },
+        Case {
+            content_type: Some("text/plain"),
+            ..case(
+                "a text/plain body",
+                json_bytes(&valid()),
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "not JSON",
+            )
+        },
+        Case {
+            method: Method::GET,
+            body: Body::Bytes(Vec::new()),
+            ..case(
+                "GET instead of POST",
+                Vec::new(),
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method not allowed",
+            )
+        },
+        Case {
+            method: Method::PUT,
+            ..case(
+                "PUT instead of POST",
+                json_bytes(&valid()),
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method not allowed",
+            )
+        },
+        Case {
+            path: "/mutating",
+            ..case(
+                "an unknown path",
+                json_bytes(&valid()),
+                StatusCode::NOT_FOUND,
+                "no such endpoint",
+            )
+        },
+        Case {
+            path: "/mutate/extra",
+            ..case(
+                "a path below an endpoint",
+                json_bytes(&valid()),
+                StatusCode::NOT_FOUND,
+                "no such endpoint",
+            )
+        },
+        Case {
+            body: Body::Stall,
+            ..case(
+                "a client that stops sending its body",
+                Vec::new(),
+                StatusCode::SERVICE_UNAVAILABLE,
+                "--request-timeout",
+            )
+        },
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kind_of_bad_request_gets_a_clear_error_and_never_a_hang() {
+    let options = Options {
+        max_body_bytes: LIMIT,
+        request_timeout: Duration::from_millis(500),
+        ..Options::default()
+    };
+    let harness = Harness::start_with(CONFIG, options, None).await;
+    harness.label("ns", "ci");
+    let cases = cases();
+    assert!(cases.len() >= 15);
+    for case in cases {
+        let name = case.name;
+        let mut request = harness
+            .client
+            .request(case.method.clone(), format!("{}{}", harness.base, case.path));
+        if let Some(content_type) = case.content_type {
+            request = request.header("content-type", content_type);
+        }
+        request = match case.body {
+            Body::Bytes(bytes) => request.body(bytes),
+            Body::Stream(bytes) => {
+                let chunks: Vec<Bytes> = bytes.chunks(8192).map(Bytes::copy_from_slice).collect();
+                request.body(streamed(futures::stream::iter(chunks)))
+            }
+            Body::Stall => {
+                let first = futures::stream::iter([Bytes::from_static(b"{\"kind\":")]);
+                request.body(streamed(first.chain(futures::stream::pending())))
+            }
+        };
+        let started = Instant::now();
+        let response = request
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("{name}: no response: {e}"));
+        let status = response.status();
+        let content_type = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        let text = response.text().await.unwrap_or_default();
+        assert!(started.elapsed() < Duration::from_secs(3), "{name}: answered promptly");
+        assert_eq!(status, case.status, "{name}: {text}");
+        let message = if content_type.starts_with("application/json") {
+            let review: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{name}: JSON body: {e}"));
+            assert_eq!(review["kind"], "AdmissionReview", "{name}");
+            assert_eq!(review["apiVersion"], "admission.k8s.io/v1", "{name}");
+            assert_eq!(review["response"]["allowed"], false, "{name}");
+            assert_eq!(review["response"]["status"]["code"], status.as_u16(), "{name}");
+            review["response"]["status"]["message"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        } else {
+            text
+        };
+        assert!(
+            message.contains(case.says),
+            "{name}: {message:?} should say {:?}",
+            case.says
+        );
+    }
+
+    // Still serving.
+    let (status, body) = harness.post("/mutate", &valid()).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["response"]["allowed"], true);
+    harness.server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_that_are_not_pod_creates_are_admitted_untouched() {
+    let harness = Harness::start(CONFIG).await;
+    harness.label("ns", "ci");
+    let deployments = set(
+        valid(),
+        "/request/resource",
+        json!({"group": "apps", "version": "v1", "resource": "deployments"}),
+    );
+    let mut status_subresource = valid();
+    status_subresource["request"]["subResource"] = json!("status");
+    let delete = set(valid(), "/request/operation", json!("DELETE"));
+    for (name, body) in [
+        ("a Deployment", deployments),
+        ("the status subresource", status_subresource),
+        ("a DELETE", delete),
+    ] {
+        let (status, response) = harness.post("/mutate", &body).await;
+        assert_eq!(status, StatusCode::OK, "{name}");
+        assert_eq!(response["response"]["allowed"], true, "{name}");
+        assert_eq!(response["response"]["uid"], "u-valid", "{name}");
+        assert!(response["response"].get("patch").is_none(), "{name}");
+    }
+    harness.server.shutdown().await;
+}

@@ -1,0 +1,188 @@
+//! Hot reload with kubelet-style mounts (`..data` symlink swaps): the serving
+//! certificate rotates under load with zero failed requests, and the
+//! configuration changes without a restart while invalid versions are refused.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use common::{ClientKind, Harness, decoded_patch, eventually, pod, review};
+use reqwest::StatusCode;
+use serde_json::Value;
+
+const CONFIG: &str = "groups:\n  ci:\n    mode: dryRun\n    nodeSelector: {node-pool: ci}\n";
+
+/// The DER certificate a fresh connection is served.
+async fn served_certificate(harness: &Harness) -> Vec<u8> {
+    let client = common::client(&harness.pki, ClientKind::FreshConnections);
+    let response = client
+        .get(format!("{}/healthz-not-here", harness.base))
+        .send()
+        .await
+        .expect("TLS handshake succeeds");
+    response
+        .extensions()
+        .get::<reqwest::tls::TlsInfo>()
+        .and_then(|info| info.peer_certificate())
+        .map(<[u8]>::to_vec)
+        .unwrap_or_default()
+}
+
+async fn metric(harness: &Harness, line_start: &str) -> Option<f64> {
+    let text = reqwest::get(format!("{}/metrics", harness.probe))
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
+    text.lines()
+        .find(|l| l.starts_with(line_start))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_certificate_rotates_under_load_without_a_failed_request() {
+    let mut harness = Harness::start(CONFIG).await;
+    harness.label("ns", "ci");
+    let first = served_certificate(&harness).await;
+    assert!(!first.is_empty());
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let sent = Arc::new(AtomicUsize::new(0));
+    let failed = Arc::new(AtomicUsize::new(0));
+    let body = review("u-load", "CREATE", &pod("ns", serde_json::json!({})), None);
+    let mut loaders = Vec::new();
+    for kind in [ClientKind::Pooled, ClientKind::FreshConnections, ClientKind::Http1] {
+        let client = common::client(&harness.pki, kind);
+        let url = format!("{}/mutate", harness.base);
+        let (stop, sent, failed, body) = (stop.clone(), sent.clone(), failed.clone(), body.clone());
+        loaders.push(tokio::spawn(async move {
+            while !stop.load(Ordering::SeqCst) {
+                let ok = match client.post(&url).json(&body).send().await {
+                    Ok(response) => response.status() == StatusCode::OK,
+                    Err(_) => false,
+                };
+                sent.fetch_add(1, Ordering::SeqCst);
+                if !ok {
+                    failed.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // A half-done rotation (new certificate, old key) is refused; the old certificate stays.
+    let old_key = std::fs::read(harness.tls.path("tls.key")).expect("key");
+    let second = harness.pki.leaf("pod-director generation 2");
+    harness
+        .tls
+        .update(&[("tls.crt", second.cert_pem.as_bytes()), ("tls.key", &old_key)]);
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            metric(&harness, r#"pod_director_tls_reloads_total{result="error"}"#).await == Some(1.0)
+        })
+        .await,
+        "the mismatched pair is counted as a failed reload"
+    );
+    assert_eq!(
+        served_certificate(&harness).await,
+        first,
+        "the previous certificate stays in use"
+    );
+
+    // The completed rotation is picked up by new connections.
+    harness.tls.update(&[
+        ("tls.crt", second.cert_pem.as_bytes()),
+        ("tls.key", second.key_pem.as_bytes()),
+    ]);
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            served_certificate(&harness).await == second.der
+        })
+        .await,
+        "new connections present the new certificate"
+    );
+    assert_eq!(
+        metric(&harness, r#"pod_director_tls_reloads_total{result="success"}"#).await,
+        Some(1.0)
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    stop.store(true, Ordering::SeqCst);
+    for loader in loaders {
+        loader.await.expect("loader");
+    }
+    let sent = sent.load(Ordering::SeqCst);
+    assert!(sent > 20, "the load kept going ({sent} requests)");
+    assert_eq!(failed.load(Ordering::SeqCst), 0, "no request failed out of {sent}");
+    harness.server.shutdown().await;
+}
+
+async fn decide(harness: &Harness, uid: &str) -> Value {
+    let (status, body) = harness
+        .post(
+            "/mutate",
+            &review(uid, "CREATE", &pod("ns", serde_json::json!({})), None),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    body["response"].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_valid_config_change_takes_effect_without_a_restart_and_an_invalid_one_is_refused() {
+    let mut harness = Harness::start(CONFIG).await;
+    harness.label("ns", "ci");
+    let before = decide(&harness, "u-0").await;
+    assert_eq!(before["auditAnnotations"]["decision"], "would_patch");
+    assert!(before.get("patch").is_none());
+    let first_revision = before["auditAnnotations"]["config-revision"].clone();
+
+    // Flip the group to enforce, the way a ConfigMap update arrives.
+    harness
+        .config
+        .update(&[("config.yaml", CONFIG.replace("dryRun", "enforce").as_bytes())]);
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            decide(&harness, "u-1").await["auditAnnotations"]["decision"] == "patched"
+        })
+        .await,
+        "the group is enforced after the reload"
+    );
+    let after = decide(&harness, "u-1").await;
+    assert!(decoded_patch(&after).is_some());
+    let enforced_revision = after["auditAnnotations"]["config-revision"].clone();
+    assert_ne!(enforced_revision, first_revision);
+
+    // An invalid configuration is refused and counted; enforcement continues.
+    let invalid = "groups:\n  ci:\n    mode: dryRun\n    tolerations:\n      - {key: a, operator: Equals}\n";
+    harness.config.update(&[("config.yaml", invalid.as_bytes())]);
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            metric(&harness, r#"pod_director_config_reloads_total{result="error"}"#).await == Some(1.0)
+        })
+        .await,
+        "the refused reload is counted"
+    );
+    let still = decide(&harness, "u-2").await;
+    assert_eq!(still["auditAnnotations"]["decision"], "patched");
+    assert_eq!(still["auditAnnotations"]["config-revision"], enforced_revision);
+
+    // Editing the file in place (no symlink swap) is noticed as well.
+    std::fs::write(harness.config.path("config.yaml"), CONFIG).expect("rewrite in place");
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            decide(&harness, "u-3").await["auditAnnotations"]["decision"] == "would_patch"
+        })
+        .await,
+        "back to dryRun"
+    );
+    assert_eq!(
+        metric(&harness, r#"pod_director_config_reloads_total{result="success"}"#).await,
+        Some(2.0)
+    );
+    harness.server.shutdown().await;
+}
