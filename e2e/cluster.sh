@@ -32,6 +32,7 @@
 # webhooks' audit annotations) is $STATE/logs/audit.log.
 
 set -euo pipefail
+set +m # no job control: `setsid CMD &` then runs CMD itself (no fork), so $! is its pid
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 CACHE="${POD_DIRECTOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pod-director}"
@@ -53,7 +54,8 @@ die() {
 }
 
 usage() {
-  sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//' >&2
+  # The comment block at the top of this file.
+  awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0" >&2
   exit 2
 }
 
@@ -199,9 +201,7 @@ EOF
 spawn() {
   local name=$1
   shift
-  {
-    echo "=== $(date -u +%FT%TZ) $*"
-  } >>"$LOGS/$name.log"
+  echo "=== $(date -u +%FT%TZ) $*" >>"$LOGS/$name.log"
   setsid "$@" </dev/null >>"$LOGS/$name.log" 2>&1 &
   echo $! >"$RUN/$name.pid"
 }
@@ -220,12 +220,20 @@ pid_of() {
 
 alive() { pid_of "$1" >/dev/null; }
 
+# running PID: the process exists and is not a zombie.
+running() {
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  stat=${stat##*) }
+  [[ "${stat%% *}" != Z ]]
+}
+
 # Leftovers whose pid file was lost: processes running one of our tool
 # binaries ($CACHE/tools/...) with this state dir on their command line.
 state_pids() {
   local d cmdline
   for d in /proc/[0-9]*; do
-    cmdline=$(tr '\0' ' ' <"$d/cmdline" 2>/dev/null) || continue
+    cmdline=$(tr '\0' ' ' 2>/dev/null <"$d/cmdline") || continue
     case "$cmdline" in
       "$CACHE/tools/"*"$STATE/"*) echo "${d#/proc/}" ;;
     esac
@@ -264,6 +272,7 @@ cmd_stop() {
     fi
   done
   for pid in $(state_pids); do
+    [[ " ${pids[*]} " == *" $pid "* ]] && continue
     pids+=("$pid")
     kill -TERM "$pid" 2>/dev/null || true
   done
@@ -271,7 +280,9 @@ cmd_stop() {
     log "stopping ${#pids[@]} process(es)"
     for ((i = 0; i < 100; i++)); do
       local left=()
-      for pid in "${pids[@]}"; do [[ -d "/proc/$pid" ]] && left+=("$pid"); done
+      for pid in "${pids[@]}"; do
+        if running "$pid"; then left+=("$pid"); fi
+      done
       ((${#left[@]})) || break
       if ((i == 80)); then
         for pid in "${left[@]}"; do kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true; done
@@ -281,6 +292,12 @@ cmd_stop() {
   fi
   rm -f "$RUN"/*.pid
   return 0
+}
+
+# The settings that a running cluster must have been started with for `start`
+# to reuse it.
+settings() {
+  echo "tracing=${E2E_APISERVER_TRACING_ENDPOINT:-} serviceaccount-admission=${E2E_SERVICEACCOUNT_ADMISSION:-true}"
 }
 
 healthy() {
@@ -312,8 +329,11 @@ on_start_exit() {
 
 cmd_start() {
   if healthy; then
-    log "already running and ready (E2E_STATE_DIR=$STATE); use restart for a fresh one"
-    return 0
+    if [[ "$(cat "$STATE/settings" 2>/dev/null)" == "$(settings)" ]]; then
+      log "already running and ready (E2E_STATE_DIR=$STATE); use restart for a fresh one"
+      return 0
+    fi
+    log "running with other settings ($(cat "$STATE/settings" 2>/dev/null)): restarting"
   fi
   local t0=$SECONDS
   trap on_start_exit EXIT
@@ -330,7 +350,7 @@ cmd_start() {
   mkdir -p "$STATE" "$RUN" "$LOGS"
   chmod 700 "$STATE"
   ensure_certs
-  rm -rf "$STATE/etcd" "$KUBECONFIG_FILE" "$STATE/controller-manager.kubeconfig"
+  rm -rf "$STATE/etcd" "$STATE/settings" "$KUBECONFIG_FILE" "$STATE/controller-manager.kubeconfig"
   local t_start=$SECONDS
 
   local etcd_port etcd_peer api_port kcm_port
@@ -420,6 +440,7 @@ EOF
   wait_for "kubectl get ns" kubectl_ get ns
   wait_for "the default ServiceAccount" kubectl_ -n default get serviceaccount default
 
+  settings >"$STATE/settings"
   STARTED=1
   trap - EXIT INT TERM
   log "ready in $((SECONDS - t_start))s (total $((SECONDS - t0))s): KUBECONFIG=$KUBECONFIG_FILE, API server https://127.0.0.1:$api_port"

@@ -51,7 +51,8 @@ die() {
 }
 
 usage() {
-  sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//' >&2
+  # The comment block at the top of this file.
+  awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0" >&2
   exit 2
 }
 
@@ -163,11 +164,6 @@ go_build() {
   log "built $(basename "$out") in $((SECONDS - start))s"
 }
 
-# dep_version DIR MODULE: the version of MODULE in the wrapper module's build list.
-dep_version() {
-  (cd "$1" && go list -m -f '{{.Version}}' "$2")
-}
-
 # --- Kubernetes: kube-apiserver, kube-controller-manager, kubectl -----------------
 # k8s.io/kubernetes requires its staging modules at v0.0.0 and replaces them
 # with ./staging/src/...; the wrapper module replaces each with the published
@@ -220,17 +216,15 @@ build_etcd() {
 }
 
 # --- helm and the helm-unittest plugin ---------------------------------------
-# helm's Makefile sets .Capabilities.KubeVersion from the client-go it is built
-# with (major = 1 + client-go's major, minor = client-go's minor); without these
-# flags charts see v1.20.
+# Without -X flags .Capabilities.KubeVersion is v1.20. helm's Makefile derives
+# it from the client-go it is built with; here both helm and helm-unittest
+# (whose helm library lags) report the Kubernetes minor of KUBE_VERSION, the
+# version the e2e cluster runs, so `helm template` and `helm unittest` agree.
 helm_kube_flags() {
-  local clientgo major minor
-  clientgo=$(dep_version "$1" k8s.io/client-go)
-  clientgo=${clientgo#v}
-  major=$((${clientgo%%.*} + 1))
-  minor=${clientgo#*.}
+  local v=${KUBE_VERSION#v} major minor pkg flags=""
+  major=${v%%.*}
+  minor=${v#*.}
   minor=${minor%%.*}
-  local pkg flags=""
   for pkg in helm.sh/helm/v3/pkg/chartutil helm.sh/helm/v3/pkg/lint/rules; do
     flags+=" -X $pkg.k8sVersionMajor=$major -X $pkg.k8sVersionMinor=$minor"
   done
@@ -240,9 +234,8 @@ helm_kube_flags() {
 build_helm() {
   local dir
   dir=$(wrapper_module "helm-$HELM_VERSION" helm.sh/helm/v3 "$HELM_VERSION")
-  (cd "$dir" && go get -tool "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" >&2)
   go_build "$dir" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" "$(binary_path helm)" \
-    "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean$(helm_kube_flags "$dir")"
+    "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION -X helm.sh/helm/v3/internal/version.gitTreeState=clean$(helm_kube_flags)"
 }
 
 # The plugin is a directory in $HELM_PLUGINS holding plugin.yaml and the binary
@@ -252,7 +245,6 @@ build_helm() {
 build_helm_unittest() {
   local dir src plugin_dir bin
   dir=$(wrapper_module "helm-unittest-$HELM_UNITTEST_VERSION" github.com/helm-unittest/helm-unittest "$HELM_UNITTEST_VERSION")
-  (cd "$dir" && go get -tool "github.com/helm-unittest/helm-unittest/cmd/helm-unittest@$HELM_UNITTEST_VERSION" >&2)
   bin=$(binary_path helm-unittest)
   plugin_dir=$(dirname "$bin")
   src=$(module_dir github.com/helm-unittest/helm-unittest "$HELM_UNITTEST_VERSION")
@@ -262,7 +254,7 @@ build_helm_unittest() {
   awk '/^[A-Za-z]/ { skip = ($1 == "hooks:" || $1 == "platformHooks:") } !skip' \
     "$src/plugin.yaml" >"$plugin_dir/plugin.yaml"
   go_build "$dir" "github.com/helm-unittest/helm-unittest/cmd/helm-unittest@$HELM_UNITTEST_VERSION" "$bin" \
-    "-s -w -X github.com/helm-unittest/helm-unittest/internal/build.version=${HELM_UNITTEST_VERSION#v}$(helm_kube_flags "$dir")"
+    "-s -w -X github.com/helm-unittest/helm-unittest/internal/build.version=${HELM_UNITTEST_VERSION#v}$(helm_kube_flags)"
   ln -sfn "$(basename "$bin")" "$plugin_dir/untt"
 }
 
