@@ -458,21 +458,9 @@ fn skipped(webhook: Webhook, why: &str) -> Outcome {
 
 /// An outcome decided without the engine (skips and errors).
 fn bare_outcome(webhook: Webhook, decision: Decision) -> Outcome {
-    Outcome {
-        webhook,
-        group: None,
-        mode: None,
-        decision,
-        skip_reason: None,
-        patch: json_patch::Patch(Vec::new()),
-        apply_patch: false,
-        allowed: decision != Decision::Error,
-        message: None,
-        warning: None,
-        conflicts: Vec::new(),
-        violations: Vec::new(),
-        summary: String::new(),
-    }
+    let mut outcome = Outcome::new(webhook, decision);
+    outcome.allowed = decision != Decision::Error;
+    outcome
 }
 
 /// The request span; its fields are the decision log line's and the exported span's attributes.

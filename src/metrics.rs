@@ -191,21 +191,10 @@ mod tests {
     use crate::placement::{Decision, Webhook};
 
     fn outcome(group: Option<&str>, mode: Option<Mode>, decision: Decision) -> Outcome {
-        Outcome {
-            webhook: Webhook::Mutate,
-            group: group.map(str::to_owned),
-            mode,
-            decision,
-            skip_reason: None,
-            patch: json_patch::Patch(Vec::new()),
-            apply_patch: false,
-            allowed: true,
-            message: None,
-            warning: None,
-            conflicts: Vec::new(),
-            violations: Vec::new(),
-            summary: String::new(),
-        }
+        let mut outcome = Outcome::new(Webhook::Mutate, decision);
+        outcome.group = group.map(str::to_owned);
+        outcome.mode = mode;
+        outcome
     }
 
     #[test]

@@ -56,24 +56,6 @@ pub fn select_group<'c>(config: &'c Config, ns: &Namespace<'_>) -> Selection<'c>
     }
 }
 
-fn outcome(webhook: Webhook) -> Outcome {
-    Outcome {
-        webhook,
-        group: None,
-        mode: None,
-        decision: Decision::Noop,
-        skip_reason: None,
-        patch: json_patch::Patch(Vec::new()),
-        apply_patch: false,
-        allowed: true,
-        message: None,
-        warning: None,
-        conflicts: Vec::new(),
-        violations: Vec::new(),
-        summary: String::new(),
-    }
-}
-
 fn skipped(mut out: Outcome, reason: SkipReason) -> Outcome {
     out.decision = Decision::Skipped;
     out.summary = format!("skipped: {reason}");
@@ -127,7 +109,7 @@ fn scope<'c>(
     pod: &Pod,
     webhook: Webhook,
 ) -> Result<(&'c str, &'c Group, Outcome), Box<Outcome>> {
-    let mut out = outcome(webhook);
+    let mut out = Outcome::new(webhook, Decision::Noop);
     match select_group(config, ns) {
         Selection::Excluded => Err(Box::new(skipped(out, SkipReason::ExcludedNamespace))),
         Selection::NoGroup => Err(Box::new(skipped(out, SkipReason::NoGroup))),

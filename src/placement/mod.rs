@@ -219,6 +219,25 @@ pub struct Outcome {
 }
 
 impl Outcome {
+    /// An outcome with only its webhook and decision set: admitted, no group, no patch.
+    pub fn new(webhook: Webhook, decision: Decision) -> Self {
+        Self {
+            webhook,
+            group: None,
+            mode: None,
+            decision,
+            skip_reason: None,
+            patch: json_patch::Patch(Vec::new()),
+            apply_patch: false,
+            allowed: true,
+            message: None,
+            warning: None,
+            conflicts: Vec::new(),
+            violations: Vec::new(),
+            summary: String::new(),
+        }
+    }
+
     /// The patch as JSON (an array of RFC 6902 operations).
     pub fn patch_json(&self) -> serde_json::Value {
         serde_json::to_value(&self.patch).unwrap_or_else(|_| serde_json::Value::Array(Vec::new()))
@@ -227,6 +246,14 @@ impl Outcome {
     /// The JSON Pointer of every operation, in order.
     pub fn patch_paths(&self) -> Vec<String> {
         self.patch.0.iter().map(|op| op.path().to_string()).collect()
+    }
+}
+
+/// The pod's spec; an empty one for a pod without (its patch then needs a spec to apply to).
+fn spec_of(pod: &k8s_openapi::api::core::v1::Pod) -> std::borrow::Cow<'_, k8s_openapi::api::core::v1::PodSpec> {
+    match &pod.spec {
+        Some(spec) => std::borrow::Cow::Borrowed(spec),
+        None => std::borrow::Cow::Owned(Default::default()),
     }
 }
 

@@ -107,14 +107,8 @@ const PREFERRED: &str = "preferredDuringSchedulingIgnoredDuringExecution";
 /// Computes the plan for a pod and its group. A pod without a spec is planned
 /// as if its spec were empty (its patch then needs a spec to apply to).
 pub fn plan(pod: &Pod, group: &Group) -> Plan {
-    let empty;
-    let spec = match &pod.spec {
-        Some(spec) => spec,
-        None => {
-            empty = PodSpec::default();
-            &empty
-        }
-    };
+    let spec = super::spec_of(pod);
+    let spec = spec.as_ref();
     let mut planner = Planner {
         spec,
         group,

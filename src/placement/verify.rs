@@ -2,7 +2,7 @@
 //! group? Written independently of the planner, on the same semantics, so that
 //! "a planned pod always verifies" is a real check.
 
-use k8s_openapi::api::core::v1::{NodeSelectorTerm, Pod, PodAffinityTerm, PodSpec, WeightedPodAffinityTerm};
+use k8s_openapi::api::core::v1::{NodeSelectorTerm, Pod, PodAffinityTerm, WeightedPodAffinityTerm};
 
 use super::Violation;
 use super::affinity::{and_terms, describe_term, term_implies, unsatisfiable};
@@ -19,14 +19,8 @@ fn violation(field: impl Into<String>, message: impl Into<String>) -> Violation 
 /// Every way in which `pod` does not satisfy `group`; empty when it does.
 /// With `onConflict: ignore`, the pod's own conflicting choices are not violations.
 pub fn verify(pod: &Pod, group: &Group) -> Vec<Violation> {
-    let empty;
-    let spec = match &pod.spec {
-        Some(spec) => spec,
-        None => {
-            empty = PodSpec::default();
-            &empty
-        }
-    };
+    let spec = super::spec_of(pod);
+    let spec = spec.as_ref();
     let ignore = group.on_conflict == OnConflict::Ignore;
     let mut out = Vec::new();
 
