@@ -196,7 +196,7 @@ pub fn mutate(config: &Config, ns: &Namespace<'_>, pod: &Pod) -> Outcome {
     }
     if exclusion_requested(config, pod) && !group.allow_pod_exclusion {
         out.summary = truncate_chars(
-            &format!("{} (exclusion label ignored: group does not allow it)", out.summary),
+            &format!("exclusion label ignored (group does not allow it); {}", out.summary),
             MAX_SUMMARY_CHARS,
         );
     }

@@ -1,0 +1,85 @@
+//! The chart, rendered with the suite's values: the ConfigMap's `config.yaml`
+//! and both webhook configurations, so that the chart's namespaceSelectors,
+//! failurePolicies and reinvocationPolicy are what the scenarios exercise.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use base64::Engine as _;
+use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
+use serde_json::Value;
+
+use super::Settings;
+
+/// What the suite takes from the chart.
+pub struct Rendered {
+    pub config_yaml: String,
+    pub mutating: MutatingWebhookConfiguration,
+    pub validating: ValidatingWebhookConfiguration,
+}
+
+/// The helm binary: `$HELM`, else the one `e2e/tools.sh` builds (cached).
+pub fn helm(settings: &Settings) -> PathBuf {
+    if let Ok(helm) = std::env::var("HELM")
+        && !helm.is_empty()
+    {
+        return PathBuf::from(helm);
+    }
+    let output = Command::new(settings.repo.join("e2e/tools.sh"))
+        .args(["path", "helm"])
+        .output()
+        .expect("e2e/tools.sh runs");
+    assert!(
+        output.status.success(),
+        "e2e/tools.sh path helm failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    PathBuf::from(String::from_utf8_lossy(&output.stdout).trim())
+}
+
+/// `helm template` with the suite's values, webhooks calling `url` (e.g.
+/// `https://127.0.0.1:PORT`) and trusting `ca_pem`.
+pub fn render(settings: &Settings, url: &str, ca_pem: &[u8]) -> Rendered {
+    let ca_bundle = base64::engine::general_purpose::STANDARD.encode(ca_pem);
+    let output = Command::new(helm(settings))
+        .arg("template")
+        .arg(&settings.release)
+        .arg(settings.repo.join("chart"))
+        .args(["--namespace", &settings.namespace])
+        .arg("--values")
+        .arg(settings.values_file())
+        .args(["--set", &format!("webhook.url={url}")])
+        .args(["--set", "certificates.source=existingSecret"])
+        .args(["--set", "certificates.existingSecret.name=pod-director-e2e-tls"])
+        .args(["--set", &format!("certificates.existingSecret.caBundle={ca_bundle}")])
+        .args(["--show-only", "templates/configmap.yaml"])
+        .args(["--show-only", "templates/webhooks.yaml"])
+        .output()
+        .expect("helm runs");
+    assert!(
+        output.status.success(),
+        "helm template failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = String::from_utf8(output.stdout).expect("helm prints UTF-8");
+    let documents: Vec<Value> = serde_saphyr::from_multiple(&text).expect("helm prints YAML documents");
+    let of_kind = |kind: &str| {
+        documents
+            .iter()
+            .find(|d| d["kind"] == kind)
+            .cloned()
+            .unwrap_or_else(|| panic!("the chart rendered no {kind}:\n{text}"))
+    };
+    let config_map = of_kind("ConfigMap");
+    let config_yaml = config_map["data"]["config.yaml"]
+        .as_str()
+        .expect("the ConfigMap has config.yaml")
+        .to_owned();
+    Rendered {
+        config_yaml,
+        mutating: serde_json::from_value(of_kind("MutatingWebhookConfiguration"))
+            .expect("a valid MutatingWebhookConfiguration"),
+        validating: serde_json::from_value(of_kind("ValidatingWebhookConfiguration"))
+            .expect("a valid ValidatingWebhookConfiguration"),
+    }
+}

@@ -1,0 +1,662 @@
+//! The e2e harness: one [`Env`] per scenario.
+//!
+//! **Local mode** (the default; `e2e/run` sets it up): a loopback control plane
+//! from `e2e/cluster.sh` is running, `KUBECONFIG` and `E2E_STATE_DIR` point at it.
+//! [`Env::start`] renders the chart with `e2e/scenarios/values.yaml` (`helm
+//! template`, `webhook.url` = the loopback address of a pod-director it spawns from
+//! this checkout), runs pod-director with the ConfigMap's `config.yaml` and the
+//! webhook certificate of the state dir (both in kubelet-style `..data`
+//! directories, so they can be swapped), applies the chart's two webhook
+//! configurations, and waits until the API server calls the new process.
+//!
+//! **Cluster mode** (`E2E_MODE=cluster`, e.g. kind in CI): pod-director is already
+//! installed by the chart with `-f e2e/scenarios/values.yaml` (release
+//! `E2E_RELEASE`, namespace `E2E_NAMESPACE`); decisions are read from its pods'
+//! logs. Scenarios that need to control the process (stop it, rotate its
+//! certificate, edit its config file, slow its API connection) print why they
+//! are skipped and pass.
+//!
+//! Webhook configurations are cluster-wide, so scenarios run one at a time: each
+//! [`Env`] holds a global lock until it is dropped. Dropping an `Env` kills the
+//! pod-director it started and deletes the namespaces and webhook configurations
+//! it created, also when the scenario panicked.
+
+pub mod certs;
+pub mod chart;
+pub mod k8s;
+pub mod logs;
+pub mod process;
+pub mod proxy;
+pub mod stub;
+
+use std::collections::BTreeMap;
+use std::hash::{BuildHasher as _, Hasher as _};
+use std::io::Write as _;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, ServiceAccount};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Client, Resource as _};
+use pod_director::config::Config;
+use serde_json::{Value, json};
+
+pub use self::k8s::{Created, pod};
+pub use self::logs::{Decision, LogSource};
+use self::process::{PodDirector, Spawn};
+use self::proxy::DelayProxy;
+
+/// Scenarios run one at a time (webhook configurations are cluster-wide).
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Field manager of everything the suite applies.
+pub const FIELD_MANAGER: &str = "pod-director-e2e";
+/// How long to wait for things the API server or pod-director do asynchronously.
+pub const PATIENCE: Duration = Duration::from_secs(30);
+
+/// Where pod-director runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// Spawned by the suite on loopback (e2e/cluster.sh).
+    Local,
+    /// Installed by the chart (kind in CI).
+    Cluster,
+}
+
+/// The suite's settings, from the environment.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub repo: PathBuf,
+    pub target: Target,
+    /// Local mode: the e2e/cluster.sh state dir (webhook certificate, logs).
+    pub state_dir: Option<PathBuf>,
+    /// Helm release name and namespace of pod-director.
+    pub release: String,
+    pub namespace: String,
+    /// The chart's full name: the webhook configurations' names.
+    pub fullname: String,
+    /// Where in-process test webhooks listen and how the API server reaches them.
+    pub stub_host: Option<IpAddr>,
+}
+
+fn env_var(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+impl Settings {
+    pub fn from_env() -> Self {
+        let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+        let mode = env_var("E2E_MODE")
+            .or_else(|| env_var("E2E_WEBHOOK_MODE").map(|m| if m == "chart" { "cluster".to_owned() } else { m }))
+            .unwrap_or_else(|| "local".to_owned());
+        let target = match mode.as_str() {
+            "local" => Target::Local,
+            "cluster" => Target::Cluster,
+            other => panic!("E2E_MODE={other:?}: expected local (the default) or cluster"),
+        };
+        let stub_host = |default: Option<IpAddr>| {
+            env_var("E2E_STUB_HOST")
+                .map(|h| {
+                    h.parse()
+                        .unwrap_or_else(|e| panic!("E2E_STUB_HOST={h:?} is not an IP address: {e}"))
+                })
+                .or(default)
+        };
+        match target {
+            Target::Local => {
+                assert!(
+                    env_var("KUBECONFIG").is_some(),
+                    "KUBECONFIG is not set: run the suite with e2e/run, or start a cluster with \
+                     `e2e/cluster.sh start` and `eval \"$(e2e/cluster.sh env)\"`"
+                );
+                let state_dir = env_var("E2E_STATE_DIR")
+                    .map(PathBuf::from)
+                    .unwrap_or_else(|| panic!("E2E_STATE_DIR is not set: `eval \"$(e2e/cluster.sh env)\"` exports it"));
+                assert!(
+                    state_dir.join("webhook/tls.crt").is_file(),
+                    "{} has no webhook/tls.crt: is it an e2e/cluster.sh state dir?",
+                    state_dir.display()
+                );
+                Self {
+                    repo,
+                    target,
+                    state_dir: Some(state_dir),
+                    release: "e2e".to_owned(),
+                    namespace: "pod-director-e2e".to_owned(),
+                    fullname: "e2e-pod-director".to_owned(),
+                    stub_host: stub_host(Some(IpAddr::from([127, 0, 0, 1]))),
+                }
+            }
+            Target::Cluster => {
+                let release = env_var("E2E_RELEASE").unwrap_or_else(|| "pod-director".to_owned());
+                // The chart's "pod-director.fullname" without overrides.
+                let fullname = env_var("E2E_FULLNAME").unwrap_or_else(|| {
+                    if release.contains("pod-director") {
+                        release.clone()
+                    } else {
+                        format!("{release}-pod-director")
+                    }
+                });
+                Self {
+                    repo,
+                    target,
+                    state_dir: None,
+                    namespace: env_var("E2E_NAMESPACE").unwrap_or_else(|| "pod-director".to_owned()),
+                    release,
+                    fullname,
+                    stub_host: stub_host(None),
+                }
+            }
+        }
+    }
+
+    pub fn values_file(&self) -> PathBuf {
+        self.repo.join("e2e/scenarios/values.yaml")
+    }
+}
+
+/// Writes a line to the real standard error, past the test harness's capture:
+/// for skip notices, which must be seen even when the scenario passes.
+pub fn notice(text: &str) {
+    let _ = writeln!(std::io::stderr(), "{text}");
+}
+
+/// A short random suffix for object names.
+pub fn suffix() -> String {
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default(),
+    );
+    format!("{:06x}", hasher.finish() & 0xff_ffff)
+}
+
+/// The suite's pod-director configuration: `config` of `e2e/scenarios/values.yaml`.
+pub fn suite_config(values_file: &Path) -> Config {
+    let text =
+        std::fs::read_to_string(values_file).unwrap_or_else(|e| panic!("cannot read {}: {e}", values_file.display()));
+    let values: Value = serde_saphyr::from_str(&text).expect("e2e/scenarios/values.yaml is YAML");
+    let mut config = values.get("config").cloned().expect("values.yaml has a config section");
+    // The chart drops an empty defaultGroup (= none).
+    if let Some(map) = config.as_object_mut()
+        && map.get("defaultGroup").is_some_and(|g| g.is_null() || g == "")
+    {
+        map.remove("defaultGroup");
+    }
+    Config::from_yaml(&config.to_string(), "e2e/scenarios/values.yaml", Vec::new())
+        .expect("the suite's config is valid")
+        .config
+}
+
+/// How a scenario wants pod-director started (local mode).
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Latency added to pod-director's connection to the API server (both ways).
+    pub api_latency: Option<Duration>,
+}
+
+/// Webhook configurations and namespaces to delete when the scenario ends.
+#[derive(Default)]
+struct Cleanup {
+    namespaces: Vec<String>,
+    mutating: Vec<String>,
+    validating: Vec<String>,
+}
+
+/// One scenario's world: a client, pod-director's decisions, what to clean up.
+pub struct Env {
+    pub client: Client,
+    pub settings: Settings,
+    /// The configuration pod-director runs with.
+    pub config: Config,
+    pub logs: LogSource,
+    /// Short scenario name, used in object names.
+    pub scenario: String,
+    pod_director: Option<PodDirector>,
+    proxy: Option<DelayProxy>,
+    created: Mutex<Cleanup>,
+    // Last: released after Drop::drop has cleaned up.
+    _serial: tokio::sync::MutexGuard<'static, ()>,
+}
+
+impl Env {
+    /// Sets up a scenario in either mode.
+    pub async fn start(scenario: &str) -> Env {
+        Self::start_with(scenario, Options::default()).await
+    }
+
+    /// Sets up a scenario that needs the local pod-director process; in cluster
+    /// mode prints why it is skipped and returns `None`.
+    pub async fn start_local(scenario: &str, options: Options, why: &str) -> Option<Env> {
+        let settings = Settings::from_env();
+        if settings.target == Target::Cluster {
+            notice(&format!("SKIPPED {scenario} in cluster mode: {why}"));
+            return None;
+        }
+        Some(Self::start_with(scenario, options).await)
+    }
+
+    /// Sets up a scenario that runs a webhook of its own in the test process; skipped
+    /// (returns `None`) when the API server cannot reach it (`E2E_STUB_HOST` unset in cluster mode).
+    pub async fn start_with_stub(scenario: &str) -> Option<Env> {
+        let settings = Settings::from_env();
+        if settings.stub_host.is_none() {
+            notice(&format!(
+                "SKIPPED {scenario}: the scenario runs its own webhook in the test process; set \
+                 E2E_STUB_HOST to an address of this machine that the API server can reach (kind: \
+                 the docker network gateway, e.g. 172.18.0.1)"
+            ));
+            return None;
+        }
+        Some(Self::start(scenario).await)
+    }
+
+    pub async fn start_with(scenario: &str, options: Options) -> Env {
+        let serial = SERIAL.lock().await;
+        let settings = Settings::from_env();
+        let client = Client::try_default()
+            .await
+            .expect("a Kubernetes client from KUBECONFIG");
+        let suite = suite_config(&settings.values_file());
+        let env = match settings.target {
+            Target::Local => Self::start_local_process(scenario, settings, client, suite, options, serial).await,
+            Target::Cluster => Self::attach_to_cluster(scenario, settings, client, suite, serial).await,
+        };
+        env.wait_until_serving().await;
+        env
+    }
+
+    async fn start_local_process(
+        scenario: &str,
+        settings: Settings,
+        client: Client,
+        suite: Config,
+        options: Options,
+        serial: tokio::sync::MutexGuard<'static, ()>,
+    ) -> Env {
+        let state_dir = settings.state_dir.clone().expect("local mode has a state dir");
+        let webhook_dir = state_dir.join("webhook");
+        let read = |name: &str| {
+            std::fs::read(webhook_dir.join(name)).unwrap_or_else(|e| panic!("cannot read webhook/{name}: {e}"))
+        };
+        let (cert, key, ca) = (read("tls.crt"), read("tls.key"), read("ca.crt"));
+        let addr = process::free_local_addr();
+        let rendered = chart::render(&settings, &format!("https://{addr}"), &ca);
+        let rendered_config = Config::from_yaml(&rendered.config_yaml, "the chart's ConfigMap", Vec::new())
+            .expect("the chart renders a valid config");
+        assert_eq!(
+            rendered_config.config, suite,
+            "the chart's ConfigMap carries the config of e2e/scenarios/values.yaml verbatim"
+        );
+
+        let kubeconfig = PathBuf::from(env_var("KUBECONFIG").expect("KUBECONFIG"));
+        let proxy = match options.api_latency {
+            Some(latency) => Some(DelayProxy::start(&kubeconfig, latency).await),
+            None => None,
+        };
+        let mut pod_director = PodDirector::spawn(&Spawn {
+            scenario,
+            state_dir: &state_dir,
+            kubeconfig: proxy.as_ref().map_or(kubeconfig.as_path(), |p| p.kubeconfig.as_path()),
+            config: &rendered.config_yaml,
+            cert: &cert,
+            key: &key,
+            addr,
+            own_namespace: &settings.namespace,
+        });
+        pod_director.wait_ready().await;
+
+        let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+        let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+        let apply = PatchParams::apply(FIELD_MANAGER).force();
+        let name = rendered.mutating.metadata.name.clone().expect("named");
+        mutating
+            .patch(&name, &apply, &Patch::Apply(&rendered.mutating))
+            .await
+            .expect("the chart's MutatingWebhookConfiguration is accepted");
+        let name = rendered.validating.metadata.name.clone().expect("named");
+        validating
+            .patch(&name, &apply, &Patch::Apply(&rendered.validating))
+            .await
+            .expect("the chart's ValidatingWebhookConfiguration is accepted");
+        println!(
+            "pod-director pid {} serving https://{addr}, log {}",
+            pod_director.pid(),
+            pod_director.log_file.display()
+        );
+        let created = Cleanup {
+            mutating: vec![settings.fullname.clone()],
+            validating: vec![settings.fullname.clone()],
+            ..Cleanup::default()
+        };
+        Env {
+            logs: LogSource::Local(pod_director.lines.clone()),
+            client,
+            settings,
+            config: suite,
+            scenario: scenario.to_owned(),
+            pod_director: Some(pod_director),
+            proxy,
+            created: Mutex::new(created),
+            _serial: serial,
+        }
+    }
+
+    async fn attach_to_cluster(
+        scenario: &str,
+        settings: Settings,
+        client: Client,
+        suite: Config,
+        serial: tokio::sync::MutexGuard<'static, ()>,
+    ) -> Env {
+        let config_map = format!("{}-config", settings.fullname);
+        let installed = Api::<ConfigMap>::namespaced(client.clone(), &settings.namespace)
+            .get(&config_map)
+            .await
+            .unwrap_or_else(|e| panic!("ConfigMap {}/{config_map} of the release: {e}", settings.namespace));
+        let text = installed
+            .data
+            .as_ref()
+            .and_then(|d| d.get("config.yaml"))
+            .unwrap_or_else(|| panic!("ConfigMap {config_map} has no config.yaml"));
+        let installed = Config::from_yaml(text, &config_map, Vec::new())
+            .unwrap_or_else(|e| panic!("the installed config is invalid: {e}"))
+            .config;
+        assert_eq!(
+            installed,
+            suite,
+            "pod-director must be installed with the suite's values: helm upgrade --install {} ./chart -n {} -f {}",
+            settings.release,
+            settings.namespace,
+            settings.values_file().display()
+        );
+        let logs = LogSource::pods(&client, &settings.namespace, &settings.release);
+        Env {
+            logs,
+            client,
+            settings,
+            config: suite,
+            scenario: scenario.to_owned(),
+            pod_director: None,
+            proxy: None,
+            created: Mutex::new(Cleanup::default()),
+            _serial: serial,
+        }
+    }
+
+    /// Dry-run pods in a dryRun-group namespace until pod-director logs both
+    /// webhooks' decisions for one: the API server now calls *this* pod-director
+    /// (a webhook configuration change takes effect asynchronously).
+    async fn wait_until_serving(&self) {
+        let ns = self.namespace(Some("e2e-dryrun")).await;
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        for attempt in 0.. {
+            let name = format!("canary-{attempt}");
+            let created = self.create_pod_dry_run(&ns, &pod(&name)).await;
+            if created.status.is_success() {
+                let seen = self.logs.decisions().await;
+                let called = |webhook: &str| seen.iter().any(|d| d.is(&ns, &name, webhook));
+                if called("mutate") && called("validate") {
+                    return;
+                }
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the API server did not call pod-director within {PATIENCE:?} (last canary: {} {:?}); {}",
+                created.status,
+                created.error_message(),
+                self.log_hint()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Where to look when something fails.
+    pub fn log_hint(&self) -> String {
+        match &self.pod_director {
+            Some(pd) => format!("pod-director's log: {}", pd.log_file.display()),
+            None => format!(
+                "pod-director's logs: kubectl -n {} logs -l app.kubernetes.io/instance={}",
+                self.settings.namespace, self.settings.release
+            ),
+        }
+    }
+
+    /// The local pod-director (panics in cluster mode: use [`Env::start_local`]).
+    pub fn pod_director(&mut self) -> &mut PodDirector {
+        self.pod_director
+            .as_mut()
+            .expect("this scenario needs the local pod-director (Env::start_local)")
+    }
+
+    /// The name of one of the chart's webhooks, e.g. `enforce.mutate.e2e-pod-director.pod-director.io`.
+    pub fn webhook_name(&self, entry: &str, webhook: &str) -> String {
+        format!("{entry}.{webhook}.{}.pod-director.io", self.settings.fullname)
+    }
+
+    /// A fresh namespace `e2e-<scenario>-<random>` labelled with `group` (when given),
+    /// ready for pods: its `default` ServiceAccount exists (e2e/cluster.sh wait-sa).
+    pub async fn namespace(&self, group: Option<&str>) -> String {
+        let name = self.create_namespace(group).await;
+        k8s::wait_for_service_account(&self.client, &name, "default").await;
+        name
+    }
+
+    /// Creates a namespace without waiting for anything.
+    pub async fn create_namespace(&self, group: Option<&str>) -> String {
+        let name = format!("e2e-{}-{}", self.scenario, suffix());
+        let mut labels = BTreeMap::new();
+        if let Some(group) = group {
+            labels.insert(self.config.namespace_label.clone(), group.to_owned());
+        }
+        let namespace: Namespace = serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": labels}
+        }))
+        .expect("a Namespace");
+        self.created.lock().expect("not poisoned").namespaces.push(name.clone());
+        Api::<Namespace>::all(self.client.clone())
+            .create(&PostParams::default(), &namespace)
+            .await
+            .unwrap_or_else(|e| panic!("namespace {name} created: {e}"));
+        name
+    }
+
+    /// A ServiceAccount in `namespace` (for pods that must not wait for `default`).
+    pub async fn create_service_account(&self, namespace: &str, name: &str) {
+        let account: ServiceAccount = serde_json::from_value(json!({"metadata": {"name": name}})).expect("an SA");
+        Api::<ServiceAccount>::namespaced(self.client.clone(), namespace)
+            .create(&PostParams::default(), &account)
+            .await
+            .unwrap_or_else(|e| panic!("ServiceAccount {namespace}/{name} created: {e}"));
+    }
+
+    pub fn pods(&self, namespace: &str) -> Api<Pod> {
+        Api::namespaced(self.client.clone(), namespace)
+    }
+
+    /// Creates a pod, keeping the HTTP status, the Warning headers and any error.
+    pub async fn create_pod(&self, namespace: &str, pod: &Pod) -> Created {
+        k8s::create_pod(&self.client, namespace, pod, false).await
+    }
+
+    /// Creates a pod with `dryRun=All` (kubectl --dry-run=server): admitted, not stored.
+    pub async fn create_pod_dry_run(&self, namespace: &str, pod: &Pod) -> Created {
+        k8s::create_pod(&self.client, namespace, pod, true).await
+    }
+
+    /// Creates a pod that must be admitted; returns the stored pod.
+    pub async fn create_admitted_pod(&self, namespace: &str, pod: &Pod) -> Created {
+        let created = self.create_pod(namespace, pod).await;
+        assert!(
+            created.status.is_success(),
+            "pod {namespace}/{} was not admitted: {} {:?}",
+            pod.metadata.name.as_deref().unwrap_or_default(),
+            created.status,
+            created.error_message()
+        );
+        created
+    }
+
+    /// The stored pod.
+    pub async fn get_pod(&self, namespace: &str, name: &str) -> Pod {
+        self.pods(namespace)
+            .get(name)
+            .await
+            .unwrap_or_else(|e| panic!("pod {namespace}/{name}: {e}"))
+    }
+
+    /// The first decision pod-director logged for pod `name` at `webhook` (waits for it).
+    pub async fn decision(&self, namespace: &str, name: &str, webhook: &str) -> Decision {
+        self.decisions(namespace, name, webhook, 1).await.remove(0)
+    }
+
+    /// Every decision logged for pod `name` at `webhook`, once there are at least
+    /// `count`, and after a short settling time (so that extra ones would show).
+    pub async fn decisions(&self, namespace: &str, name: &str, webhook: &str, count: usize) -> Vec<Decision> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let found: Vec<Decision> = self
+                .logs
+                .decisions()
+                .await
+                .into_iter()
+                .filter(|d| d.is(namespace, name, webhook))
+                .collect();
+            if found.len() >= count {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                return self
+                    .logs
+                    .decisions()
+                    .await
+                    .into_iter()
+                    .filter(|d| d.is(namespace, name, webhook))
+                    .collect();
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "pod-director logged {} {webhook} decision(s) for pod {namespace}/{name}, expected {count}; {}",
+                found.len(),
+                self.log_hint()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Applies a MutatingWebhookConfiguration of the scenario's own (deleted at the end).
+    pub async fn apply_mutating(&self, configuration: &MutatingWebhookConfiguration) {
+        let name = configuration.meta().name.clone().expect("named");
+        self.created.lock().expect("not poisoned").mutating.push(name.clone());
+        Api::<MutatingWebhookConfiguration>::all(self.client.clone())
+            .patch(
+                &name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(configuration),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("MutatingWebhookConfiguration {name} applied: {e}"));
+    }
+
+    /// Starts a test webhook (see [`stub`]), registers it for `namespace` under a
+    /// configuration name that sorts after pod-director's (so it is called after
+    /// pod-director), and waits until the API server calls it.
+    pub async fn stub_webhook(&self, namespace: &str, reinvocation: &str, handler: stub::Handler) -> stub::Stub {
+        let host = self.settings.stub_host.expect("a stub host (Env::start_with_stub)");
+        let stub = stub::Stub::start(host, handler).await;
+        let name = format!("zz-{}-{}", self.scenario, suffix());
+        assert!(
+            name.as_str() > self.settings.fullname.as_str(),
+            "{name} sorts after pod-director's webhooks"
+        );
+        self.apply_mutating(&stub.configuration(&name, namespace, reinvocation))
+            .await;
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        for attempt in 0.. {
+            let canary = format!("stub-canary-{attempt}");
+            self.create_pod_dry_run(namespace, &pod(&canary)).await;
+            if stub.calls().contains(&canary) {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the API server did not call the test webhook {} within {PATIENCE:?}",
+                stub.url
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        stub
+    }
+
+    /// The API server's audit events for pod `namespace/name` (local mode; empty otherwise).
+    pub fn audit_events(&self, namespace: &str, name: &str) -> Vec<Value> {
+        let Some(state_dir) = &self.settings.state_dir else {
+            return Vec::new();
+        };
+        let text = std::fs::read_to_string(state_dir.join("logs/audit.log")).unwrap_or_default();
+        text.lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|e| {
+                e["objectRef"]["resource"] == "pods"
+                    && e["objectRef"]["namespace"] == namespace
+                    && e["objectRef"]["name"] == name
+                    && e["stage"] == "ResponseComplete"
+            })
+            .collect()
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        if let Some(mut pd) = self.pod_director.take() {
+            pd.stop();
+        }
+        self.proxy.take();
+        let created = std::mem::take(&mut *self.created.lock().unwrap_or_else(|e| e.into_inner()));
+        // The scenario's client is bound to its runtime, which is blocked here: clean up
+        // from a thread with a runtime and a client of its own.
+        let cleanup = std::thread::spawn(move || {
+            let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                Ok(runtime) => runtime,
+                Err(e) => return eprintln!("cleanup: no runtime: {e}"),
+            };
+            if runtime
+                .block_on(tokio::time::timeout(PATIENCE, delete(created)))
+                .is_err()
+            {
+                eprintln!("cleanup: gave up after {PATIENCE:?}");
+            }
+        });
+        let _ = cleanup.join();
+    }
+}
+
+/// Deletes the scenario's webhook configurations, then its namespaces (in the background).
+async fn delete(created: Cleanup) {
+    let client = match Client::try_default().await {
+        Ok(client) => client,
+        Err(e) => return eprintln!("cleanup: no client: {e}"),
+    };
+    let dp = DeleteParams::background();
+    let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+    for name in &created.mutating {
+        if let Err(e) = mutating.delete(name, &dp).await {
+            eprintln!("cleanup: MutatingWebhookConfiguration {name}: {e}");
+        }
+    }
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    for name in &created.validating {
+        if let Err(e) = validating.delete(name, &dp).await {
+            eprintln!("cleanup: ValidatingWebhookConfiguration {name}: {e}");
+        }
+    }
+    let namespaces: Api<Namespace> = Api::all(client);
+    for name in &created.namespaces {
+        if let Err(e) = namespaces.delete(name, &dp).await {
+            eprintln!("cleanup: namespace {name}: {e}");
+        }
+    }
+}

@@ -1,0 +1,266 @@
+//! pod-director as a child process (local mode): its config file and serving
+//! certificate live in kubelet-style `..data` directories, its JSON log lines are
+//! collected from standard output (and copied to a file under the state dir).
+
+use std::fs::OpenOptions;
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::net::{SocketAddr, TcpListener};
+use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::logs::Lines;
+use super::{PATIENCE, suffix};
+
+/// The pod-director binary of this checkout (cargo builds it for integration tests).
+pub const BINARY: &str = env!("CARGO_BIN_EXE_pod-director");
+
+/// A free port on 127.0.0.1 (bound, then released for the child to take).
+pub fn free_local_addr() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port on 127.0.0.1")
+}
+
+/// A directory laid out like a mounted ConfigMap/Secret: `name -> ..data/name`,
+/// `..data -> ..<generation>`; an update writes a new generation and swaps `..data`
+/// in one rename, as the kubelet does.
+pub struct Mounted {
+    dir: PathBuf,
+    generation: u32,
+}
+
+impl Mounted {
+    pub fn new(dir: PathBuf, files: &[(&str, &[u8])]) -> Self {
+        std::fs::create_dir_all(&dir).expect("mount dir created");
+        let mut mounted = Self { dir, generation: 0 };
+        mounted.update(files);
+        for (name, _) in files {
+            std::os::unix::fs::symlink(Path::new("..data").join(name), mounted.dir.join(name))
+                .expect("file symlink created");
+        }
+        mounted
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    pub fn update(&mut self, files: &[(&str, &[u8])]) {
+        self.generation += 1;
+        let generation = format!("..generation_{}", self.generation);
+        let target = self.dir.join(&generation);
+        std::fs::create_dir_all(&target).expect("generation dir created");
+        for (name, content) in files {
+            std::fs::write(target.join(name), content).expect("file written");
+        }
+        let tmp = self.dir.join("..data_tmp");
+        let _ = std::fs::remove_file(&tmp);
+        std::os::unix::fs::symlink(&generation, &tmp).expect("..data_tmp symlink");
+        std::fs::rename(&tmp, self.dir.join("..data")).expect("..data swapped");
+    }
+}
+
+/// How to start pod-director.
+pub struct Spawn<'a> {
+    pub scenario: &'a str,
+    pub state_dir: &'a Path,
+    pub kubeconfig: &'a Path,
+    pub config: &'a str,
+    pub cert: &'a [u8],
+    pub key: &'a [u8],
+    pub addr: SocketAddr,
+    pub own_namespace: &'a str,
+}
+
+/// A running pod-director; stopped (and reaped) on drop.
+pub struct PodDirector {
+    child: Option<Child>,
+    pid: u32,
+    pub addr: SocketAddr,
+    pub probe_addr: SocketAddr,
+    pub lines: Lines,
+    pub log_file: PathBuf,
+    config: Mounted,
+    tls: Mounted,
+    reader: Option<JoinHandle<()>>,
+    _dir: tempfile::TempDir,
+}
+
+impl PodDirector {
+    pub fn spawn(spawn: &Spawn<'_>) -> Self {
+        let runs = spawn.state_dir.join("scenarios");
+        let logs = spawn.state_dir.join("logs/scenarios");
+        std::fs::create_dir_all(&runs).expect("scenarios dir");
+        std::fs::create_dir_all(&logs).expect("scenario logs dir");
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("{}-", spawn.scenario))
+            .tempdir_in(&runs)
+            .expect("scenario temp dir");
+        let config = Mounted::new(dir.path().join("config"), &[("config.yaml", spawn.config.as_bytes())]);
+        let tls = Mounted::new(
+            dir.path().join("tls"),
+            &[("tls.crt", spawn.cert), ("tls.key", spawn.key)],
+        );
+        let probe_addr = free_local_addr();
+        let log_file = logs.join(format!("{}-{}.log", spawn.scenario, suffix()));
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_file)
+            .expect("pod-director log file");
+        let stderr = log.try_clone().expect("log file handle");
+
+        let mut command = Command::new(BINARY);
+        command
+            .arg("serve")
+            .arg("--config")
+            .arg(config.path("config.yaml"))
+            .arg("--tls-cert")
+            .arg(tls.path("tls.crt"))
+            .arg("--tls-key")
+            .arg(tls.path("tls.key"))
+            .args(["--addr", &spawn.addr.to_string()])
+            .args(["--probe-addr", &probe_addr.to_string()])
+            .args(["--log-format", "json"])
+            .args(["--namespace", spawn.own_namespace])
+            .args(["--reload-poll-interval", "1s"])
+            .args(["--shutdown-timeout", "5s"])
+            .env("KUBECONFIG", spawn.kubeconfig)
+            // The live namespace lookup (cache miss) is logged at debug.
+            .env("RUST_LOG", "info,pod_director::namespaces=debug")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(stderr));
+        // Nothing from the test's environment may override the config.
+        for (name, _) in std::env::vars() {
+            if name.starts_with("POD_DIRECTOR_") || name.starts_with("OTEL_") {
+                command.env_remove(name);
+            }
+        }
+        // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+        // The child dies with the thread that spawned it (the scenario's), even when
+        // the test binary is killed and Drop never runs.
+        unsafe {
+            command.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == -1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let mut child = command
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {BINARY}: {e} (run `cargo build` first)"));
+        let pid = child.id();
+        let stdout = child.stdout.take().expect("piped stdout");
+        let lines = Lines::default();
+        let collected = lines.clone();
+        let mut copy = log;
+        let reader = std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let _ = writeln!(copy, "{line}");
+                if let Ok(value) = serde_json::from_str::<Value>(&line) {
+                    collected.push(value);
+                }
+            }
+        });
+        Self {
+            child: Some(child),
+            pid,
+            addr: spawn.addr,
+            probe_addr,
+            lines,
+            log_file,
+            config,
+            tls,
+            reader: Some(reader),
+            _dir: dir,
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Whether the process is still running.
+    pub fn is_running(&mut self) -> bool {
+        self.child.as_mut().is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
+    /// Waits for `/readyz` (namespace cache synced); fails when the process exits.
+    pub async fn wait_ready(&mut self) {
+        let url = format!("http://{}/readyz", self.probe_addr);
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(2))
+            .build()
+            .expect("HTTP client");
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            if !self.is_running() {
+                panic!("pod-director exited during start-up:\n{}", self.tail(30));
+            }
+            if let Ok(response) = client.get(&url).send().await
+                && response.status().is_success()
+            {
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "pod-director not ready within {PATIENCE:?}:\n{}",
+                self.tail(30)
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Replaces the config file (a `..data` swap, as a ConfigMap update).
+    pub fn write_config(&mut self, text: &str) {
+        self.config.update(&[("config.yaml", text.as_bytes())]);
+    }
+
+    /// Replaces the serving certificate and key (a `..data` swap, as a Secret update).
+    pub fn write_tls(&mut self, cert: &[u8], key: &[u8]) {
+        self.tls.update(&[("tls.crt", cert), ("tls.key", key)]);
+    }
+
+    /// The last `n` lines of the log file.
+    pub fn tail(&self, n: usize) -> String {
+        let text = std::fs::read_to_string(&self.log_file).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(n)..].join("\n")
+    }
+
+    /// SIGTERM (pod-director drains and exits), SIGKILL after 10 s; reaps the process.
+    pub fn stop(&mut self) {
+        let Some(mut child) = self.child.take() else { return };
+        if matches!(child.try_wait(), Ok(None)) {
+            if let Ok(pid) = i32::try_from(child.id()) {
+                // SAFETY: plain kill(2) on our own child, which has not been reaped yet.
+                unsafe {
+                    libc::kill(pid, libc::SIGTERM);
+                }
+            }
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            while matches!(child.try_wait(), Ok(None)) && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = child.kill();
+        }
+        let _ = child.wait();
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
+        }
+    }
+}
+
+impl Drop for PodDirector {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
