@@ -5,7 +5,8 @@
 # clientConfig.url https://127.0.0.1:PORT/mutate and the helper-generated
 # webhook certificate, and checks that the API server calls a stub webhook
 # (python3, when present) and applies its JSON Patch. Stops the cluster at
-# the end unless E2E_KEEP_CLUSTER=1.
+# the end unless E2E_KEEP_CLUSTER=1. State dir: $E2E_STATE_DIR, else
+# $CACHE/e2e-smoke-state (not the default cluster's).
 #
 #   e2e/smoke-cluster.sh
 #
@@ -14,6 +15,9 @@
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# Its own state dir by default, so that it never stops a cluster in use.
+CACHE="${POD_DIRECTOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pod-director}"
+export E2E_STATE_DIR="${E2E_STATE_DIR:-$CACHE/e2e-smoke-state}"
 PASSED=0
 FAILED=0
 STUB_PID=""
