@@ -3,21 +3,27 @@
 //! | metric | labels |
 //! |---|---|
 //! | `pod_director_decisions_total` | `group`, `mode`, `decision`, `webhook` |
-//! | `pod_director_admission_duration_seconds` (histogram) | `webhook` |
+//! | `pod_director_conflicts_total` | `group`, `mode`, `resolution` (`rejected`, `overridden`, `ignored`), `webhook` |
+//! | `pod_director_admission_duration_seconds` (histogram, `trace_id` exemplars) | `webhook` |
 //! | `pod_director_config_reloads_total` | `result` (`success`, `error`) |
 //! | `pod_director_tls_reloads_total` | `result` (`success`, `error`) |
 //! | `pod_director_namespace_cache_size` (gauge) | |
 //! | `pod_director_build_info` | `version` |
 //!
 //! `group` and `mode` are empty when no group applies (excluded namespace, no group).
+//!
+//! Latency buckets carry an OpenMetrics exemplar `{trace_id="…"}` from the
+//! latest exported decision span that fell in them, so Grafana can jump from a
+//! latency spike to a trace (Prometheus keeps exemplars with
+//! `--enable-feature=exemplar-storage`).
 
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::exemplar::HistogramWithExemplars;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::{Registry, Unit};
 
@@ -26,7 +32,7 @@ use crate::placement::Outcome;
 /// The `Content-Type` of [`Metrics::encode`]'s output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-/// Admission latency buckets, in seconds: 0.5 ms … ~4 s.
+/// Admission latency buckets, in seconds: 0.5 ms … 10 s.
 const LATENCY_BUCKETS: [f64; 14] = [
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
@@ -40,9 +46,28 @@ struct DecisionLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ConflictLabels {
+    group: String,
+    mode: String,
+    resolution: String,
+    webhook: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct WebhookLabels {
     webhook: String,
 }
+
+/// The exemplar of a latency observation: the decision span's trace.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TraceLabels {
+    trace_id: String,
+}
+
+/// The exemplar label naming the trace (Grafana's `exemplarTraceIdDestinations[].name`).
+pub const EXEMPLAR_TRACE_LABEL: &str = "trace_id";
+
+type LatencyHistogram = HistogramWithExemplars<TraceLabels>;
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ResultLabels {
@@ -75,7 +100,8 @@ impl ReloadResult {
 pub struct Metrics {
     registry: Registry,
     decisions: Family<DecisionLabels, Counter>,
-    latency: Family<WebhookLabels, Histogram, fn() -> Histogram>,
+    conflicts: Family<ConflictLabels, Counter>,
+    latency: Family<WebhookLabels, LatencyHistogram, fn() -> LatencyHistogram>,
     config_reloads: Family<ResultLabels, Counter>,
     tls_reloads: Family<ResultLabels, Counter>,
     namespace_cache_size: Gauge,
@@ -96,8 +122,14 @@ impl Metrics {
             "Admission decisions by group, mode, decision and webhook",
             decisions.clone(),
         );
-        let latency: Family<WebhookLabels, Histogram, fn() -> Histogram> =
-            Family::new_with_constructor(|| Histogram::new(LATENCY_BUCKETS));
+        let conflicts = Family::<ConflictLabels, Counter>::default();
+        registry.register(
+            "conflicts",
+            "Conflicts between a pod's own placement and its group's, by group, mode, resolution and webhook",
+            conflicts.clone(),
+        );
+        let latency: Family<WebhookLabels, LatencyHistogram, fn() -> LatencyHistogram> =
+            Family::new_with_constructor(|| HistogramWithExemplars::new(LATENCY_BUCKETS.into_iter()));
         registry.register_with_unit(
             "admission_duration",
             "Time from request received to response ready, by webhook",
@@ -132,6 +164,7 @@ impl Metrics {
         Self {
             registry,
             decisions,
+            conflicts,
             latency,
             config_reloads,
             tls_reloads,
@@ -141,18 +174,41 @@ impl Metrics {
 
     /// Counts one decision and its latency.
     pub fn observe_decision(&self, outcome: &Outcome, latency: Duration) {
-        let webhook = outcome.webhook.as_str().to_owned();
+        self.observe_traced_decision(outcome, latency, None);
+    }
+
+    /// Counts one decision, its conflicts and its latency; `trace_id` (of an
+    /// exported span) becomes the latency bucket's exemplar.
+    pub fn observe_traced_decision(&self, outcome: &Outcome, latency: Duration, trace_id: Option<&str>) {
+        let webhook = outcome.webhook.as_str();
+        let group = outcome.group.as_deref().unwrap_or_default();
+        let mode = outcome.mode.map(|m| m.as_str()).unwrap_or_default();
         self.decisions
             .get_or_create(&DecisionLabels {
-                group: outcome.group.clone().unwrap_or_default(),
-                mode: outcome.mode.map(|m| m.as_str().to_owned()).unwrap_or_default(),
+                group: group.to_owned(),
+                mode: mode.to_owned(),
                 decision: outcome.decision.as_str().to_owned(),
-                webhook: webhook.clone(),
+                webhook: webhook.to_owned(),
             })
             .inc();
+        for conflict in &outcome.conflicts {
+            self.conflicts
+                .get_or_create(&ConflictLabels {
+                    group: group.to_owned(),
+                    mode: mode.to_owned(),
+                    resolution: conflict.resolution.as_str().to_owned(),
+                    webhook: webhook.to_owned(),
+                })
+                .inc();
+        }
+        let exemplar = trace_id.map(|id| TraceLabels {
+            trace_id: id.to_owned(),
+        });
         self.latency
-            .get_or_create(&WebhookLabels { webhook })
-            .observe(latency.as_secs_f64());
+            .get_or_create(&WebhookLabels {
+                webhook: webhook.to_owned(),
+            })
+            .observe(latency.as_secs_f64(), exemplar, None);
     }
 
     pub fn config_reloaded(&self, result: ReloadResult) {
@@ -228,5 +284,88 @@ mod tests {
         ] {
             assert!(text.contains(expected), "missing {expected:?} in\n{text}");
         }
+    }
+
+    fn conflict(resolution: crate::placement::Resolution) -> crate::placement::Conflict {
+        crate::placement::Conflict {
+            field: "nodeSelector[\"node-pool\"]".to_owned(),
+            pod: "gpu".to_owned(),
+            group: "ci".to_owned(),
+            resolution,
+        }
+    }
+
+    #[test]
+    fn the_whole_exposition_is_exactly_this() {
+        let metrics = Metrics::new();
+        let mut denied = outcome(Some("ci"), Some(Mode::DryRun), Decision::WouldDeny);
+        denied.conflicts = vec![
+            conflict(crate::placement::Resolution::Rejected),
+            conflict(crate::placement::Resolution::Rejected),
+        ];
+        metrics.observe_traced_decision(
+            &denied,
+            Duration::from_micros(1500),
+            Some("4bf92f3577b34da6a3ce929d0e0e4736"),
+        );
+        metrics.config_reloaded(ReloadResult::Error);
+        metrics.tls_reloaded(ReloadResult::Success);
+        metrics.set_namespace_cache_size(7);
+        let expected = EXPOSITION.replace("VERSION", env!("CARGO_PKG_VERSION"));
+        assert_eq!(metrics.encode(), expected);
+    }
+
+    const EXPOSITION: &str = "\
+# HELP pod_director_decisions Admission decisions by group, mode, decision and webhook.
+# TYPE pod_director_decisions counter
+pod_director_decisions_total{group=\"ci\",mode=\"dryRun\",decision=\"would_deny\",webhook=\"mutate\"} 1
+# HELP pod_director_conflicts Conflicts between a pod's own placement and its group's, by group, mode, resolution and webhook.
+# TYPE pod_director_conflicts counter
+pod_director_conflicts_total{group=\"ci\",mode=\"dryRun\",resolution=\"rejected\",webhook=\"mutate\"} 2
+# HELP pod_director_admission_duration_seconds Time from request received to response ready, by webhook.
+# TYPE pod_director_admission_duration_seconds histogram
+# UNIT pod_director_admission_duration_seconds seconds
+pod_director_admission_duration_seconds_sum{webhook=\"mutate\"} 0.0015
+pod_director_admission_duration_seconds_count{webhook=\"mutate\"} 1
+pod_director_admission_duration_seconds_bucket{le=\"0.0005\",webhook=\"mutate\"} 0
+pod_director_admission_duration_seconds_bucket{le=\"0.001\",webhook=\"mutate\"} 0
+pod_director_admission_duration_seconds_bucket{le=\"0.0025\",webhook=\"mutate\"} 1 # {trace_id=\"4bf92f3577b34da6a3ce929d0e0e4736\"} 0.0015
+pod_director_admission_duration_seconds_bucket{le=\"0.005\",webhook=\"mutate\"} 1
+pod_director_admission_duration_seconds_bucket{le=\"0.01\",webhook=\"mutate\"} 1
+pod_director_admission_duration_seconds_bucket{le=\"0.025\",webhook=\"mutate\"} 1
+pod_director_admission_duration_seconds_bucket{le=\"0.05\",webhook=\"mutate\"} 1
+pod_director_admission_duration_seconds_bucket{le=\"0.1\",webhook=\"mutate\"} 1
+pod_director_admission_duration_seconds_bucket{le=\"0.25\",webhook=\"mutate\"} 1
+pod_director_admission_duration_seconds_bucket{le=\"0.5\",webhook=\"mutate\"} 1
+pod_director_admission_duration_seconds_bucket{le=\"1.0\",webhook=\"mutate\"} 1
+pod_director_admission_duration_seconds_bucket{le=\"2.5\",webhook=\"mutate\"} 1
+pod_director_admission_duration_seconds_bucket{le=\"5.0\",webhook=\"mutate\"} 1
+pod_director_admission_duration_seconds_bucket{le=\"10.0\",webhook=\"mutate\"} 1
+pod_director_admission_duration_seconds_bucket{le=\"+Inf\",webhook=\"mutate\"} 1
+# HELP pod_director_config_reloads Configuration reload attempts by result.
+# TYPE pod_director_config_reloads counter
+pod_director_config_reloads_total{result=\"error\"} 1
+# HELP pod_director_tls_reloads TLS certificate reload attempts by result.
+# TYPE pod_director_tls_reloads counter
+pod_director_tls_reloads_total{result=\"success\"} 1
+# HELP pod_director_namespace_cache_size Namespaces held in the namespace cache.
+# TYPE pod_director_namespace_cache_size gauge
+pod_director_namespace_cache_size 7
+# HELP pod_director_build pod-director build information.
+# TYPE pod_director_build info
+pod_director_build_info{version=\"VERSION\"} 1
+# EOF
+";
+
+    #[test]
+    fn a_decision_without_an_exported_span_has_no_exemplar() {
+        let metrics = Metrics::new();
+        metrics.observe_decision(&outcome(None, None, Decision::Skipped), Duration::from_micros(200));
+        let text = metrics.encode();
+        assert!(!text.contains(" # {"), "{text}");
+        assert!(
+            !text.contains("pod_director_conflicts_total{"),
+            "no conflict, no sample: {text}"
+        );
     }
 }

@@ -10,27 +10,40 @@
 //! values, so `placement.patch.json` is a real array, not a string. In text
 //! mode the same fields appear as `key=value`.
 //!
+//! The decision span and its log line use the target [`DECISION_TARGET`],
+//! which stays at `info` whatever `RUST_LOG` says unless `RUST_LOG` names that
+//! target itself (`RUST_LOG=warn` quiets the rest, not the decisions;
+//! `RUST_LOG=warn,pod_director::decision=off` silences them too).
+//!
 //! ## Traces
 //! Export is on when `OTEL_EXPORTER_OTLP_ENDPOINT` or
-//! `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` is set (and `OTEL_SDK_DISABLED` is not
-//! `true`); everything else comes from the standard `OTEL_*` variables
-//! (`OTEL_EXPORTER_OTLP_PROTOCOL` `grpc` | `http/protobuf` (default),
-//! `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`, `OTEL_TRACES_SAMPLER`, headers,
-//! timeouts). Incoming W3C `traceparent` headers make the request span a
-//! child of the API server's span.
+//! `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` is set (and neither `OTEL_SDK_DISABLED=true`
+//! nor `OTEL_TRACES_EXPORTER=none`); everything else comes from the standard
+//! `OTEL_*` variables (`OTEL_EXPORTER_OTLP_PROTOCOL` `grpc` | `http/protobuf`
+//! (default), `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`,
+//! `OTEL_TRACES_SAMPLER`/`_ARG`, headers, timeouts, `OTEL_BSP_*`). Without an
+//! endpoint no exporter, no OpenTelemetry layer and no background thread exist.
+//! Incoming W3C `traceparent` headers make the request span a child of the
+//! API server's span.
+//!
+//! The exported decision span carries exactly the fields of the decision log
+//! line, under the same names ([`DECISION_FIELDS`]); `placement.patch.json` is
+//! cut to [`MAX_ATTRIBUTE_BYTES`] on the span and whole in the log line.
 //!
 //! Sampling: unless `OTEL_TRACES_SAMPLER` says otherwise, every admission
 //! span is recorded and exported (`always_on`). The span still joins the
 //! caller's trace (same trace id, parent span id), but an *unsampled*
-//! `traceparent` does not drop it — the API server samples its own spans
-//! sparsely, and a dryRun rollout must not lose the decisions it is judged by.
-//! A strict parent-based sampler would drop exactly those.
+//! `traceparent` does not drop it. kube-apiserver propagates `traceparent`
+//! even for the spans it does not sample (its default rate is 0 per million),
+//! so the SDK's default `parentbased_always_on` would drop every decision of
+//! a dryRun rollout — the very data it is judged by.
 
 use std::fmt;
 use std::io::Write as _;
 
 use opentelemetry::trace::TracerProvider as _;
-use opentelemetry_sdk::trace::SdkTracerProvider;
+use opentelemetry_sdk::propagation::TraceContextPropagator;
+use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider, TracerProviderBuilder};
 use serde_json::Value;
 use tracing::field::{Field, Visit};
 use tracing::span;
@@ -42,8 +55,45 @@ use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt as _;
 use tracing_subscriber::{EnvFilter, Layer, filter};
 
-/// The target of the one-per-decision log event.
+/// The target of the decision span and of the one-per-decision log event.
 pub const DECISION_TARGET: &str = "pod_director::decision";
+
+/// Every field of the decision log line besides `timestamp`, `level`,
+/// `target` and `message` — and every attribute of the exported decision
+/// span: the same names in both. A unit test holds this list equal to the
+/// fields the code declares; `tests/observability_names.rs` checks the
+/// dashboards and the collector config against it.
+pub const DECISION_FIELDS: &[&str] = &[
+    "webhook",
+    "admission.request.uid",
+    "admission.request.operation",
+    "admission.request.dryrun",
+    "admission.request.namespace",
+    "admission.request.name",
+    "admission.object.generate_name",
+    "admission.object.owner.kind",
+    "admission.object.owner.name",
+    "placement.group",
+    "placement.mode",
+    "placement.decision",
+    "placement.skip_reason",
+    "placement.conflicts",
+    "placement.violations",
+    "placement.summary",
+    "placement.message",
+    "placement.warning",
+    "placement.patch.json",
+    "placement.patch.op_count",
+    "placement.patch.paths",
+    "config.revision",
+    "latency_ms",
+    "error",
+    "trace_id",
+    "span_id",
+];
+
+/// The keys every JSON log line starts with.
+pub const LOG_LINE_KEYS: &[&str] = &["timestamp", "level", "target", "message"];
 
 /// Fields whose (string) value is JSON text, written into JSON logs as JSON.
 pub const JSON_FIELDS: &[&str] = &[
@@ -72,7 +122,7 @@ pub enum LogFormat {
 #[derive(Debug, thiserror::Error)]
 pub enum TelemetryError {
     #[error("RUST_LOG is not a valid filter (e.g. `info,pod_director=debug`): {0}")]
-    Filter(#[source] filter::FromEnvError),
+    Filter(#[source] filter::ParseError),
     #[error("cannot build the OTLP trace exporter (check OTEL_EXPORTER_OTLP_*): {0}")]
     Exporter(#[source] opentelemetry_otlp::ExporterBuildError),
     #[error("OTEL_EXPORTER_OTLP_PROTOCOL {0:?} is not one of grpc, http/protobuf")]
@@ -111,22 +161,16 @@ pub fn init(format: LogFormat) -> Result<Telemetry, TelemetryError> {
 }
 
 fn init_with_env(format: LogFormat, env: impl Fn(&str) -> Option<String>) -> Result<Telemetry, TelemetryError> {
-    let filter = EnvFilter::builder()
-        .with_default_directive(filter::LevelFilter::INFO.into())
-        .from_env()
-        .map_err(TelemetryError::Filter)?;
+    let filter = env_filter(env("RUST_LOG").as_deref())?;
     let provider = if otlp_enabled(&env) {
         Some(tracer_provider(&env)?)
     } else {
         None
     };
     let otel = provider.as_ref().map(|p| {
-        opentelemetry::global::set_text_map_propagator(opentelemetry_sdk::propagation::TraceContextPropagator::new());
+        opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
         opentelemetry::global::set_tracer_provider(p.clone());
-        tracing_opentelemetry::layer()
-            .with_tracer(p.tracer(SERVICE_NAME))
-            // The decision event repeats the span's attributes plus the whole patch; keep it off spans.
-            .with_filter(filter::filter_fn(|meta| meta.target() != DECISION_TARGET))
+        otel_layer(p)
     });
     let (json, text) = match format {
         LogFormat::Json => (Some(JsonLayer::new(std::io::stdout)), None),
@@ -147,6 +191,41 @@ fn init_with_env(format: LogFormat, env: impl Fn(&str) -> Option<String>) -> Res
         .try_init()
         .map_err(TelemetryError::AlreadyInstalled)?;
     Ok(Telemetry { provider })
+}
+
+/// `RUST_LOG` (default `info`), with decisions kept at `info` unless it names their target.
+fn env_filter(rust_log: Option<&str>) -> Result<EnvFilter, TelemetryError> {
+    let directives = rust_log.unwrap_or_default();
+    let filter = EnvFilter::builder()
+        .with_default_directive(filter::LevelFilter::INFO.into())
+        .parse(directives)
+        .map_err(TelemetryError::Filter)?;
+    if directives.contains(DECISION_TARGET) {
+        return Ok(filter);
+    }
+    let decisions = format!("{DECISION_TARGET}=info")
+        .parse()
+        .map_err(TelemetryError::Filter)?;
+    Ok(filter.add_directive(decisions))
+}
+
+/// The OpenTelemetry layer exporting spans through `provider`: span attributes
+/// are exactly the spans' fields (no source location, thread or timing extras),
+/// and the decision log event — which repeats the span's fields plus the whole
+/// patch — stays off the span.
+pub fn otel_layer<S>(provider: &SdkTracerProvider) -> impl Layer<S> + use<S>
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    tracing_opentelemetry::layer()
+        .with_tracer(provider.tracer(SERVICE_NAME))
+        .with_location(false)
+        .with_threads(false)
+        .with_target(false)
+        .with_tracked_inactivity(false)
+        .with_filter(filter::filter_fn(|meta| {
+            meta.is_span() || meta.target() != DECISION_TARGET
+        }))
 }
 
 fn otlp_enabled(env: &impl Fn(&str) -> Option<String>) -> bool {
@@ -170,33 +249,49 @@ fn tracer_provider(env: &impl Fn(&str) -> Option<String>) -> Result<SdkTracerPro
         other => return Err(TelemetryError::Protocol(other.to_owned())),
     }
     .map_err(TelemetryError::Exporter)?;
+    Ok(provider_builder_with_env(env).with_batch_exporter(exporter).build())
+}
+
+/// A tracer provider builder with pod-director's resource and sampler, from
+/// the `OTEL_*` environment: `service.name` `pod-director` unless
+/// `OTEL_SERVICE_NAME` or `OTEL_RESOURCE_ATTRIBUTES` names it, `service.version`,
+/// the sampler of `OTEL_TRACES_SAMPLER`, else `always_on` (see the module docs).
+/// The caller adds the exporter (benches and tests use in-memory ones).
+pub fn provider_builder() -> TracerProviderBuilder {
+    provider_builder_with_env(&|name: &str| std::env::var(name).ok())
+}
+
+fn provider_builder_with_env(env: &impl Fn(&str) -> Option<String>) -> TracerProviderBuilder {
+    // Resource::builder() also reads OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES.
     let mut resource = opentelemetry_sdk::Resource::builder().with_attribute(opentelemetry::KeyValue::new(
         "service.version",
         env!("CARGO_PKG_VERSION"),
     ));
-    let named_by_env = env("OTEL_SERVICE_NAME").is_some()
+    let named_by_env = env("OTEL_SERVICE_NAME").is_some_and(|n| !n.trim().is_empty())
         || env("OTEL_RESOURCE_ATTRIBUTES").is_some_and(|a| a.contains("service.name="));
     if !named_by_env {
         resource = resource.with_service_name(SERVICE_NAME);
     }
-    let mut builder = SdkTracerProvider::builder()
-        .with_batch_exporter(exporter)
-        .with_resource(resource.build());
-    if env("OTEL_TRACES_SAMPLER").is_none() {
-        builder = builder.with_sampler(opentelemetry_sdk::trace::Sampler::AlwaysOn);
+    let builder = SdkTracerProvider::builder().with_resource(resource.build());
+    // The SDK reads OTEL_TRACES_SAMPLER (and _ARG) itself; only its default differs.
+    if env("OTEL_TRACES_SAMPLER").is_some_and(|s| !s.trim().is_empty()) {
+        builder
+    } else {
+        builder.with_sampler(Sampler::AlwaysOn)
     }
-    Ok(builder.build())
 }
 
-/// Reads W3C trace context from request headers and makes it the span's parent.
-/// A no-op when traces are not exported or the header is absent.
+/// Reads W3C trace context (`traceparent`, `tracestate`) from request headers
+/// and makes it the span's parent, sampled or not. A no-op when traces are not
+/// exported or the header is absent or malformed.
 pub fn join_caller_trace(span: &tracing::Span, headers: &http::HeaderMap) {
+    use opentelemetry::propagation::TextMapPropagator as _;
     use opentelemetry::trace::TraceContextExt as _;
     use tracing_opentelemetry::OpenTelemetrySpanExt as _;
     if !headers.contains_key("traceparent") {
         return;
     }
-    let parent = opentelemetry::global::get_text_map_propagator(|p| p.extract(&HeaderExtractor(headers)));
+    let parent = TraceContextPropagator::new().extract(&HeaderExtractor(headers));
     if parent.span().span_context().is_valid() {
         // Fails only when the span has already started exporting, which it has not.
         let _ = span.set_parent(parent);
@@ -204,17 +299,28 @@ pub fn join_caller_trace(span: &tracing::Span, headers: &http::HeaderMap) {
 }
 
 /// Records `trace_id` and `span_id` on the span (so every log line inside it
-/// carries them) when it is exported; otherwise leaves them empty.
-pub fn record_trace_ids(span: &tracing::Span) {
+/// carries them) when it is exported; otherwise leaves them empty. Returns the
+/// trace id when the span is sampled, i.e. when the trace will exist in the
+/// backend (for exemplars).
+pub fn record_trace_ids(span: &tracing::Span) -> Option<String> {
     use opentelemetry::trace::TraceContextExt as _;
     use tracing_opentelemetry::OpenTelemetrySpanExt as _;
     let context = span.context();
     let otel_span = context.span();
     let ids = otel_span.span_context();
-    if ids.is_valid() {
-        span.record("trace_id", ids.trace_id().to_string().as_str());
-        span.record("span_id", ids.span_id().to_string().as_str());
+    if !ids.is_valid() {
+        return None;
     }
+    let trace_id = ids.trace_id().to_string();
+    span.record("trace_id", trace_id.as_str());
+    span.record("span_id", ids.span_id().to_string().as_str());
+    ids.is_sampled().then_some(trace_id)
+}
+
+/// Marks the exported span as failed (`status = error` in TraceQL).
+pub fn set_error_status(span: &tracing::Span, description: &str) {
+    use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+    span.set_status(opentelemetry::trace::Status::error(description.to_owned()));
 }
 
 /// Sets a string attribute on the exported span only, cut to [`MAX_ATTRIBUTE_BYTES`].
@@ -503,6 +609,152 @@ mod tests {
             ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318"),
             ("OTEL_SDK_DISABLED", "true"),
         ])));
+    }
+
+    #[test]
+    fn rust_log_warn_quiets_everything_but_the_decisions() {
+        let buffer = Buffer::default();
+        let filter = env_filter(Some("warn")).expect("valid");
+        let subscriber = tracing_subscriber::registry()
+            .with(filter)
+            .with(JsonLayer::new(buffer.clone()));
+        tracing::subscriber::with_default(subscriber, || {
+            let span = tracing::info_span!(target: DECISION_TARGET, "admission", webhook = "mutate");
+            span.in_scope(|| {
+                tracing::info!("chatter");
+                tracing::info!(target: DECISION_TARGET, "admission decision");
+            });
+        });
+        let lines = lines(&buffer);
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert_eq!(lines[0]["message"], "admission decision");
+        assert_eq!(lines[0]["webhook"], "mutate", "the span is enabled too");
+    }
+
+    #[test]
+    fn rust_log_can_still_silence_the_decisions() {
+        let buffer = Buffer::default();
+        let filter = env_filter(Some("warn,pod_director::decision=off")).expect("valid");
+        let subscriber = tracing_subscriber::registry()
+            .with(filter)
+            .with(JsonLayer::new(buffer.clone()));
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::info!(target: DECISION_TARGET, "admission decision");
+        });
+        assert!(lines(&buffer).is_empty());
+        assert!(matches!(
+            env_filter(Some("pod_director=[")),
+            Err(TelemetryError::Filter(_))
+        ));
+    }
+
+    /// Collects exported spans.
+    #[derive(Debug, Clone, Default)]
+    struct Exported(Arc<Mutex<Vec<opentelemetry_sdk::trace::SpanData>>>);
+
+    impl opentelemetry_sdk::trace::SpanExporter for Exported {
+        async fn export(
+            &self,
+            batch: Vec<opentelemetry_sdk::trace::SpanData>,
+        ) -> opentelemetry_sdk::error::OTelSdkResult {
+            if let Ok(mut spans) = self.0.lock() {
+                spans.extend(batch);
+            }
+            Ok(())
+        }
+    }
+
+    fn traced_span(headers: &http::HeaderMap) -> (Vec<opentelemetry_sdk::trace::SpanData>, Option<String>, Vec<Value>) {
+        let exported = Exported::default();
+        let buffer = Buffer::default();
+        let provider = provider_builder_with_env(&|_: &str| None)
+            .with_simple_exporter(exported.clone())
+            .build();
+        let subscriber = tracing_subscriber::registry()
+            .with(otel_layer(&provider))
+            .with(JsonLayer::new(buffer.clone()));
+        let sampled = tracing::subscriber::with_default(subscriber, || {
+            let span = tracing::info_span!(
+                target: DECISION_TARGET,
+                "admission",
+                otel.name = "POST /mutate",
+                otel.kind = "server",
+                placement.decision = tracing::field::Empty,
+                trace_id = tracing::field::Empty,
+                span_id = tracing::field::Empty,
+            );
+            join_caller_trace(&span, headers);
+            let sampled = record_trace_ids(&span);
+            span.record("placement.decision", "would_patch");
+            span.in_scope(|| tracing::info!(target: DECISION_TARGET, "admission decision"));
+            sampled
+        });
+        let spans = exported.0.lock().map(|s| s.clone()).unwrap_or_default();
+        (spans, sampled, lines(&buffer))
+    }
+
+    #[test]
+    fn an_unsampled_caller_trace_is_joined_and_the_span_is_still_exported() {
+        let mut headers = http::HeaderMap::new();
+        headers.insert(
+            "traceparent",
+            http::HeaderValue::from_static("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00"),
+        );
+        let (spans, sampled, lines) = traced_span(&headers);
+        assert_eq!(
+            spans.len(),
+            1,
+            "the decision span is exported despite the unsampled parent"
+        );
+        let span = &spans[0];
+        assert_eq!(
+            span.span_context.trace_id().to_string(),
+            "4bf92f3577b34da6a3ce929d0e0e4736"
+        );
+        assert_eq!(span.parent_span_id.to_string(), "00f067aa0ba902b7");
+        assert!(span.span_context.is_sampled());
+        assert_eq!(span.name, "POST /mutate");
+        assert_eq!(span.span_kind, opentelemetry::trace::SpanKind::Server);
+        assert_eq!(sampled.as_deref(), Some("4bf92f3577b34da6a3ce929d0e0e4736"));
+        assert_eq!(lines[0]["trace_id"], "4bf92f3577b34da6a3ce929d0e0e4736");
+        assert_eq!(lines[0]["span_id"], span.span_context.span_id().to_string());
+    }
+
+    #[test]
+    fn without_traceparent_the_span_starts_its_own_trace() {
+        let (spans, sampled, lines) = traced_span(&http::HeaderMap::new());
+        assert_eq!(spans.len(), 1);
+        let trace_id = spans[0].span_context.trace_id().to_string();
+        assert_eq!(spans[0].parent_span_id, opentelemetry::trace::SpanId::INVALID);
+        assert_eq!(sampled.as_deref(), Some(trace_id.as_str()));
+        assert_eq!(lines[0]["trace_id"], trace_id.as_str());
+    }
+
+    #[test]
+    fn a_malformed_traceparent_is_ignored() {
+        let mut headers = http::HeaderMap::new();
+        headers.insert(
+            "traceparent",
+            http::HeaderValue::from_static("00-zz-00f067aa0ba902b7-01"),
+        );
+        let (spans, _, _) = traced_span(&headers);
+        assert_eq!(spans.len(), 1);
+        assert_eq!(spans[0].parent_span_id, opentelemetry::trace::SpanId::INVALID);
+    }
+
+    #[test]
+    fn exported_attributes_are_the_span_fields_and_nothing_else() {
+        let (spans, _, _) = traced_span(&http::HeaderMap::new());
+        let mut keys: Vec<String> = spans[0].attributes.iter().map(|kv| kv.key.to_string()).collect();
+        keys.sort();
+        assert_eq!(keys, ["placement.decision", "span_id", "trace_id"]);
+        assert!(spans[0].events.is_empty(), "the decision event stays off the span");
+    }
+
+    #[test]
+    fn without_a_subscriber_layer_there_are_no_trace_ids() {
+        let span = tracing::info_span!("admission", trace_id = tracing::field::Empty);
+        assert_eq!(record_trace_ids(&span), None);
     }
 
     #[test]

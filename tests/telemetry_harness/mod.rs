@@ -1,0 +1,269 @@
+//! Runs real admission reviews through the production subscriber layers (the
+//! OpenTelemetry layer with an in-memory exporter, the JSON log layer into a
+//! buffer) and hands back what they emitted: exported spans, log lines and the
+//! metrics text.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use opentelemetry_sdk::error::OTelSdkResult;
+use opentelemetry_sdk::trace::{SpanData, SpanExporter};
+use pod_director::admission::Admission;
+use pod_director::config::Config;
+use pod_director::metrics::Metrics;
+use pod_director::namespaces::StaticNamespaces;
+use pod_director::placement::Webhook;
+use pod_director::telemetry::{self, DECISION_TARGET, JsonLayer};
+use serde_json::{Value, json};
+use tracing_subscriber::layer::SubscriberExt as _;
+
+/// The configuration the reviews run against: one group per mode and conflict
+/// policy, and `bulky`, whose patch is larger than a span attribute may be.
+pub fn config() -> String {
+    let bulky: Vec<String> = (0..40)
+        .map(|i| format!("      example.com/feature-{i:02}: enabled-on-this-node-pool-{i:02}"))
+        .collect();
+    format!(
+        "{CONFIG}  bulky:\n    mode: dryRun\n    nodeSelector:\n{}\n",
+        bulky.join("\n")
+    )
+}
+
+const CONFIG: &str = r#"
+groups:
+  shadow:
+    mode: dryRun
+    nodeSelector: {node-pool: ci, kubernetes.io/os: linux}
+    tolerations:
+      - {key: dedicated, operator: Equal, value: ci, effect: NoSchedule}
+  strict:
+    mode: enforce
+    onConflict: reject
+    nodeSelector: {node-pool: ci}
+  lenient:
+    mode: warn
+    onConflict: override
+    nodeSelector: {node-pool: ci}
+"#;
+
+/// Namespace → group label value (`unknown` names no defined group).
+pub const NAMESPACES: &[(&str, &str)] = &[
+    ("team-shadow", "shadow"),
+    ("team-strict", "strict"),
+    ("team-lenient", "lenient"),
+    ("team-typo", "shaddow"),
+    ("team-bulky", "bulky"),
+];
+
+/// Collects exported spans and the resource attributes they are exported with.
+#[derive(Debug, Clone, Default)]
+pub struct Exported {
+    spans: Arc<Mutex<Vec<SpanData>>>,
+    resource: Arc<Mutex<Vec<String>>>,
+}
+
+impl SpanExporter for Exported {
+    async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
+        if let Ok(mut spans) = self.spans.lock() {
+            spans.extend(batch);
+        }
+        Ok(())
+    }
+
+    fn set_resource(&mut self, resource: &opentelemetry_sdk::Resource) {
+        if let Ok(mut keys) = self.resource.lock() {
+            *keys = resource.iter().map(|(k, _)| k.to_string()).collect();
+        }
+    }
+}
+
+/// Collects log output.
+#[derive(Clone, Default)]
+pub struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if let Ok(mut bytes) = self.0.lock() {
+            bytes.extend_from_slice(buf);
+        }
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'w> tracing_subscriber::fmt::MakeWriter<'w> for Captured {
+    type Writer = Captured;
+    fn make_writer(&'w self) -> Self::Writer {
+        self.clone()
+    }
+}
+
+/// One request to review.
+pub struct Request {
+    pub webhook: Webhook,
+    pub headers: http::HeaderMap,
+    pub body: Vec<u8>,
+}
+
+impl Request {
+    pub fn mutate(body: Value) -> Self {
+        Self {
+            webhook: Webhook::Mutate,
+            headers: http::HeaderMap::new(),
+            body: serde_json::to_vec(&body).unwrap_or_default(),
+        }
+    }
+
+    pub fn validate(body: Value) -> Self {
+        Self {
+            webhook: Webhook::Validate,
+            ..Self::mutate(body)
+        }
+    }
+
+    pub fn raw(webhook: Webhook, body: &[u8]) -> Self {
+        Self {
+            webhook,
+            headers: http::HeaderMap::new(),
+            body: body.to_vec(),
+        }
+    }
+
+    pub fn with_traceparent(mut self, traceparent: &'static str) -> Self {
+        self.headers
+            .insert("traceparent", http::HeaderValue::from_static(traceparent));
+        self
+    }
+}
+
+/// What the reviews emitted.
+pub struct Emitted {
+    pub spans: Vec<SpanData>,
+    /// Keys of the resource attributes the spans are exported with.
+    pub resource: Vec<String>,
+    /// Every JSON log line.
+    pub lines: Vec<Value>,
+    pub metrics: String,
+}
+
+impl Emitted {
+    /// The decision log lines, in order.
+    pub fn decisions(&self) -> Vec<&Value> {
+        self.lines.iter().filter(|l| l["target"] == DECISION_TARGET).collect()
+    }
+}
+
+/// Reviews `requests` in order, one after the other.
+pub fn review(requests: Vec<Request>) -> Emitted {
+    let loaded = Config::from_yaml(&config(), "observability test", Vec::new()).expect("the test config is valid");
+    let namespaces = StaticNamespaces::new();
+    for (name, group) in NAMESPACES {
+        namespaces.insert(
+            name,
+            BTreeMap::from([("pod-director/group".to_owned(), (*group).to_owned())]),
+        );
+    }
+    let metrics = Arc::new(Metrics::new());
+    let admission = Admission::new(
+        Arc::new(ArcSwap::from_pointee(loaded)),
+        Arc::new(namespaces),
+        metrics.clone(),
+        Duration::from_secs(5),
+    );
+    let exported = Exported::default();
+    let captured = Captured::default();
+    let provider = telemetry::provider_builder()
+        .with_simple_exporter(exported.clone())
+        .build();
+    let subscriber = tracing_subscriber::registry()
+        .with(telemetry::otel_layer(&provider))
+        .with(JsonLayer::new(captured.clone()));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    tracing::subscriber::with_default(subscriber, || {
+        for request in &requests {
+            runtime.block_on(admission.review(request.webhook, &request.headers, &request.body));
+        }
+    });
+    let _ = provider.shutdown();
+    let text = String::from_utf8(captured.0.lock().map(|b| b.clone()).unwrap_or_default()).expect("UTF-8 logs");
+    Emitted {
+        spans: exported.spans.lock().map(|s| s.clone()).unwrap_or_default(),
+        resource: exported.resource.lock().map(|r| r.clone()).unwrap_or_default(),
+        lines: text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("log line is not JSON ({e}): {l}")))
+            .collect(),
+        metrics: metrics.encode(),
+    }
+}
+
+/// A pod CREATE AdmissionReview as kube-apiserver sends it.
+pub fn pod_create(uid: &str, namespace: &str, spec: Value) -> Value {
+    json!({
+        "kind": "AdmissionReview",
+        "apiVersion": "admission.k8s.io/v1",
+        "request": {
+            "uid": uid,
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
+            "requestResource": {"group": "", "version": "v1", "resource": "pods"},
+            "name": "",
+            "namespace": namespace,
+            "operation": "CREATE",
+            "userInfo": {"username": "system:serviceaccount:kube-system:replicaset-controller"},
+            "object": {
+                "kind": "Pod",
+                "apiVersion": "v1",
+                "metadata": {
+                    "generateName": "web-7c9f8d-",
+                    "namespace": namespace,
+                    "labels": {"app": "web"},
+                    "ownerReferences": [{
+                        "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-7c9f8d",
+                        "uid": "0f8e3c1a-2b4d-4e6f-8a9b-1c2d3e4f5a6b", "controller": true
+                    }]
+                },
+                "spec": spec,
+            },
+            "dryRun": false,
+            "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"}
+        }
+    })
+}
+
+/// A plain pod spec with one container.
+pub fn spec() -> Value {
+    json!({"containers": [{"name": "web", "image": "nginx:1.27"}]})
+}
+
+/// A representative mix: would-patch, conflict (denied, overridden), unknown
+/// group, skipped (excluded namespace and not applicable), validate, error.
+pub fn representative_requests() -> Vec<Request> {
+    let conflicting =
+        json!({"containers": [{"name": "web", "image": "nginx:1.27"}], "nodeSelector": {"node-pool": "gpu"}});
+    let mut delete = pod_create("uid-delete", "team-shadow", spec());
+    delete["request"]["operation"] = json!("DELETE");
+    // At /validate the pod has its generated name.
+    let mut validate = pod_create("uid-validate", "team-shadow", spec());
+    validate["request"]["name"] = json!("web-7c9f8d-x2x4k");
+    validate["request"]["object"]["metadata"]["name"] = json!("web-7c9f8d-x2x4k");
+    vec![
+        Request::mutate(pod_create("uid-would-patch", "team-shadow", spec())),
+        Request::mutate(pod_create("uid-denied", "team-strict", conflicting.clone())),
+        Request::mutate(pod_create("uid-overridden", "team-lenient", conflicting)),
+        Request::mutate(pod_create("uid-unknown", "team-typo", spec())),
+        Request::mutate(pod_create("uid-excluded", "kube-system", spec())),
+        Request::mutate(delete),
+        Request::validate(validate),
+        Request::raw(Webhook::Mutate, b"{\"kind\":\"AdmissionReview\""),
+    ]
+}
