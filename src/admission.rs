@@ -24,13 +24,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
-use base64::Engine as _;
 use http::StatusCode;
 use k8s_openapi::api::core::v1::Pod;
-use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 use kube::core::response::StatusSummary;
+use kube::core::{DynamicObject, TypeMeta};
 use serde_json::Value;
+use serde_json::value::RawValue;
 use tracing::field::Empty;
 use tracing::{Instrument as _, Level, Span};
 
@@ -39,6 +39,10 @@ use crate::metrics::Metrics;
 use crate::namespaces::{self, Labels, LookupError, NamespaceSource};
 use crate::placement::{self, Decision, Outcome, SkipReason, Webhook};
 use crate::telemetry::{self, DECISION_TARGET};
+
+mod wire;
+
+use wire::NotAPod;
 
 const API_VERSION: &str = "admission.k8s.io/v1";
 const KIND: &str = "AdmissionReview";
@@ -123,48 +127,114 @@ impl Rejected {
 }
 
 /// Decodes and checks an AdmissionReview body.
+///
+/// A pod CREATE or UPDATE is decoded in one pass, its object straight into a
+/// [`Pod`]. Anything else — other resources, and every request with something
+/// wrong in it — is decoded with the object left raw, and checked in the order
+/// and with the errors of decoding the whole review as kube-core's
+/// `AdmissionReview<DynamicObject>`: an object that is not a Kubernetes object
+/// at all makes the body undecodable ([`AdmissionError::Decode`]), one that is
+/// not a valid v1 Pod is [`AdmissionError::InvalidPod`].
 pub fn parse(body: &[u8]) -> Result<Parsed, Rejected> {
+    match parse_pod(body) {
+        Some(parsed) => Ok(parsed),
+        None => parse_checked(body),
+    }
+}
+
+/// A well-formed pod CREATE or UPDATE in one pass; `None` for anything else.
+fn parse_pod(body: &[u8]) -> Option<Parsed> {
+    // UTF-8 checked once for the whole body, rather than string by string by `from_slice`.
+    let review: wire::Review<'_, Pod> = serde_json::from_str(std::str::from_utf8(body).ok()?).ok()?;
+    if review.kind != KIND || review.api_version != API_VERSION {
+        return None;
+    }
+    let (request, pod, old) = review.request?.split(TypeMeta {
+        api_version: review.api_version,
+        kind: review.kind,
+    });
+    if request.uid.is_empty()
+        || not_applicable(&request).is_some()
+        || request.namespace.as_deref().is_none_or(str::is_empty)
+    {
+        return None;
+    }
+    let pod = pod.filter(wire::has_metadata)?;
+    let old = match (request.operation == Operation::Update, old) {
+        (true, Some(old)) => Some(Box::new(wire::pod(old).ok()?)),
+        // An oldObject on CREATE is kept in the request, as a DynamicObject: the checked way.
+        (false, Some(_)) => return None,
+        (_, None) => None,
+    };
+    Some(Parsed {
+        request,
+        subject: Subject::Pod {
+            pod: Box::new(pod),
+            old,
+        },
+    })
+}
+
+/// Any request, checked step by step (see [`parse`]).
+fn parse_checked(body: &[u8]) -> Result<Parsed, Rejected> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(Rejected::new(None, AdmissionError::EmptyBody));
     }
-    let review: AdmissionReview<DynamicObject> =
-        serde_json::from_slice(body).map_err(|e| Rejected::new(uid_of(body).as_deref(), AdmissionError::Decode(e)))?;
+    let undecodable = |e| Rejected::new(uid_of(body).as_deref(), AdmissionError::Decode(e));
+    let review: wire::Review<'_, &RawValue> = serde_json::from_slice(body).map_err(undecodable)?;
+    let objects = review.request.as_ref().map(wire::Request::objects);
+    // Any error is preceded by the decode error the whole review would have had.
+    let reject = |uid: Option<&str>, error| match objects.as_ref().map(wire::RawObjects::dynamic) {
+        Some(Err(e)) => undecodable(e),
+        _ => Rejected::new(uid, error),
+    };
     let uid = review.request.as_ref().map(|r| r.uid.as_str());
-    if review.types.kind != KIND {
-        return Err(Rejected::new(uid, AdmissionError::WrongKind(review.types.kind)));
+    if review.kind != KIND {
+        return Err(reject(uid, AdmissionError::WrongKind(review.kind)));
     }
-    if review.types.api_version != API_VERSION {
-        return Err(Rejected::new(
-            uid,
-            AdmissionError::WrongApiVersion(review.types.api_version),
-        ));
+    if review.api_version != API_VERSION {
+        return Err(reject(uid, AdmissionError::WrongApiVersion(review.api_version)));
     }
-    let mut request: AdmissionRequest<DynamicObject> = review
-        .try_into()
-        .map_err(|_| Rejected::new(None, AdmissionError::MissingRequest))?;
+    let Some(request) = review.request else {
+        return Err(reject(None, AdmissionError::MissingRequest));
+    };
+    let objects = request.objects();
+    let (mut request, ..) = request.split(TypeMeta {
+        api_version: review.api_version,
+        kind: review.kind,
+    });
     if request.uid.is_empty() {
-        return Err(Rejected::new(None, AdmissionError::MissingUid));
+        return Err(reject(None, AdmissionError::MissingUid));
     }
-    let reject = |error| Rejected::new(Some(&request.uid), error);
+    let reject = |request: &AdmissionRequest<DynamicObject>, error| reject(Some(&request.uid), error);
     if let Some(why) = not_applicable(&request) {
+        (request.object, request.old_object) = objects.dynamic().map_err(undecodable)?;
         return Ok(Parsed {
             request,
             subject: Subject::NotApplicable(why),
         });
     }
     if request.namespace.as_deref().is_none_or(str::is_empty) {
-        return Err(reject(AdmissionError::MissingNamespace));
+        return Err(reject(&request, AdmissionError::MissingNamespace));
     }
-    let object = request
+    let object = objects
         .object
-        .take()
-        .ok_or_else(|| reject(AdmissionError::MissingObject))?;
-    let pod = to_pod(object).map_err(|e| reject(AdmissionError::InvalidPod(e)))?;
-    let old = match (request.operation == Operation::Update, request.old_object.take()) {
-        (true, Some(old)) => Some(Box::new(
-            to_pod(old).map_err(|e| reject(AdmissionError::InvalidOldPod(e)))?,
-        )),
-        _ => None,
+        .ok_or_else(|| reject(&request, AdmissionError::MissingObject))?;
+    let pod = wire::pod(object).map_err(|e| match e {
+        NotAPod::Undecodable(e) => undecodable(e),
+        NotAPod::Invalid(e) => reject(&request, AdmissionError::InvalidPod(e)),
+    })?;
+    let old = match (request.operation == Operation::Update, objects.old_object) {
+        (true, Some(old)) => Some(Box::new(wire::pod(old).map_err(|e| match e {
+            NotAPod::Undecodable(e) => undecodable(e),
+            NotAPod::Invalid(e) => reject(&request, AdmissionError::InvalidOldPod(e)),
+        })?)),
+        (false, Some(old)) => {
+            // Not looked at, but decoded and kept in the request as before.
+            request.old_object = Some(wire::dynamic(old).map_err(undecodable)?);
+            None
+        }
+        (_, None) => None,
     };
     Ok(Parsed {
         request,
@@ -190,10 +260,6 @@ fn not_applicable(request: &AdmissionRequest<DynamicObject>) -> Option<String> {
         Operation::Delete => Some("operation DELETE".to_owned()),
         Operation::Connect => Some("operation CONNECT".to_owned()),
     }
-}
-
-fn to_pod(object: DynamicObject) -> Result<Pod, serde_json::Error> {
-    serde_json::to_value(object).and_then(serde_json::from_value)
 }
 
 /// The request uid of an otherwise unreadable body, when there is one.
@@ -223,9 +289,11 @@ pub fn render(
         response.result.code = StatusCode::FORBIDDEN.as_u16();
         response.result.reason = "Forbidden".to_owned();
     } else if outcome.apply_patch && !outcome.patch.0.is_empty() {
+        // with_patch sets `patchType: JSONPatch`; the bytes are the outcome's patch, serialized without cloning it.
         response = response
-            .with_patch(outcome.patch.clone())
+            .with_patch(json_patch::Patch(Vec::new()))
             .map_err(|e| AdmissionError::Encode(serde_json::Error::io(std::io::Error::other(e))))?;
+        response.patch = Some(serde_json::to_vec(&outcome.patch).map_err(AdmissionError::Encode)?);
     }
     if let Some(warning) = &outcome.warning {
         response.warnings = Some(vec![warning.clone()]);
@@ -281,7 +349,7 @@ pub fn audit_annotations(outcome: &Outcome, revision: &str) -> HashMap<String, S
 
 /// The patch as compact JSON when it fits, else its size and first paths.
 fn patch_annotation(outcome: &Outcome) -> String {
-    let json = outcome.patch_json().to_string();
+    let json = outcome.patch_text();
     if json.len() <= MAX_ANNOTATION_BYTES {
         return json;
     }
@@ -309,16 +377,9 @@ fn patch_annotation(outcome: &Outcome) -> String {
 
 /// Serializes a review for the API server. kube-core writes `response.patch`
 /// (`Vec<u8>`) as an array of numbers (kube-rs#1781); Go decodes `[]byte` from
-/// a base64 string, so the patch is rewritten as one.
+/// a base64 string, so the patch is written as one.
 pub fn to_wire(review: &AdmissionReview<DynamicObject>) -> Result<Vec<u8>, AdmissionError> {
-    let mut value = serde_json::to_value(review).map_err(AdmissionError::Encode)?;
-    if let (Some(patch), Some(slot)) = (
-        review.response.as_ref().and_then(|r| r.patch.as_ref()),
-        value.pointer_mut("/response/patch"),
-    ) {
-        *slot = Value::String(base64::engine::general_purpose::STANDARD.encode(patch));
-    }
-    serde_json::to_vec(&value).map_err(AdmissionError::Encode)
+    wire::encode(review).map_err(AdmissionError::Encode)
 }
 
 /// An HTTP answer: a status and an AdmissionReview JSON body.
@@ -358,7 +419,7 @@ impl Admission {
         let started = Instant::now();
         let span = decision_span(webhook);
         telemetry::join_caller_trace(&span, headers);
-        telemetry::record_trace_ids(&span);
+        let trace_id = telemetry::record_trace_ids(&span);
         let loaded = self.config.load_full();
         span.record("config.revision", loaded.revision.as_str());
 
@@ -394,7 +455,8 @@ impl Admission {
             }
         };
         let latency = started.elapsed();
-        self.metrics.observe_decision(&outcome, latency);
+        self.metrics
+            .observe_traced_decision(&outcome, latency, trace_id.as_deref());
         log_decision(&span, &outcome, latency, error.as_ref());
         reply
     }
@@ -463,13 +525,15 @@ fn bare_outcome(webhook: Webhook, decision: Decision) -> Outcome {
     outcome
 }
 
-/// The request span; its fields are the decision log line's and the exported span's attributes.
+/// The request span; its fields are the decision log line's and the exported span's attributes
+/// (listed in [`telemetry::DECISION_FIELDS`], held equal by a test).
 fn decision_span(webhook: Webhook) -> Span {
     let name = match webhook {
         Webhook::Mutate => "POST /mutate",
         Webhook::Validate => "POST /validate",
     };
     tracing::info_span!(
+        target: DECISION_TARGET,
         "admission",
         otel.name = name,
         otel.kind = "server",
@@ -533,7 +597,8 @@ fn record_request(span: &Span, parsed: &Parsed) {
 }
 
 fn json_strings<T: ToString>(items: &[T]) -> String {
-    Value::Array(items.iter().map(|i| Value::String(i.to_string())).collect()).to_string()
+    let strings: Vec<String> = items.iter().map(ToString::to_string).collect();
+    serde_json::to_string(&strings).unwrap_or_else(|_| "[]".to_owned())
 }
 
 /// Records the outcome on the span and writes the one decision log line.
@@ -563,14 +628,20 @@ fn log_decision(span: &Span, outcome: &Outcome, latency: Duration, error: Option
     if let Some(warning) = &outcome.warning {
         span.record("placement.warning", warning.as_str());
     }
-    span.record("placement.patch.op_count", outcome.patch.0.len());
+    // i64, not usize: tracing-opentelemetry exports u64 fields as strings.
+    span.record(
+        "placement.patch.op_count",
+        i64::try_from(outcome.patch.0.len()).unwrap_or(i64::MAX),
+    );
     span.record("placement.patch.paths", json_strings(&outcome.patch_paths()).as_str());
     // Microsecond precision is plenty and keeps the number short.
     span.record("latency_ms", latency.as_micros() as f64 / 1000.0);
     if let Some(error) = error {
-        span.record("error", error.to_string().as_str());
+        let text = error.to_string();
+        span.record("error", text.as_str());
+        telemetry::set_error_status(span, &text);
     }
-    let patch = outcome.patch_json().to_string();
+    let patch = outcome.patch_text();
     telemetry::set_bounded_attribute(span, "placement.patch.json", &patch);
     span.in_scope(|| match error {
         None => tracing::event!(target: DECISION_TARGET, Level::INFO, placement.patch.json = patch.as_str(), "admission decision"),

@@ -179,7 +179,12 @@ fn cases() -> Vec<Case> {
             StatusCode::BAD_REQUEST,
             "EOF",
         ),
-        case("deeply nested JSON", deep, StatusCode::BAD_REQUEST, "recursion limit"),
+        case(
+            "deeply nested JSON",
+            deep,
+            StatusCode::BAD_REQUEST,
+            "is not an AdmissionReview",
+        ),
         case(
             "bytes that are not UTF-8",
             non_utf8,

@@ -1,5 +1,6 @@
 use std::sync::{Arc, Mutex};
 
+use base64::Engine as _;
 use json_patch::{AddOperation, Patch, PatchOperation, jsonptr::PointerBuf};
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -536,4 +537,66 @@ fn pointers(value: &Value) -> Vec<String> {
     let mut out = Vec::new();
     walk(value, String::new(), &mut out);
     out
+}
+
+/// Names of the fields declared by the decision span and the decision event.
+#[derive(Clone, Default)]
+struct Declared(Arc<Mutex<Vec<String>>>);
+
+impl Declared {
+    fn push(&self, fields: &tracing::field::FieldSet) {
+        if let Ok(mut names) = self.0.lock() {
+            names.extend(fields.iter().map(|f| f.name().to_owned()));
+        }
+    }
+}
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Declared {
+    fn on_new_span(
+        &self,
+        attrs: &tracing::span::Attributes<'_>,
+        _: &tracing::span::Id,
+        _: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        if attrs.metadata().target() == DECISION_TARGET {
+            self.push(attrs.metadata().fields());
+        }
+    }
+
+    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        if event.metadata().target() == DECISION_TARGET {
+            self.push(event.metadata().fields());
+        }
+    }
+}
+
+#[test]
+fn the_documented_decision_fields_are_exactly_the_declared_ones() {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    let declared = Declared::default();
+    let subscriber = tracing_subscriber::registry().with(declared.clone());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    tracing::subscriber::with_default(subscriber, || {
+        runtime.block_on(admission(Arc::new(StaticNamespaces::new())).review(
+            Webhook::Mutate,
+            &http::HeaderMap::new(),
+            &bytes(&review()),
+        ));
+    });
+    let mut names: Vec<String> = declared
+        .0
+        .lock()
+        .map(|n| n.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|n| n != "message" && !n.starts_with("otel."))
+        .collect();
+    names.sort();
+    names.dedup();
+    let mut documented: Vec<String> = telemetry::DECISION_FIELDS.iter().map(|s| (*s).to_owned()).collect();
+    documented.sort();
+    assert_eq!(names, documented);
 }

@@ -243,6 +243,12 @@ impl Outcome {
         serde_json::to_value(&self.patch).unwrap_or_else(|_| serde_json::Value::Array(Vec::new()))
     }
 
+    /// The patch as compact JSON text: the bytes enforce sends, the same text as
+    /// `patch_json().to_string()` without building the `Value`.
+    pub fn patch_text(&self) -> String {
+        serde_json::to_string(&self.patch).unwrap_or_else(|_| "[]".to_owned())
+    }
+
     /// The JSON Pointer of every operation, in order.
     pub fn patch_paths(&self) -> Vec<String> {
         self.patch.0.iter().map(|op| op.path().to_string()).collect()

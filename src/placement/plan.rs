@@ -21,7 +21,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::affinity::{and_terms, describe_term, term_implies, unsatisfiable, without_keys_of};
-use super::tolerations::{describe, is_tolerated, normalized};
+use super::tolerations::{describe, is_tolerated, normalized, same};
 use super::{Conflict, Resolution};
 use crate::config::{Group, OnConflict};
 
@@ -188,7 +188,7 @@ impl Planner<'_> {
         let existing = self.spec.tolerations.as_deref().unwrap_or_default();
         let mut missing: Vec<Toleration> = Vec::new();
         for wanted in &self.group.tolerations {
-            let already = is_tolerated(existing, wanted) || missing.iter().any(|m| normalized(m) == normalized(wanted));
+            let already = is_tolerated(existing, wanted) || missing.iter().any(|m| same(m, wanted));
             if !already {
                 missing.push(normalized(wanted));
             }

@@ -28,9 +28,22 @@ pub fn normalized(t: &Toleration) -> Toleration {
     }
 }
 
+/// Whether `a` and `b` are the same toleration spelled alike: `normalized(a) ==
+/// normalized(b)`, without building either.
+pub fn same(a: &Toleration, b: &Toleration) -> bool {
+    fn set(s: &Option<String>) -> Option<&str> {
+        s.as_deref().filter(|s| !s.is_empty())
+    }
+    set(&a.key) == set(&b.key)
+        && operator(a) == operator(b)
+        && set(&a.value) == set(&b.value)
+        && set(&a.effect) == set(&b.effect)
+        && a.toleration_seconds == b.toleration_seconds
+}
+
 /// Whether `ss` tolerates every taint `t` tolerates (`isSuperset` of the in-tree code).
 pub fn is_superset(ss: &Toleration, t: &Toleration) -> bool {
-    if normalized(ss) == normalized(t) {
+    if same(ss, t) {
         return true;
     }
     // An empty key with Exists matches every key.
@@ -147,5 +160,32 @@ mod tests {
             &tol("dedicated", "Equal", "gpu", "NoSchedule", None),
             &tol("dedicated", "Equal", "ci", "NoSchedule", None)
         ));
+    }
+
+    #[test]
+    fn same_agrees_with_comparing_the_normalized_tolerations() {
+        let texts = [None, Some(""), Some("a"), Some("b")];
+        let operators = [None, Some(""), Some("Equal"), Some("Exists")];
+        let mut spellings = Vec::new();
+        for key in texts {
+            for operator in operators {
+                for value in texts {
+                    for (effect, seconds) in [(None, None), (Some("NoExecute"), Some(30)), (Some(""), None)] {
+                        spellings.push(Toleration {
+                            key: key.map(str::to_owned),
+                            operator: operator.map(str::to_owned),
+                            value: value.map(str::to_owned),
+                            effect: effect.map(str::to_owned),
+                            toleration_seconds: seconds,
+                        });
+                    }
+                }
+            }
+        }
+        for a in &spellings {
+            for b in &spellings {
+                assert_eq!(same(a, b), normalized(a) == normalized(b), "{a:?} vs {b:?}");
+            }
+        }
     }
 }

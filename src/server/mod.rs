@@ -300,6 +300,53 @@ pub async fn start(settings: Settings, namespaces: Arc<dyn NamespaceSource>) -> 
     })
 }
 
+/// A server on the admission port's exact stack — TLS from `tls`, hyper-util's
+/// auto builder, the request deadline, warp routing and body handling — that
+/// answers `canned` to every review without reviewing anything: the floor the
+/// load harness (`benches/load.rs`) compares pod-director with.
+#[doc(hidden)]
+pub async fn start_canned(
+    addr: SocketAddr,
+    tls: &TlsFiles,
+    max_body_bytes: u64,
+    canned: bytes::Bytes,
+) -> Result<CannedServer, ServerError> {
+    let resolver = Arc::new(tls::CertResolver::new(tls::load(tls)?));
+    let acceptor = TlsAcceptor::from(Arc::new(tls::server_config(resolver)?));
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServerError::Bind { addr, source })?;
+    let addr = local_addr(&listener, addr);
+    let (shutdown, shutdown_rx) = watch::channel(false);
+    let routes = respond(routes::canned(canned, max_body_bytes), Duration::from_secs(10));
+    let task = tokio::spawn(serve(
+        listener,
+        Some(acceptor),
+        routes,
+        shutdown_rx,
+        Duration::from_secs(10),
+    ));
+    Ok(CannedServer { addr, shutdown, task })
+}
+
+/// A started [`start_canned`] server.
+#[doc(hidden)]
+pub struct CannedServer {
+    pub addr: SocketAddr,
+    shutdown: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+impl CannedServer {
+    /// Stops accepting and drains in-flight requests.
+    pub async fn shutdown(self) {
+        let _ = self.shutdown.send(true);
+        if let Err(err) = self.task.await {
+            warn!(error = %err, "the canned server ended abnormally");
+        }
+    }
+}
+
 fn local_addr(listener: &TcpListener, fallback: SocketAddr) -> SocketAddr {
     listener.local_addr().unwrap_or(fallback)
 }

@@ -121,6 +121,31 @@ pub fn admission(
         .recover(rejection)
 }
 
+/// `POST /mutate` and `POST /validate` answering `canned` (an AdmissionReview) to
+/// every request, after the same routing and body handling as [`admission`]:
+/// the load harness's floor (`benches/load.rs`), which reviews nothing.
+pub fn canned(canned: Bytes, max_body_bytes: u64) -> impl Filter<Extract = (impl Reply,), Error = Infallible> + Clone {
+    let endpoint = move |name: &'static str| {
+        let canned = canned.clone();
+        warp::path(name)
+            .and(warp::path::end())
+            .and(warp::post())
+            .and(json_content())
+            .and(warp::header::headers_cloned())
+            .and(body_limited(max_body_bytes))
+            .then(move |_headers: http::HeaderMap, _body: Bytes| {
+                let body = canned.to_vec();
+                async move {
+                    warp::reply::with_status(
+                        warp::reply::with_header(body, CONTENT_TYPE, "application/json"),
+                        StatusCode::OK,
+                    )
+                }
+            })
+    };
+    endpoint("mutate").or(endpoint("validate")).unify().recover(rejection)
+}
+
 /// `GET /healthz`, `/readyz`, `/metrics` (plain HTTP, separate port).
 pub fn probes(
     admission: Arc<Admission>,
