@@ -278,6 +278,16 @@ pub fn render(
     outcome: &Outcome,
     revision: &str,
 ) -> Result<AdmissionReview<DynamicObject>, AdmissionError> {
+    render_with_patch(request, outcome, revision, &outcome.patch_text())
+}
+
+/// [`render`], given the outcome's [`Outcome::patch_text`] (serialized once per review).
+fn render_with_patch(
+    request: &AdmissionRequest<DynamicObject>,
+    outcome: &Outcome,
+    revision: &str,
+    patch: &str,
+) -> Result<AdmissionReview<DynamicObject>, AdmissionError> {
     let mut response = AdmissionResponse::from(request);
     if !outcome.allowed {
         let message = outcome
@@ -289,17 +299,17 @@ pub fn render(
         response.result.code = StatusCode::FORBIDDEN.as_u16();
         response.result.reason = "Forbidden".to_owned();
     } else if outcome.apply_patch && !outcome.patch.0.is_empty() {
-        // with_patch sets `patchType: JSONPatch`; the bytes are the outcome's patch, serialized without cloning it.
+        // with_patch sets `patchType: JSONPatch`; the bytes are the outcome's patch, serialized once.
         response = response
             .with_patch(json_patch::Patch(Vec::new()))
             .map_err(|e| AdmissionError::Encode(serde_json::Error::io(std::io::Error::other(e))))?;
-        response.patch = Some(serde_json::to_vec(&outcome.patch).map_err(AdmissionError::Encode)?);
+        response.patch = Some(patch.as_bytes().to_vec());
     }
     if let Some(warning) = &outcome.warning {
         response.warnings = Some(vec![warning.clone()]);
     }
     if outcome.group.is_some() {
-        response.audit_annotations = audit_annotations(outcome, revision);
+        response.audit_annotations = annotations(outcome, revision, patch);
     }
     Ok(response.into_review())
 }
@@ -319,6 +329,11 @@ pub fn render_error(uid: Option<&str>, error: &AdmissionError) -> AdmissionRevie
 /// Audit annotations for a response concerning a group (the API server prefixes
 /// each key with the webhook's name). Values are bounded to [`MAX_ANNOTATION_BYTES`].
 pub fn audit_annotations(outcome: &Outcome, revision: &str) -> HashMap<String, String> {
+    annotations(outcome, revision, &outcome.patch_text())
+}
+
+/// [`audit_annotations`], given the outcome's [`Outcome::patch_text`].
+fn annotations(outcome: &Outcome, revision: &str, patch: &str) -> HashMap<String, String> {
     let mut annotations = HashMap::new();
     let mut put = |key: &str, value: String| {
         annotations.insert(key.to_owned(), telemetry::truncate_bytes(&value, MAX_ANNOTATION_BYTES));
@@ -337,7 +352,7 @@ pub fn audit_annotations(outcome: &Outcome, revision: &str) -> HashMap<String, S
         put("summary", outcome.summary.clone());
     }
     if !outcome.patch.0.is_empty() {
-        put("patch", patch_annotation(outcome));
+        put("patch", patch_annotation(outcome, patch));
     }
     if !outcome.conflicts.is_empty() {
         let conflicts: Vec<String> = outcome.conflicts.iter().map(ToString::to_string).collect();
@@ -348,10 +363,9 @@ pub fn audit_annotations(outcome: &Outcome, revision: &str) -> HashMap<String, S
 }
 
 /// The patch as compact JSON when it fits, else its size and first paths.
-fn patch_annotation(outcome: &Outcome) -> String {
-    let json = outcome.patch_text();
-    if json.len() <= MAX_ANNOTATION_BYTES {
-        return json;
+fn patch_annotation(outcome: &Outcome, patch: &str) -> String {
+    if patch.len() <= MAX_ANNOTATION_BYTES {
+        return patch.to_owned();
     }
     let ops: Vec<String> = outcome
         .patch
@@ -428,14 +442,17 @@ impl Admission {
             .instrument(span.clone())
             .await
             .and_then(|(parsed, outcome)| {
-                render(&parsed.request, &outcome, &loaded.revision)
+                // Serialized once for the response, the audit annotation and the log line.
+                let patch = outcome.patch_text();
+                render_with_patch(&parsed.request, &outcome, &loaded.revision, &patch)
                     .and_then(|review| to_wire(&review))
-                    .map(|bytes| (outcome, bytes))
+                    .map(|bytes| (outcome, patch, bytes))
                     .map_err(|error| Rejected::new(Some(&parsed.request.uid), error))
             });
-        let (outcome, reply, error) = match result {
-            Ok((outcome, body)) => (
+        let (outcome, patch, reply, error) = match result {
+            Ok((outcome, patch, body)) => (
                 outcome,
+                patch,
                 Reply {
                     status: StatusCode::OK,
                     body,
@@ -449,6 +466,7 @@ impl Admission {
                 let body = to_wire(&review).unwrap_or_else(|_| rejected.error.to_string().into_bytes());
                 (
                     bare_outcome(webhook, Decision::Error),
+                    "[]".to_owned(),
                     Reply { status, body },
                     Some(rejected.error),
                 )
@@ -457,7 +475,7 @@ impl Admission {
         let latency = started.elapsed();
         self.metrics
             .observe_traced_decision(&outcome, latency, trace_id.as_deref());
-        log_decision(&span, &outcome, latency, error.as_ref());
+        log_decision(&span, &outcome, &patch, latency, error.as_ref());
         reply
     }
 
@@ -601,8 +619,9 @@ fn json_strings<T: ToString>(items: &[T]) -> String {
     serde_json::to_string(&strings).unwrap_or_else(|_| "[]".to_owned())
 }
 
-/// Records the outcome on the span and writes the one decision log line.
-fn log_decision(span: &Span, outcome: &Outcome, latency: Duration, error: Option<&AdmissionError>) {
+/// Records the outcome on the span and writes the one decision log line
+/// (`patch`: the outcome's [`Outcome::patch_text`]).
+fn log_decision(span: &Span, outcome: &Outcome, patch: &str, latency: Duration, error: Option<&AdmissionError>) {
     if let Some(group) = &outcome.group {
         span.record("placement.group", group.as_str());
     }
@@ -641,11 +660,14 @@ fn log_decision(span: &Span, outcome: &Outcome, latency: Duration, error: Option
         span.record("error", text.as_str());
         telemetry::set_error_status(span, &text);
     }
-    let patch = outcome.patch_text();
-    telemetry::set_bounded_attribute(span, "placement.patch.json", &patch);
+    telemetry::set_bounded_attribute(span, "placement.patch.json", patch);
     span.in_scope(|| match error {
-        None => tracing::event!(target: DECISION_TARGET, Level::INFO, placement.patch.json = patch.as_str(), "admission decision"),
-        Some(_) => tracing::event!(target: DECISION_TARGET, Level::WARN, placement.patch.json = patch.as_str(), "admission decision"),
+        None => {
+            tracing::event!(target: DECISION_TARGET, Level::INFO, placement.patch.json = patch, "admission decision")
+        }
+        Some(_) => {
+            tracing::event!(target: DECISION_TARGET, Level::WARN, placement.patch.json = patch, "admission decision")
+        }
     });
 }
 

@@ -450,6 +450,11 @@ async fn serve(
             },
             _ = shutdown.changed() => break,
         };
+        // As Go does by default: no Nagle delay on small writes (HTTP/2 frames, TLS records),
+        // which with the peer's delayed ACK stalls a response for ~40 ms.
+        if let Err(err) = stream.set_nodelay(true) {
+            debug!(peer = %peer, error = %err, "cannot set TCP_NODELAY");
+        }
         let watcher = graceful.watcher();
         let tls = tls.clone();
         let respond = respond.clone();
