@@ -209,10 +209,11 @@ fn child(role: &str, dir: &Path) {
         let max_body_bytes = 4 * 1024 * 1024;
         let mut addrs = BTreeMap::new();
         let mut stop: Vec<Box<dyn FnOnce() -> futures::future::BoxFuture<'static, ()>>> = Vec::new();
+        let mut installed = None;
         match role {
             "pod-director" => {
                 if std::env::var_os(NO_TELEMETRY_VAR).is_none() {
-                    telemetry::init(LogFormat::Json).expect("telemetry");
+                    installed = Some(telemetry::init(LogFormat::Json).expect("telemetry"));
                 }
                 let namespaces = Arc::new(StaticNamespaces::new());
                 for group in GROUPS {
@@ -258,6 +259,9 @@ fn child(role: &str, dir: &Path) {
         let _ = tokio::task::spawn_blocking(|| std::io::stdin().read_to_end(&mut Vec::new())).await;
         for stop in stop {
             stop().await;
+        }
+        if let Some(installed) = installed {
+            installed.shutdown();
         }
     });
 }

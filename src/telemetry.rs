@@ -44,7 +44,6 @@ use std::io::Write as _;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider, TracerProviderBuilder};
-use serde_json::Value;
 use tracing::field::{Field, Visit};
 use tracing::span;
 use tracing::{Event, Subscriber};
@@ -356,67 +355,79 @@ impl opentelemetry::propagation::Extractor for HeaderExtractor<'_> {
     }
 }
 
-/// Named JSON values in the order they were first set; setting a name again replaces its value.
+/// Named values, each already encoded as JSON text, in the order their names
+/// were first set; setting a name again replaces the value. Values are encoded
+/// once, when recorded, and copied into each line as text.
 #[derive(Debug, Default, Clone)]
-struct Fields(Vec<(String, Value)>);
+struct Fields(Vec<(&'static str, String)>);
 
 impl Fields {
-    fn set(&mut self, name: &str, value: Value) {
-        match self.0.iter_mut().find(|(n, _)| n == name) {
-            Some(slot) => slot.1 = value,
-            None => self.0.push((name.to_owned(), value)),
+    fn set(&mut self, name: &'static str, json: String) {
+        match self.0.iter_mut().find(|(n, _)| *n == name) {
+            Some(slot) => slot.1 = json,
+            None => self.0.push((name, json)),
         }
     }
 
-    fn take(&mut self, name: &str) -> Option<Value> {
-        let at = self.0.iter().position(|(n, _)| n == name)?;
+    fn take(&mut self, name: &str) -> Option<String> {
+        let at = self.0.iter().position(|(n, _)| *n == name)?;
         Some(self.0.remove(at).1)
     }
 
-    fn insert(&mut self, field: &Field, value: Value) {
+    fn insert(&mut self, field: &Field, json: String) {
         let name = field.name();
         // `otel.*` fields steer the exporter (span name, kind); they are not log fields.
         if !name.starts_with("otel.") {
-            self.set(name, value);
+            self.set(name, json);
         }
     }
 }
 
-impl serde::Serialize for Fields {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap as _;
-        let mut map = serializer.serialize_map(Some(self.0.len()))?;
-        for (name, value) in &self.0 {
-            map.serialize_entry(name, value)?;
-        }
-        map.end()
+/// `text` as a JSON string.
+fn json_string(text: &str) -> String {
+    // Serializing a string cannot fail.
+    serde_json::to_string(text).unwrap_or_else(|_| "null".to_owned())
+}
+
+/// `text` as a JSON value when it is JSON (kept on one line), else as a string.
+fn json_value(text: &str) -> String {
+    if serde_json::from_str::<serde::de::IgnoredAny>(text).is_err() {
+        return json_string(text);
     }
+    if text.contains(['\n', '\r']) {
+        // Valid JSON with line breaks between tokens: re-encoded compactly so the line stays one line.
+        return serde_json::from_str::<serde_json::Value>(text)
+            .map(|value| value.to_string())
+            .unwrap_or_else(|_| json_string(text));
+    }
+    text.trim().to_owned()
 }
 
 impl Visit for Fields {
     fn record_str(&mut self, field: &Field, value: &str) {
-        let value = if JSON_FIELDS.contains(&field.name()) {
-            serde_json::from_str(value).unwrap_or_else(|_| Value::String(value.to_owned()))
+        let json = if JSON_FIELDS.contains(&field.name()) {
+            json_value(value)
         } else {
-            Value::String(value.to_owned())
+            json_string(value)
         };
-        self.insert(field, value);
+        self.insert(field, json);
     }
 
     fn record_bool(&mut self, field: &Field, value: bool) {
-        self.insert(field, Value::Bool(value));
+        self.insert(field, value.to_string());
     }
 
     fn record_i64(&mut self, field: &Field, value: i64) {
-        self.insert(field, Value::from(value));
+        self.insert(field, value.to_string());
     }
 
     fn record_u64(&mut self, field: &Field, value: u64) {
-        self.insert(field, Value::from(value));
+        self.insert(field, value.to_string());
     }
 
     fn record_f64(&mut self, field: &Field, value: f64) {
-        self.insert(field, Value::from(value));
+        // JSON has no NaN or infinity; serde_json writes them as null.
+        self.insert(field, serde_json::Value::from(value).to_string());
     }
 
     fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
@@ -463,44 +474,70 @@ where
 
     fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
         let meta = event.metadata();
-        let mut event_fields = Fields::default();
-        event.record(&mut event_fields);
-        // timestamp, level, target, message first; then span fields (outermost first), then the event's.
-        let mut line = Fields::default();
+        let mut own = Fields::default();
+        event.record(&mut own);
         let mut timestamp = String::new();
-        if SystemTime
+        let timestamp = SystemTime
             .format_time(&mut tracing_subscriber::fmt::format::Writer::new(&mut timestamp))
             .is_ok()
-        {
-            line.set("timestamp", Value::String(timestamp));
-        }
-        line.set("level", Value::String(meta.level().as_str().to_owned()));
-        line.set("target", Value::String(meta.target().to_owned()));
-        if let Some(message) = event_fields.take("message") {
-            line.set("message", message);
-        }
-        if let Some(scope) = ctx.event_scope(event) {
-            for span in scope.from_root() {
-                if let Some(fields) = span.extensions().get::<Fields>() {
-                    for (name, value) in &fields.0 {
-                        line.set(name, value.clone());
-                    }
-                }
+            .then(|| json_string(&timestamp));
+        let level = json_string(meta.level().as_str());
+        let target = json_string(meta.target());
+        let message = own.take("message");
+        // Enclosing spans' fields are read in place, under their extension guards.
+        let spans: Vec<_> = ctx
+            .event_scope(event)
+            .map(|scope| scope.from_root().collect())
+            .unwrap_or_default();
+        let extensions: Vec<_> = spans.iter().map(|span| span.extensions()).collect();
+
+        // timestamp, level, target, message first; then span fields (outermost first), then the event's.
+        let mut entries: Vec<(&'static str, &str)> = Vec::with_capacity(48);
+        fn put<'a>(entries: &mut Vec<(&'static str, &'a str)>, name: &'static str, json: &'a str) {
+            match entries.iter_mut().find(|(n, _)| *n == name) {
+                Some(slot) => slot.1 = json,
+                None => entries.push((name, json)),
             }
         }
-        for (name, value) in event_fields.0 {
-            line.set(&name, value);
+        if let Some(timestamp) = &timestamp {
+            put(&mut entries, "timestamp", timestamp.as_str());
         }
-        let mut bytes = serde_json::to_vec(&line).unwrap_or_default();
-        bytes.push(b'\n');
+        put(&mut entries, "level", level.as_str());
+        put(&mut entries, "target", target.as_str());
+        if let Some(message) = &message {
+            put(&mut entries, "message", message.as_str());
+        }
+        for fields in extensions.iter().filter_map(|extensions| extensions.get::<Fields>()) {
+            for (name, json) in &fields.0 {
+                put(&mut entries, name, json.as_str());
+            }
+        }
+        for (name, json) in &own.0 {
+            put(&mut entries, name, json.as_str());
+        }
+
+        let mut line = Vec::with_capacity(entries.iter().map(|(n, v)| n.len() + v.len() + 4).sum::<usize>() + 3);
+        line.push(b'{');
+        for (at, (name, json)) in entries.iter().enumerate() {
+            if at > 0 {
+                line.push(b',');
+            }
+            // Field names are identifiers from the source; escaped all the same (cannot fail into a Vec).
+            let _ = serde_json::to_writer(&mut line, name);
+            line.push(b':');
+            line.extend_from_slice(json.as_bytes());
+        }
+        line.extend_from_slice(b"}\n");
         // A log line that cannot be written has nowhere else to go.
-        let _ = self.make_writer.make_writer_for(meta).write_all(&bytes);
+        let _ = self.make_writer.make_writer_for(meta).write_all(&line);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use std::sync::{Arc, Mutex};
+
+    use serde_json::Value;
 
     use super::*;
 
@@ -588,6 +625,44 @@ mod tests {
             tracing::info!(placement.patch.json = "not json", "x");
         });
         assert_eq!(lines(&buffer)[0]["placement.patch.json"], "not json");
+    }
+
+    #[test]
+    fn json_text_with_line_breaks_stays_on_one_line() {
+        let buffer = Buffer::default();
+        let subscriber = tracing_subscriber::registry().with(JsonLayer::new(buffer.clone()));
+        tracing::subscriber::with_default(subscriber, || {
+            tracing::info!(placement.patch.json = "[\n  {\"op\": \"add\"}\r\n]", note = "a\nb", "x");
+        });
+        let lines = lines(&buffer);
+        assert_eq!(lines.len(), 1, "one event, one line");
+        assert_eq!(lines[0]["placement.patch.json"][0]["op"], "add");
+        assert_eq!(lines[0]["note"], "a\nb");
+    }
+
+    #[test]
+    fn later_fields_replace_earlier_ones_in_place() {
+        let buffer = Buffer::default();
+        let subscriber = tracing_subscriber::registry().with(JsonLayer::new(buffer.clone()));
+        tracing::subscriber::with_default(subscriber, || {
+            let outer = tracing::info_span!("outer", a = "outer", b = 1_u64);
+            let _outer = outer.enter();
+            let inner = tracing::info_span!("inner", a = "inner", c = f64::NAN);
+            let _inner = inner.enter();
+            tracing::info!(b = true, d = -3_i64, "x");
+        });
+        let raw = String::from_utf8(buffer.0.lock().map(|b| b.clone()).unwrap_or_default()).unwrap_or_default();
+        let line: Value = serde_json::from_str(raw.trim_end()).expect("a JSON line");
+        assert_eq!(line["a"], "inner");
+        assert_eq!(line["b"], true);
+        assert_eq!(line["c"], Value::Null, "NaN is not JSON");
+        assert_eq!(line["d"], -3);
+        let at = |key: &str| raw.find(&format!("\"{key}\":")).unwrap_or(usize::MAX);
+        assert!(
+            at("message") < at("a") && at("a") < at("b") && at("b") < at("c") && at("c") < at("d"),
+            "{raw}"
+        );
+        assert_eq!(raw.matches("\"a\":").count(), 1, "{raw}");
     }
 
     #[test]
