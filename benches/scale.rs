@@ -5,7 +5,7 @@
 //! cargo bench --bench scale                       # the reflector store fed directly (no cluster)
 //!
 //! cargo build --release                           # the binary measured below
-//! export E2E_STATE_DIR=/tmp/pd-scale              # a cluster of its own: its namespaces are left behind
+//! export E2E_STATE_DIR="$(mktemp -d)"             # a cluster of its own: its namespaces are left behind
 //! e2e/cluster.sh start && eval "$(e2e/cluster.sh env)"
 //! cargo bench --bench scale -- --cluster          # + the release binary against that API server
 //! e2e/cluster.sh stop
