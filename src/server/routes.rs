@@ -91,6 +91,24 @@ fn is_json(content_type: &str) -> bool {
     essence == "application/json" || essence.ends_with("+json")
 }
 
+/// A review posted to `/{name}`: its headers and its JSON body, within `max_body_bytes`.
+fn review_request(
+    name: &'static str,
+    max_body_bytes: u64,
+) -> impl Filter<Extract = (http::HeaderMap, Bytes), Error = Rejection> + Clone {
+    warp::path(name)
+        .and(warp::path::end())
+        .and(warp::post())
+        .and(json_content())
+        .and(warp::header::headers_cloned())
+        .and(body_limited(max_body_bytes))
+}
+
+/// An AdmissionReview answer.
+fn review_reply(body: Vec<u8>, status: StatusCode) -> impl Reply {
+    warp::reply::with_status(warp::reply::with_header(body, CONTENT_TYPE, "application/json"), status)
+}
+
 /// `POST /mutate` and `POST /validate`.
 pub fn admission(
     admission: Arc<Admission>,
@@ -98,22 +116,13 @@ pub fn admission(
 ) -> impl Filter<Extract = (impl Reply,), Error = Infallible> + Clone {
     let endpoint = move |name: &'static str, webhook: Webhook| {
         let admission = admission.clone();
-        warp::path(name)
-            .and(warp::path::end())
-            .and(warp::post())
-            .and(json_content())
-            .and(warp::header::headers_cloned())
-            .and(body_limited(max_body_bytes))
-            .then(move |headers: http::HeaderMap, body: Bytes| {
-                let admission = admission.clone();
-                async move {
-                    let reply = admission.review(webhook, &headers, &body).await;
-                    warp::reply::with_status(
-                        warp::reply::with_header(reply.body, CONTENT_TYPE, "application/json"),
-                        reply.status,
-                    )
-                }
-            })
+        review_request(name, max_body_bytes).then(move |headers: http::HeaderMap, body: Bytes| {
+            let admission = admission.clone();
+            async move {
+                let reply = admission.review(webhook, &headers, &body).await;
+                review_reply(reply.body, reply.status)
+            }
+        })
     };
     endpoint("mutate", Webhook::Mutate)
         .or(endpoint("validate", Webhook::Validate))
@@ -127,21 +136,10 @@ pub fn admission(
 pub fn canned(canned: Bytes, max_body_bytes: u64) -> impl Filter<Extract = (impl Reply,), Error = Infallible> + Clone {
     let endpoint = move |name: &'static str| {
         let canned = canned.clone();
-        warp::path(name)
-            .and(warp::path::end())
-            .and(warp::post())
-            .and(json_content())
-            .and(warp::header::headers_cloned())
-            .and(body_limited(max_body_bytes))
-            .then(move |_headers: http::HeaderMap, _body: Bytes| {
-                let body = canned.to_vec();
-                async move {
-                    warp::reply::with_status(
-                        warp::reply::with_header(body, CONTENT_TYPE, "application/json"),
-                        StatusCode::OK,
-                    )
-                }
-            })
+        review_request(name, max_body_bytes).then(move |_headers: http::HeaderMap, _body: Bytes| {
+            let body = canned.to_vec();
+            async move { review_reply(body, StatusCode::OK) }
+        })
     };
     endpoint("mutate").or(endpoint("validate")).unify().recover(rejection)
 }
