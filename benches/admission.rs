@@ -57,7 +57,7 @@ fn handle(loaded: &Loaded, labels: &BTreeMap<String, String>, body: &[u8]) -> Ve
     let ns = Namespace { name: "team-a", labels };
     let outcome = placement::mutate(&loaded.config, &ns, pod);
     let review = admission::render(&parsed.request, &outcome, &loaded.revision).expect("renders");
-    admission::to_wire(&review).expect("encodes")
+    admission::to_wire(review).expect("encodes")
 }
 
 fn cases() -> Vec<(&'static str, Vec<u8>)> {

@@ -714,7 +714,7 @@ fn canned(body: &[u8], group: Group) -> Vec<u8> {
         pod,
     );
     let review = admission::render(&parsed.request, &outcome, &loaded.revision).expect("renders");
-    admission::to_wire(&review).expect("encodes")
+    admission::to_wire(review).expect("encodes")
 }
 
 fn median(mut values: Vec<f64>) -> f64 {

@@ -392,7 +392,7 @@ fn patch_annotation(outcome: &Outcome, patch: &str) -> String {
 /// Serializes a review for the API server. kube-core writes `response.patch`
 /// (`Vec<u8>`) as an array of numbers (kube-rs#1781); Go decodes `[]byte` from
 /// a base64 string, so the patch is written as one.
-pub fn to_wire(review: &AdmissionReview<DynamicObject>) -> Result<Vec<u8>, AdmissionError> {
+pub fn to_wire(review: AdmissionReview<DynamicObject>) -> Result<Vec<u8>, AdmissionError> {
     wire::encode(review).map_err(AdmissionError::Encode)
 }
 
@@ -445,7 +445,7 @@ impl Admission {
                 // Serialized once for the response, the audit annotation and the log line.
                 let patch = outcome.patch_text();
                 render_with_patch(&parsed.request, &outcome, &loaded.revision, &patch)
-                    .and_then(|review| to_wire(&review))
+                    .and_then(to_wire)
                     .map(|bytes| (outcome, patch, bytes))
                     .map_err(|error| Rejected::new(Some(&parsed.request.uid), error))
             });
@@ -463,7 +463,7 @@ impl Admission {
                 let status = rejected.error.status();
                 let review = render_error(rejected.uid.as_deref(), &rejected.error);
                 // An error review carries no patch and serializes; fall back to the bare message anyway.
-                let body = to_wire(&review).unwrap_or_else(|_| rejected.error.to_string().into_bytes());
+                let body = to_wire(review).unwrap_or_else(|_| rejected.error.to_string().into_bytes());
                 (
                     bare_outcome(webhook, Decision::Error),
                     "[]".to_owned(),

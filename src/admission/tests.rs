@@ -262,7 +262,7 @@ fn outcome(mode: Mode, decision: Decision) -> Outcome {
 
 fn wire(outcome: &Outcome) -> Value {
     let review = render(&request(), outcome, "abc123").expect("renders");
-    serde_json::from_slice(&to_wire(&review).expect("serializes")).expect("JSON")
+    serde_json::from_slice(&to_wire(review).expect("serializes")).expect("JSON")
 }
 
 #[test]
@@ -350,7 +350,7 @@ fn a_long_patch_is_summarised_in_the_audit_annotation() {
 #[test]
 fn error_responses_are_well_formed_reviews() {
     let review = render_error(Some("u-1"), &AdmissionError::MissingObject);
-    let value: Value = serde_json::from_slice(&to_wire(&review).expect("serializes")).expect("JSON");
+    let value: Value = serde_json::from_slice(&to_wire(review).expect("serializes")).expect("JSON");
     assert_eq!(value["kind"], "AdmissionReview");
     assert_eq!(value["apiVersion"], "admission.k8s.io/v1");
     assert_eq!(value["response"]["uid"], "u-1");
@@ -500,7 +500,7 @@ proptest! {
             Ok(parsed) => prop_assert!(!parsed.request.uid.is_empty()),
             Err(rejected) => {
                 let review = render_error(rejected.uid.as_deref(), &rejected.error);
-                prop_assert!(to_wire(&review).is_ok());
+                prop_assert!(to_wire(review).is_ok());
             }
         }
     }

@@ -5,8 +5,6 @@
 //! once, straight into a [`Pod`], instead of JSON → `DynamicObject` → `Value`
 //! → `Pod`. Writing: kube-core's serialization with the patch as base64.
 
-use std::borrow::Cow;
-
 use base64::Engine as _;
 use k8s_openapi::api::authentication::v1::UserInfo;
 use k8s_openapi::api::core::v1::Pod;
@@ -150,7 +148,7 @@ pub(super) fn has_metadata(pod: &Pod) -> bool {
 /// The review as the API server reads it: kube-core's serialization, except
 /// `response.patch`, which kube-core writes as an array of numbers
 /// (kube-rs#1781) where Go decodes `[]byte` from a base64 string.
-pub(super) fn encode(review: &AdmissionReview<DynamicObject>) -> Result<Vec<u8>, serde_json::Error> {
+pub(super) fn encode(mut review: AdmissionReview<DynamicObject>) -> Result<Vec<u8>, serde_json::Error> {
     #[derive(Serialize)]
     struct Review<'a> {
         #[serde(flatten)]
@@ -164,28 +162,20 @@ pub(super) fn encode(review: &AdmissionReview<DynamicObject>) -> Result<Vec<u8>,
     struct Response<'a> {
         /// Without its patch, which follows as base64.
         #[serde(flatten)]
-        response: Cow<'a, AdmissionResponse>,
+        response: &'a AdmissionResponse,
         #[serde(skip_serializing_if = "Option::is_none")]
         patch: Option<String>,
     }
-    let response = review.response.as_ref().map(|response| match &response.patch {
-        None => Response {
-            response: Cow::Borrowed(response),
-            patch: None,
-        },
-        Some(patch) => {
-            let mut without = response.clone();
-            without.patch = None;
-            Response {
-                response: Cow::Owned(without),
-                patch: Some(base64::engine::general_purpose::STANDARD.encode(patch)),
-            }
-        }
-    });
+    // Taken out of the (owned) response rather than copying the response without it.
+    let patch = review
+        .response
+        .as_mut()
+        .and_then(|response| response.patch.take())
+        .map(|patch| base64::engine::general_purpose::STANDARD.encode(patch));
     serde_json::to_vec(&Review {
         types: &review.types,
         request: review.request.as_ref(),
-        response,
+        response: review.response.as_ref().map(|response| Response { response, patch }),
     })
 }
 
@@ -366,12 +356,12 @@ mod tests {
             let outcome = placement::mutate(&loaded.config, &namespace, pod);
             assert_eq!(outcome.patch_text(), outcome.patch_json().to_string(), "{group}");
             let review = super::super::render(&parsed.request, &outcome, &loaded.revision).expect("renders");
-            let wire: Value = serde_json::from_slice(&encode(&review).expect("encodes")).expect("JSON");
+            let wire: Value = serde_json::from_slice(&encode(review.clone()).expect("encodes")).expect("JSON");
             assert_eq!(wire, reference_wire(&review), "{group}");
             checked += usize::from(review.response.as_ref().is_some_and(|r| r.patch.is_some()));
         }
         let error = super::super::render_error(Some("uid"), &AdmissionError::MissingObject);
-        let wire: Value = serde_json::from_slice(&encode(&error).expect("encodes")).expect("JSON");
+        let wire: Value = serde_json::from_slice(&encode(error.clone()).expect("encodes")).expect("JSON");
         assert_eq!(wire, reference_wire(&error));
         assert!(checked >= 2, "patched responses checked: {checked}");
     }

@@ -150,12 +150,12 @@ fn review(body: &[u8], handler: &Handler, seen: &Mutex<Vec<String>>) -> Vec<u8> 
 }
 
 trait ToWire {
-    fn to_wire(&self) -> Vec<u8>;
+    fn to_wire(self) -> Vec<u8>;
 }
 
 impl ToWire for AdmissionReview<DynamicObject> {
     /// pod-director's own serializer: `response.patch` as base64 (kube-rs#1781).
-    fn to_wire(&self) -> Vec<u8> {
+    fn to_wire(self) -> Vec<u8> {
         pod_director::admission::to_wire(self).expect("the review serializes")
     }
 }
