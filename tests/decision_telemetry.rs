@@ -3,6 +3,7 @@
 //! on the span only, the caller's trace joined even when unsampled, errors
 //! marked, and latency exemplars pointing at exported traces.
 
+mod common;
 mod telemetry_harness;
 
 use std::collections::BTreeSet;

@@ -7,6 +7,7 @@
 //! production subscriber layers and from rendering the real metrics registry.
 //! The README's Observability section must document each of them too.
 
+mod common;
 mod telemetry_harness;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -20,6 +20,8 @@ use pod_director::telemetry::{self, DECISION_TARGET, JsonLayer};
 use serde_json::{Value, json};
 use tracing_subscriber::layer::SubscriberExt as _;
 
+use crate::common;
+
 /// The configuration the reviews run against: one group per mode and conflict
 /// policy, and `bulky`, whose patch is larger than a span attribute may be.
 pub fn config() -> String {
@@ -205,39 +207,23 @@ pub fn review(requests: Vec<Request>) -> Emitted {
     }
 }
 
-/// A pod CREATE AdmissionReview as kube-apiserver sends it.
+/// A pod CREATE AdmissionReview as kube-apiserver sends it: a ReplicaSet's pod with `spec`.
 pub fn pod_create(uid: &str, namespace: &str, spec: Value) -> Value {
-    json!({
-        "kind": "AdmissionReview",
-        "apiVersion": "admission.k8s.io/v1",
-        "request": {
-            "uid": uid,
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
-            "requestResource": {"group": "", "version": "v1", "resource": "pods"},
-            "name": "",
+    let pod = json!({
+        "kind": "Pod",
+        "apiVersion": "v1",
+        "metadata": {
+            "generateName": "web-7c9f8d-",
             "namespace": namespace,
-            "operation": "CREATE",
-            "userInfo": {"username": "system:serviceaccount:kube-system:replicaset-controller"},
-            "object": {
-                "kind": "Pod",
-                "apiVersion": "v1",
-                "metadata": {
-                    "generateName": "web-7c9f8d-",
-                    "namespace": namespace,
-                    "labels": {"app": "web"},
-                    "ownerReferences": [{
-                        "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-7c9f8d",
-                        "uid": "0f8e3c1a-2b4d-4e6f-8a9b-1c2d3e4f5a6b", "controller": true
-                    }]
-                },
-                "spec": spec,
-            },
-            "dryRun": false,
-            "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"}
-        }
-    })
+            "labels": {"app": "web"},
+            "ownerReferences": [{
+                "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-7c9f8d",
+                "uid": "0f8e3c1a-2b4d-4e6f-8a9b-1c2d3e4f5a6b", "controller": true
+            }]
+        },
+        "spec": spec,
+    });
+    common::review(uid, "CREATE", &pod, None)
 }
 
 /// A plain pod spec with one container.
