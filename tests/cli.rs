@@ -407,3 +407,88 @@ fn version_prints_the_crate_version() {
         format!("pod-director {}", env!("CARGO_PKG_VERSION"))
     );
 }
+
+/// The README's `console` blocks that run `pod-director check-config`: (command line, output lines).
+fn readme_check_config_examples() -> Vec<(String, Vec<String>)> {
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let mut examples = Vec::new();
+    let mut block: Option<Vec<String>> = None;
+    for line in readme.lines() {
+        match &mut block {
+            None if line.trim() == "```console" => block = Some(Vec::new()),
+            None => {}
+            Some(lines) if line.trim() == "```" => {
+                if let Some(command) = lines
+                    .first()
+                    .and_then(|l| l.strip_prefix("$ pod-director check-config"))
+                {
+                    examples.push((command.trim().to_owned(), lines[1..].to_vec()));
+                }
+                block = None;
+            }
+            Some(lines) => lines.push(line.to_owned()),
+        }
+    }
+    examples
+}
+
+#[test]
+fn every_check_config_example_in_the_readme_is_what_the_binary_prints() {
+    let documented = readme_check_config_examples();
+    assert!(
+        documented.len() >= 2,
+        "the README shows check-config on examples/bad.yaml and examples/empty.yaml: {documented:?}"
+    );
+    for (args, expected) in documented {
+        let out = bin()
+            .arg("check-config")
+            .args(args.split_whitespace())
+            .current_dir(examples())
+            .output()
+            .expect("binary runs");
+        let printed = format!("{}{}", stdout(&out), stderr(&out));
+        assert_eq!(
+            printed.lines().collect::<Vec<_>>(),
+            expected,
+            "README example `pod-director check-config {args}` (run in examples/)"
+        );
+        let failed = expected.first().is_some_and(|l| l.starts_with("error:"));
+        assert_eq!(out.status.code(), Some(if failed { 1 } else { 0 }), "{args}");
+    }
+}
+
+#[test]
+fn check_config_refuses_files_that_mean_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, text) in [
+        ("empty.yaml", ""),
+        ("comments.yaml", "# groups:\n#   ci: {}\n"),
+        ("null.yaml", "null\n"),
+        ("marker.yaml", "---\n"),
+    ] {
+        let f = dir.path().join(name);
+        std::fs::write(&f, text).unwrap();
+        let out = run(&["check-config", "-c", f.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(1), "{name}: {}", stdout(&out));
+        assert!(stdout(&out).is_empty(), "{name}: nothing printed as success");
+        assert!(
+            stderr(&out).starts_with(&format!("error: config {} is empty (", f.display())),
+            "{name}: {}",
+            stderr(&out)
+        );
+    }
+}
+
+#[test]
+fn check_config_accepts_groups_written_empty_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("none.yaml");
+    std::fs::write(&f, "groups: {}\n").unwrap();
+    let out = run(&["check-config", "-c", f.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).starts_with("ok: "), "{}", stdout(&out));
+    assert_eq!(
+        stderr(&out),
+        "warning: groups is empty: no group is defined, so pod-director places no pod and every pod is admitted untouched\n"
+    );
+}

@@ -13,8 +13,8 @@ pub fn run(args: &CheckConfigArgs) -> ExitCode {
             for (var, setting) in &loaded.overrides {
                 println!("override: {setting} from {var}");
             }
-            if loaded.config.groups.is_empty() {
-                println!("no groups defined: every pod is left alone");
+            for warning in &loaded.warnings {
+                eprintln!("warning: {warning}");
             }
             for line in loaded.config.group_summaries() {
                 println!("{line}");

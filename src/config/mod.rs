@@ -193,6 +193,11 @@ pub enum ConfigError {
     TooLarge { path: PathBuf, size: u64 },
     #[error("config file {origin} is not valid YAML: {message}")]
     Syntax { origin: String, message: String },
+    #[error(
+        "config {origin} is empty ({what}): it would leave every pod unplaced, so it is refused; \
+         write the settings, or `groups: {{}}` to define no group on purpose"
+    )]
+    Empty { origin: String, what: &'static str },
     #[error("config {origin} is invalid ({} error{}):\n{}", .errors.len(), if .errors.len() == 1 { "" } else { "s" }, render(.errors))]
     Invalid { origin: String, errors: Vec<FieldError> },
 }
@@ -219,6 +224,27 @@ pub struct Loaded {
     pub revision: String,
     /// Environment variables that overrode the file, as `(VARIABLE, path)`.
     pub overrides: Vec<(String, String)>,
+    /// Valid but probably unintended settings (e.g. no groups at all), for
+    /// `check-config` to print and `serve` to log.
+    pub warnings: Vec<String>,
+}
+
+/// The warning of a configuration that defines no group.
+pub const NO_GROUPS_WARNING: &str =
+    "groups is empty: no group is defined, so pod-director places no pod and every pod is admitted untouched";
+
+/// Why `text` holds no document at all: only whitespace, comments and document markers.
+fn blank(text: &str) -> Option<&'static str> {
+    let mut comments = false;
+    for line in text.lines() {
+        let line = line.trim();
+        if line.starts_with('#') {
+            comments = true;
+        } else if !(line.is_empty() || line == "---" || line == "...") {
+            return None;
+        }
+    }
+    Some(if comments { "only comments" } else { "no content" })
 }
 
 impl Config {
@@ -229,16 +255,19 @@ impl Config {
         origin: &str,
         vars: impl IntoIterator<Item = (String, String)>,
     ) -> Result<Loaded, ConfigError> {
-        let mut document: Value = if text.trim().is_empty() {
-            Value::Object(serde_json::Map::new())
-        } else {
-            serde_saphyr::from_str(text).map_err(|e| ConfigError::Syntax {
-                origin: origin.to_owned(),
-                message: e.to_string(),
-            })?
+        let empty = |what| ConfigError::Empty {
+            origin: origin.to_owned(),
+            what,
         };
+        if let Some(what) = blank(text) {
+            return Err(empty(what));
+        }
+        let mut document: Value = serde_saphyr::from_str(text).map_err(|e| ConfigError::Syntax {
+            origin: origin.to_owned(),
+            message: e.to_string(),
+        })?;
         if document.is_null() {
-            document = Value::Object(serde_json::Map::new());
+            return Err(empty("a null document"));
         }
         let invalid = |errors| ConfigError::Invalid {
             origin: origin.to_owned(),
@@ -256,10 +285,15 @@ impl Config {
             }])
         })?;
         let revision = config.revision();
+        let mut warnings = Vec::new();
+        if config.groups.is_empty() {
+            warnings.push(NO_GROUPS_WARNING.to_owned());
+        }
         Ok(Loaded {
             config,
             revision,
             overrides,
+            warnings,
         })
     }
 

@@ -65,11 +65,81 @@ fn design_example_config_loads_with_its_values() {
 }
 
 #[test]
-fn empty_file_means_defaults() {
-    let c = load("").unwrap().config;
-    assert_eq!(c, Config::default());
+fn a_document_that_means_nothing_is_refused() {
+    for (text, what) in [
+        ("", "no content"),
+        ("   \n\n\t\n", "no content"),
+        ("---\n", "no content"),
+        ("# groups:\n#   ci: {mode: enforce}\n", "only comments"),
+        ("---\n# a comment after the marker\n...\n", "only comments"),
+        ("null\n", "a null document"),
+        ("~\n", "a null document"),
+    ] {
+        let err = load(text).expect_err(text);
+        assert!(
+            matches!(&err, ConfigError::Empty { what: w, .. } if *w == what),
+            "{text:?}: {err}"
+        );
+        let message = err.to_string();
+        assert!(message.starts_with("config test.yaml is empty ("), "{message}");
+        assert!(
+            message.contains("`groups: {}` to define no group on purpose"),
+            "{message}"
+        );
+    }
+}
+
+#[test]
+fn groups_written_empty_on_purpose_load_with_a_warning() {
+    let loaded = load("groups: {}\n").unwrap();
+    assert_eq!(loaded.config, Config::default());
+    assert_eq!(loaded.warnings, [NO_GROUPS_WARNING]);
+    let loaded = load("defaultMode: warn\n").unwrap();
+    assert_eq!(loaded.warnings, [NO_GROUPS_WARNING], "no groups key: the same warning");
+    let loaded = load("{}").unwrap();
+    assert_eq!(
+        loaded.warnings,
+        [NO_GROUPS_WARNING],
+        "an explicit empty mapping: the same warning"
+    );
+    assert!(load(FULL).unwrap().warnings.is_empty());
+}
+
+#[test]
+fn defaults_fill_every_setting_the_file_leaves_out() {
+    let c = load("groups: {}").unwrap().config;
     assert_eq!(c.excluded_namespaces, ["kube-system", "kube-public", "kube-node-lease"]);
     assert!(c.skip_daemon_set_pods);
+    assert_eq!(c.namespace_label, "pod-director/group");
+}
+
+#[test]
+fn unknown_keys_get_the_nearest_allowed_key_as_a_hint() {
+    for (typo, meant) in [
+        ("nodeSelctor", "nodeSelector"),
+        ("nodeselector", "nodeSelector"),
+        ("toleration", "tolerations"),
+        ("tolerashuns", "tolerations"),
+        ("mdoe", "mode"),
+        ("onConflcit", "onConflict"),
+        ("afinity", "affinity"),
+    ] {
+        let errs = errors(&format!("groups: {{ci: {{{typo}: {{}}}}}}"));
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert!(
+            errs[0].starts_with(&format!("groups.ci.{typo}: unknown key (did you mean {meant}?); allowed keys are mode, onConflict, allowPodExclusion, nodeSelector, tolerations, affinity")),
+            "{typo}: {errs:?}"
+        );
+    }
+    let errs = errors("defaultMod: warn\ngroups: {}");
+    assert!(
+        errs[0].starts_with("defaultMod: unknown key (did you mean defaultMode?)"),
+        "{errs:?}"
+    );
+    let errs = errors("colour: blue\ngroups: {}");
+    assert!(!errs[0].contains("did you mean"), "nothing is near colour: {errs:?}");
+    let errs = errors("groups: {ci: {tolerations: [{key: a, efect: NoSchedule, operator: Exists}]}}");
+    assert!(errs[0].contains("(did you mean effect?)"), "{errs:?}");
 }
 
 #[test]

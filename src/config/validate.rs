@@ -62,6 +62,41 @@ fn one_of(allowed: &[&str]) -> String {
     allowed.join(", ")
 }
 
+/// Edit distance between `a` and `b` (optimal string alignment: insertions,
+/// deletions, substitutions and swaps of adjacent characters each cost 1),
+/// ignoring ASCII case.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().map(|c| c.to_ascii_lowercase()).collect();
+    let b: Vec<char> = b.chars().map(|c| c.to_ascii_lowercase()).collect();
+    // rows[i][j]: distance between a[..i] and b[..j]; three rows are enough.
+    let mut before: Vec<usize> = Vec::new();
+    let mut previous: Vec<usize> = (0..=b.len()).collect();
+    for i in 1..=a.len() {
+        let mut current = vec![i; b.len() + 1];
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut best = (previous[j] + 1).min(current[j - 1] + 1).min(previous[j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                best = best.min(before[j - 2] + 1);
+            }
+            current[j] = best;
+        }
+        before = std::mem::replace(&mut previous, current);
+    }
+    previous[b.len()]
+}
+
+/// The allowed key a misspelt `key` most likely meant: the nearest by edit
+/// distance, when it is near enough (a third of its length, at least 1, at most 3).
+pub fn closest<'a>(key: &str, allowed: &[&'a str]) -> Option<&'a str> {
+    allowed
+        .iter()
+        .map(|candidate| (edit_distance(key, candidate), *candidate))
+        .filter(|(distance, candidate)| *distance <= (candidate.chars().count() / 3).clamp(1, 3))
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, candidate)| candidate)
+}
+
 impl Checker {
     fn err(&mut self, path: &Path, message: impl Into<String>) {
         self.errors.push(FieldError {
@@ -78,9 +113,7 @@ impl Checker {
         };
         for key in map.keys() {
             if !fields.contains(&key.as_str()) {
-                let hint = fields
-                    .iter()
-                    .find(|f| f.eq_ignore_ascii_case(key))
+                let hint = closest(key, fields)
                     .map(|f| format!(" (did you mean {f}?)"))
                     .unwrap_or_default();
                 self.err(
