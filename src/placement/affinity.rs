@@ -1,7 +1,10 @@
 //! Node selector semantics: implication between requirements and terms,
 //! AND-ing a group's term into a pod's term, and detecting terms no node can
 //! satisfy. Terms of a `nodeSelectorTerms` list are ORed; the requirements of a
-//! term (`matchExpressions` and `matchFields`) are ANDed.
+//! term (`matchExpressions` and `matchFields`) are ANDed. A term without any
+//! requirement (`{}`, `{matchExpressions: []}`) matches **no** node (core/v1:
+//! "a null or empty node selector term matches no objects"), so it is not the
+//! neutral element of AND: `{} AND g` matches nothing, never what `g` matches.
 
 use std::collections::BTreeSet;
 
@@ -54,8 +57,26 @@ fn fields(t: &NodeSelectorTerm) -> &[NodeSelectorRequirement] {
     t.match_fields.as_deref().unwrap_or_default()
 }
 
-/// Whether every node matching `pod` also matches `group` (syntactic, per requirement).
+/// Whether the term has no requirement at all (and so matches no node).
+pub fn is_empty(t: &NodeSelectorTerm) -> bool {
+    expressions(t).is_empty() && fields(t).is_empty()
+}
+
+/// Whether no node can match the term: it is empty, or its requirements contradict.
+pub fn matches_no_node(t: &NodeSelectorTerm) -> bool {
+    is_empty(t) || unsatisfiable(t).is_some()
+}
+
+/// Whether every node matching `pod` also matches `group` (syntactic, per
+/// requirement). A pod term matching no node implies anything; a group term
+/// matching no node is implied by nothing else.
 pub fn term_implies(pod: &NodeSelectorTerm, group: &NodeSelectorTerm) -> bool {
+    if matches_no_node(pod) {
+        return true;
+    }
+    if matches_no_node(group) {
+        return false;
+    }
     list_implies(expressions(pod), expressions(group)) && list_implies(fields(pod), fields(group))
 }
 
@@ -73,11 +94,27 @@ fn and_lists(
 }
 
 /// `pod AND group` as one term: the pod's requirements plus the group's that
-/// the pod's do not already imply.
+/// the pod's do not already imply. When either term is empty (matches no node)
+/// the result is the empty term: it matches no node either.
 pub fn and_terms(pod: &NodeSelectorTerm, group: &NodeSelectorTerm) -> NodeSelectorTerm {
+    if is_empty(pod) || is_empty(group) {
+        return NodeSelectorTerm::default();
+    }
     NodeSelectorTerm {
         match_expressions: and_lists(expressions(pod), expressions(group)),
         match_fields: and_lists(fields(pod), fields(group)),
+    }
+}
+
+/// What `override` puts in place of a pod term that conflicts with `group`: the
+/// pod's requirements on keys the group does not constrain, AND the group's term.
+/// When the pod constrains nothing else, that is the group's term alone.
+pub fn overridden(pod: &NodeSelectorTerm, group: &NodeSelectorTerm) -> NodeSelectorTerm {
+    let rest = without_keys_of(pod, group);
+    if is_empty(&rest) {
+        group.clone()
+    } else {
+        and_terms(&rest, group)
     }
 }
 
@@ -260,6 +297,70 @@ mod tests {
             unsatisfiable(&term(vec![req("p", "NotIn", &["a"]), req("p", "DoesNotExist", &[])])),
             None
         );
+    }
+
+    fn empty_terms() -> Vec<NodeSelectorTerm> {
+        vec![
+            NodeSelectorTerm::default(),
+            term(vec![]),
+            NodeSelectorTerm {
+                match_expressions: Some(vec![]),
+                match_fields: Some(vec![]),
+            },
+        ]
+    }
+
+    #[test]
+    fn an_empty_term_matches_no_node_and_anded_with_anything_stays_empty() {
+        let group = term(vec![req("pool", "In", &["gpu"])]);
+        for empty in empty_terms() {
+            assert!(is_empty(&empty) && matches_no_node(&empty), "{empty:?}");
+            assert_eq!(and_terms(&empty, &group), NodeSelectorTerm::default());
+            assert_eq!(and_terms(&group, &empty), NodeSelectorTerm::default());
+            assert!(
+                term_implies(&empty, &group),
+                "no node at all is within the group's nodes"
+            );
+            assert!(
+                !term_implies(&group, &empty),
+                "the group's nodes are not within no node"
+            );
+        }
+        assert!(!matches_no_node(&group));
+        assert!(matches_no_node(&term(vec![
+            req("p", "In", &["a"]),
+            req("p", "In", &["b"])
+        ])));
+    }
+
+    #[test]
+    fn match_fields_are_anded_beside_match_expressions() {
+        let by_name = NodeSelectorTerm {
+            match_expressions: None,
+            match_fields: Some(vec![req("metadata.name", "In", &["node-1"])]),
+        };
+        let group = term(vec![req("pool", "In", &["gpu"])]);
+        let merged = and_terms(&by_name, &group);
+        assert_eq!(merged.match_expressions, Some(vec![req("pool", "In", &["gpu"])]));
+        assert_eq!(merged.match_fields, by_name.match_fields);
+        assert!(!term_implies(&by_name, &group));
+        assert!(term_implies(&merged, &group));
+        let other_name = NodeSelectorTerm {
+            match_expressions: None,
+            match_fields: Some(vec![req("metadata.name", "In", &["node-2"])]),
+        };
+        assert!(matches_no_node(&and_terms(&by_name, &other_name)));
+    }
+
+    #[test]
+    fn override_keeps_the_pods_other_keys_or_takes_the_group_term_alone() {
+        let group = term(vec![req("pool", "In", &["gpu"])]);
+        let pod = term(vec![req("pool", "In", &["ci"]), req("zone", "In", &["a"])]);
+        assert_eq!(
+            overridden(&pod, &group).match_expressions.unwrap(),
+            vec![req("zone", "In", &["a"]), req("pool", "In", &["gpu"])]
+        );
+        assert_eq!(overridden(&term(vec![req("pool", "In", &["ci"])]), &group), group);
     }
 
     #[test]

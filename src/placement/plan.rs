@@ -8,7 +8,9 @@
 //!   every pod term that does not already imply a group term is replaced by
 //!   its AND with each group term (a cross product when the group has several);
 //!   no pod terms → the group's. AND-ed terms no node can satisfy are dropped;
-//!   when all are, the pod term conflicts with the group.
+//!   when all are, the pod term conflicts with the group. A pod term that
+//!   matches no node by itself (`{}`, `{matchExpressions: []}`, contradictory
+//!   requirements) is kept as it is: AND anything, it still matches no node.
 //! - preferred node affinity and pod (anti-)affinity terms: appended when absent.
 
 use json_patch::jsonptr::PointerBuf;
@@ -20,7 +22,7 @@ use k8s_openapi::api::core::v1::{
 use serde::Serialize;
 use serde_json::Value;
 
-use super::affinity::{and_terms, describe_term, term_implies, unsatisfiable, without_keys_of};
+use super::affinity::{and_terms, describe_term, matches_no_node, overridden, term_implies};
 use super::tolerations::{describe, is_tolerated, normalized, same};
 use super::{Conflict, Resolution};
 use crate::config::{Group, OnConflict};
@@ -333,6 +335,11 @@ impl Planner<'_> {
         let mut result: Vec<NodeSelectorTerm> = Vec::new();
         let mut changed = false;
         for (i, term) in pod_terms.iter().enumerate() {
+            // Kept as it is: a term that already means "and the group's", and a
+            // term that matches no node (empty, or contradicting itself), which
+            // AND anything still matches no node. Dropping the latter could leave
+            // the pod without terms; replacing it would make a pod that cannot be
+            // scheduled schedulable (that pod's problem is its own, not a conflict).
             if group_terms.iter().any(|g| term_implies(term, g)) {
                 result.push(term.clone());
                 continue;
@@ -340,7 +347,7 @@ impl Planner<'_> {
             let merged: Vec<NodeSelectorTerm> = group_terms
                 .iter()
                 .map(|g| and_terms(term, g))
-                .filter(|t| unsatisfiable(t).is_none())
+                .filter(|t| !matches_no_node(t))
                 .collect();
             if !merged.is_empty() {
                 result.extend(merged);
@@ -357,8 +364,8 @@ impl Planner<'_> {
                 Resolution::Overridden => {
                     let replaced: Vec<NodeSelectorTerm> = group_terms
                         .iter()
-                        .map(|g| and_terms(&without_keys_of(term, g), g))
-                        .filter(|t| unsatisfiable(t).is_none())
+                        .map(|g| overridden(term, g))
+                        .filter(|t| !matches_no_node(t))
                         .collect();
                     if replaced.is_empty() {
                         result.extend(group_terms.iter().cloned());

@@ -247,28 +247,42 @@ fn group_toleration_with_omitted_operator_is_added_normalized() {
 
 // ---- node affinity, checked semantically ------------------------------------
 
-fn req_matches(labels: &BTreeMap<&str, &str>, r: &k8s_openapi::api::core::v1::NodeSelectorRequirement) -> bool {
-    let have = labels.get(r.key.as_str());
+/// A node of the universe: its name (for `matchFields` on `metadata.name`) and labels.
+struct TestNode {
+    name: &'static str,
+    labels: BTreeMap<&'static str, &'static str>,
+}
+
+fn req_matches(have: Option<&str>, r: &k8s_openapi::api::core::v1::NodeSelectorRequirement) -> bool {
     let vals: Vec<&str> = r.values.iter().flatten().map(String::as_str).collect();
     let int = |s: &str| s.parse::<i64>().ok();
     match r.operator.as_str() {
-        "In" => have.is_some_and(|h| vals.contains(h)),
-        "NotIn" => have.is_none_or(|h| !vals.contains(h)),
+        "In" => have.is_some_and(|h| vals.contains(&h)),
+        "NotIn" => have.is_none_or(|h| !vals.contains(&h)),
         "Exists" => have.is_some(),
         "DoesNotExist" => have.is_none(),
-        "Gt" => matches!((have.and_then(|h| int(h)), vals.first().and_then(|v| int(v))), (Some(a), Some(b)) if a > b),
-        "Lt" => matches!((have.and_then(|h| int(h)), vals.first().and_then(|v| int(v))), (Some(a), Some(b)) if a < b),
+        "Gt" => matches!((have.and_then(int), vals.first().and_then(|v| int(v))), (Some(a), Some(b)) if a > b),
+        "Lt" => matches!((have.and_then(int), vals.first().and_then(|v| int(v))), (Some(a), Some(b)) if a < b),
         _ => false,
     }
 }
 
-fn term_matches(labels: &BTreeMap<&str, &str>, t: &NodeSelectorTerm) -> bool {
-    let reqs: Vec<_> = t.match_expressions.iter().flatten().collect();
-    !reqs.is_empty() && reqs.iter().all(|r| req_matches(labels, r))
+/// The scheduler's reading: the term's requirements (expressions on labels, fields
+/// on `metadata.name`) all hold — and a term without requirements matches no node.
+fn term_matches(node: &TestNode, t: &NodeSelectorTerm) -> bool {
+    let expressions = t.match_expressions.as_deref().unwrap_or_default();
+    let fields = t.match_fields.as_deref().unwrap_or_default();
+    (!expressions.is_empty() || !fields.is_empty())
+        && expressions
+            .iter()
+            .all(|r| req_matches(node.labels.get(r.key.as_str()).copied(), r))
+        && fields
+            .iter()
+            .all(|r| r.key == "metadata.name" && req_matches(Some(node.name), r))
 }
 
-fn terms_match(labels: &BTreeMap<&str, &str>, terms: &[NodeSelectorTerm]) -> bool {
-    terms.iter().any(|t| term_matches(labels, t))
+fn terms_match(node: &TestNode, terms: &[NodeSelectorTerm]) -> bool {
+    terms.iter().any(|t| term_matches(node, t))
 }
 
 fn required_terms(v: &Value) -> Option<Vec<NodeSelectorTerm>> {
@@ -277,22 +291,24 @@ fn required_terms(v: &Value) -> Option<Vec<NodeSelectorTerm>> {
     (!terms.is_null()).then(|| serde_json::from_value(terms.clone()).unwrap())
 }
 
-fn nodes() -> Vec<BTreeMap<&'static str, &'static str>> {
+fn nodes() -> Vec<TestNode> {
     let mut out = Vec::new();
-    for pool in [None, Some("ci"), Some("gpu"), Some("web")] {
-        for zone in [None, Some("a"), Some("b")] {
-            for arch in [None, Some("amd64"), Some("arm64")] {
-                let mut m = BTreeMap::new();
-                if let Some(p) = pool {
-                    m.insert("pool", p);
+    for name in ["node-1", "node-2", "node-3"] {
+        for pool in [None, Some("ci"), Some("gpu"), Some("web")] {
+            for zone in [None, Some("a"), Some("b")] {
+                for arch in [None, Some("amd64"), Some("arm64")] {
+                    let mut labels = BTreeMap::new();
+                    if let Some(p) = pool {
+                        labels.insert("pool", p);
+                    }
+                    if let Some(z) = zone {
+                        labels.insert("zone", z);
+                    }
+                    if let Some(a) = arch {
+                        labels.insert("kubernetes.io/arch", a);
+                    }
+                    out.push(TestNode { name, labels });
                 }
-                if let Some(z) = zone {
-                    m.insert("zone", z);
-                }
-                if let Some(a) = arch {
-                    m.insert("kubernetes.io/arch", a);
-                }
-                out.push(m);
             }
         }
     }
@@ -301,6 +317,48 @@ fn nodes() -> Vec<BTreeMap<&'static str, &'static str>> {
 
 fn term_json(reqs: &[(&str, &str, &[&str])]) -> Value {
     json!({"matchExpressions": reqs.iter().map(|(k, op, vals)| json!({"key": k, "operator": op, "values": vals})).collect::<Vec<_>>()})
+}
+
+fn fields_json(names: &[&str]) -> Value {
+    json!({"matchFields": [{"key": "metadata.name", "operator": "In", "values": names}]})
+}
+
+fn with_required(terms: &[Value]) -> Value {
+    json!({"containers": containers(), "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}})
+}
+
+fn required_group(terms: &[Value]) -> Group {
+    // Built directly: config validation refuses empty group terms, the engine must not rely on it.
+    serde_json::from_value(json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}})).unwrap()
+}
+
+/// Plans `pod_terms` (none: a pod without required affinity) against `group_terms` and
+/// checks, node by node, that the result matches exactly where pod AND group match.
+fn assert_pod_and_group(pod_terms: &[Value], group_terms: &[Value]) -> Option<Vec<NodeSelectorTerm>> {
+    let spec = if pod_terms.is_empty() {
+        json!({"containers": containers()})
+    } else {
+        with_required(pod_terms)
+    };
+    let original = pod(spec);
+    let (p, patched) = plan_apply(&original, &required_group(group_terms));
+    if !p.conflicts.is_empty() {
+        return None;
+    }
+    let pod_t: Option<Vec<NodeSelectorTerm>> = required_terms(&original);
+    let group_t: Vec<NodeSelectorTerm> = serde_json::from_value(Value::Array(group_terms.to_vec())).unwrap();
+    let result = required_terms(&patched).expect("result has required terms");
+    for node in nodes() {
+        let expected = pod_t.as_ref().is_none_or(|t| terms_match(&node, t)) && terms_match(&node, &group_t);
+        assert_eq!(
+            terms_match(&node, &result),
+            expected,
+            "node {} {:?}: pod terms {pod_terms:?} AND group terms {group_terms:?} gave {result:?}",
+            node.name,
+            node.labels
+        );
+    }
+    Some(result)
 }
 
 #[test]
@@ -323,28 +381,136 @@ fn required_node_affinity_means_pod_terms_and_group_terms() {
     ];
     for pod_terms in &pod_term_sets {
         for group_terms in &group_term_sets {
-            let spec = if pod_terms.is_empty() {
-                json!({"containers": containers()})
-            } else {
-                json!({"containers": containers(), "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": pod_terms}}}})
-            };
-            let g: Group = serde_json::from_value(json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": group_terms}}}})).unwrap();
-            let original = pod(spec);
-            let (p, patched) = plan_apply(&original, &g);
-            assert!(p.conflicts.is_empty());
-            let pod_t: Option<Vec<NodeSelectorTerm>> = required_terms(&original);
-            let group_t: Vec<NodeSelectorTerm> = serde_json::from_value(Value::Array(group_terms.clone())).unwrap();
-            let result = required_terms(&patched).expect("result has required terms");
-            for node in nodes() {
-                let expected = pod_t.as_ref().is_none_or(|t| terms_match(&node, t)) && terms_match(&node, &group_t);
-                assert_eq!(
-                    terms_match(&node, &result),
-                    expected,
-                    "node {node:?}: pod terms {pod_terms:?} AND group terms {group_terms:?} gave {result:?}"
-                );
-            }
+            assert!(
+                assert_pod_and_group(pod_terms, group_terms).is_some(),
+                "no conflict expected: {pod_terms:?} / {group_terms:?}"
+            );
         }
     }
+}
+
+#[test]
+fn required_node_affinity_is_pod_and_group_for_empty_and_match_fields_terms() {
+    let shapes: Vec<Value> = vec![
+        json!({}),
+        json!({"matchExpressions": []}),
+        json!({"matchExpressions": [], "matchFields": []}),
+        fields_json(&["node-1", "node-2"]),
+        json!({"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["node-1"]}]}),
+        json!({"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}], "matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node-2"]}]}),
+        term_json(&[("zone", "In", &["a"])]),
+        term_json(&[("pool", "In", &["ci"])]),
+        term_json(&[("pool", "Exists", &[])]),
+    ];
+    let mut sets: Vec<Vec<Value>> = vec![vec![]];
+    for a in &shapes {
+        sets.push(vec![a.clone()]);
+        for b in &shapes {
+            sets.push(vec![a.clone(), b.clone()]);
+        }
+    }
+    let mut checked = 0;
+    for pod_terms in &sets {
+        for group_terms in sets.iter().filter(|g| !g.is_empty()) {
+            checked += usize::from(assert_pod_and_group(pod_terms, group_terms).is_some());
+        }
+    }
+    assert!(
+        checked > sets.len() * sets.len() / 2,
+        "most combinations plan without conflict: {checked}"
+    );
+}
+
+#[test]
+fn an_empty_pod_term_stays_empty_and_never_becomes_the_groups_term() {
+    let group = [term_json(&[("node-pool", "In", &["gpu"])])];
+    let result = assert_pod_and_group(&[json!({}), term_json(&[("zone", "In", &["z1"])])], &group).unwrap();
+    assert_eq!(
+        serde_json::to_value(&result).unwrap(),
+        json!([{}, {"matchExpressions": [
+            {"key": "zone", "operator": "In", "values": ["z1"]},
+            {"key": "node-pool", "operator": "In", "values": ["gpu"]},
+        ]}]),
+        "the empty term still matches no node; the zone term gets the group's requirement"
+    );
+}
+
+#[test]
+fn a_pod_that_can_never_be_scheduled_is_left_unschedulable_without_a_conflict() {
+    let group = required_group(&[term_json(&[("node-pool", "In", &["gpu"])])]);
+    for never in [
+        json!({"matchExpressions": []}),
+        json!({}),
+        term_json(&[("zone", "In", &["a"]), ("zone", "In", &["b"])]),
+    ] {
+        let original = pod(with_required(std::slice::from_ref(&never)));
+        let (p, patched) = plan_apply(&original, &group);
+        assert!(p.changes.is_empty() && p.conflicts.is_empty(), "{never}: {p:?}");
+        assert_eq!(patched, original);
+        assert!(
+            !nodes()
+                .iter()
+                .any(|n| terms_match(n, &required_terms(&patched).unwrap()))
+        );
+        assert_eq!(
+            verify(&typed(&original), &group),
+            vec![],
+            "nothing it could run on is outside the group"
+        );
+    }
+}
+
+#[test]
+fn a_match_fields_only_term_keeps_its_fields_and_gets_the_groups_expressions() {
+    let group = [term_json(&[("pool", "In", &["gpu"])])];
+    let result = assert_pod_and_group(&[fields_json(&["node-1"])], &group).unwrap();
+    assert_eq!(
+        serde_json::to_value(&result).unwrap(),
+        json!([{
+            "matchExpressions": [{"key": "pool", "operator": "In", "values": ["gpu"]}],
+            "matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node-1"]}],
+        }])
+    );
+}
+
+#[test]
+fn an_empty_group_term_adds_nothing_a_node_could_match() {
+    let result = assert_pod_and_group(
+        &[term_json(&[("zone", "In", &["a"])])],
+        &[json!({}), term_json(&[("pool", "In", &["ci"])])],
+    )
+    .unwrap();
+    assert_eq!(
+        serde_json::to_value(&result).unwrap(),
+        json!([{"matchExpressions": [
+            {"key": "zone", "operator": "In", "values": ["a"]},
+            {"key": "pool", "operator": "In", "values": ["ci"]},
+        ]}])
+    );
+    // A group whose only term matches no node: no pod term can satisfy it.
+    let p = plan(
+        &typed(&pod(with_required(&[term_json(&[("zone", "In", &["a"])])]))),
+        &required_group(&[json!({})]),
+    );
+    assert_eq!(p.conflicts.len(), 1, "{p:?}");
+}
+
+#[test]
+fn verify_reads_empty_terms_as_the_planner_does() {
+    let group = required_group(&[term_json(&[("pool", "In", &["gpu"])])]);
+    let stored = typed(&pod(with_required(&[json!({}), term_json(&[("zone", "In", &["z1"])])])));
+    let violations = verify(&stored, &group);
+    assert_eq!(violations.len(), 1, "{violations:?}");
+    assert_eq!(
+        violations[0].field,
+        "affinity.nodeAffinity.required.nodeSelectorTerms[1]"
+    );
+    let loosened = typed(&pod(with_required(&[term_json(&[("pool", "In", &["gpu"])])])));
+    assert_eq!(
+        verify(&loosened, &required_group(&[json!({})])).len(),
+        1,
+        "an empty group term is not satisfied by a real one"
+    );
 }
 
 #[test]

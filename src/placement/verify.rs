@@ -5,7 +5,7 @@
 use k8s_openapi::api::core::v1::{NodeSelectorTerm, Pod, PodAffinityTerm, WeightedPodAffinityTerm};
 
 use super::Violation;
-use super::affinity::{and_terms, describe_term, term_implies, unsatisfiable};
+use super::affinity::{and_terms, describe_term, matches_no_node, term_implies};
 use super::tolerations::{describe, is_tolerated};
 use crate::config::{Group, OnConflict};
 
@@ -67,7 +67,7 @@ pub fn verify(pod: &Pod, group: &Group) -> Vec<Violation> {
                 if group_terms.is_empty() || group_terms.iter().any(|g| term_implies(term, g)) {
                     continue;
                 }
-                let conflicting = group_terms.iter().all(|g| unsatisfiable(&and_terms(term, g)).is_some());
+                let conflicting = group_terms.iter().all(|g| matches_no_node(&and_terms(term, g)));
                 if ignore && conflicting {
                     continue;
                 }
