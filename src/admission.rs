@@ -527,6 +527,11 @@ impl Admission {
     pub fn cached_namespaces(&self) -> usize {
         self.namespaces.cached_count()
     }
+
+    /// Groups that cached namespaces select but the live configuration does not define.
+    pub fn orphaned_groups(&self) -> std::collections::BTreeMap<String, usize> {
+        crate::orphans::count(&self.config.load().config, self.namespaces.as_ref())
+    }
 }
 
 fn skipped(webhook: Webhook, why: &str) -> Outcome {

@@ -5,14 +5,18 @@
 //! - [`placement`]: the pure engine (plan, verify, decide).
 //! - [`admission`]: AdmissionReview in → AdmissionReview out.
 //! - [`namespaces`]: namespace labels (reflector cache + live GET).
+//! - [`orphans`]: namespaces selecting a group the configuration does not define.
 //! - [`server`]: HTTPS serving, probes, hot reload of config and certificate.
 //! - [`metrics`], [`telemetry`]: Prometheus metrics; logs and traces.
+//! - [`webhooks`]: the webhook entries' namespaceSelectors, reconciled with the live configuration.
 //! - [`cli`]: the command line.
 pub mod admission;
 pub mod cli;
 pub mod config;
 pub mod metrics;
 pub mod namespaces;
+pub mod orphans;
 pub mod placement;
 pub mod server;
 pub mod telemetry;
+pub mod webhooks;

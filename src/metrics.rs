@@ -8,6 +8,8 @@
 //! | `pod_director_config_reloads_total` | `result` (`success`, `error`) |
 //! | `pod_director_tls_reloads_total` | `result` (`success`, `error`) |
 //! | `pod_director_namespace_cache_size` (gauge) | |
+//! | `pod_director_orphaned_group_namespaces` (gauge) | `group` (undefined groups that namespaces select) |
+//! | `pod_director_webhook_reconciles_total` | `result` (`patched`, `unchanged`, `error`) |
 //! | `pod_director_build_info` | `version` |
 //!
 //! `group` and `mode` are empty when no group applies (excluded namespace, no group).
@@ -75,6 +77,38 @@ struct ResultLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct GroupLabels {
+    group: String,
+}
+
+/// What one reconciliation of the webhook configurations ended with (`result` label).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReconcileResult {
+    /// Some namespaceSelector differed from the live configuration's and was patched.
+    Patched,
+    /// Every namespaceSelector already matched.
+    Unchanged,
+    /// The configurations could not be read or patched (retried).
+    Error,
+}
+
+impl ReconcileResult {
+    pub const ALL: [ReconcileResult; 3] = [
+        ReconcileResult::Patched,
+        ReconcileResult::Unchanged,
+        ReconcileResult::Error,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReconcileResult::Patched => "patched",
+            ReconcileResult::Unchanged => "unchanged",
+            ReconcileResult::Error => "error",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct VersionLabels {
     version: String,
 }
@@ -105,6 +139,8 @@ pub struct Metrics {
     config_reloads: Family<ResultLabels, Counter>,
     tls_reloads: Family<ResultLabels, Counter>,
     namespace_cache_size: Gauge,
+    orphaned_group_namespaces: Family<GroupLabels, Gauge>,
+    webhook_reconciles: Family<ResultLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -154,6 +190,18 @@ impl Metrics {
             "Namespaces held in the namespace cache",
             namespace_cache_size.clone(),
         );
+        let orphaned_group_namespaces = Family::<GroupLabels, Gauge>::default();
+        registry.register(
+            "orphaned_group_namespaces",
+            "Namespaces whose group label names a group the configuration does not define, by group",
+            orphaned_group_namespaces.clone(),
+        );
+        let webhook_reconciles = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "webhook_reconciles",
+            "Reconciliations of the webhook configurations' namespaceSelectors with the live configuration, by result",
+            webhook_reconciles.clone(),
+        );
         registry.register(
             "build",
             "pod-director build information",
@@ -169,6 +217,8 @@ impl Metrics {
             config_reloads,
             tls_reloads,
             namespace_cache_size,
+            orphaned_group_namespaces,
+            webhook_reconciles,
         }
     }
 
@@ -231,6 +281,25 @@ impl Metrics {
         self.namespace_cache_size.set(i64::try_from(size).unwrap_or(i64::MAX));
     }
 
+    /// Replaces the orphaned-group gauge with `orphaned` (group → namespaces), at most
+    /// [`crate::orphans::MAX_SERIES`] series: groups no namespace selects any more disappear.
+    pub fn set_orphaned_groups(&self, orphaned: &std::collections::BTreeMap<String, usize>) {
+        self.orphaned_group_namespaces.clear();
+        for (group, count) in crate::orphans::bounded(orphaned) {
+            self.orphaned_group_namespaces
+                .get_or_create(&GroupLabels { group })
+                .set(i64::try_from(count).unwrap_or(i64::MAX));
+        }
+    }
+
+    pub fn webhook_reconciled(&self, result: ReconcileResult) {
+        self.webhook_reconciles
+            .get_or_create(&ResultLabels {
+                result: result.as_str().to_owned(),
+            })
+            .inc();
+    }
+
     /// The registry as OpenMetrics text (see [`CONTENT_TYPE`]).
     pub fn encode(&self) -> String {
         let mut out = String::new();
@@ -265,6 +334,8 @@ mod tests {
         metrics.config_reloaded(ReloadResult::Error);
         metrics.tls_reloaded(ReloadResult::Success);
         metrics.set_namespace_cache_size(42);
+        metrics.set_orphaned_groups(&[("old".to_owned(), 3)].into());
+        metrics.webhook_reconciled(ReconcileResult::Patched);
         let text = metrics.encode();
         for expected in [
             r#"pod_director_decisions_total{group="ci",mode="dryRun",decision="would_patch",webhook="mutate"} 1"#,
@@ -275,6 +346,8 @@ mod tests {
             r#"pod_director_config_reloads_total{result="error"} 1"#,
             r#"pod_director_tls_reloads_total{result="success"} 1"#,
             "pod_director_namespace_cache_size 42",
+            r#"pod_director_orphaned_group_namespaces{group="old"} 3"#,
+            r#"pod_director_webhook_reconciles_total{result="patched"} 1"#,
             &format!(
                 r#"pod_director_build_info{{version="{}"}} 1"#,
                 env!("CARGO_PKG_VERSION")
@@ -311,6 +384,8 @@ mod tests {
         metrics.config_reloaded(ReloadResult::Error);
         metrics.tls_reloaded(ReloadResult::Success);
         metrics.set_namespace_cache_size(7);
+        metrics.set_orphaned_groups(&[("gone".to_owned(), 2)].into());
+        metrics.webhook_reconciled(ReconcileResult::Unchanged);
         let expected = EXPOSITION.replace("VERSION", env!("CARGO_PKG_VERSION"));
         assert_eq!(metrics.encode(), expected);
     }
@@ -351,11 +426,35 @@ pod_director_tls_reloads_total{result=\"success\"} 1
 # HELP pod_director_namespace_cache_size Namespaces held in the namespace cache.
 # TYPE pod_director_namespace_cache_size gauge
 pod_director_namespace_cache_size 7
+# HELP pod_director_orphaned_group_namespaces Namespaces whose group label names a group the configuration does not define, by group.
+# TYPE pod_director_orphaned_group_namespaces gauge
+pod_director_orphaned_group_namespaces{group=\"gone\"} 2
+# HELP pod_director_webhook_reconciles Reconciliations of the webhook configurations' namespaceSelectors with the live configuration, by result.
+# TYPE pod_director_webhook_reconciles counter
+pod_director_webhook_reconciles_total{result=\"unchanged\"} 1
 # HELP pod_director_build pod-director build information.
 # TYPE pod_director_build info
 pod_director_build_info{version=\"VERSION\"} 1
 # EOF
 ";
+
+    #[test]
+    fn the_orphaned_group_gauge_follows_the_latest_count() {
+        let metrics = Metrics::new();
+        metrics.set_orphaned_groups(&[("old".to_owned(), 3), ("older".to_owned(), 1)].into());
+        metrics.set_orphaned_groups(&[("old".to_owned(), 2)].into());
+        let text = metrics.encode();
+        assert!(
+            text.contains(r#"pod_director_orphaned_group_namespaces{group="old"} 2"#),
+            "{text}"
+        );
+        assert!(
+            !text.contains("older"),
+            "a group no namespace selects any more has no series: {text}"
+        );
+        metrics.set_orphaned_groups(&Default::default());
+        assert!(!metrics.encode().contains("pod_director_orphaned_group_namespaces{"));
+    }
 
     #[test]
     fn a_decision_without_an_exported_span_has_no_exemplar() {

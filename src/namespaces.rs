@@ -49,6 +49,11 @@ pub trait NamespaceSource: Send + Sync + 'static {
     fn is_ready(&self) -> bool;
     /// How many namespaces the cache holds.
     fn cached_count(&self) -> usize;
+    /// `(namespace, value)` of every cached namespace carrying label `key`.
+    fn label_values(&self, key: &str) -> Vec<(String, String)> {
+        let _ = key;
+        Vec::new()
+    }
 }
 
 /// The labels of namespace `name`: from the cache, else from a live read.
@@ -165,6 +170,17 @@ impl NamespaceSource for KubeNamespaces {
     fn cached_count(&self) -> usize {
         self.store.len()
     }
+
+    fn label_values(&self, key: &str) -> Vec<(String, String)> {
+        self.store
+            .state()
+            .iter()
+            .filter_map(|ns| {
+                let value = ns.metadata.labels.as_ref()?.get(key)?;
+                Some((ns.name_any(), value.clone()))
+            })
+            .collect()
+    }
 }
 
 /// Namespaces held in memory: for tests and for running without a cluster.
@@ -240,6 +256,15 @@ impl NamespaceSource for StaticNamespaces {
 
     fn cached_count(&self) -> usize {
         self.namespaces.read().map(|m| m.len()).unwrap_or(0)
+    }
+
+    fn label_values(&self, key: &str) -> Vec<(String, String)> {
+        let Ok(map) = self.namespaces.read() else {
+            return Vec::new();
+        };
+        map.iter()
+            .filter_map(|(name, labels)| Some((name.clone(), labels.get(key)?.clone())))
+            .collect()
     }
 }
 

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use pod_director::config::Mode;
-use pod_director::metrics::{EXEMPLAR_TRACE_LABEL, Metrics, ReloadResult};
+use pod_director::metrics::{EXEMPLAR_TRACE_LABEL, Metrics, ReconcileResult, ReloadResult};
 use pod_director::placement::{Decision, Resolution, Webhook};
 use pod_director::telemetry::{DECISION_FIELDS, LOG_LINE_KEYS};
 use serde_json::Value;
@@ -55,6 +55,10 @@ fn emitted() -> Emitted {
     others.tls_reloaded(ReloadResult::Success);
     others.tls_reloaded(ReloadResult::Error);
     others.set_namespace_cache_size(3);
+    others.set_orphaned_groups(&[("removed".to_owned(), 2)].into());
+    for result in ReconcileResult::ALL {
+        others.webhook_reconciled(result);
+    }
     others.observe_decision(
         &pod_director::placement::Outcome::new(Webhook::Validate, Decision::Noop),
         Duration::from_millis(1),
@@ -73,7 +77,8 @@ fn emitted() -> Emitted {
         Resolution::Overridden.as_str(),
         Resolution::Ignored.as_str(),
     ]);
-    let result = strings(&[ReloadResult::Success.as_str(), ReloadResult::Error.as_str()]);
+    let mut result = strings(&[ReloadResult::Success.as_str(), ReloadResult::Error.as_str()]);
+    result.extend(ReconcileResult::ALL.iter().map(|r| r.as_str().to_owned()));
     let values = BTreeMap::from([
         ("decision", decision),
         ("mode", mode),
@@ -569,6 +574,8 @@ fn the_dashboards_answer_the_rollout_questions() {
         r#"pod_director_config_reloads_total{result=\"error\"}"#,
         r#"pod_director_tls_reloads_total{result=\"error\"}"#,
         "pod_director_namespace_cache_size",
+        "pod_director_orphaned_group_namespaces",
+        r#"pod_director_webhook_reconciles_total{result=\"error\"}"#,
         r#"span.\"placement.decision\" = \"would_patch\""#,
         r#"span.\"placement.patch.json\""#,
     ] {

@@ -186,3 +186,73 @@ async fn a_valid_config_change_takes_effect_without_a_restart_and_an_invalid_one
     );
     harness.server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_that_means_nothing_is_refused_and_the_old_revision_keeps_deciding() {
+    let mut harness = Harness::start(&CONFIG.replace("dryRun", "enforce")).await;
+    harness.label("ns", "ci");
+    let before = decide(&harness, "u-0").await;
+    assert_eq!(before["auditAnnotations"]["decision"], "patched");
+    let revision = before["auditAnnotations"]["config-revision"].clone();
+
+    for (refused, text) in [
+        (1.0, ""),
+        (2.0, "# groups:\n#   ci: {mode: enforce}\n"),
+        (3.0, "null\n"),
+        (4.0, "---\n"),
+    ] {
+        harness.config.update(&[("config.yaml", text.as_bytes())]);
+        assert!(
+            eventually(Duration::from_secs(5), || async {
+                metric(&harness, r#"pod_director_config_reloads_total{result="error"}"#).await == Some(refused)
+            })
+            .await,
+            "{text:?} is refused and counted"
+        );
+        let still = decide(&harness, "u-1").await;
+        assert_eq!(still["auditAnnotations"]["decision"], "patched", "after {text:?}");
+        assert_eq!(still["auditAnnotations"]["config-revision"], revision, "after {text:?}");
+    }
+    assert_eq!(
+        metric(&harness, r#"pod_director_config_reloads_total{result="success"}"#).await,
+        None
+    );
+    harness.server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namespaces_left_selecting_a_removed_group_are_exported_per_group() {
+    let two = format!("{CONFIG}  batch:\n    nodeSelector: {{node-pool: batch}}\n");
+    let mut harness = Harness::start(&two).await;
+    harness.label("a", "batch");
+    harness.label("b", "batch");
+    harness.label("c", "ci");
+    let gauge = r#"pod_director_orphaned_group_namespaces{group="batch"}"#;
+    assert_eq!(metric(&harness, gauge).await, None, "batch is defined");
+
+    harness.config.update(&[("config.yaml", CONFIG.as_bytes())]);
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            metric(&harness, gauge).await == Some(2.0)
+        })
+        .await,
+        "two namespaces still select the removed group"
+    );
+    assert_eq!(
+        metric(&harness, r#"pod_director_orphaned_group_namespaces{group="ci"}"#).await,
+        None
+    );
+
+    // The gauge follows the namespaces, not only reloads.
+    harness.label("a", "ci");
+    assert_eq!(metric(&harness, gauge).await, Some(1.0));
+    harness.config.update(&[("config.yaml", two.as_bytes())]);
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            metric(&harness, gauge).await.is_none()
+        })
+        .await,
+        "batch is defined again"
+    );
+    harness.server.shutdown().await;
+}

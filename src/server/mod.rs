@@ -86,6 +86,8 @@ pub struct ServeArgs {
     /// Longest wait for in-flight requests after SIGTERM/SIGINT.
     #[arg(long, env = "POD_DIRECTOR_SHUTDOWN_TIMEOUT", default_value = "25s", value_parser = parse_duration)]
     pub shutdown_timeout: Duration,
+    #[command(flatten)]
+    pub webhooks: crate::webhooks::ReconcileArgs,
 }
 
 /// Parses `10s`, `500ms`, `2m`, `1h` or a bare number of seconds.
@@ -165,6 +167,8 @@ pub struct RunningServer {
     pub probe_addr: SocketAddr,
     /// The live configuration (swapped on reload).
     pub config: Arc<ArcSwap<crate::config::Loaded>>,
+    /// Tells the new revision after every successful configuration reload.
+    pub config_changes: watch::Receiver<String>,
     pub metrics: Arc<Metrics>,
     shutdown: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
@@ -198,6 +202,7 @@ pub async fn start(settings: Settings, namespaces: Arc<dyn NamespaceSource>) -> 
         overrides = loaded.overrides.len(),
         "configuration loaded"
     );
+    reload::warn_about(&loaded);
     for (variable, setting) in &loaded.overrides {
         info!(
             variable = variable.as_str(),
@@ -205,6 +210,7 @@ pub async fn start(settings: Settings, namespaces: Arc<dyn NamespaceSource>) -> 
             "configuration overridden from the environment"
         );
     }
+    let (config_changed, config_changes) = watch::channel(loaded.revision.clone());
     let config = Arc::new(ArcSwap::from_pointee(loaded));
     let (shutdown, shutdown_rx) = watch::channel(false);
     let mut tasks = Vec::new();
@@ -242,8 +248,15 @@ pub async fn start(settings: Settings, namespaces: Arc<dyn NamespaceSource>) -> 
             live: config.clone(),
             metrics: metrics.clone(),
             last: config_fingerprint,
+            changed: config_changed,
         },
         settings.reload_poll_interval,
+        shutdown_rx.clone(),
+    ));
+    tasks.push(crate::orphans::spawn_reporter(
+        config.clone(),
+        namespaces.clone(),
+        config_changes.clone(),
         shutdown_rx.clone(),
     ));
 
@@ -294,6 +307,7 @@ pub async fn start(settings: Settings, namespaces: Arc<dyn NamespaceSource>) -> 
         addr,
         probe_addr,
         config,
+        config_changes,
         metrics,
         shutdown,
         tasks,
@@ -358,10 +372,34 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let client = kube::Client::try_default()
         .await
         .context("cannot configure a Kubernetes client (in-cluster service account or KUBECONFIG)")?;
-    let namespaces = Arc::new(KubeNamespaces::start(client));
+    let namespaces = Arc::new(KubeNamespaces::start(client.clone()));
     let server = start(settings, namespaces).await?;
+    let targets = args.webhooks.targets();
+    let (stop_reconciler, stopped) = watch::channel(false);
+    let reconciler = if targets.is_empty() {
+        info!("webhook configurations are not reconciled (no --mutating/--validating-webhook-configuration)");
+        None
+    } else {
+        Some(crate::webhooks::spawn(
+            crate::webhooks::Reconciler {
+                client,
+                targets,
+                live: server.config.clone(),
+                metrics: server.metrics.clone(),
+            },
+            server.config_changes.clone(),
+            args.webhooks.webhook_resync_interval,
+            stopped,
+        ))
+    };
     shutdown_signal().await;
     info!("shutdown signal received; draining in-flight requests");
+    let _ = stop_reconciler.send(true);
+    if let Some(task) = reconciler
+        && let Err(err) = task.await
+    {
+        warn!(error = %err, "the webhook reconciler ended abnormally");
+    }
     server.shutdown().await;
     info!("pod-director stopped");
     Ok(())

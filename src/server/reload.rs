@@ -57,6 +57,17 @@ pub fn load_config(path: &Path, own_namespace: Option<&str>) -> Result<Loaded, C
     Ok(loaded)
 }
 
+/// Logs the warnings of a configuration that was accepted (e.g. no groups defined).
+pub fn warn_about(loaded: &Loaded) {
+    for warning in &loaded.warnings {
+        warn!(
+            config.revision = loaded.revision.as_str(),
+            warning = warning.as_str(),
+            "configuration warning"
+        );
+    }
+}
+
 /// Something reloaded from files when they change.
 pub trait Reload: Send + 'static {
     fn paths(&self) -> Vec<PathBuf>;
@@ -71,6 +82,8 @@ pub struct ConfigReload {
     pub live: Arc<ArcSwap<Loaded>>,
     pub metrics: Arc<Metrics>,
     pub last: Fingerprint,
+    /// Told the new revision after each successful reload (orphaned groups, webhook reconciliation).
+    pub changed: watch::Sender<String>,
 }
 
 impl Reload for ConfigReload {
@@ -93,8 +106,12 @@ impl Reload for ConfigReload {
                     path = %self.path.display(),
                     "configuration reloaded"
                 );
+                warn_about(&loaded);
+                let revision = loaded.revision.clone();
                 self.live.store(Arc::new(loaded));
                 self.metrics.config_reloaded(ReloadResult::Success);
+                // Nobody listening (no reporter, no reconciler) is fine.
+                self.changed.send_replace(revision);
             }
             Err(err) => {
                 error!(

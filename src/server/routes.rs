@@ -165,6 +165,7 @@ pub fn probes(
     });
     let metrics = warp::path("metrics").and(warp::path::end()).map(move || {
         metrics.set_namespace_cache_size(cache.cached_namespaces());
+        metrics.set_orphaned_groups(&cache.orphaned_groups());
         warp::reply::with_header(metrics.encode(), CONTENT_TYPE, metrics::CONTENT_TYPE).into_response()
     });
     warp::get()

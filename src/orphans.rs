@@ -1,0 +1,177 @@
+//! Orphaned groups: namespaces whose group label names a group the live
+//! configuration does not define — typically because a reload removed (or
+//! renamed) the group while namespaces still select it. Their pods then fall
+//! under `unknownGroup` (admitted unplaced, or all denied), which is rarely
+//! what the admin meant, so it is made loud:
+//!
+//! - a WARN line per orphaned group, naming it and how many namespaces select
+//!   it, once the namespace cache has synced at start and after every reload
+//!   ([`spawn_reporter`]);
+//! - the gauge `pod_director_orphaned_group_namespaces{group}`, computed from
+//!   the namespace cache on every scrape ([`count`]), so it follows namespaces
+//!   being relabelled or deleted without a reload.
+//!
+//! Excluded namespaces are not counted: pod-director never decides their pods.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use crate::config::{Config, Loaded};
+use crate::namespaces::NamespaceSource;
+
+/// How many groups get a series of their own; the rest are summed into [`OTHER_GROUPS`].
+/// Label values are written by whoever may label namespaces: the gauge's size must not be theirs to choose.
+pub const MAX_SERIES: usize = 50;
+/// The `group` of the series summing the orphaned groups beyond [`MAX_SERIES`]
+/// (not a valid label value, so no real group can be named so).
+pub const OTHER_GROUPS: &str = "(other)";
+
+/// How often the reporter checks whether the namespace cache has synced.
+const READY_POLL: Duration = Duration::from_millis(200);
+
+/// Orphaned groups → how many (non-excluded) cached namespaces select each.
+pub fn count(config: &Config, namespaces: &dyn NamespaceSource) -> BTreeMap<String, usize> {
+    let mut orphaned: BTreeMap<String, usize> = BTreeMap::new();
+    for (namespace, group) in namespaces.label_values(&config.namespace_label) {
+        if config.groups.contains_key(&group) || config.excluded_namespaces.contains(&namespace) {
+            continue;
+        }
+        *orphaned.entry(group).or_default() += 1;
+    }
+    orphaned
+}
+
+/// At most [`MAX_SERIES`] groups, the largest first kept by name; the rest summed into [`OTHER_GROUPS`].
+pub fn bounded(orphaned: &BTreeMap<String, usize>) -> BTreeMap<String, usize> {
+    if orphaned.len() <= MAX_SERIES {
+        return orphaned.clone();
+    }
+    let mut by_size: Vec<(&String, &usize)> = orphaned.iter().collect();
+    by_size.sort_by(|a, b| b.1.cmp(a.1).then_with(|| a.0.cmp(b.0)));
+    let mut out: BTreeMap<String, usize> = by_size[..MAX_SERIES].iter().map(|(g, n)| ((*g).clone(), **n)).collect();
+    out.insert(
+        OTHER_GROUPS.to_owned(),
+        by_size[MAX_SERIES..].iter().map(|(_, n)| **n).sum(),
+    );
+    out
+}
+
+/// Logs one WARN per orphaned group of `loaded` (nothing when there is none).
+pub fn report(loaded: &Loaded, namespaces: &dyn NamespaceSource) {
+    let orphaned = count(&loaded.config, namespaces);
+    for (group, selecting) in &orphaned {
+        warn!(
+            config.revision = loaded.revision.as_str(),
+            group = group.as_str(),
+            namespaces = *selecting,
+            label = loaded.config.namespace_label.as_str(),
+            "namespaces select a group that is not defined; their pods are decided by unknownGroup"
+        );
+    }
+    if orphaned.is_empty() {
+        info!(
+            config.revision = loaded.revision.as_str(),
+            "every labelled namespace selects a defined group"
+        );
+    }
+}
+
+/// Reports orphaned groups once the namespace cache has synced, then after every
+/// configuration change announced on `changed`, until `shutdown`.
+pub fn spawn_reporter(
+    live: Arc<ArcSwap<Loaded>>,
+    namespaces: Arc<dyn NamespaceSource>,
+    mut changed: watch::Receiver<String>,
+    mut shutdown: watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        while !namespaces.is_ready() {
+            tokio::select! {
+                _ = shutdown.changed() => return,
+                () = tokio::time::sleep(READY_POLL) => {}
+            }
+        }
+        changed.mark_unchanged();
+        report(&live.load(), namespaces.as_ref());
+        loop {
+            tokio::select! {
+                _ = shutdown.changed() => return,
+                result = changed.changed() => {
+                    if result.is_err() {
+                        return;
+                    }
+                }
+            }
+            report(&live.load(), namespaces.as_ref());
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::namespaces::{Labels, StaticNamespaces};
+
+    fn labelled(group: &str) -> Labels {
+        Labels::from([("pod-director/group".to_owned(), group.to_owned())])
+    }
+
+    fn config(yaml: &str) -> Config {
+        Config::from_yaml(yaml, "test", Vec::new()).expect("valid").config
+    }
+
+    #[test]
+    fn namespaces_selecting_an_undefined_group_are_counted_by_group() {
+        let namespaces = StaticNamespaces::new();
+        namespaces.insert("team-a", labelled("ci"));
+        namespaces.insert("team-b", labelled("gpu"));
+        namespaces.insert("team-c", labelled("gpu"));
+        namespaces.insert("team-d", labelled("old"));
+        namespaces.insert("plain", Labels::new());
+        namespaces.insert("kube-public", labelled("gpu"));
+        let c = config("groups: {ci: {}}");
+        assert_eq!(
+            count(&c, &namespaces),
+            BTreeMap::from([("gpu".to_owned(), 2), ("old".to_owned(), 1)]),
+            "kube-public is excluded, plain has no label, ci is defined"
+        );
+        let c = config("groups: {ci: {}, gpu: {}, old: {}}");
+        assert!(count(&c, &namespaces).is_empty());
+    }
+
+    #[test]
+    fn the_configured_label_key_is_the_one_counted() {
+        let namespaces = StaticNamespaces::new();
+        namespaces.insert("team-a", labelled("gone"));
+        namespaces.insert(
+            "team-b",
+            Labels::from([("infra.example.com/pool".to_owned(), "gone".to_owned())]),
+        );
+        let c = config("namespaceLabel: infra.example.com/pool\ngroups: {ci: {}}");
+        assert_eq!(count(&c, &namespaces), BTreeMap::from([("gone".to_owned(), 1)]));
+    }
+
+    #[test]
+    fn at_most_max_series_groups_get_their_own_series() {
+        let many: BTreeMap<String, usize> = (0..MAX_SERIES + 10).map(|i| (format!("g{i:03}"), i + 1)).collect();
+        let out = bounded(&many);
+        assert_eq!(out.len(), MAX_SERIES + 1);
+        assert_eq!(
+            out[OTHER_GROUPS],
+            (1..=10).sum::<usize>(),
+            "the ten smallest are summed"
+        );
+        assert_eq!(out.values().sum::<usize>(), many.values().sum::<usize>());
+        assert!(!out.contains_key("g000"));
+        assert_eq!(bounded(&BTreeMap::from([("a".to_owned(), 1)])).len(), 1);
+        assert!(
+            crate::config::syntax::label_value(OTHER_GROUPS).is_some(),
+            "no group can be named so"
+        );
+    }
+}

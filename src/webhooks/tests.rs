@@ -1,0 +1,491 @@
+use std::sync::Mutex;
+
+use http::{Request, Response, StatusCode};
+use kube::client::Body;
+use serde_json::json;
+
+use super::*;
+
+fn config(yaml: &str) -> Config {
+    Config::from_yaml(yaml, "test", Vec::new()).expect("valid").config
+}
+
+fn loaded(yaml: &str) -> Loaded {
+    Config::from_yaml(yaml, "test", Vec::new()).expect("valid")
+}
+
+fn expressions(selector: &LabelSelector) -> Value {
+    serde_json::to_value(selector.match_expressions.as_ref().expect("expressions")).unwrap()
+}
+
+const GROUPS: &str = "
+groups:
+  ci: {mode: enforce}
+  gpu: {mode: warn}
+  batch: {}
+";
+
+#[test]
+fn groups_are_selected_by_the_entry_of_their_mode() {
+    let selectors = namespace_selectors(&config(GROUPS));
+    let excluded = json!({"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-node-lease", "kube-public", "kube-system"]});
+    assert_eq!(
+        expressions(&selectors[&Entry::Enforce]),
+        json!([{"key": "pod-director/group", "operator": "In", "values": ["ci"]}, excluded])
+    );
+    assert_eq!(
+        expressions(&selectors[&Entry::Observe]),
+        json!([{"key": "pod-director/group", "operator": "In", "values": ["batch", "gpu"]}, excluded])
+    );
+    assert_eq!(
+        expressions(&selectors[&Entry::UnknownGroup]),
+        json!([
+            {"key": "pod-director/group", "operator": "Exists"},
+            {"key": "pod-director/group", "operator": "NotIn", "values": ["batch", "ci", "gpu"]},
+            excluded,
+        ])
+    );
+    assert_eq!(
+        expressions(&selectors[&Entry::DefaultGroup]),
+        json!([{"key": "kubernetes.io/metadata.name", "operator": "In", "values": [NO_NAMESPACE]}, excluded]),
+        "no defaultGroup: the entry selects no namespace"
+    );
+}
+
+#[test]
+fn an_entry_with_nothing_to_serve_selects_a_name_no_namespace_can_have() {
+    let selectors = namespace_selectors(&config("groups: {a: {}}"));
+    assert_eq!(
+        expressions(&selectors[&Entry::Enforce])[0],
+        json!({"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["none.pod-director.io"]})
+    );
+    assert!(
+        crate::config::syntax::label_value(NO_NAMESPACE).is_none(),
+        "a valid label value"
+    );
+    assert!(
+        crate::config::syntax::dns1123_label(NO_NAMESPACE).is_some(),
+        "but never a namespace's name"
+    );
+    let none = namespace_selectors(&config("groups: {}"));
+    assert_eq!(
+        expressions(&none[&Entry::UnknownGroup]),
+        json!([
+            {"key": "pod-director/group", "operator": "Exists"},
+            {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-node-lease", "kube-public", "kube-system"]},
+        ])
+    );
+}
+
+#[test]
+fn a_default_group_selects_unlabelled_namespaces_with_its_modes_policy() {
+    let c = config(&format!("defaultGroup: ci\n{GROUPS}"));
+    assert_eq!(
+        expressions(&namespace_selectors(&c)[&Entry::DefaultGroup])[0],
+        json!({"key": "pod-director/group", "operator": "DoesNotExist"})
+    );
+    assert_eq!(default_group_follows(&c), Entry::Enforce);
+    assert_eq!(
+        default_group_follows(&config(&format!("defaultGroup: gpu\n{GROUPS}"))),
+        Entry::Observe
+    );
+    assert_eq!(default_group_follows(&config(GROUPS)), Entry::Observe);
+    let by_default = config("defaultMode: enforce\ndefaultGroup: batch\ngroups: {batch: {}}");
+    assert_eq!(
+        default_group_follows(&by_default),
+        Entry::Enforce,
+        "mode inherited from defaultMode"
+    );
+}
+
+#[test]
+fn excluded_namespaces_always_include_kube_system_sorted_once() {
+    let mut c = config("excludedNamespaces: [monitoring, kube-system]\ngroups: {a: {}}");
+    c.excluded_namespaces.push("pod-director".to_owned());
+    assert_eq!(excluded(&c), ["kube-system", "monitoring", "pod-director"]);
+    let c = config("excludedNamespaces: []\nnamespaceLabel: infra.example.com/pool\ngroups: {a: {}}");
+    let selectors = namespace_selectors(&c);
+    assert_eq!(
+        expressions(&selectors[&Entry::Observe]),
+        json!([
+            {"key": "infra.example.com/pool", "operator": "In", "values": ["a"]},
+            {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system"]},
+        ])
+    );
+}
+
+/// The `webhooks` list of a configuration as the chart renders it for `yaml`,
+/// with a foreign entry (another feature's) in the middle and `enforce_policy`.
+fn rendered(kind: Kind, name: &str, yaml: &str, enforce_policy: &str) -> Vec<Value> {
+    let c = config(yaml);
+    let selectors = namespace_selectors(&c);
+    let mut out: Vec<Value> = Entry::ALL
+        .iter()
+        .map(|entry| {
+            let policy = match entry {
+                Entry::Enforce => enforce_policy.to_owned(),
+                Entry::DefaultGroup if default_group_follows(&c) == Entry::Enforce => enforce_policy.to_owned(),
+                _ => "Ignore".to_owned(),
+            };
+            json!({
+                "name": entry.name(kind.webhook(), name),
+                "failurePolicy": policy,
+                "namespaceSelector": selectors[entry],
+                "sideEffects": "None",
+            })
+        })
+        .collect();
+    out.insert(
+        2,
+        json!({"name": format!("namespace-guard.{}.{name}.pod-director.io", kind.webhook()), "failurePolicy": "Fail", "namespaceSelector": {}}),
+    );
+    out
+}
+
+#[test]
+fn webhooks_that_match_the_configuration_need_no_patch() {
+    let live = rendered(Kind::Mutating, "pd", GROUPS, "Fail");
+    let (ops, changed) = plan_patch(Kind::Mutating, "pd", &live, &config(GROUPS)).unwrap();
+    assert!(ops.is_empty() && changed.is_empty(), "{ops:?}");
+}
+
+#[test]
+fn a_group_flipped_to_enforce_moves_to_the_enforce_entry_and_nothing_else_is_touched() {
+    let live = rendered(Kind::Validating, "pd", GROUPS, "Fail");
+    let flipped = GROUPS.replace("gpu: {mode: warn}", "gpu: {mode: enforce}");
+    let (ops, changed) = plan_patch(Kind::Validating, "pd", &live, &config(&flipped)).unwrap();
+    assert_eq!(
+        changed,
+        [
+            "enforce.validate.pd.pod-director.io",
+            "observe.validate.pd.pod-director.io"
+        ]
+    );
+    let mut patched = json!({"webhooks": live});
+    json_patch::patch(&mut patched, &ops).expect("the patch applies");
+    let after = patched["webhooks"].as_array().unwrap();
+    assert_eq!(
+        after[0]["namespaceSelector"]["matchExpressions"][0]["values"],
+        json!(["ci", "gpu"])
+    );
+    assert_eq!(
+        after[1]["namespaceSelector"]["matchExpressions"][0]["values"],
+        json!(["batch"])
+    );
+    assert_eq!(
+        after[2], live[2],
+        "the namespace-guard entry is not pod-director's to touch"
+    );
+    assert_eq!(after[3], live[3]);
+    assert_eq!(after[0]["failurePolicy"], "Fail", "failurePolicies stay the chart's");
+    let (again, _) = plan_patch(Kind::Validating, "pd", after, &config(&flipped)).unwrap();
+    assert!(again.is_empty(), "idempotent: {again:?}");
+}
+
+#[test]
+fn every_changed_entry_is_guarded_by_a_test_of_its_name() {
+    let live = rendered(Kind::Mutating, "pd", GROUPS, "Fail");
+    let (ops, _) = plan_patch(Kind::Mutating, "pd", &live, &config("groups: {ci: {}}")).unwrap();
+    let ops = serde_json::to_value(&ops).unwrap();
+    assert_eq!(
+        ops[0],
+        json!({"op": "test", "path": "/webhooks/0/name", "value": "enforce.mutate.pd.pod-director.io"})
+    );
+    assert_eq!(ops[1]["op"], "replace");
+    assert_eq!(ops[1]["path"], "/webhooks/0/namespaceSelector");
+    assert_eq!(
+        ops[2],
+        json!({"op": "test", "path": "/webhooks/1/name", "value": "observe.mutate.pd.pod-director.io"})
+    );
+    assert_eq!(
+        ops[4]["path"], "/webhooks/4/name",
+        "unknown-group sits after the foreign entry"
+    );
+}
+
+#[test]
+fn a_default_group_set_by_a_reload_gets_unlabelled_namespaces_and_the_enforce_policy() {
+    let live = rendered(Kind::Mutating, "pd", GROUPS, "Fail");
+    let with_default = format!("defaultGroup: ci\n{GROUPS}");
+    let (ops, changed) = plan_patch(Kind::Mutating, "pd", &live, &config(&with_default)).unwrap();
+    assert_eq!(changed, ["default-group.mutate.pd.pod-director.io"]);
+    let ops = serde_json::to_value(&ops).unwrap();
+    assert_eq!(ops[1]["path"], "/webhooks/3/namespaceSelector");
+    assert_eq!(
+        ops[1]["value"]["matchExpressions"][0],
+        json!({"key": "pod-director/group", "operator": "DoesNotExist"})
+    );
+    assert_eq!(
+        ops[2],
+        json!({"op": "replace", "path": "/webhooks/3/failurePolicy", "value": "Fail"})
+    );
+    // The enforce entry's policy is the chart's choice (webhook.failurePolicy.enforce): followed, not imposed.
+    let relaxed = rendered(Kind::Mutating, "pd", GROUPS, "Ignore");
+    let (ops, _) = plan_patch(Kind::Mutating, "pd", &relaxed, &config(&with_default)).unwrap();
+    assert!(
+        !serde_json::to_string(&ops).unwrap().contains("failurePolicy"),
+        "default-group already has the enforce entry's Ignore: {ops:?}"
+    );
+}
+
+#[test]
+fn a_missing_entry_is_an_error_and_nothing_is_added() {
+    let mut live = rendered(Kind::Mutating, "pd", GROUPS, "Fail");
+    live.retain(|w| w["name"] != "default-group.mutate.pd.pod-director.io");
+    let err = plan_patch(Kind::Mutating, "pd", &live, &config(GROUPS)).unwrap_err();
+    assert!(
+        err.to_string().starts_with(
+            "MutatingWebhookConfiguration pd has no webhook entry \"default-group.mutate.pd.pod-director.io\""
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn serve_flags_name_the_configurations_to_reconcile() {
+    use clap::Parser as _;
+    let parse = |args: &[&str]| {
+        let cli = crate::cli::Cli::try_parse_from([&["pod-director", "serve"], args].concat()).expect("parses");
+        let crate::cli::Command::Serve(args) = cli.command else {
+            panic!("serve expected");
+        };
+        args.webhooks
+    };
+    let off = parse(&[]);
+    assert!(off.targets().is_empty());
+    assert_eq!(off.webhook_resync_interval, Duration::from_secs(60));
+    let on = parse(&[
+        "--mutating-webhook-configuration",
+        "pd",
+        "--validating-webhook-configuration=pd",
+        "--webhook-resync-interval=5s",
+    ]);
+    assert_eq!(
+        on.targets(),
+        [(Kind::Mutating, "pd".to_owned()), (Kind::Validating, "pd".to_owned())]
+    );
+    assert_eq!(on.webhook_resync_interval, Duration::from_secs(5));
+}
+
+// ---- the reconciler against a fake API server ----------------------------------
+
+/// An "API server" holding webhook configurations by path; PATCH applies JSON patches.
+#[derive(Clone, Default)]
+struct FakeApi {
+    objects: Arc<Mutex<BTreeMap<String, Value>>>,
+    requests: Arc<Mutex<Vec<String>>>,
+    broken: Arc<std::sync::atomic::AtomicBool>,
+}
+
+const MUTATING_PATH: &str = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/pd";
+const VALIDATING_PATH: &str = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/pd";
+
+impl FakeApi {
+    fn with(yaml: &str) -> Self {
+        let api = Self::default();
+        for (path, kind, k) in [
+            (MUTATING_PATH, "MutatingWebhookConfiguration", Kind::Mutating),
+            (VALIDATING_PATH, "ValidatingWebhookConfiguration", Kind::Validating),
+        ] {
+            let webhooks: Vec<Value> = rendered(k, "pd", yaml, "Fail")
+                .into_iter()
+                .map(|mut w| {
+                    w["admissionReviewVersions"] = json!(["v1"]);
+                    w["clientConfig"] = json!({"url": "https://127.0.0.1:8443/x"});
+                    w
+                })
+                .collect();
+            api.objects.lock().unwrap().insert(
+                path.to_owned(),
+                json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind, "metadata": {"name": "pd"}, "webhooks": webhooks}),
+            );
+        }
+        api
+    }
+
+    fn client(&self) -> Client {
+        let api = self.clone();
+        let service = tower::service_fn(move |req: Request<Body>| {
+            let api = api.clone();
+            async move {
+                let method = req.method().clone();
+                let path = req.uri().path().to_owned();
+                let query = req.uri().query().unwrap_or_default().to_owned();
+                let content_type = req
+                    .headers()
+                    .get(http::header::CONTENT_TYPE)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default()
+                    .to_owned();
+                let body = http_body_util::BodyExt::collect(req.into_body())
+                    .await
+                    .map(|b| b.to_bytes())
+                    .unwrap_or_default();
+                api.requests
+                    .lock()
+                    .unwrap()
+                    .push(format!("{method} {path}?{query} {content_type}"));
+                let status_body = |code: u16, message: &str| json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message, "code": code});
+                let (status, body) = if api.broken.load(std::sync::atomic::Ordering::SeqCst) {
+                    (StatusCode::INTERNAL_SERVER_ERROR, status_body(500, "etcd is on fire"))
+                } else {
+                    let mut objects = api.objects.lock().unwrap();
+                    match (objects.get_mut(&path), method.as_str()) {
+                        (None, _) => (StatusCode::NOT_FOUND, status_body(404, "not found")),
+                        (Some(object), "GET") => (StatusCode::OK, object.clone()),
+                        (Some(object), "PATCH") => {
+                            let patch: json_patch::Patch = serde_json::from_slice(&body).expect("a JSON patch");
+                            match json_patch::patch(object, &patch.0) {
+                                Ok(()) => (StatusCode::OK, object.clone()),
+                                Err(e) => (StatusCode::UNPROCESSABLE_ENTITY, status_body(422, &e.to_string())),
+                            }
+                        }
+                        _ => (StatusCode::METHOD_NOT_ALLOWED, status_body(405, "no")),
+                    }
+                };
+                Response::builder()
+                    .status(status)
+                    .header(http::header::CONTENT_TYPE, "application/json")
+                    .body(Body::from(serde_json::to_vec(&body).unwrap_or_default()))
+            }
+        });
+        Client::new(service, "default")
+    }
+
+    fn webhooks(&self, path: &str) -> Vec<Value> {
+        self.objects.lock().unwrap()[path]["webhooks"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    fn requests(&self) -> Vec<String> {
+        self.requests.lock().unwrap().clone()
+    }
+}
+
+fn reconciler(api: &FakeApi, yaml: &str) -> (Reconciler, Arc<ArcSwap<Loaded>>, Arc<Metrics>) {
+    let live = Arc::new(ArcSwap::from_pointee(loaded(yaml)));
+    let metrics = Arc::new(Metrics::new());
+    let reconciler = Reconciler {
+        client: api.client(),
+        targets: vec![(Kind::Mutating, "pd".to_owned()), (Kind::Validating, "pd".to_owned())],
+        live: live.clone(),
+        metrics: metrics.clone(),
+    };
+    (reconciler, live, metrics)
+}
+
+#[tokio::test]
+async fn the_reconciler_patches_both_configurations_once_and_then_finds_them_in_step() {
+    let api = FakeApi::with(GROUPS);
+    let flipped = GROUPS.replace("batch: {}", "batch: {mode: enforce}");
+    let (reconciler, _, metrics) = reconciler(&api, &flipped);
+
+    assert!(reconciler.reconcile().await);
+    for path in [MUTATING_PATH, VALIDATING_PATH] {
+        assert_eq!(
+            api.webhooks(path)[0]["namespaceSelector"]["matchExpressions"][0]["values"],
+            json!(["batch", "ci"]),
+            "{path}"
+        );
+    }
+    let patches: Vec<String> = api.requests().into_iter().filter(|r| r.starts_with("PATCH")).collect();
+    assert_eq!(patches.len(), 2, "{patches:?}");
+    for patch in &patches {
+        assert!(patch.ends_with("application/json-patch+json"), "{patch}");
+        assert!(patch.contains("fieldManager=pod-director"), "{patch}");
+    }
+
+    assert!(reconciler.reconcile().await);
+    let patches = api.requests().into_iter().filter(|r| r.starts_with("PATCH")).count();
+    assert_eq!(patches, 2, "the second pass finds nothing to patch");
+    let text = metrics.encode();
+    assert!(
+        text.contains(r#"pod_director_webhook_reconciles_total{result="patched"} 1"#),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"pod_director_webhook_reconciles_total{result="unchanged"} 1"#),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn a_failing_api_server_is_counted_as_an_error_and_patches_nothing() {
+    let api = FakeApi::with(GROUPS);
+    api.broken.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (reconciler, _, metrics) = reconciler(&api, "groups: {ci: {}}");
+    assert!(!reconciler.reconcile().await);
+    assert!(
+        metrics
+            .encode()
+            .contains(r#"pod_director_webhook_reconciles_total{result="error"} 1"#)
+    );
+    assert!(api.requests().iter().all(|r| r.starts_with("GET")));
+}
+
+#[tokio::test]
+async fn a_configuration_that_does_not_exist_is_an_error() {
+    let api = FakeApi::with(GROUPS);
+    api.objects.lock().unwrap().remove(VALIDATING_PATH);
+    let (reconciler, _, metrics) = reconciler(&api, "groups: {ci: {}}");
+    assert!(!reconciler.reconcile().await, "the validating one is missing");
+    assert_eq!(
+        api.webhooks(MUTATING_PATH)[1]["namespaceSelector"]["matchExpressions"][0]["values"],
+        json!(["ci"]),
+        "the mutating one is still reconciled"
+    );
+    assert!(
+        metrics
+            .encode()
+            .contains(r#"pod_director_webhook_reconciles_total{result="error"} 1"#)
+    );
+}
+
+#[tokio::test]
+async fn the_reconciler_task_follows_reloads_and_retries_failures() {
+    let api = FakeApi::with(GROUPS);
+    let (reconciler, live, metrics) = reconciler(&api, GROUPS);
+    let (changed_tx, changed_rx) = watch::channel(String::new());
+    let (stop_tx, stop_rx) = watch::channel(false);
+    api.broken.store(true, std::sync::atomic::Ordering::SeqCst);
+    let task = spawn(reconciler, changed_rx, Duration::from_secs(3600), stop_rx);
+
+    let eventually = |what: &'static str, check: Box<dyn Fn() -> bool>| async move {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while !check() {
+            assert!(tokio::time::Instant::now() < deadline, "{what}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    let m = metrics.clone();
+    eventually(
+        "a failure is counted",
+        Box::new(move || m.encode().contains(r#"result="error"} 1"#)),
+    )
+    .await;
+    api.broken.store(false, std::sync::atomic::Ordering::SeqCst);
+    let m = metrics.clone();
+    eventually(
+        "the retry (after 1 s, long before the resync) succeeds",
+        Box::new(move || m.encode().contains(r#"result="unchanged"} 1"#)),
+    )
+    .await;
+
+    live.store(Arc::new(loaded(&format!("defaultGroup: gpu\n{GROUPS}"))));
+    changed_tx.send_replace("new".to_owned());
+    let a = api.clone();
+    eventually(
+        "the reload is reconciled at once",
+        Box::new(move || {
+            a.webhooks(MUTATING_PATH)[3]["namespaceSelector"]["matchExpressions"][0]["operator"] == "DoesNotExist"
+        }),
+    )
+    .await;
+    stop_tx.send_replace(true);
+    tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .expect("the task stops on shutdown")
+        .expect("the task did not panic");
+}

@@ -1,0 +1,131 @@
+//! The server's webhook namespaceSelectors are the chart's: for each value set in
+//! `tests/webhook_selectors/`, the selectors `pod_director::webhooks` computes from
+//! the configuration the chart's ConfigMap carries equal the golden, which
+//! `scripts/chart-test.sh selectors` checks against `helm template` of the chart.
+//! `BLESS=1 cargo test --test webhook_selectors` rewrites the goldens.
+
+use std::path::{Path, PathBuf};
+
+use pod_director::webhooks::{Entry, default_group_follows, namespace_selectors};
+use serde_json::{Map, Value, json};
+
+/// The chart's release namespace in the goldens (always excluded, as the server's own).
+const RELEASE_NAMESPACE: &str = "pod-director";
+
+fn cases() -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/webhook_selectors");
+    let mut cases: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("tests/webhook_selectors exists")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.to_string_lossy().ends_with(".values.yaml"))
+        .collect();
+    cases.sort();
+    cases
+}
+
+/// The chart's default values merged under `values` (maps merged, `null` deletes), as Helm does.
+fn merge(base: &mut Value, values: &Value) {
+    match (base, values) {
+        (Value::Object(base), Value::Object(values)) => {
+            for (k, v) in values {
+                if v.is_null() {
+                    base.remove(k);
+                } else {
+                    merge(base.entry(k.clone()).or_insert(Value::Null), v);
+                }
+            }
+        }
+        (base, values) => *base = values.clone(),
+    }
+}
+
+fn yaml(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// What the chart renders for a value set, computed by the server's code.
+fn server_entries(values_file: &Path) -> Value {
+    let mut values = yaml(&Path::new(env!("CARGO_MANIFEST_DIR")).join("chart/values.yaml"));
+    merge(&mut values, &yaml(values_file));
+    // The ConfigMap: config verbatim, an empty defaultGroup dropped (chart "pod-director.config").
+    let mut config = values["config"].clone();
+    if let Some(map) = config.as_object_mut()
+        && map.get("defaultGroup").is_some_and(|g| g.is_null() || g == "")
+    {
+        map.remove("defaultGroup");
+    }
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let path = dir.path().join("config.yaml");
+    std::fs::write(&path, config.to_string()).expect("config written");
+    let loaded = pod_director::server::load_config(&path, Some(RELEASE_NAMESPACE))
+        .unwrap_or_else(|e| panic!("{}: {e}", values_file.display()));
+    let selectors = namespace_selectors(&loaded.config);
+    let enforce_policy = values["webhook"]["failurePolicy"]["enforce"].clone();
+    let mut out = Map::new();
+    for entry in Entry::ALL {
+        let policy = match entry {
+            Entry::Enforce => enforce_policy.clone(),
+            Entry::Observe => json!("Ignore"),
+            Entry::DefaultGroup if default_group_follows(&loaded.config) == Entry::Enforce => enforce_policy.clone(),
+            Entry::DefaultGroup => json!("Ignore"),
+            Entry::UnknownGroup => values["webhook"]["failurePolicy"]["unknownGroup"].clone(),
+        };
+        out.insert(
+            entry.as_str().to_owned(),
+            json!({"failurePolicy": policy, "namespaceSelector": selectors[&entry]}),
+        );
+    }
+    Value::Object(out)
+}
+
+#[test]
+fn the_servers_selectors_for_each_value_set_are_the_golden_ones_the_chart_renders() {
+    let cases = cases();
+    assert!(cases.len() >= 5, "value sets in tests/webhook_selectors: {cases:?}");
+    let bless = std::env::var_os("BLESS").is_some();
+    for case in cases {
+        let golden_path = PathBuf::from(case.to_string_lossy().replace(".values.yaml", ".golden.json"));
+        let computed = server_entries(&case);
+        if bless {
+            let text = serde_json::to_string_pretty(&computed).expect("JSON") + "\n";
+            std::fs::write(&golden_path, text).expect("golden written");
+            continue;
+        }
+        let golden: Value = serde_json::from_str(
+            &std::fs::read_to_string(&golden_path)
+                .unwrap_or_else(|e| panic!("{}: {e} (BLESS=1 writes it)", golden_path.display())),
+        )
+        .expect("golden is JSON");
+        assert_eq!(
+            computed,
+            golden,
+            "{}: the server's selectors differ from the golden",
+            case.display()
+        );
+    }
+}
+
+#[test]
+fn every_golden_keeps_kube_system_and_the_release_namespace_out() {
+    for case in cases() {
+        let entries = server_entries(&case);
+        for entry in Entry::ALL {
+            let expressions = &entries[entry.as_str()]["namespaceSelector"]["matchExpressions"];
+            let excluded = expressions
+                .as_array()
+                .and_then(|e| {
+                    e.iter()
+                        .find(|r| r["operator"] == "NotIn" && r["key"] == "kubernetes.io/metadata.name")
+                })
+                .unwrap_or_else(|| panic!("{}: {entry} has no exclusion", case.display()));
+            for name in ["kube-system", RELEASE_NAMESPACE] {
+                assert!(
+                    excluded["values"].as_array().is_some_and(|v| v.contains(&json!(name))),
+                    "{}: {entry} selects {name}",
+                    case.display()
+                );
+            }
+        }
+    }
+}
