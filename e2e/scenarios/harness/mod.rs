@@ -308,6 +308,7 @@ impl Env {
             key: &key,
             addr,
             own_namespace: &settings.namespace,
+            webhook_configuration: &settings.fullname,
         });
         pod_director.wait_ready().await;
 
@@ -432,6 +433,36 @@ impl Env {
         self.pod_director
             .as_mut()
             .expect("this scenario needs the local pod-director (Env::start_local)")
+    }
+
+    /// The value of a sample of the local pod-director's `/metrics` (the first line
+    /// starting with `sample`, e.g. `pod_director_config_reloads_total{result="error"}`).
+    pub async fn metric(&self, sample: &str) -> Option<f64> {
+        let probe = self.pod_director.as_ref()?.probe_addr;
+        let text = reqwest::get(format!("http://{probe}/metrics"))
+            .await
+            .ok()?
+            .text()
+            .await
+            .ok()?;
+        text.lines()
+            .find(|l| l.starts_with(sample))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+    }
+
+    /// The chart's two webhook configurations as they are in the cluster now.
+    pub async fn webhook_configurations(&self) -> (MutatingWebhookConfiguration, ValidatingWebhookConfiguration) {
+        let name = &self.settings.fullname;
+        let mutating = Api::<MutatingWebhookConfiguration>::all(self.client.clone())
+            .get(name)
+            .await
+            .unwrap_or_else(|e| panic!("MutatingWebhookConfiguration {name}: {e}"));
+        let validating = Api::<ValidatingWebhookConfiguration>::all(self.client.clone())
+            .get(name)
+            .await
+            .unwrap_or_else(|e| panic!("ValidatingWebhookConfiguration {name}: {e}"));
+        (mutating, validating)
     }
 
     /// The name of one of the chart's webhooks, e.g. `enforce.mutate.e2e-pod-director.pod-director.io`.
@@ -623,8 +654,9 @@ impl Drop for Env {
                 Ok(runtime) => runtime,
                 Err(e) => return eprintln!("cleanup: no runtime: {e}"),
             };
+            // The timeout is made inside the runtime: outside it, tokio has no timer to arm.
             if runtime
-                .block_on(tokio::time::timeout(PATIENCE, delete(created)))
+                .block_on(async { tokio::time::timeout(PATIENCE, delete(created)).await })
                 .is_err()
             {
                 eprintln!("cleanup: gave up after {PATIENCE:?}");
