@@ -29,8 +29,10 @@
 mod fixtures;
 mod harness;
 
+mod affinity;
 mod conflicts;
 mod lifecycle;
+mod live_config;
 mod modes;
 mod webhooks;
 mod workloads;

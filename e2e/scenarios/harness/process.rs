@@ -75,6 +75,8 @@ pub struct Spawn<'a> {
     pub key: &'a [u8],
     pub addr: SocketAddr,
     pub own_namespace: &'a str,
+    /// The chart's webhook configurations' name, which pod-director keeps in step with its config.
+    pub webhook_configuration: &'a str,
 }
 
 /// A running pod-director; stopped (and reaped) on drop.
@@ -130,6 +132,9 @@ impl PodDirector {
             .args(["--namespace", spawn.own_namespace])
             .args(["--reload-poll-interval", "1s"])
             .args(["--shutdown-timeout", "5s"])
+            // As the chart runs it (webhook.reconcile: true).
+            .args(["--mutating-webhook-configuration", spawn.webhook_configuration])
+            .args(["--validating-webhook-configuration", spawn.webhook_configuration])
             .env("KUBECONFIG", spawn.kubeconfig)
             // The live namespace lookup (cache miss) is logged at debug.
             .env("RUST_LOG", "info,pod_director::namespaces=debug")

@@ -1,0 +1,152 @@
+//! Required node affinity on stored pods: every shape of term — empty, matchFields
+//! only, expressions — ends up meaning the pod's terms AND the group's, as the API
+//! server stores it.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm, Pod};
+use serde_json::{Value, json};
+
+use crate::harness::Env;
+use crate::harness::k8s::{IMAGE, pod_from};
+
+/// The e2e groups' required term (e2e/scenarios/values.yaml).
+fn group_terms() -> Vec<NodeSelectorTerm> {
+    serde_json::from_value(json!([{"matchExpressions": [
+        {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["zone-a", "zone-b"]}
+    ]}]))
+    .expect("terms")
+}
+
+fn with_terms(name: &str, terms: Value) -> Pod {
+    pod_from(json!({
+        "metadata": {"name": name},
+        "spec": {
+            "containers": [{"name": "app", "image": IMAGE}],
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}},
+        },
+    }))
+}
+
+fn required(pod: &Pod) -> Vec<NodeSelectorTerm> {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.affinity.as_ref())
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|n| n.required_during_scheduling_ignored_during_execution.as_ref())
+        .map(|r| r.node_selector_terms.clone())
+        .unwrap_or_default()
+}
+
+struct Node {
+    name: &'static str,
+    labels: BTreeMap<&'static str, &'static str>,
+}
+
+fn nodes() -> Vec<Node> {
+    let mut out = Vec::new();
+    for name in ["node-1", "node-2"] {
+        for zone in [None, Some("zone-a"), Some("zone-c")] {
+            for arch in [None, Some("amd64"), Some("arm64")] {
+                let mut labels = BTreeMap::new();
+                if let Some(z) = zone {
+                    labels.insert("topology.kubernetes.io/zone", z);
+                }
+                if let Some(a) = arch {
+                    labels.insert("e2e.pod-director.io/arch", a);
+                }
+                out.push(Node { name, labels });
+            }
+        }
+    }
+    out
+}
+
+fn holds(have: Option<&str>, r: &NodeSelectorRequirement) -> bool {
+    let values: Vec<&str> = r.values.iter().flatten().map(String::as_str).collect();
+    match r.operator.as_str() {
+        "In" => have.is_some_and(|h| values.contains(&h)),
+        "NotIn" => have.is_none_or(|h| !values.contains(&h)),
+        "Exists" => have.is_some(),
+        "DoesNotExist" => have.is_none(),
+        other => panic!("operator {other} not used here"),
+    }
+}
+
+/// The scheduler's reading: ORed terms; a term without requirements matches no node.
+fn matches(node: &Node, terms: &[NodeSelectorTerm]) -> bool {
+    terms.iter().any(|t| {
+        let expressions = t.match_expressions.as_deref().unwrap_or_default();
+        let fields = t.match_fields.as_deref().unwrap_or_default();
+        (!expressions.is_empty() || !fields.is_empty())
+            && expressions
+                .iter()
+                .all(|r| holds(node.labels.get(r.key.as_str()).copied(), r))
+            && fields
+                .iter()
+                .all(|r| r.key == "metadata.name" && holds(Some(node.name), r))
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stored_pods_require_exactly_the_pods_terms_and_the_groups_for_every_term_shape() {
+    let env = Env::start("affinity").await;
+    let ns = env.namespace(Some("e2e-enforce")).await;
+    let shapes = [
+        (
+            "empty-and-zone",
+            json!([{}, {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["zone-a"]}]}]),
+        ),
+        ("never", json!([{"matchExpressions": []}])),
+        (
+            "by-name",
+            json!([{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node-1"]}]}]),
+        ),
+        (
+            "mixed",
+            json!([
+                {"matchExpressions": [{"key": "e2e.pod-director.io/arch", "operator": "In", "values": ["arm64"]}],
+                 "matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["node-2"]}]},
+                {},
+                {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "NotIn", "values": ["zone-b"]}]},
+            ]),
+        ),
+    ];
+    for (name, terms) in shapes {
+        let submitted = with_terms(name, terms.clone());
+        let created = env.create_admitted_pod(&ns, &submitted).await;
+        let stored = env.get_pod(&ns, name).await;
+        let (pod_terms, result) = (required(&submitted), required(&stored));
+        for node in nodes() {
+            assert_eq!(
+                matches(&node, &result),
+                matches(&node, &pod_terms) && matches(&node, &group_terms()),
+                "{name}: node {} {:?}: pod terms {terms} stored as {:?}",
+                node.name,
+                node.labels,
+                serde_json::to_value(&result).unwrap_or_default()
+            );
+        }
+        assert_eq!(created.status, http::StatusCode::CREATED);
+        let decision = env.decision(&ns, name, "mutate").await;
+        assert_eq!(decision.get("placement.conflicts"), &Value::Null, "{name}: no conflict");
+    }
+    // The empty term is kept (it matches nothing) and never turned into the group's.
+    let stored = required(&env.get_pod(&ns, "empty-and-zone").await);
+    assert_eq!(stored.len(), 2);
+    assert!(stored[0].match_expressions.as_deref().unwrap_or_default().is_empty());
+    let never = required(&env.get_pod(&ns, "never").await);
+    assert!(
+        nodes().iter().all(|n| !matches(n, &never)),
+        "a pod that could never be scheduled still cannot: {never:?}"
+    );
+    let by_name = required(&env.get_pod(&ns, "by-name").await);
+    assert_eq!(
+        serde_json::to_value(&by_name).unwrap_or_default(),
+        json!([{
+            "matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["zone-a", "zone-b"]}],
+            "matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node-1"]}],
+        }]),
+        "a matchFields-only term keeps its fields and gets the group's expressions"
+    );
+}

@@ -1,0 +1,366 @@
+//! What is enforced is the live configuration: a mode or `defaultGroup` changed by
+//! editing the config file alone reaches the webhook configurations (the server
+//! reconciles their namespaceSelectors), a file that means nothing is refused, and
+//! namespaces left selecting a removed group are reported.
+
+use k8s_openapi::api::admissionregistration::v1::{MutatingWebhook, ValidatingWebhook};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use serde_json::{Value, json};
+
+use crate::fixtures::{Placement, workload};
+use crate::harness::k8s::eventually;
+use crate::harness::{Env, Options, suffix};
+
+const RECONCILED: &str = "webhook configuration reconciled: namespaceSelectors follow the configuration";
+
+/// The namespaceSelector and failurePolicy of entry `entry` in both configurations.
+async fn entries(env: &Env, entry: &str) -> Vec<(Option<LabelSelector>, Option<String>)> {
+    let (mutating, validating) = env.webhook_configurations().await;
+    let m_name = env.webhook_name(entry, "mutate");
+    let v_name = env.webhook_name(entry, "validate");
+    let m: Option<&MutatingWebhook> = mutating.webhooks.iter().flatten().find(|w| w.name == m_name);
+    let v: Option<&ValidatingWebhook> = validating.webhooks.iter().flatten().find(|w| w.name == v_name);
+    let m = m.unwrap_or_else(|| panic!("no entry {m_name}"));
+    let v = v.unwrap_or_else(|| panic!("no entry {v_name}"));
+    vec![
+        (m.namespace_selector.clone(), m.failure_policy.clone()),
+        (v.namespace_selector.clone(), v.failure_policy.clone()),
+    ]
+}
+
+fn first_expression(selector: &Option<LabelSelector>) -> Value {
+    selector
+        .as_ref()
+        .and_then(|s| s.match_expressions.as_ref())
+        .and_then(|e| e.first())
+        .map(|r| serde_json::to_value(r).unwrap_or_default())
+        .unwrap_or_default()
+}
+
+/// The suite's config with `edit` applied, written as the new generation of the mounted file.
+fn write_config(env: &mut Env, edit: impl FnOnce(&mut Value)) -> Value {
+    let mut config = serde_json::to_value(&env.config).expect("the config serializes");
+    edit(&mut config);
+    env.pod_director().write_config(&config.to_string());
+    config
+}
+
+/// Waits until pod-director logged `configuration reloaded` away from `revision`; returns the new one.
+async fn reloaded_from(env: &Env, revision: &str) -> String {
+    let line = eventually("the configuration reloaded log line", || async {
+        env.logs
+            .messages("configuration reloaded")
+            .await
+            .into_iter()
+            .find(|l| l["config.previous_revision"] == revision)
+    })
+    .await;
+    line["config.revision"].as_str().expect("a revision").to_owned()
+}
+
+/// Creates dry-run pods in `namespace` until the API server refuses them because the
+/// webhook cannot be called (its view of the webhook configurations is asynchronous).
+async fn wait_until_refused(env: &Env, namespace: &str) {
+    eventually("the API server to refuse pods of the namespace", || async {
+        let created = env.create_pod_dry_run(namespace, &workload("probe")).await;
+        (created.status == http::StatusCode::INTERNAL_SERVER_ERROR).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_flipped_to_enforce_by_editing_the_config_alone_is_refused_while_pod_director_is_down() {
+    let Some(mut env) = Env::start_local(
+        "flip",
+        Options::default(),
+        "edits pod-director's config file and stops it (on a cluster: a ConfigMap edit, then scale to 0)",
+    )
+    .await
+    else {
+        return;
+    };
+    let flipped = env.namespace(Some("e2e-warn")).await;
+    let dry = env.namespace(Some("e2e-dryrun")).await;
+
+    // The chart rendered exactly what the server computes: nothing to patch at start.
+    let mut own = env.config.clone();
+    own.excluded_namespaces.push(env.settings.namespace.clone());
+    let computed = pod_director::webhooks::namespace_selectors(&own);
+    for entry in pod_director::webhooks::Entry::ALL {
+        for (selector, _) in entries(&env, entry.as_str()).await {
+            assert_eq!(
+                selector.as_ref(),
+                Some(&computed[&entry]),
+                "{entry}: helm template rendered what the server computes"
+            );
+        }
+    }
+    eventually("a first reconciliation finding the chart's entries in step", || async {
+        (env.metric(r#"pod_director_webhook_reconciles_total{result="unchanged"}"#)
+            .await
+            >= Some(1.0))
+        .then_some(())
+    })
+    .await;
+    assert!(
+        env.logs.messages(RECONCILED).await.is_empty(),
+        "nothing patched before the edit; {}",
+        env.log_hint()
+    );
+    for (selector, policy) in entries(&env, "observe").await {
+        let values = first_expression(&selector)["values"].clone();
+        assert!(
+            values.as_array().is_some_and(|v| v.contains(&json!("e2e-warn"))),
+            "{values}"
+        );
+        assert_eq!(policy.as_deref(), Some("Ignore"));
+    }
+
+    let before = env.create_admitted_pod(&flipped, &workload("before")).await;
+    assert_eq!(
+        Placement::of(&before.pod()),
+        Placement::submitted(),
+        "warn: admitted untouched"
+    );
+    let old_revision = env
+        .decision(&flipped, "before", "mutate")
+        .await
+        .text("config.revision")
+        .to_owned();
+
+    // Flip e2e-warn to enforce in the config file only: no helm, no kubectl.
+    write_config(&mut env, |c| c["groups"]["e2e-warn"]["mode"] = json!("enforce"));
+    let revision = reloaded_from(&env, &old_revision).await;
+    let line = eventually("the reconciled log line of the new revision", || async {
+        env.logs
+            .messages(RECONCILED)
+            .await
+            .into_iter()
+            .find(|l| l["config.revision"] == revision.as_str())
+    })
+    .await;
+    assert!(
+        line["entries"].as_str().is_some_and(|e| e.contains("enforce.")),
+        "{line}"
+    );
+    for (selector, policy) in entries(&env, "enforce").await {
+        let values = first_expression(&selector)["values"].clone();
+        assert!(
+            values.as_array().is_some_and(|v| v.contains(&json!("e2e-warn"))),
+            "{values}"
+        );
+        assert_eq!(policy.as_deref(), Some("Fail"));
+    }
+    for (selector, _) in entries(&env, "observe").await {
+        let values = first_expression(&selector)["values"].clone();
+        assert!(
+            !values.as_array().is_some_and(|v| v.contains(&json!("e2e-warn"))),
+            "{values}"
+        );
+    }
+    assert!(
+        env.metric(r#"pod_director_webhook_reconciles_total{result="patched"}"#)
+            .await
+            >= Some(1.0)
+    );
+
+    env.pod_director().stop();
+    wait_until_refused(&env, &flipped).await;
+    let refused = env.create_pod(&flipped, &workload("after")).await;
+    assert_eq!(refused.status, http::StatusCode::INTERNAL_SERVER_ERROR, "{refused:?}");
+    let message = refused.error_message().unwrap_or_default();
+    assert!(
+        message.contains(&format!(
+            "failed calling webhook \"{}\"",
+            env.webhook_name("enforce", "mutate")
+        )),
+        "refused by the enforce entry (failurePolicy Fail): {message}"
+    );
+    assert!(env.pods(&flipped).get_opt("after").await.expect("GET pod").is_none());
+
+    let admitted = env.create_admitted_pod(&dry, &workload("web")).await;
+    assert_eq!(
+        Placement::of(&admitted.pod()),
+        Placement::submitted(),
+        "a dryRun group stays on the Ignore entry: admitted, untouched"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_default_group_set_by_editing_the_config_places_pods_of_unlabelled_namespaces() {
+    let Some(mut env) = Env::start_local(
+        "default",
+        Options::default(),
+        "edits pod-director's config file (on a cluster: a ConfigMap edit) and stops it",
+    )
+    .await
+    else {
+        return;
+    };
+    let unlabelled = env.namespace(None).await;
+    for (selector, policy) in entries(&env, "default-group").await {
+        assert_eq!(
+            first_expression(&selector),
+            json!({"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["none.pod-director.io"]}),
+            "no defaultGroup: the entry selects no namespace"
+        );
+        assert_eq!(policy.as_deref(), Some("Ignore"));
+    }
+    let before = env.create_admitted_pod(&unlabelled, &workload("before")).await;
+    assert_eq!(Placement::of(&before.pod()), Placement::submitted());
+
+    let old_revision = env.logs.messages("configuration loaded").await[0]["config.revision"]
+        .as_str()
+        .expect("a revision")
+        .to_owned();
+    write_config(&mut env, |c| c["defaultGroup"] = json!("e2e-enforce"));
+    reloaded_from(&env, &old_revision).await;
+    eventually("the default-group entries to select unlabelled namespaces", || async {
+        entries(&env, "default-group")
+            .await
+            .iter()
+            .all(|(selector, policy)| {
+                first_expression(selector) == json!({"key": "pod-director/group", "operator": "DoesNotExist"})
+                    && policy.as_deref() == Some("Fail")
+            })
+            .then_some(())
+    })
+    .await;
+
+    // The API server's view of the webhook configurations follows asynchronously.
+    eventually("pods of the unlabelled namespace to be placed", || async {
+        let created = env.create_pod_dry_run(&unlabelled, &workload("probe")).await;
+        (created.status.is_success() && Placement::of(&created.pod()) == Placement::enforced()).then_some(())
+    })
+    .await;
+    env.create_admitted_pod(&unlabelled, &workload("after")).await;
+    assert_eq!(
+        Placement::of(&env.get_pod(&unlabelled, "after").await),
+        Placement::enforced()
+    );
+    let decision = env.decision(&unlabelled, "after", "mutate").await;
+    assert_eq!(decision.decision(), "patched");
+    assert_eq!(decision.text("placement.group"), "e2e-enforce");
+
+    // The default group enforces: its entry took the enforce entry's failurePolicy.
+    env.pod_director().stop();
+    wait_until_refused(&env, &unlabelled).await;
+    let refused = env.create_pod(&unlabelled, &workload("down")).await;
+    let message = refused.error_message().unwrap_or_default();
+    assert!(
+        message.contains(&format!(
+            "failed calling webhook \"{}\"",
+            env.webhook_name("default-group", "mutate")
+        )),
+        "{message}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_file_that_means_nothing_is_refused_and_the_old_revision_keeps_deciding() {
+    let Some(mut env) = Env::start_local(
+        "emptied",
+        Options::default(),
+        "empties pod-director's config file (on a cluster: a ConfigMap edit)",
+    )
+    .await
+    else {
+        return;
+    };
+    let ns = env.namespace(Some("e2e-enforce")).await;
+    env.create_admitted_pod(&ns, &workload("before")).await;
+    let revision = env
+        .decision(&ns, "before", "mutate")
+        .await
+        .text("config.revision")
+        .to_owned();
+
+    for (count, text) in [(1.0, ""), (2.0, "# emptied by a broken template\n"), (3.0, "null\n")] {
+        env.pod_director().write_config(text);
+        eventually("the refused reload to be counted", || async {
+            (env.metric(r#"pod_director_config_reloads_total{result="error"}"#).await == Some(count)).then_some(())
+        })
+        .await;
+        let refused = env
+            .logs
+            .messages("new configuration refused; the previous one stays live")
+            .await;
+        assert_eq!(refused.len() as f64, count, "{refused:?}");
+        let last = &refused[refused.len() - 1];
+        assert!(
+            last["error"].as_str().is_some_and(|e| e.contains("is empty (")),
+            "the error says the file is empty: {last}"
+        );
+        assert_eq!(last["config.revision"], revision.as_str());
+
+        let name = format!("after-{count}");
+        env.create_admitted_pod(&ns, &workload(&name)).await;
+        assert_eq!(Placement::of(&env.get_pod(&ns, &name).await), Placement::enforced());
+        let decision = env.decision(&ns, &name, "mutate").await;
+        assert_eq!(decision.decision(), "patched", "still enforced after {text:?}");
+        assert_eq!(decision.text("config.revision"), revision, "the old revision decides");
+    }
+    assert_eq!(
+        env.metric(r#"pod_director_config_reloads_total{result="success"}"#)
+            .await,
+        None
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn removing_a_group_that_namespaces_select_is_warned_and_exported() {
+    let Some(mut env) = Env::start_local(
+        "orphan",
+        Options::default(),
+        "edits pod-director's config file (on a cluster: a ConfigMap edit)",
+    )
+    .await
+    else {
+        return;
+    };
+    let group = format!("e2e-gone-{}", suffix());
+    let old_revision = env.logs.messages("configuration loaded").await[0]["config.revision"]
+        .as_str()
+        .expect("a revision")
+        .to_owned();
+    write_config(&mut env, |c| {
+        c["groups"][group.as_str()] = json!({"mode": "dryRun", "nodeSelector": {"e2e.pod-director.io/pool": "gone"}});
+    });
+    let with_group = reloaded_from(&env, &old_revision).await;
+    let a = env.create_namespace(Some(&group)).await;
+    env.create_namespace(Some(&group)).await;
+    let gauge = format!("pod_director_orphaned_group_namespaces{{group=\"{group}\"}}");
+    assert_eq!(env.metric(&gauge).await, None, "the group is defined");
+    // Let the namespace watch (milliseconds on loopback) bring both into pod-director's cache
+    // before the reload: the WARN counts what the cache holds then.
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+
+    // Remove the group, leaving both namespaces labelled with it.
+    let suite = env.config.clone();
+    env.pod_director()
+        .write_config(&serde_json::to_string(&suite).expect("JSON"));
+    reloaded_from(&env, &with_group).await;
+    let warned = eventually("the orphaned group WARN line", || async {
+        env.logs
+            .messages("namespaces select a group that is not defined; their pods are decided by unknownGroup")
+            .await
+            .into_iter()
+            .find(|l| l["group"] == group.as_str())
+    })
+    .await;
+    assert_eq!(warned["level"], "WARN");
+    assert_eq!(warned["namespaces"], 2, "{warned}");
+    assert_eq!(warned["label"], "pod-director/group");
+    assert_eq!(env.metric(&gauge).await, Some(2.0));
+
+    // The gauge follows the namespaces: relabel one.
+    let patch = json!({"metadata": {"labels": {"pod-director/group": "e2e-dryrun"}}});
+    kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(env.client.clone())
+        .patch(&a, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch))
+        .await
+        .expect("namespace relabelled");
+    eventually("the gauge to follow the relabelled namespace", || async {
+        (env.metric(&gauge).await == Some(1.0)).then_some(())
+    })
+    .await;
+}
