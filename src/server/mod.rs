@@ -394,11 +394,11 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     };
     shutdown_signal().await;
     info!("shutdown signal received; draining in-flight requests");
+    // Stopped at once, not awaited: an attempt in flight (up to 10 s) must not delay
+    // the drain; a patch the API server received is applied whole or not at all.
     let _ = stop_reconciler.send(true);
-    if let Some(task) = reconciler
-        && let Err(err) = task.await
-    {
-        warn!(error = %err, "the webhook reconciler ended abnormally");
+    if let Some(task) = reconciler {
+        task.abort();
     }
     server.shutdown().await;
     info!("pod-director stopped");
