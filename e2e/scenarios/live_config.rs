@@ -364,3 +364,98 @@ async fn removing_a_group_that_namespaces_select_is_warned_and_exported() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_chart_s_rbac_lets_the_server_read_and_patch_its_own_webhook_configurations_only() {
+    use k8s_openapi::api::authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+    use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+
+    let env = Env::start("rbac").await;
+    let (namespace, name) = (env.settings.namespace.clone(), env.settings.fullname.clone());
+    let local = env.settings.target == crate::harness::Target::Local;
+    let roles: Api<ClusterRole> = Api::all(env.client.clone());
+    let bindings: Api<ClusterRoleBinding> = Api::all(env.client.clone());
+    if local {
+        // In cluster mode the chart installed them.
+        let apply = PatchParams::apply(crate::harness::FIELD_MANAGER).force();
+        for object in crate::harness::chart::render_rbac(&env.settings) {
+            match object["kind"].as_str() {
+                Some("ClusterRole") => {
+                    let role: ClusterRole = serde_json::from_value(object).expect("a ClusterRole");
+                    roles
+                        .patch(&name, &apply, &Patch::Apply(&role))
+                        .await
+                        .expect("ClusterRole applied");
+                }
+                Some("ClusterRoleBinding") => {
+                    let binding: ClusterRoleBinding = serde_json::from_value(object).expect("a ClusterRoleBinding");
+                    bindings
+                        .patch(&name, &apply, &Patch::Apply(&binding))
+                        .await
+                        .expect("ClusterRoleBinding applied");
+                }
+                other => panic!("unexpected RBAC object {other:?}"),
+            }
+        }
+    }
+    // What the API server answers for the chart's ServiceAccount, as the authorizer sees it.
+    let reviews: Api<SubjectAccessReview> = Api::all(env.client.clone());
+    let user = format!("system:serviceaccount:{namespace}:{name}");
+    let can = |verb: &'static str, resource: &'static str, object: Option<String>| {
+        let reviews = reviews.clone();
+        let (user, namespace) = (user.clone(), namespace.clone());
+        async move {
+            let review = SubjectAccessReview {
+                spec: SubjectAccessReviewSpec {
+                    user: Some(user),
+                    groups: Some(vec![
+                        "system:serviceaccounts".to_owned(),
+                        format!("system:serviceaccounts:{namespace}"),
+                        "system:authenticated".to_owned(),
+                    ]),
+                    resource_attributes: Some(ResourceAttributes {
+                        group: Some("admissionregistration.k8s.io".to_owned()),
+                        resource: Some(resource.to_owned()),
+                        verb: Some(verb.to_owned()),
+                        name: object,
+                        ..ResourceAttributes::default()
+                    }),
+                    ..SubjectAccessReviewSpec::default()
+                },
+                ..SubjectAccessReview::default()
+            };
+            let answer = reviews
+                .create(&PostParams::default(), &review)
+                .await
+                .expect("a SubjectAccessReview");
+            answer.status.is_some_and(|s| s.allowed)
+        }
+    };
+    for resource in ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"] {
+        for verb in ["get", "patch"] {
+            assert!(
+                can(verb, resource, Some(name.clone())).await,
+                "{verb} {resource}/{name}"
+            );
+        }
+        for verb in ["update", "delete"] {
+            assert!(
+                !can(verb, resource, Some(name.clone())).await,
+                "no {verb} on {resource}/{name}"
+            );
+        }
+        assert!(
+            !can("patch", resource, Some("someone-elses-webhooks".to_owned())).await,
+            "another configuration of {resource} cannot be patched"
+        );
+        for verb in ["list", "watch", "create"] {
+            assert!(!can(verb, resource, None).await, "no {verb} on {resource}");
+        }
+    }
+    if local {
+        let dp = DeleteParams::default();
+        bindings.delete(&name, &dp).await.expect("ClusterRoleBinding deleted");
+        roles.delete(&name, &dp).await.expect("ClusterRole deleted");
+    }
+}

@@ -83,3 +83,27 @@ pub fn render(settings: &Settings, url: &str, ca_pem: &[u8]) -> Rendered {
             .expect("a valid ValidatingWebhookConfiguration"),
     }
 }
+
+/// The chart's RBAC objects (ClusterRole, ClusterRoleBinding) for the suite's release.
+pub fn render_rbac(settings: &Settings) -> Vec<Value> {
+    let output = Command::new(helm(settings))
+        .arg("template")
+        .arg(&settings.release)
+        .arg(settings.repo.join("chart"))
+        .args(["--namespace", &settings.namespace])
+        .arg("--values")
+        .arg(settings.values_file())
+        .args(["--set", "certificates.source=existingSecret"])
+        .args(["--set", "certificates.existingSecret.name=pod-director-e2e-tls"])
+        .args(["--set", "certificates.existingSecret.caBundle=Q0EK"])
+        .args(["--show-only", "templates/rbac.yaml"])
+        .output()
+        .expect("helm runs");
+    assert!(
+        output.status.success(),
+        "helm template failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = String::from_utf8(output.stdout).expect("helm prints UTF-8");
+    serde_saphyr::from_multiple(&text).expect("helm prints YAML documents")
+}
