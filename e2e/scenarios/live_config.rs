@@ -301,9 +301,29 @@ async fn a_config_file_that_means_nothing_is_refused_and_the_old_revision_keeps_
         assert_eq!(decision.text("config.revision"), revision, "the old revision decides");
     }
     assert_eq!(
-        env.metric(r#"pod_director_config_reloads_total{result="success"}"#)
-            .await,
+        env.metric(r#"pod_director_config_reloads_total{result="success"}"#).await,
         None
+    );
+
+    // No group on purpose is written `groups: {}`: accepted, with a WARN.
+    env.pod_director().write_config("groups: {}\n");
+    let new_revision = reloaded_from(&env, &revision).await;
+    let warning = eventually("the configuration warning", || async {
+        env.logs
+            .messages("configuration warning")
+            .await
+            .into_iter()
+            .find(|l| l["config.revision"] == new_revision.as_str())
+    })
+    .await;
+    assert_eq!(warning["level"], "WARN");
+    assert!(
+        warning["warning"].as_str().is_some_and(|w| w.starts_with("groups is empty")),
+        "{warning}"
+    );
+    assert_eq!(
+        env.metric(r#"pod_director_config_reloads_total{result="success"}"#).await,
+        Some(1.0)
     );
 }
 
