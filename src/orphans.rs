@@ -156,6 +156,97 @@ mod tests {
         assert_eq!(count(&c, &namespaces), BTreeMap::from([("gone".to_owned(), 1)]));
     }
 
+    /// A `MakeWriter` appending to a shared buffer.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            if let Ok(mut buffer) = self.0.lock() {
+                buffer.extend_from_slice(bytes);
+            }
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Captured {
+        fn lines(&self, message: &str) -> Vec<serde_json::Value> {
+            let text = self
+                .0
+                .lock()
+                .map(|b| String::from_utf8_lossy(&b).into_owned())
+                .unwrap_or_default();
+            text.lines()
+                .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+                .filter(|l| l["fields"]["message"] == message)
+                .collect()
+        }
+    }
+
+    const WARNED: &str = "namespaces select a group that is not defined; their pods are decided by unknownGroup";
+
+    async fn until(what: &str, check: impl Fn() -> bool) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while !check() {
+            assert!(tokio::time::Instant::now() < deadline, "{what}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn the_reporter_warns_once_the_cache_has_synced_and_after_each_reload() {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .json()
+            .with_writer(move || writer.clone())
+            .finish();
+        let _guard = tracing::subscriber::set_default(subscriber);
+
+        let namespaces = Arc::new(StaticNamespaces::new());
+        namespaces.set_ready(false);
+        namespaces.insert("team-a", labelled("old"));
+        namespaces.insert("team-b", labelled("old"));
+        let live = Arc::new(ArcSwap::from_pointee(
+            Config::from_yaml("groups: {ci: {}}", "test", Vec::new()).expect("valid"),
+        ));
+        let (changed, changes) = watch::channel(String::new());
+        let (stop, stopped) = watch::channel(false);
+        let task = spawn_reporter(live.clone(), namespaces.clone(), changes, stopped);
+
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(captured.lines(WARNED).is_empty(), "nothing before the cache has synced");
+        namespaces.set_ready(true);
+        until("the WARN at start", || !captured.lines(WARNED).is_empty()).await;
+        let line = &captured.lines(WARNED)[0];
+        assert_eq!(line["level"], "WARN");
+        assert_eq!(line["fields"]["group"], "old");
+        assert_eq!(line["fields"]["namespaces"], 2);
+
+        // A reload that defines the group: no new WARN; one that removes it again: a WARN.
+        live.store(Arc::new(
+            Config::from_yaml("groups: {ci: {}, old: {}}", "test", Vec::new()).expect("valid"),
+        ));
+        changed.send_replace("2".to_owned());
+        let settled = "every labelled namespace selects a defined group";
+        until("the reload is reported", || !captured.lines(settled).is_empty()).await;
+        assert_eq!(captured.lines(WARNED).len(), 1);
+        live.store(Arc::new(
+            Config::from_yaml("groups: {ci: {}}", "test", Vec::new()).expect("valid"),
+        ));
+        changed.send_replace("3".to_owned());
+        until("the WARN after the reload", || captured.lines(WARNED).len() == 2).await;
+
+        stop.send_replace(true);
+        tokio::time::timeout(Duration::from_secs(5), task)
+            .await
+            .expect("stops on shutdown")
+            .expect("no panic");
+    }
+
     #[test]
     fn at_most_max_series_groups_get_their_own_series() {
         let many: BTreeMap<String, usize> = (0..MAX_SERIES + 10).map(|i| (format!("g{i:03}"), i + 1)).collect();
