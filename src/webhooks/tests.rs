@@ -489,3 +489,43 @@ async fn the_reconciler_task_follows_reloads_and_retries_failures() {
         .expect("the task stops on shutdown")
         .expect("the task did not panic");
 }
+
+#[tokio::test]
+async fn several_replicas_reconcile_to_the_same_state_and_then_patch_nothing() {
+    let api = FakeApi::with(GROUPS);
+    let flipped = format!(
+        "defaultGroup: gpu\n{}",
+        GROUPS.replace("gpu: {mode: warn}", "gpu: {mode: enforce}")
+    );
+    let replicas: Vec<(Reconciler, Arc<ArcSwap<Loaded>>, Arc<Metrics>)> =
+        (0..3).map(|_| reconciler(&api, &flipped)).collect();
+    let passes = futures::future::join_all(replicas.iter().map(|(r, _, _)| r.reconcile())).await;
+    // A replica whose patch raced another's may fail its `test` guard; it retries.
+    for ((r, _, _), ok) in replicas.iter().zip(passes) {
+        if !ok {
+            assert!(r.reconcile().await);
+        }
+    }
+    let desired = namespace_selectors(&config(&flipped));
+    for path in [MUTATING_PATH, VALIDATING_PATH] {
+        let webhooks = api.webhooks(path);
+        assert_eq!(
+            webhooks[0]["namespaceSelector"],
+            serde_json::to_value(&desired[&Entry::Enforce]).unwrap()
+        );
+        assert_eq!(
+            webhooks[3]["namespaceSelector"],
+            serde_json::to_value(&desired[&Entry::DefaultGroup]).unwrap()
+        );
+        assert_eq!(webhooks[3]["failurePolicy"], "Fail");
+    }
+    let patches = api.requests().into_iter().filter(|r| r.starts_with("PATCH")).count();
+    for (r, _, _) in &replicas {
+        assert!(r.reconcile().await);
+    }
+    assert_eq!(
+        api.requests().into_iter().filter(|r| r.starts_with("PATCH")).count(),
+        patches,
+        "in step: no replica patches again"
+    );
+}
