@@ -301,7 +301,8 @@ async fn a_config_file_that_means_nothing_is_refused_and_the_old_revision_keeps_
         assert_eq!(decision.text("config.revision"), revision, "the old revision decides");
     }
     assert_eq!(
-        env.metric(r#"pod_director_config_reloads_total{result="success"}"#).await,
+        env.metric(r#"pod_director_config_reloads_total{result="success"}"#)
+            .await,
         None
     );
 
@@ -318,11 +319,14 @@ async fn a_config_file_that_means_nothing_is_refused_and_the_old_revision_keeps_
     .await;
     assert_eq!(warning["level"], "WARN");
     assert!(
-        warning["warning"].as_str().is_some_and(|w| w.starts_with("groups is empty")),
+        warning["warning"]
+            .as_str()
+            .is_some_and(|w| w.starts_with("groups is empty")),
         "{warning}"
     );
     assert_eq!(
-        env.metric(r#"pod_director_config_reloads_total{result="success"}"#).await,
+        env.metric(r#"pod_director_config_reloads_total{result="success"}"#)
+            .await,
         Some(1.0)
     );
 }
