@@ -5,6 +5,7 @@
 //! - [`placement`]: the pure engine (plan, verify, decide).
 //! - [`admission`]: AdmissionReview in → AdmissionReview out.
 //! - [`namespaces`]: namespace labels (reflector cache + live GET).
+//! - [`nodes`]: node labels, taints and cordons (watch cache + live GET), feasibility counts.
 //! - [`server`]: HTTPS serving, probes, hot reload of config and certificate.
 //! - [`metrics`], [`telemetry`]: Prometheus metrics; logs and traces.
 //! - [`cli`]: the command line.
@@ -13,6 +14,7 @@ pub mod cli;
 pub mod config;
 pub mod metrics;
 pub mod namespaces;
+pub mod nodes;
 pub mod placement;
 pub mod server;
 pub mod telemetry;

@@ -8,6 +8,10 @@
 //! | `pod_director_config_reloads_total` | `result` (`success`, `error`) |
 //! | `pod_director_tls_reloads_total` | `result` (`success`, `error`) |
 //! | `pod_director_namespace_cache_size` (gauge) | |
+//! | `pod_director_node_cache_size` (gauge) | |
+//! | `pod_director_node_lookups_total` | `result` (`cached`, `fetched`, `not_found`, `error`) |
+//! | `pod_director_no_feasible_node_total` | `group`, `mode`, `webhook` |
+//! | `pod_director_group_nodes` (gauge) | `group` |
 //! | `pod_director_build_info` | `version` |
 //!
 //! `group` and `mode` are empty when no group applies (excluded namespace, no group).
@@ -54,6 +58,18 @@ struct ConflictLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct GroupModeLabels {
+    group: String,
+    mode: String,
+    webhook: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct GroupLabels {
+    group: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct WebhookLabels {
     webhook: String,
 }
@@ -95,6 +111,37 @@ impl ReloadResult {
     }
 }
 
+/// How a node lookup (`spec.nodeName`) was answered (`result` label).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeLookupResult {
+    /// From the Node cache.
+    Cached,
+    /// Not cached; the live GET found it.
+    Fetched,
+    /// Not cached; the live GET says it does not exist.
+    NotFound,
+    /// Not cached; the live GET failed or timed out.
+    Error,
+}
+
+impl NodeLookupResult {
+    pub const ALL: [NodeLookupResult; 4] = [
+        NodeLookupResult::Cached,
+        NodeLookupResult::Fetched,
+        NodeLookupResult::NotFound,
+        NodeLookupResult::Error,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NodeLookupResult::Cached => "cached",
+            NodeLookupResult::Fetched => "fetched",
+            NodeLookupResult::NotFound => "not_found",
+            NodeLookupResult::Error => "error",
+        }
+    }
+}
+
 /// Every metric pod-director exports, registered once.
 #[derive(Debug)]
 pub struct Metrics {
@@ -105,6 +152,10 @@ pub struct Metrics {
     config_reloads: Family<ResultLabels, Counter>,
     tls_reloads: Family<ResultLabels, Counter>,
     namespace_cache_size: Gauge,
+    node_cache_size: Gauge,
+    node_lookups: Family<ResultLabels, Counter>,
+    no_feasible_node: Family<GroupModeLabels, Counter>,
+    group_nodes: Family<GroupLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -154,6 +205,30 @@ impl Metrics {
             "Namespaces held in the namespace cache",
             namespace_cache_size.clone(),
         );
+        let node_cache_size = Gauge::default();
+        registry.register(
+            "node_cache_size",
+            "Nodes held in the Node cache",
+            node_cache_size.clone(),
+        );
+        let node_lookups = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "node_lookups",
+            "Lookups of the node a pod names in spec.nodeName, by result",
+            node_lookups.clone(),
+        );
+        let no_feasible_node = Family::<GroupModeLabels, Counter>::default();
+        registry.register(
+            "no_feasible_node",
+            "Decisions whose placed pod matches no node (placement only: resources not counted), by group, mode and webhook",
+            no_feasible_node.clone(),
+        );
+        let group_nodes = Family::<GroupLabels, Gauge>::default();
+        registry.register(
+            "group_nodes",
+            "Nodes that satisfy each group's own placement (nodeSelector, required node affinity, tolerated taints, not cordoned)",
+            group_nodes.clone(),
+        );
         registry.register(
             "build",
             "pod-director build information",
@@ -169,6 +244,10 @@ impl Metrics {
             config_reloads,
             tls_reloads,
             namespace_cache_size,
+            node_cache_size,
+            node_lookups,
+            no_feasible_node,
+            group_nodes,
         }
     }
 
@@ -201,6 +280,15 @@ impl Metrics {
                 })
                 .inc();
         }
+        if outcome.no_feasible_node {
+            self.no_feasible_node
+                .get_or_create(&GroupModeLabels {
+                    group: group.to_owned(),
+                    mode: mode.to_owned(),
+                    webhook: webhook.to_owned(),
+                })
+                .inc();
+        }
         let exemplar = trace_id.map(|id| TraceLabels {
             trace_id: id.to_owned(),
         });
@@ -229,6 +317,28 @@ impl Metrics {
 
     pub fn set_namespace_cache_size(&self, size: usize) {
         self.namespace_cache_size.set(i64::try_from(size).unwrap_or(i64::MAX));
+    }
+
+    pub fn set_node_cache_size(&self, size: usize) {
+        self.node_cache_size.set(i64::try_from(size).unwrap_or(i64::MAX));
+    }
+
+    pub fn node_looked_up(&self, result: NodeLookupResult) {
+        self.node_lookups
+            .get_or_create(&ResultLabels {
+                result: result.as_str().to_owned(),
+            })
+            .inc();
+    }
+
+    /// Sets `pod_director_group_nodes` to exactly these groups (removed groups disappear).
+    pub fn set_group_nodes(&self, counts: &[(String, usize)]) {
+        self.group_nodes.clear();
+        for (group, count) in counts {
+            self.group_nodes
+                .get_or_create(&GroupLabels { group: group.clone() })
+                .set(i64::try_from(*count).unwrap_or(i64::MAX));
+        }
     }
 
     /// The registry as OpenMetrics text (see [`CONTENT_TYPE`]).
@@ -299,6 +409,7 @@ mod tests {
     fn the_whole_exposition_is_exactly_this() {
         let metrics = Metrics::new();
         let mut denied = outcome(Some("ci"), Some(Mode::DryRun), Decision::WouldDeny);
+        denied.no_feasible_node = true;
         denied.conflicts = vec![
             conflict(crate::placement::Resolution::Rejected),
             conflict(crate::placement::Resolution::Rejected),
@@ -311,6 +422,11 @@ mod tests {
         metrics.config_reloaded(ReloadResult::Error);
         metrics.tls_reloaded(ReloadResult::Success);
         metrics.set_namespace_cache_size(7);
+        metrics.set_node_cache_size(5);
+        metrics.node_looked_up(NodeLookupResult::NotFound);
+        metrics.set_group_nodes(&[("gone".to_owned(), 9)]);
+        // One group: the order of a family's samples is not defined.
+        metrics.set_group_nodes(&[("ci".to_owned(), 3)]);
         let expected = EXPOSITION.replace("VERSION", env!("CARGO_PKG_VERSION"));
         assert_eq!(metrics.encode(), expected);
     }
@@ -351,6 +467,18 @@ pod_director_tls_reloads_total{result=\"success\"} 1
 # HELP pod_director_namespace_cache_size Namespaces held in the namespace cache.
 # TYPE pod_director_namespace_cache_size gauge
 pod_director_namespace_cache_size 7
+# HELP pod_director_node_cache_size Nodes held in the Node cache.
+# TYPE pod_director_node_cache_size gauge
+pod_director_node_cache_size 5
+# HELP pod_director_node_lookups Lookups of the node a pod names in spec.nodeName, by result.
+# TYPE pod_director_node_lookups counter
+pod_director_node_lookups_total{result=\"not_found\"} 1
+# HELP pod_director_no_feasible_node Decisions whose placed pod matches no node (placement only: resources not counted), by group, mode and webhook.
+# TYPE pod_director_no_feasible_node counter
+pod_director_no_feasible_node_total{group=\"ci\",mode=\"dryRun\",webhook=\"mutate\"} 1
+# HELP pod_director_group_nodes Nodes that satisfy each group's own placement (nodeSelector, required node affinity, tolerated taints, not cordoned).
+# TYPE pod_director_group_nodes gauge
+pod_director_group_nodes{group=\"ci\"} 3
 # HELP pod_director_build pod-director build information.
 # TYPE pod_director_build info
 pod_director_build_info{version=\"VERSION\"} 1

@@ -55,6 +55,11 @@ fn emitted() -> Emitted {
     others.tls_reloaded(ReloadResult::Success);
     others.tls_reloaded(ReloadResult::Error);
     others.set_namespace_cache_size(3);
+    others.set_node_cache_size(2);
+    others.set_group_nodes(&[("shadow".to_owned(), 1)]);
+    for result in pod_director::metrics::NodeLookupResult::ALL {
+        others.node_looked_up(result);
+    }
     others.observe_decision(
         &pod_director::placement::Outcome::new(Webhook::Validate, Decision::Noop),
         Duration::from_millis(1),
@@ -73,7 +78,12 @@ fn emitted() -> Emitted {
         Resolution::Overridden.as_str(),
         Resolution::Ignored.as_str(),
     ]);
-    let result = strings(&[ReloadResult::Success.as_str(), ReloadResult::Error.as_str()]);
+    let mut result = strings(&[ReloadResult::Success.as_str(), ReloadResult::Error.as_str()]);
+    result.extend(
+        pod_director::metrics::NodeLookupResult::ALL
+            .iter()
+            .map(|r| r.as_str().to_owned()),
+    );
     let values = BTreeMap::from([
         ("decision", decision),
         ("mode", mode),
@@ -569,6 +579,10 @@ fn the_dashboards_answer_the_rollout_questions() {
         r#"pod_director_config_reloads_total{result=\"error\"}"#,
         r#"pod_director_tls_reloads_total{result=\"error\"}"#,
         "pod_director_namespace_cache_size",
+        "pod_director_node_cache_size",
+        "pod_director_group_nodes{",
+        "pod_director_no_feasible_node_total{",
+        r#"span.\"placement.no_feasible_node\" = true"#,
         r#"span.\"placement.decision\" = \"would_patch\""#,
         r#"span.\"placement.patch.json\""#,
     ] {
