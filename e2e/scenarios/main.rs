@@ -32,5 +32,6 @@ mod harness;
 mod conflicts;
 mod lifecycle;
 mod modes;
+mod nodes;
 mod webhooks;
 mod workloads;

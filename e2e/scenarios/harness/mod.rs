@@ -38,7 +38,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod, ServiceAccount};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, Resource as _};
 use pod_director::config::Config;
@@ -206,6 +206,7 @@ struct Cleanup {
     namespaces: Vec<String>,
     mutating: Vec<String>,
     validating: Vec<String>,
+    nodes: Vec<String>,
 }
 
 /// One scenario's world: a client, pod-director's decisions, what to clean up.
@@ -475,6 +476,16 @@ impl Env {
             .unwrap_or_else(|e| panic!("ServiceAccount {namespace}/{name} created: {e}"));
     }
 
+    /// Creates a Node object (no kubelet behind it: it stays NotReady), deleted at the end.
+    pub async fn create_node(&self, node: &Node) -> Node {
+        let name = node.metadata.name.clone().expect("a named Node");
+        self.created.lock().expect("not poisoned").nodes.push(name.clone());
+        Api::<Node>::all(self.client.clone())
+            .create(&PostParams::default(), node)
+            .await
+            .unwrap_or_else(|e| panic!("node {name} created: {e}"))
+    }
+
     pub fn pods(&self, namespace: &str) -> Api<Pod> {
         Api::namespaced(self.client.clone(), namespace)
     }
@@ -651,6 +662,12 @@ async fn delete(created: Cleanup) {
     for name in &created.validating {
         if let Err(e) = validating.delete(name, &dp).await {
             eprintln!("cleanup: ValidatingWebhookConfiguration {name}: {e}");
+        }
+    }
+    let nodes: Api<Node> = Api::all(client.clone());
+    for name in &created.nodes {
+        if let Err(e) = nodes.delete(name, &dp).await {
+            eprintln!("cleanup: node {name}: {e}");
         }
     }
     let namespaces: Api<Namespace> = Api::all(client);
