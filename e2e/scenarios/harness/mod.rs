@@ -176,6 +176,22 @@ pub fn suffix() -> String {
     format!("{:06x}", hasher.finish() & 0xff_ffff)
 }
 
+/// A Node of the suite's blue pool (`e2e/scenarios/values.yaml`): its labels and
+/// the taint its groups tolerate. No kubelet: it stays NotReady, which placement ignores.
+pub fn pool_node(name: &str) -> Node {
+    serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {
+            "e2e.pod-director.io/pool": "blue",
+            "kubernetes.io/os": "linux",
+            "topology.kubernetes.io/zone": "zone-a",
+        }},
+        "spec": {"taints": [{"key": "e2e.pod-director.io/dedicated", "value": "blue", "effect": "NoSchedule"}]},
+    }))
+    .expect("a Node")
+}
+
 /// The suite's pod-director configuration: `config` of `e2e/scenarios/values.yaml`.
 pub fn suite_config(values_file: &Path) -> Config {
     let text =
@@ -268,6 +284,10 @@ impl Env {
             Target::Local => Self::start_local_process(scenario, settings, client, suite, options, serial).await,
             Target::Cluster => Self::attach_to_cluster(scenario, settings, client, suite, serial).await,
         };
+        // A node of the suite's blue pool, so that its groups' pods have somewhere to go
+        // (0 feasible nodes would add a warning to every warn/enforce decision).
+        env.create_node(&pool_node(&format!("e2e-blue-{scenario}-{}", suffix())))
+            .await;
         env.wait_until_serving().await;
         env
     }
@@ -402,7 +422,11 @@ impl Env {
             if created.status.is_success() {
                 let seen = self.logs.decisions().await;
                 let called = |webhook: &str| seen.iter().any(|d| d.is(&ns, &name, webhook));
-                if called("mutate") && called("validate") {
+                // And its Node cache sees the scenario's pool node.
+                let placed = seen
+                    .iter()
+                    .any(|d| d.is(&ns, &name, "mutate") && d.get("placement.feasible_nodes").as_u64() >= Some(1));
+                if called("mutate") && called("validate") && placed {
                     return;
                 }
             }
@@ -634,8 +658,9 @@ impl Drop for Env {
                 Ok(runtime) => runtime,
                 Err(e) => return eprintln!("cleanup: no runtime: {e}"),
             };
+            // The timer is created inside the runtime: `timeout` needs one when it is built.
             if runtime
-                .block_on(tokio::time::timeout(PATIENCE, delete(created)))
+                .block_on(async { tokio::time::timeout(PATIENCE, delete(created)).await })
                 .is_err()
             {
                 eprintln!("cleanup: gave up after {PATIENCE:?}");
