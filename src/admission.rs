@@ -728,4 +728,6 @@ fn log_decision(span: &Span, outcome: &Outcome, patch: &str, latency: Duration, 
 }
 
 #[cfg(test)]
+mod node_tests;
+#[cfg(test)]
 mod tests;
