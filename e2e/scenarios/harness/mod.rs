@@ -177,7 +177,8 @@ pub fn suffix() -> String {
 }
 
 /// A Node of the suite's blue pool (`e2e/scenarios/values.yaml`): its labels and
-/// the taint its groups tolerate. No kubelet: it stays NotReady, which placement ignores.
+/// the taint its groups tolerate, and the labels the scenarios' workload pod asks
+/// for (`fixtures::workload`). No kubelet: it stays NotReady, which placement ignores.
 pub fn pool_node(name: &str) -> Node {
     serde_json::from_value(json!({
         "apiVersion": "v1",
@@ -186,6 +187,8 @@ pub fn pool_node(name: &str) -> Node {
             "e2e.pod-director.io/pool": "blue",
             "kubernetes.io/os": "linux",
             "topology.kubernetes.io/zone": "zone-a",
+            "e2e.pod-director.io/team": "web",
+            "e2e.pod-director.io/arch": "amd64",
         }},
         "spec": {"taints": [{"key": "e2e.pod-director.io/dedicated", "value": "blue", "effect": "NoSchedule"}]},
     }))
