@@ -62,8 +62,8 @@ pub fn node(i: usize) -> Node {
                 "topology.kubernetes.io/zone": zone,
                 "node-pool": pool,
                 "eks.amazonaws.com/nodegroup": format!("{pool}-nodes"),
-                "eks.amazonaws.com/capacityType": if i % 4 == 0 { "SPOT" } else { "ON_DEMAND" },
-                "disk": if i % 2 == 0 { "ssd" } else { "hdd" },
+                "eks.amazonaws.com/capacityType": if i.is_multiple_of(4) { "SPOT" } else { "ON_DEMAND" },
+                "disk": if i.is_multiple_of(2) { "ssd" } else { "hdd" },
             },
             "annotations": {
                 "node.alpha.kubernetes.io/ttl": "0",
@@ -76,7 +76,7 @@ pub fn node(i: usize) -> Node {
             "providerID": format!("aws:///{zone}/i-{i:017x}"),
             "podCIDR": format!("10.{}.{}.0/24", 100 + i / 65536 % 100, i / 256 % 256),
             "taints": taints,
-            "unschedulable": i % 97 == 0,
+            "unschedulable": i.is_multiple_of(97),
         },
         "status": {
             "capacity": {"cpu": "8", "memory": "32386564Ki", "pods": "58", "ephemeral-storage": "104845292Ki"},
