@@ -1,8 +1,9 @@
 //! Memory and start-up at scale: what the namespace cache costs per namespace,
-//! and how long pod-director takes from process start to `/readyz` 200.
+//! what the Node cache costs per node, and how long pod-director takes from
+//! process start to `/readyz` 200.
 //!
 //! ```sh
-//! cargo bench --bench scale                       # the reflector store fed directly (no cluster)
+//! cargo bench --bench scale                       # the stores fed directly (no cluster)
 //!
 //! cargo build --release                           # the binary measured below
 //! export E2E_STATE_DIR="$(mktemp -d)"             # a cluster of its own: its namespaces are left behind
@@ -15,6 +16,12 @@
 //! (name, uid, resourceVersion, creationTimestamp, 4 labels) are applied to a
 //! kube-runtime reflector store the way the watcher does it (Init, InitApply…,
 //! InitDone); live heap bytes are counted by a counting allocator.
+//!
+//! **Node store**: 5 000 synthetic Nodes shaped like a managed cluster's
+//! (15 labels, a pool taint on some, status with conditions and 25 cached
+//! images: `benches/support/nodes.rs`) are reduced to what placement keeps and
+//! applied to the Node cache's store the way its watch does; live heap bytes
+//! held by the store are counted (the decoded Nodes are dropped first).
 //!
 //! **Cluster** (`--cluster`, needs `KUBECONFIG`): creates `pd-scale-NNNNN`
 //! namespaces (labels `pod-director/group`, `team`, `environment`, plus the
@@ -67,7 +74,14 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
+#[path = "support/nodes.rs"]
+mod nodes;
+
 const PREFIX: &str = "pd-scale-";
+/// Nodes in the Node store measurement.
+const NODES: usize = 5_000;
+/// The Node cache's budget per node.
+const NODE_BUDGET_BYTES: f64 = 2048.0;
 const COUNTS: [usize; 2] = [1_000, 10_000];
 const GROUPS: [&str; 3] = ["ci", "shadow", "gpu"];
 const CONFIG: &str = "groups:\n  ci: {mode: enforce, nodeSelector: {node-pool: ci}}\n  shadow: {mode: dryRun, nodeSelector: {node-pool: ci}}\n  gpu: {mode: dryRun, nodeSelector: {node-pool: gpu}}\n";
@@ -94,6 +108,7 @@ fn main() {
         }
     }
     store();
+    node_store();
     if cluster {
         let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
         runtime.block_on(in_cluster(&binary, runs));
@@ -168,6 +183,37 @@ fn store() {
         );
         drop((store, writer));
     }
+}
+
+/// The Node cache's store fed directly: live heap bytes per node.
+fn node_store() {
+    use pod_director::nodes::NodeStore;
+    use pod_director::placement::NodeInfo;
+    println!("\nNode cache, store fed directly (heap bytes counted by allocator):");
+    let raw: Vec<k8s_openapi::api::core::v1::Node> = (0..NODES).map(nodes::node).collect();
+    let raw_bytes = raw
+        .iter()
+        .map(|n| serde_json::to_vec(n).map(|v| v.len()).unwrap_or(0))
+        .sum::<usize>();
+    // Counted from here: the store, and what each conversion leaves behind in it (temporaries are freed).
+    let live_before = LIVE.load(Ordering::Relaxed);
+    let store = NodeStore::new();
+    for node in &raw {
+        store.apply(NodeInfo::from_node(node));
+    }
+    let held = LIVE.load(Ordering::Relaxed) - live_before;
+    drop(raw);
+    assert_eq!(store.len(), NODES);
+    let per_node = held as f64 / NODES as f64;
+    println!("| nodes | Node JSON as listed (avg) | store heap held | per node | budget |");
+    println!("|--:|--:|--:|--:|--:|");
+    println!(
+        "| {NODES} | {:.1} KiB | {:.2} MiB | {per_node:.0} B | {} B: {} |",
+        raw_bytes as f64 / NODES as f64 / 1024.0,
+        held as f64 / 1048576.0,
+        NODE_BUDGET_BYTES,
+        if per_node <= NODE_BUDGET_BYTES { "met" } else { "MISSED" }
+    );
 }
 
 fn median(mut values: Vec<f64>) -> f64 {

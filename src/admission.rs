@@ -14,6 +14,7 @@
 //! | UPDATE at /mutate, DELETE, CONNECT, a subresource, or a resource other than core/v1 pods | 200 | allowed, untouched; logged as `skipped` / `not_applicable` |
 //! | unreadable: empty, not JSON, not an `admission.k8s.io/v1` AdmissionReview, no request/uid/object/namespace, object not a Pod | 400 | an AdmissionReview whose `response.status` says what is wrong (uid copied when readable) |
 //! | the namespace's labels cannot be read (API server unreachable) | 503 | likewise, with the lookup error |
+//! | an enforce group's pod names a node (`spec.nodeName`) that cannot be looked up | 503 | likewise, with the lookup error |
 //!
 //! Any non-200 answer makes the API server apply the webhook's
 //! failurePolicy, so bad input never blocks pods of a dryRun group (Ignore) and
@@ -37,7 +38,8 @@ use tracing::{Instrument as _, Level, Span};
 use crate::config::Loaded;
 use crate::metrics::Metrics;
 use crate::namespaces::{self, Labels, LookupError, NamespaceSource};
-use crate::placement::{self, Decision, Outcome, SkipReason, Webhook};
+use crate::nodes::Nodes;
+use crate::placement::{self, Decision, NodeView, Outcome, SkipReason, Webhook};
 use crate::telemetry::{self, DECISION_TARGET};
 
 mod wire;
@@ -76,6 +78,8 @@ pub enum AdmissionError {
     InvalidOldPod(#[source] serde_json::Error),
     #[error("cannot determine the pod's group: {0}")]
     Namespace(#[from] LookupError),
+    #[error("{0}")]
+    Node(String),
     #[error("no decision within {0:?} (--request-timeout)")]
     Timeout(Duration),
     #[error("cannot encode the response: {0}")]
@@ -86,7 +90,9 @@ impl AdmissionError {
     /// The HTTP status this error is answered with.
     pub fn status(&self) -> StatusCode {
         match self {
-            AdmissionError::Namespace(_) | AdmissionError::Timeout(_) => StatusCode::SERVICE_UNAVAILABLE,
+            AdmissionError::Namespace(_) | AdmissionError::Node(_) | AdmissionError::Timeout(_) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             AdmissionError::Encode(_) => StatusCode::INTERNAL_SERVER_ERROR,
             _ => StatusCode::BAD_REQUEST,
         }
@@ -403,10 +409,12 @@ pub struct Reply {
     pub body: Vec<u8>,
 }
 
-/// Everything a review needs: the live configuration, namespace labels, metrics.
+/// Everything a review needs: the live configuration, namespace labels, node data, metrics.
 pub struct Admission {
     config: Arc<ArcSwap<Loaded>>,
     namespaces: Arc<dyn NamespaceSource>,
+    /// `None`: decisions carry no feasibility counts and `spec.nodeName` is not checked.
+    nodes: Option<Arc<Nodes>>,
     metrics: Arc<Metrics>,
     timeout: Duration,
 }
@@ -422,9 +430,16 @@ impl Admission {
         Self {
             config,
             namespaces,
+            nodes: None,
             metrics,
             timeout,
         }
+    }
+
+    /// Decides with node data: feasibility counts, and `spec.nodeName` checked.
+    pub fn with_nodes(mut self, nodes: Arc<Nodes>) -> Self {
+        self.nodes = Some(nodes);
+        self
     }
 
     /// Reviews one request body arriving at `webhook`: decides, logs one
@@ -512,15 +527,43 @@ impl Admission {
             namespaces::lookup(self.namespaces.as_ref(), name).await?
         };
         let namespace = placement::Namespace { name, labels: &labels };
-        Ok(match webhook {
-            Webhook::Mutate => placement::mutate(config, &namespace, pod),
-            Webhook::Validate => placement::validate(config, &namespace, pod, old.as_deref()),
-        })
+        // The node a pod names is looked up (cache, else a bounded GET) before deciding.
+        let bound = match (&self.nodes, webhook) {
+            (Some(nodes), Webhook::Validate) => {
+                match placement::needs_bound_node(config, &namespace, pod, old.as_deref()) {
+                    Some(node) => Some((node, nodes.lookup(node, &self.metrics).await)),
+                    None => None,
+                }
+            }
+            _ => None,
+        };
+        let view = self.nodes.as_ref().map(|nodes| nodes.view(bound));
+        let ctx = placement::Context {
+            nodes: view.as_ref().map(|v| v as &dyn NodeView),
+        };
+        let outcome = match webhook {
+            Webhook::Mutate => placement::mutate(config, &namespace, pod, &ctx),
+            Webhook::Validate => placement::validate(config, &namespace, pod, old.as_deref(), &ctx),
+        };
+        if outcome.decision == Decision::Error {
+            return Err(AdmissionError::Node(
+                outcome
+                    .message
+                    .unwrap_or_else(|| "the pod's node cannot be checked".to_owned()),
+            ));
+        }
+        Ok(outcome)
     }
 
-    /// Whether the namespace cache has synced (the configuration is always valid once loaded).
+    /// Whether the namespace cache (and the Node cache, when there is one) has
+    /// synced (the configuration is always valid once loaded).
     pub fn is_ready(&self) -> bool {
-        self.namespaces.is_ready()
+        self.namespaces.is_ready() && self.nodes.as_ref().is_none_or(|n| n.is_ready())
+    }
+
+    /// How many nodes the Node cache holds (`None` without one).
+    pub fn cached_nodes(&self) -> Option<usize> {
+        self.nodes.as_ref().map(|n| n.cached_count())
     }
 
     /// How many namespaces the namespace cache holds.
@@ -580,6 +623,9 @@ fn decision_span(webhook: Webhook) -> Span {
         placement.warning = Empty,
         placement.patch.op_count = Empty,
         placement.patch.paths = Empty,
+        placement.feasible_nodes = Empty,
+        placement.feasible_nodes_before = Empty,
+        placement.no_feasible_node = Empty,
         config.revision = Empty,
         latency_ms = Empty,
         error = Empty,
@@ -658,6 +704,16 @@ fn log_decision(span: &Span, outcome: &Outcome, patch: &str, latency: Duration, 
         i64::try_from(outcome.patch.0.len()).unwrap_or(i64::MAX),
     );
     span.record("placement.patch.paths", json_strings(&outcome.patch_paths()).as_str());
+    if let Some(after) = outcome.feasible_nodes {
+        span.record("placement.feasible_nodes", i64::try_from(after).unwrap_or(i64::MAX));
+        span.record("placement.no_feasible_node", outcome.no_feasible_node);
+    }
+    if let Some(before) = outcome.feasible_nodes_before {
+        span.record(
+            "placement.feasible_nodes_before",
+            i64::try_from(before).unwrap_or(i64::MAX),
+        );
+    }
     // Microsecond precision is plenty and keeps the number short.
     span.record("latency_ms", latency.as_micros() as f64 / 1000.0);
     if let Some(error) = error {
@@ -676,5 +732,7 @@ fn log_decision(span: &Span, outcome: &Outcome, patch: &str, latency: Duration, 
     });
 }
 
+#[cfg(test)]
+mod node_tests;
 #[cfg(test)]
 mod tests;

@@ -6,6 +6,7 @@
 //! - [`admission`]: AdmissionReview in → AdmissionReview out.
 //! - [`namespaces`]: namespace labels (reflector cache + live GET).
 //! - [`orphans`]: namespaces selecting a group the configuration does not define.
+//! - [`nodes`]: node labels, taints and cordons (watch cache + live GET), feasibility counts.
 //! - [`server`]: HTTPS serving, probes, hot reload of config and certificate.
 //! - [`metrics`], [`telemetry`]: Prometheus metrics; logs and traces.
 //! - [`webhooks`]: the webhook entries' namespaceSelectors, reconciled with the live configuration.
@@ -16,6 +17,7 @@ pub mod config;
 pub mod metrics;
 pub mod namespaces;
 pub mod orphans;
+pub mod nodes;
 pub mod placement;
 pub mod server;
 pub mod telemetry;

@@ -10,6 +10,10 @@
 //! | `pod_director_namespace_cache_size` (gauge) | |
 //! | `pod_director_orphaned_group_namespaces` (gauge) | `group` (undefined groups that namespaces select) |
 //! | `pod_director_webhook_reconciles_total` | `result` (`patched`, `unchanged`, `error`) |
+//! | `pod_director_node_cache_size` (gauge) | |
+//! | `pod_director_node_lookups_total` | `result` (`cached`, `fetched`, `not_found`, `error`) |
+//! | `pod_director_no_feasible_node_total` | `group`, `mode`, `webhook` |
+//! | `pod_director_group_nodes` (gauge) | `group` |
 //! | `pod_director_build_info` | `version` |
 //!
 //! `group` and `mode` are empty when no group applies (excluded namespace, no group).
@@ -56,6 +60,18 @@ struct ConflictLabels {
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct GroupModeLabels {
+    group: String,
+    mode: String,
+    webhook: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct GroupLabels {
+    group: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct WebhookLabels {
     webhook: String,
 }
@@ -74,11 +90,6 @@ type LatencyHistogram = HistogramWithExemplars<TraceLabels>;
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ResultLabels {
     result: String,
-}
-
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct GroupLabels {
-    group: String,
 }
 
 /// What one reconciliation of the webhook configurations ended with (`result` label).
@@ -129,6 +140,37 @@ impl ReloadResult {
     }
 }
 
+/// How a node lookup (`spec.nodeName`) was answered (`result` label).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeLookupResult {
+    /// From the Node cache.
+    Cached,
+    /// Not cached; the live GET found it.
+    Fetched,
+    /// Not cached; the live GET says it does not exist.
+    NotFound,
+    /// Not cached; the live GET failed or timed out.
+    Error,
+}
+
+impl NodeLookupResult {
+    pub const ALL: [NodeLookupResult; 4] = [
+        NodeLookupResult::Cached,
+        NodeLookupResult::Fetched,
+        NodeLookupResult::NotFound,
+        NodeLookupResult::Error,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NodeLookupResult::Cached => "cached",
+            NodeLookupResult::Fetched => "fetched",
+            NodeLookupResult::NotFound => "not_found",
+            NodeLookupResult::Error => "error",
+        }
+    }
+}
+
 /// Every metric pod-director exports, registered once.
 #[derive(Debug)]
 pub struct Metrics {
@@ -141,6 +183,10 @@ pub struct Metrics {
     namespace_cache_size: Gauge,
     orphaned_group_namespaces: Family<GroupLabels, Gauge>,
     webhook_reconciles: Family<ResultLabels, Counter>,
+    node_cache_size: Gauge,
+    node_lookups: Family<ResultLabels, Counter>,
+    no_feasible_node: Family<GroupModeLabels, Counter>,
+    group_nodes: Family<GroupLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -201,6 +247,29 @@ impl Metrics {
             "webhook_reconciles",
             "Reconciliations of the webhook configurations' namespaceSelectors with the live configuration, by result",
             webhook_reconciles.clone(),
+        let node_cache_size = Gauge::default();
+        registry.register(
+            "node_cache_size",
+            "Nodes held in the Node cache",
+            node_cache_size.clone(),
+        );
+        let node_lookups = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "node_lookups",
+            "Lookups of the node a pod names in spec.nodeName, by result",
+            node_lookups.clone(),
+        );
+        let no_feasible_node = Family::<GroupModeLabels, Counter>::default();
+        registry.register(
+            "no_feasible_node",
+            "Decisions whose placed pod matches no node (placement only: resources not counted), by group, mode and webhook",
+            no_feasible_node.clone(),
+        );
+        let group_nodes = Family::<GroupLabels, Gauge>::default();
+        registry.register(
+            "group_nodes",
+            "Nodes that satisfy each group's own placement (nodeSelector, required node affinity, tolerated taints, not cordoned)",
+            group_nodes.clone(),
         );
         registry.register(
             "build",
@@ -219,6 +288,10 @@ impl Metrics {
             namespace_cache_size,
             orphaned_group_namespaces,
             webhook_reconciles,
+            node_cache_size,
+            node_lookups,
+            no_feasible_node,
+            group_nodes,
         }
     }
 
@@ -247,6 +320,15 @@ impl Metrics {
                     group: group.to_owned(),
                     mode: mode.to_owned(),
                     resolution: conflict.resolution.as_str().to_owned(),
+                    webhook: webhook.to_owned(),
+                })
+                .inc();
+        }
+        if outcome.no_feasible_node {
+            self.no_feasible_node
+                .get_or_create(&GroupModeLabels {
+                    group: group.to_owned(),
+                    mode: mode.to_owned(),
                     webhook: webhook.to_owned(),
                 })
                 .inc();
@@ -298,6 +380,28 @@ impl Metrics {
                 result: result.as_str().to_owned(),
             })
             .inc();
+    }
+
+    pub fn set_node_cache_size(&self, size: usize) {
+        self.node_cache_size.set(i64::try_from(size).unwrap_or(i64::MAX));
+    }
+
+    pub fn node_looked_up(&self, result: NodeLookupResult) {
+        self.node_lookups
+            .get_or_create(&ResultLabels {
+                result: result.as_str().to_owned(),
+            })
+            .inc();
+    }
+
+    /// Sets `pod_director_group_nodes` to exactly these groups (removed groups disappear).
+    pub fn set_group_nodes(&self, counts: &[(String, usize)]) {
+        self.group_nodes.clear();
+        for (group, count) in counts {
+            self.group_nodes
+                .get_or_create(&GroupLabels { group: group.clone() })
+                .set(i64::try_from(*count).unwrap_or(i64::MAX));
+        }
     }
 
     /// The registry as OpenMetrics text (see [`CONTENT_TYPE`]).
@@ -372,6 +476,7 @@ mod tests {
     fn the_whole_exposition_is_exactly_this() {
         let metrics = Metrics::new();
         let mut denied = outcome(Some("ci"), Some(Mode::DryRun), Decision::WouldDeny);
+        denied.no_feasible_node = true;
         denied.conflicts = vec![
             conflict(crate::placement::Resolution::Rejected),
             conflict(crate::placement::Resolution::Rejected),
@@ -386,6 +491,11 @@ mod tests {
         metrics.set_namespace_cache_size(7);
         metrics.set_orphaned_groups(&[("gone".to_owned(), 2)].into());
         metrics.webhook_reconciled(ReconcileResult::Unchanged);
+        metrics.set_node_cache_size(5);
+        metrics.node_looked_up(NodeLookupResult::NotFound);
+        metrics.set_group_nodes(&[("gone".to_owned(), 9)]);
+        // One group: the order of a family's samples is not defined.
+        metrics.set_group_nodes(&[("ci".to_owned(), 3)]);
         let expected = EXPOSITION.replace("VERSION", env!("CARGO_PKG_VERSION"));
         assert_eq!(metrics.encode(), expected);
     }
@@ -432,6 +542,18 @@ pod_director_orphaned_group_namespaces{group=\"gone\"} 2
 # HELP pod_director_webhook_reconciles Reconciliations of the webhook configurations' namespaceSelectors with the live configuration, by result.
 # TYPE pod_director_webhook_reconciles counter
 pod_director_webhook_reconciles_total{result=\"unchanged\"} 1
+# HELP pod_director_node_cache_size Nodes held in the Node cache.
+# TYPE pod_director_node_cache_size gauge
+pod_director_node_cache_size 5
+# HELP pod_director_node_lookups Lookups of the node a pod names in spec.nodeName, by result.
+# TYPE pod_director_node_lookups counter
+pod_director_node_lookups_total{result=\"not_found\"} 1
+# HELP pod_director_no_feasible_node Decisions whose placed pod matches no node (placement only: resources not counted), by group, mode and webhook.
+# TYPE pod_director_no_feasible_node counter
+pod_director_no_feasible_node_total{group=\"ci\",mode=\"dryRun\",webhook=\"mutate\"} 1
+# HELP pod_director_group_nodes Nodes that satisfy each group's own placement (nodeSelector, required node affinity, tolerated taints, not cordoned).
+# TYPE pod_director_group_nodes gauge
+pod_director_group_nodes{group=\"ci\"} 3
 # HELP pod_director_build pod-director build information.
 # TYPE pod_director_build info
 pod_director_build_info{version=\"VERSION\"} 1

@@ -492,3 +492,169 @@ fn check_config_accepts_groups_written_empty_with_a_warning() {
         "warning: groups is empty: no group is defined, so pod-director places no pod and every pod is admitted untouched\n"
     );
 }
+
+/// A config, namespace and pods for `explain --nodes`: a ci group (enforce), a
+/// plain pod, and pods naming a node outside the group and one that does not exist.
+fn nodes_fixture(dir: &Path) -> (PathBuf, PathBuf) {
+    let config = dir.join("config.yaml");
+    std::fs::write(
+        &config,
+        "groups:\n  ci:\n    mode: enforce\n    nodeSelector: {node-pool: ci}\n    tolerations: [{key: dedicated, operator: Equal, value: ci, effect: NoSchedule}]\n",
+    )
+    .unwrap();
+    let manifests = dir.join("manifests.yaml");
+    let pod = |name: &str, node: Option<&str>| {
+        let node = node.map(|n| format!("\n  nodeName: {n}")).unwrap_or_default();
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: ci}}\nspec:{node}\n  containers: [{{name: app, image: nginx}}]\n"
+        )
+    };
+    std::fs::write(
+        &manifests,
+        [
+            "apiVersion: v1\nkind: Namespace\nmetadata: {name: ci, labels: {pod-director/group: ci}}\n".to_owned(),
+            pod("plain", None),
+            pod("on-gpu", Some("gpu-1")),
+            pod("on-ghost", Some("ghost")),
+            pod("on-ci", Some("ci-1")),
+        ]
+        .join("---\n"),
+    )
+    .unwrap();
+    (config, manifests)
+}
+
+/// Node manifests: ci-1 (tainted for ci), ci-2 (cordoned), gpu-1 (tainted for GPUs).
+const NODES: [&str; 3] = [
+    "apiVersion: v1\nkind: Node\nmetadata: {name: ci-1, labels: {node-pool: ci}}\nspec:\n  taints: [{key: dedicated, value: ci, effect: NoSchedule}]\nstatus:\n  images: [{names: [nginx], sizeBytes: 1}]\n",
+    "apiVersion: v1\nkind: Node\nmetadata: {name: ci-2, labels: {node-pool: ci}}\nspec: {unschedulable: true}\n",
+    "apiVersion: v1\nkind: Node\nmetadata: {name: gpu-1, labels: {node-pool: gpu}}\nspec:\n  taints: [{key: nvidia.com/gpu, effect: NoSchedule}]\n",
+];
+
+/// The nodes as `kubectl get nodes -o yaml` prints them: one `List`.
+fn nodes_list() -> String {
+    let items: Vec<String> = NODES
+        .iter()
+        .map(|n| {
+            n.lines()
+                .enumerate()
+                .map(|(i, l)| if i == 0 { format!("- {l}") } else { format!("  {l}") })
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .collect();
+    format!(
+        "apiVersion: v1\nkind: List\nmetadata:\n  resourceVersion: \"\"\nitems:\n{}\n",
+        items.join("\n")
+    )
+}
+
+fn explain_with_nodes(config: &Path, manifests: &Path, nodes: Option<&Path>, format: &str) -> Output {
+    let mut args = vec![
+        "explain",
+        "-c",
+        config.to_str().unwrap(),
+        "-f",
+        manifests.to_str().unwrap(),
+        "-o",
+        format,
+    ];
+    if let Some(nodes) = nodes {
+        args.extend(["--nodes", nodes.to_str().unwrap()]);
+    }
+    run(&args)
+}
+
+#[test]
+fn explain_nodes_reads_the_list_kubectl_get_nodes_prints_and_counts_feasible_nodes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (config, manifests) = nodes_fixture(dir.path());
+    let nodes = dir.path().join("nodes.yaml");
+    std::fs::write(&nodes, nodes_list()).unwrap();
+    let out = explain_with_nodes(&config, &manifests, Some(&nodes), "json");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let reports: Vec<Value> = serde_json::from_slice(&out.stdout).expect("JSON");
+    let plain = find(&reports, "plain");
+    assert_eq!(
+        plain["feasible_nodes"], 1,
+        "ci-1 once tolerated; ci-2 is cordoned: {plain}"
+    );
+    assert_eq!(
+        plain["feasible_nodes_before"], 0,
+        "every node is tainted or cordoned: {plain}"
+    );
+    assert_eq!(plain["no_feasible_node"], false);
+
+    let gpu = find(&reports, "on-gpu");
+    assert_eq!(gpu["decision"], "denied", "{gpu}");
+    let reason = gpu["reason"].as_str().unwrap();
+    assert!(
+        reason.contains(r#"node "gpu-1" is not a node of the group: nodeSelector node-pool=ci"#),
+        "{reason}"
+    );
+    let ghost = find(&reports, "on-ghost");
+    assert_eq!(ghost["decision"], "denied");
+    assert!(ghost["reason"].as_str().unwrap().contains("does not exist"), "{ghost}");
+    assert_eq!(find(&reports, "on-ci")["decision"], "patched", "a node of the group");
+
+    let text = stdout(&explain_with_nodes(&config, &manifests, Some(&nodes), "text"));
+    assert!(text.lines().next().unwrap().ends_with("FEASIBLE"), "{text}");
+    assert!(text.contains("feasible nodes: 1 after the patch, 0 before"), "{text}");
+    assert!(
+        text.contains("resources, pod affinity and topology spread are not counted"),
+        "the scope is said: {text}"
+    );
+}
+
+#[test]
+fn explain_nodes_reads_a_directory_of_node_manifests_like_the_list() {
+    let dir = tempfile::tempdir().unwrap();
+    let (config, manifests) = nodes_fixture(dir.path());
+    let list = dir.path().join("list.yaml");
+    std::fs::write(&list, nodes_list()).unwrap();
+    let nodes = dir.path().join("nodes");
+    std::fs::create_dir(&nodes).unwrap();
+    for (i, node) in NODES.iter().enumerate() {
+        std::fs::write(nodes.join(format!("node-{i}.yaml")), node).unwrap();
+    }
+    let from_dir = stdout(&explain_with_nodes(&config, &manifests, Some(&nodes), "json"));
+    let from_list = stdout(&explain_with_nodes(&config, &manifests, Some(&list), "json"));
+    assert!(from_dir.contains("\"feasible_nodes\": 1"), "{from_dir}");
+    assert_eq!(from_dir, from_list);
+}
+
+#[test]
+fn without_nodes_explain_leaves_the_counts_out_and_says_node_name_is_not_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let (config, manifests) = nodes_fixture(dir.path());
+    let out = explain_with_nodes(&config, &manifests, None, "json");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let reports: Vec<Value> = serde_json::from_slice(&out.stdout).expect("JSON");
+    let plain = find(&reports, "plain");
+    assert!(plain.get("feasible_nodes").is_none(), "absent, not 0: {plain}");
+    assert!(plain.get("feasible_nodes_before").is_none());
+    let gpu = find(&reports, "on-gpu");
+    assert_eq!(gpu["decision"], "patched");
+    assert!(
+        gpu["reason"]
+            .as_str()
+            .unwrap()
+            .contains("spec.nodeName gpu-1 not checked: pass --nodes"),
+        "{gpu}"
+    );
+    let text = stdout(&explain_with_nodes(&config, &manifests, None, "text"));
+    assert!(!text.contains("FEASIBLE"), "{text}");
+}
+
+#[test]
+fn explain_nodes_refuses_what_is_not_a_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let (config, manifests) = nodes_fixture(dir.path());
+    let out = explain_with_nodes(&config, &manifests, Some(&manifests), "json");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("--nodes reads Node manifests; this is a Namespace"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -59,6 +59,11 @@ fn emitted() -> Emitted {
     for result in ReconcileResult::ALL {
         others.webhook_reconciled(result);
     }
+    others.set_node_cache_size(2);
+    others.set_group_nodes(&[("shadow".to_owned(), 1)]);
+    for result in pod_director::metrics::NodeLookupResult::ALL {
+        others.node_looked_up(result);
+    }
     others.observe_decision(
         &pod_director::placement::Outcome::new(Webhook::Validate, Decision::Noop),
         Duration::from_millis(1),
@@ -79,6 +84,11 @@ fn emitted() -> Emitted {
     ]);
     let mut result = strings(&[ReloadResult::Success.as_str(), ReloadResult::Error.as_str()]);
     result.extend(ReconcileResult::ALL.iter().map(|r| r.as_str().to_owned()));
+    result.extend(
+        pod_director::metrics::NodeLookupResult::ALL
+            .iter()
+            .map(|r| r.as_str().to_owned()),
+    );
     let values = BTreeMap::from([
         ("decision", decision),
         ("mode", mode),
@@ -576,6 +586,10 @@ fn the_dashboards_answer_the_rollout_questions() {
         "pod_director_namespace_cache_size",
         "pod_director_orphaned_group_namespaces",
         r#"pod_director_webhook_reconciles_total{result=\"error\"}"#,
+        "pod_director_node_cache_size",
+        "pod_director_group_nodes{",
+        "pod_director_no_feasible_node_total{",
+        r#"span.\"placement.no_feasible_node\" = true"#,
         r#"span.\"placement.decision\" = \"would_patch\""#,
         r#"span.\"placement.patch.json\""#,
     ] {

@@ -34,5 +34,6 @@ mod conflicts;
 mod lifecycle;
 mod live_config;
 mod modes;
+mod nodes;
 mod webhooks;
 mod workloads;

@@ -774,6 +774,17 @@ async fn a_dry_run_decision_span_arrives_in_jaeger_inside_the_api_servers_trace(
         tag(&span_tags, "placement.patch.op_count"),
         &line["placement.patch.op_count"]
     );
+    // The Node cache's counts: numbers on the span as in the log line (this cluster has no node).
+    for key in ["placement.feasible_nodes", "placement.feasible_nodes_before"] {
+        assert_eq!(
+            span_tags.get(key).map(|t| t.0.as_str()),
+            Some("int64"),
+            "{key} is a number on the span"
+        );
+        assert_eq!(tag(&span_tags, key), &line[key], "tag {key} = log field {key}");
+    }
+    assert_eq!(line["placement.feasible_nodes"], json!(0), "{line}");
+    assert_eq!(tag(&span_tags, "placement.no_feasible_node"), &json!(true));
     let patch: Value = serde_json::from_str(tag(&span_tags, "placement.patch.json").as_str().unwrap_or_default())
         .expect("the span's patch is whole JSON (it is small)");
     assert_traced_patch(&patch);

@@ -1,11 +1,14 @@
 //! `pod-director explain`: offline, what would pod-director do to the pods in
 //! these manifests? Namespaces supply labels; Pods and the pod templates of
-//! workloads are decided exactly as `/mutate` and `/validate` would.
+//! workloads are decided exactly as `/mutate` and `/validate` would. With
+//! `--nodes`, Node manifests give each pod its feasible-node counts (placement
+//! only) and the nodes `spec.nodeName` is checked against.
 
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
@@ -14,7 +17,11 @@ use serde_json::Value;
 
 use super::{ExplainArgs, FailOn, OutputFormat};
 use crate::config::{Config, syntax};
-use crate::placement::{self, Decision, Namespace, SkipReason};
+use crate::placement::{self, Context, Decision, Namespace, NodeInfo, NodeView, SkipReason};
+
+/// Where `explain` says what the feasible-node counts leave out.
+pub const FEASIBILITY_SCOPE: &str = "placement only: nodeSelector, required node affinity, NoSchedule/NoExecute taints, cordons; \
+     resources, pod affinity and topology spread are not counted";
 
 /// Bad input: exit code 2, nothing printed as success.
 #[derive(Debug, thiserror::Error)]
@@ -68,6 +75,13 @@ struct Report {
     conflicts: Vec<ConflictView>,
     violations: Vec<ViolationView>,
     reason: String,
+    /// With `--nodes`: feasible nodes after the would-be patch, and before it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    feasible_nodes: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    feasible_nodes_before: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    no_feasible_node: Option<bool>,
 }
 
 #[derive(Debug, Serialize)]
@@ -95,7 +109,7 @@ pub fn run(args: &ExplainArgs) -> ExitCode {
                         return ExitCode::from(2);
                     }
                 },
-                OutputFormat::Text => print!("{}", render_text(&reports)),
+                OutputFormat::Text => print!("{}", render_text(&reports, !args.nodes.is_empty())),
             }
             if failed { ExitCode::from(1) } else { ExitCode::SUCCESS }
         }
@@ -127,9 +141,11 @@ fn explain(args: &ExplainArgs) -> Result<(Vec<Report>, bool), InputError> {
     for source in &sources {
         collect(source, &default_ns, &mut namespaces, &mut candidates)?;
     }
+    let nodes = read_nodes(&args.nodes)?;
+    let view = nodes.as_ref().map(|n| n as &dyn NodeView);
     let reports: Vec<Report> = candidates
         .into_iter()
-        .map(|c| decide(&config, args.group.as_deref(), &namespaces, c))
+        .map(|c| decide(&config, args.group.as_deref(), &namespaces, view, c))
         .collect();
     let failed = args.fail_on.is_some_and(|fail_on| {
         reports.iter().any(|r| match fail_on {
@@ -138,6 +154,38 @@ fn explain(args: &ExplainArgs) -> Result<(Vec<Report>, bool), InputError> {
         })
     });
     Ok((reports, failed))
+}
+
+/// The Node manifests of `--nodes` (`None` when not given): Nodes, Lists of
+/// them (`kubectl get nodes -o yaml`), directories of either. Other kinds are refused.
+fn read_nodes(paths: &[PathBuf]) -> Result<Option<Vec<Arc<NodeInfo>>>, InputError> {
+    if paths.is_empty() {
+        return Ok(None);
+    }
+    let mut sources = Vec::new();
+    for path in paths {
+        read_path(path, &mut sources)?;
+    }
+    let mut nodes: BTreeMap<String, Arc<NodeInfo>> = BTreeMap::new();
+    for source in sources {
+        let err = |message: String| InputError::Document {
+            path: source.path.clone(),
+            index: source.index,
+            message,
+        };
+        let kind = source.object.get("kind").and_then(Value::as_str).unwrap_or_default();
+        if kind != "Node" {
+            return Err(err(format!("--nodes reads Node manifests; this is a {kind}")));
+        }
+        let node: k8s_openapi::api::core::v1::Node =
+            serde_json::from_value(source.object).map_err(|e| err(format!("cannot read Node: {e}")))?;
+        let info = NodeInfo::from_node(&node);
+        if info.name.is_empty() {
+            return Err(err("a Node without metadata.name".to_owned()));
+        }
+        nodes.insert(info.name.to_string(), Arc::new(info));
+    }
+    Ok(Some(nodes.into_values().collect()))
 }
 
 fn read_path(path: &Path, out: &mut Vec<Source>) -> Result<(), InputError> {
@@ -329,6 +377,7 @@ fn decide(
     config: &Config,
     group: Option<&str>,
     namespaces: &BTreeMap<String, BTreeMap<String, String>>,
+    nodes: Option<&dyn NodeView>,
     c: Candidate,
 ) -> Report {
     let forced;
@@ -357,19 +406,41 @@ fn decide(
                 "namespace {:?} is not in the input: add its Namespace manifest, or pass --group",
                 c.namespace
             ),
+            feasible_nodes: None,
+            feasible_nodes_before: None,
+            no_feasible_node: None,
         };
     };
     let ns = Namespace {
         name: &c.namespace,
         labels,
     };
-    let mutation = placement::mutate(config, &ns, &c.pod);
-    let validation = placement::validate(config, &ns, &c.pod, None);
-    let reason = match &mutation.skip_reason {
+    let ctx = Context { nodes };
+    let mutation = placement::mutate(config, &ns, &c.pod, &ctx);
+    let validation = placement::validate(config, &ns, &c.pod, None, &ctx);
+    let mut reason = match &mutation.skip_reason {
         Some(SkipReason::NotApplicable(why)) => why.clone(),
         Some(_) => mutation.summary.trim_start_matches("skipped: ").to_owned(),
         None => mutation.message.clone().unwrap_or_else(|| mutation.summary.clone()),
     };
+    // /validate checks spec.nodeName; its denial is the pod's fate even when /mutate admits it.
+    let node_name = c
+        .pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .filter(|n| !n.is_empty());
+    let mut decision = mutation.decision;
+    if mutation.allowed
+        && mutation.decision != Decision::Skipped
+        && validation.violations.iter().any(|v| v.field == "spec.nodeName")
+        && matches!(validation.decision, Decision::Denied | Decision::WouldDeny)
+    {
+        decision = validation.decision;
+        reason = validation.message.clone().unwrap_or_else(|| validation.summary.clone());
+    } else if let (Some(node), None, Some(_)) = (node_name, nodes, &mutation.group) {
+        reason = format!("{reason} (spec.nodeName {node} not checked: pass --nodes)");
+    }
     Report {
         namespace: c.namespace,
         name: c.name,
@@ -377,7 +448,7 @@ fn decide(
         source: c.source,
         group: mutation.group.clone(),
         mode: mutation.mode.map(|m| m.as_str().to_owned()),
-        decision: mutation.decision.as_str().to_owned(),
+        decision: decision.as_str().to_owned(),
         patch: mutation.patch_json(),
         conflicts: mutation
             .conflicts
@@ -402,28 +473,42 @@ fn decide(
                 .collect()
         },
         reason,
+        feasible_nodes: mutation.feasible_nodes,
+        feasible_nodes_before: mutation.feasible_nodes_before,
+        no_feasible_node: mutation.feasible_nodes.map(|_| mutation.no_feasible_node),
     }
 }
 
-fn render_text(reports: &[Report]) -> String {
+fn render_text(reports: &[Report], with_nodes: bool) -> String {
     if reports.is_empty() {
         return "no pods or pod templates found in the input\n".to_owned();
     }
-    let headers = ["NAMESPACE", "NAME", "KIND", "GROUP", "MODE", "DECISION"];
-    let rows: Vec<[String; 6]> = reports
+    let mut headers = vec!["NAMESPACE", "NAME", "KIND", "GROUP", "MODE", "DECISION"];
+    if with_nodes {
+        headers.push("FEASIBLE");
+    }
+    let rows: Vec<Vec<String>> = reports
         .iter()
         .map(|r| {
-            [
+            let mut row = vec![
                 r.namespace.clone(),
                 r.name.clone(),
                 r.kind.clone(),
                 r.group.clone().unwrap_or_else(|| "-".to_owned()),
                 r.mode.clone().unwrap_or_else(|| "-".to_owned()),
                 r.decision.clone(),
-            ]
+            ];
+            if with_nodes {
+                row.push(match (r.feasible_nodes_before, r.feasible_nodes) {
+                    (Some(before), Some(after)) if before != after => format!("{before}→{after}"),
+                    (_, Some(after)) => after.to_string(),
+                    _ => "-".to_owned(),
+                });
+            }
+            row
         })
         .collect();
-    let mut widths = headers.map(str::len);
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
     for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(cell.chars().count());
@@ -432,15 +517,15 @@ fn render_text(reports: &[Report]) -> String {
     let line = |cells: &[String]| {
         let mut s: String = cells
             .iter()
-            .zip(widths)
-            .map(|(c, w)| format!("{c:<w$}"))
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}", w = *w))
             .collect::<Vec<_>>()
             .join("  ");
         s.truncate(s.trim_end().len());
         s.push('\n');
         s
     };
-    let mut out = line(&headers.map(str::to_owned));
+    let mut out = line(&headers.iter().map(|h| (*h).to_owned()).collect::<Vec<_>>());
     for row in &rows {
         out.push_str(&line(row));
     }
@@ -461,6 +546,19 @@ fn render_text(reports: &[Report]) -> String {
         if r.patch.as_array().is_some_and(|ops| !ops.is_empty()) {
             out.push_str(&format!("  patch: {}\n", r.patch));
         }
+        if let (Some(before), Some(after)) = (r.feasible_nodes_before, r.feasible_nodes) {
+            out.push_str(&format!(
+                "  feasible nodes: {after} after the patch, {before} before{}\n",
+                if after == 0 {
+                    " — no node could take the placed pod"
+                } else {
+                    ""
+                }
+            ));
+        }
+    }
+    if with_nodes {
+        out.push_str(&format!("\nfeasible nodes: {FEASIBILITY_SCOPE}\n"));
     }
     out
 }

@@ -65,6 +65,10 @@ pub struct ExplainArgs {
     /// Exit 1 when a pod would be denied (deny) or changed at all (patch).
     #[arg(long, value_enum)]
     pub fail_on: Option<FailOn>,
+    /// Node manifests (files or directories; `kubectl get nodes -o yaml` output works): count each pod's
+    /// feasible nodes and check `spec.nodeName` against them.
+    #[arg(long = "nodes", num_args = 1..)]
+    pub nodes: Vec<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]

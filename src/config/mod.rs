@@ -89,6 +89,26 @@ pub enum UnknownGroup {
     Deny,
 }
 
+/// What happens when no node could take a pod after its group's placement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum OnNoFeasibleNode {
+    /// Admit, with a warning in warn and enforce (a cluster autoscaler may add a node).
+    #[default]
+    Warn,
+    /// Deny the pod (in enforce; reported as would_deny otherwise).
+    Deny,
+}
+
+impl OnNoFeasibleNode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnNoFeasibleNode::Warn => "warn",
+            OnNoFeasibleNode::Deny => "deny",
+        }
+    }
+}
+
 /// One group: the placement its pods must carry.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -101,6 +121,9 @@ pub struct Group {
     /// Honour the pod exclusion label for pods of this group.
     #[serde(default)]
     pub allow_pod_exclusion: bool,
+    /// Overrides the top-level `onNoFeasibleNode` for this group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_no_feasible_node: Option<OnNoFeasibleNode>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub node_selector: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -123,6 +146,9 @@ fn default_excluded_namespaces() -> Vec<String> {
 }
 fn yes() -> bool {
     true
+}
+fn is_default<T: Default + PartialEq>(value: &T) -> bool {
+    *value == T::default()
 }
 
 /// The whole configuration.
@@ -148,6 +174,9 @@ pub struct Config {
     /// Leave DaemonSet-owned pods alone (they must run on every node).
     #[serde(default = "yes")]
     pub skip_daemon_set_pods: bool,
+    /// When no node could take a pod after the patch: `warn` (default) or `deny`.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub on_no_feasible_node: OnNoFeasibleNode,
     #[serde(default)]
     pub groups: BTreeMap<String, Group>,
 }
@@ -162,6 +191,7 @@ impl Default for Config {
             default_mode: Mode::default(),
             pod_exclusion_label: default_exclusion_label(),
             skip_daemon_set_pods: true,
+            on_no_feasible_node: OnNoFeasibleNode::default(),
             groups: BTreeMap::new(),
         }
     }
@@ -346,6 +376,11 @@ impl Config {
     /// The mode a group runs in.
     pub fn mode_of(&self, group: &Group) -> Mode {
         group.mode.unwrap_or(self.default_mode)
+    }
+
+    /// What a group does when no node could take a pod after its placement.
+    pub fn on_no_feasible_node_of(&self, group: &Group) -> OnNoFeasibleNode {
+        group.on_no_feasible_node.unwrap_or(self.on_no_feasible_node)
     }
 
     /// One line per group, for `check-config` and start-up logs.

@@ -19,12 +19,14 @@ pub const ROOT_FIELDS: &[&str] = &[
     "defaultMode",
     "podExclusionLabel",
     "skipDaemonSetPods",
+    "onNoFeasibleNode",
     "groups",
 ];
 pub const GROUP_FIELDS: &[&str] = &[
     "mode",
     "onConflict",
     "allowPodExclusion",
+    "onNoFeasibleNode",
     "nodeSelector",
     "tolerations",
     "affinity",
@@ -33,6 +35,7 @@ pub const TOLERATION_FIELDS: &[&str] = &["key", "operator", "value", "effect", "
 pub const MODES: &[&str] = &["dryRun", "warn", "enforce"];
 pub const ON_CONFLICT: &[&str] = &["reject", "override", "ignore"];
 pub const UNKNOWN_GROUP: &[&str] = &["allow", "deny"];
+pub const ON_NO_FEASIBLE_NODE: &[&str] = &["warn", "deny"];
 pub const TOLERATION_OPERATORS: &[&str] = &["Equal", "Exists"];
 pub const TAINT_EFFECTS: &[&str] = &["NoSchedule", "PreferNoSchedule", "NoExecute"];
 pub const NODE_SELECTOR_OPERATORS: &[&str] = &["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"];
@@ -249,6 +252,9 @@ impl Checker {
         if let Some(v) = map.get("unknownGroup") {
             self.enumerated(v, &root.key("unknownGroup"), UNKNOWN_GROUP);
         }
+        if let Some(v) = map.get("onNoFeasibleNode") {
+            self.enumerated(v, &root.key("onNoFeasibleNode"), ON_NO_FEASIBLE_NODE);
+        }
         if let Some(v) = map.get("defaultMode") {
             self.enumerated(v, &root.key("defaultMode"), MODES);
         }
@@ -321,6 +327,9 @@ impl Checker {
         }
         if let Some(v) = map.get("allowPodExclusion") {
             self.boolean(v, &path.key("allowPodExclusion"));
+        }
+        if let Some(v) = map.get("onNoFeasibleNode") {
+            self.enumerated(v, &path.key("onNoFeasibleNode"), ON_NO_FEASIBLE_NODE);
         }
         if let Some(v) = map.get("nodeSelector") {
             self.label_map(v, &path.key("nodeSelector"));

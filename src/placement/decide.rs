@@ -4,12 +4,14 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, PodSpec};
 
+use super::feasible::{NodeLookup, NodeView, Placement, unmet_by_labels_or_taints};
 use super::{
-    Decision, MAX_SUMMARY_CHARS, Outcome, SkipReason, Violation, Webhook, plan::plan, truncate_chars, verify::verify,
+    Context, Decision, MAX_SUMMARY_CHARS, Outcome, SkipReason, Violation, Webhook, plan::plan, truncate_chars,
+    verify::verify,
 };
-use crate::config::{Config, Group, Mode, UnknownGroup};
+use crate::config::{Config, Group, Mode, OnNoFeasibleNode, UnknownGroup};
 
 /// Annotation the kubelet puts on the API mirror of a static pod.
 pub const MIRROR_POD_ANNOTATION: &str = "kubernetes.io/config.mirror";
@@ -73,11 +75,8 @@ fn pod_skip(config: &Config, group: &Group, pod: &Pod) -> Option<SkipReason> {
     {
         return Some(SkipReason::MirrorPod);
     }
-    let Some(spec) = &pod.spec else {
+    if pod.spec.is_none() {
         return Some(SkipReason::NotApplicable("the pod has no spec".to_owned()));
-    };
-    if spec.node_name.as_deref().is_some_and(|n| !n.is_empty()) {
-        return Some(SkipReason::NodeNameSet);
     }
     if config.skip_daemon_set_pods
         && meta
@@ -153,10 +152,10 @@ fn verb(decision: Decision) -> &'static str {
 }
 
 /// The /mutate decision for a pod being created.
-pub fn mutate(config: &Config, ns: &Namespace<'_>, pod: &Pod) -> Outcome {
+pub fn mutate(config: &Config, ns: &Namespace<'_>, pod: &Pod, ctx: &Context<'_>) -> Outcome {
     let (name, group, mut out) = match scope(config, ns, pod, Webhook::Mutate) {
         Ok(scoped) => scoped,
-        Err(done) => return *done,
+        Err(done) => return with_feasibility(*done, pod, ctx, None),
     };
     let mode = config.mode_of(group);
     let plan = plan(pod, group);
@@ -200,15 +199,104 @@ pub fn mutate(config: &Config, ns: &Namespace<'_>, pod: &Pod) -> Outcome {
             MAX_SUMMARY_CHARS,
         );
     }
+    let patch = out.patch.clone();
+    out = with_feasibility(out, pod, ctx, Some(&patch));
+    if out.no_feasible_node && out.allowed && out.decision != Decision::WouldDeny {
+        no_feasible_node(config, name, group, mode, &mut out, ctx);
+    }
     out.warning = warning(mode, name, &out);
     out
 }
 
+/// The pod's spec with `patch` applied to its placement fields; `None` when
+/// the patch does not apply (it always does to the pod it was planned for).
+fn patched_spec(spec: &PodSpec, patch: &json_patch::Patch) -> Option<PodSpec> {
+    let mut placement = serde_json::Map::new();
+    placement.insert("containers".to_owned(), serde_json::Value::Array(Vec::new()));
+    if let Some(selector) = &spec.node_selector {
+        placement.insert("nodeSelector".to_owned(), serde_json::to_value(selector).ok()?);
+    }
+    if let Some(tolerations) = &spec.tolerations {
+        placement.insert("tolerations".to_owned(), serde_json::to_value(tolerations).ok()?);
+    }
+    if let Some(affinity) = &spec.affinity {
+        placement.insert("affinity".to_owned(), serde_json::to_value(affinity).ok()?);
+    }
+    let mut doc = serde_json::json!({ "spec": placement });
+    json_patch::patch(&mut doc, patch).ok()?;
+    serde_json::from_value(doc["spec"].take()).ok()
+}
+
+/// Records the feasible-node counts: before = the pod as given, after = with
+/// `patch` applied (the same when there is none).
+fn with_feasibility(mut out: Outcome, pod: &Pod, ctx: &Context<'_>, patch: Option<&json_patch::Patch>) -> Outcome {
+    let Some(nodes) = ctx.nodes else {
+        return out;
+    };
+    let spec = super::spec_of(pod);
+    let before = nodes.feasible(&Placement::of_spec(&spec));
+    let after = match patch.filter(|p| !p.0.is_empty()) {
+        None => before,
+        Some(patch) => match patched_spec(&spec, patch) {
+            Some(patched) => nodes.feasible(&Placement::of_spec(&patched)),
+            None => None,
+        },
+    };
+    out.feasible_nodes_before = before;
+    out.feasible_nodes = after;
+    out.no_feasible_node = after == Some(0);
+    out
+}
+
+/// How many nodes there are, for messages: `0 of 12 nodes`.
+fn of_nodes(nodes: Option<&dyn NodeView>) -> String {
+    match nodes.and_then(NodeView::total) {
+        Some(1) => "0 of 1 node".to_owned(),
+        Some(total) => format!("0 of {total} nodes"),
+        None => "0 nodes".to_owned(),
+    }
+}
+
+/// `onNoFeasibleNode`: no node could take the placed pod.
+fn no_feasible_node(config: &Config, name: &str, group: &Group, mode: Mode, out: &mut Outcome, ctx: &Context<'_>) {
+    let counted = of_nodes(ctx.nodes);
+    match config.on_no_feasible_node_of(group) {
+        OnNoFeasibleNode::Warn => {
+            out.summary = truncate_chars(
+                &format!("no feasible node ({counted} match); {}", out.summary),
+                MAX_SUMMARY_CHARS,
+            );
+        }
+        OnNoFeasibleNode::Deny => {
+            let enforce = mode == Mode::Enforce;
+            out.decision = if enforce { Decision::Denied } else { Decision::WouldDeny };
+            out.allowed = !enforce;
+            out.apply_patch = false;
+            out.patch = json_patch::Patch(Vec::new());
+            out.message = Some(format!(
+                "pod-director: no node could take this pod with placement group {name:?}: {counted} match its \
+                 nodeSelector, required node affinity, NoSchedule/NoExecute taints and cordons (resources not \
+                 counted). Label or untaint the group's nodes, fix the group's placement, or set \
+                 onNoFeasibleNode: warn to admit such pods (e.g. when a cluster autoscaler adds nodes)"
+            ));
+            out.summary = truncate_chars(
+                &format!(
+                    "{}no feasible node ({counted} match)",
+                    if enforce { "" } else { "would deny, " }
+                ),
+                MAX_SUMMARY_CHARS,
+            );
+        }
+    }
+}
+
 fn warning(mode: Mode, group: &str, out: &Outcome) -> Option<String> {
+    // onNoFeasibleNode speaks at /mutate, where the patch is decided.
+    let no_node = out.no_feasible_node && out.webhook == Webhook::Mutate;
     let speak = match mode {
         Mode::DryRun => false,
-        Mode::Warn => out.decision != Decision::Noop,
-        Mode::Enforce => !out.conflicts.is_empty() && out.allowed,
+        Mode::Warn => out.decision != Decision::Noop || no_node,
+        Mode::Enforce => (!out.conflicts.is_empty() || no_node) && out.allowed,
     };
     speak.then(|| truncate_chars(&format!("pod-director {group}: {}", out.summary), MAX_SUMMARY_CHARS))
 }
@@ -216,14 +304,65 @@ fn warning(mode: Mode, group: &str, out: &Outcome) -> Option<String> {
 /// The /validate decision for a final pod. On UPDATE (`old` given) only the
 /// violations the update introduces can deny: a pod admitted before its group
 /// was enforced can still be updated (its labels, by controllers).
-pub fn validate(config: &Config, ns: &Namespace<'_>, pod: &Pod, old: Option<&Pod>) -> Outcome {
+///
+/// A pod with `spec.nodeName` (newly set: at CREATE) must name a node its
+/// group allows: the node's labels satisfy the pod's nodeSelector and required
+/// node affinity, its NoSchedule/NoExecute taints are tolerated (a cordon alone
+/// does not matter: the scheduler is bypassed) — the pod taken
+/// as enforce would have it (its group's plan applied). When the node cannot be
+/// looked up, an enforce decision is [`Decision::Error`] (undecidable).
+pub fn validate(config: &Config, ns: &Namespace<'_>, pod: &Pod, old: Option<&Pod>, ctx: &Context<'_>) -> Outcome {
     let (name, group, mut out) = match scope(config, ns, pod, Webhook::Validate) {
         Ok(scoped) => scoped,
-        Err(done) => return *done,
+        Err(done) => return with_feasibility(*done, pod, ctx, None),
     };
     let mode = config.mode_of(group);
     let enforce = mode == Mode::Enforce;
-    let violations = verify(pod, group);
+    let planned = plan(pod, group);
+    out = with_feasibility(out, pod, ctx, Some(&planned.patch()));
+    let mut violations = verify(pod, group);
+    let mut unchecked = None;
+    if let Some(node_name) = bound_node(pod, old) {
+        let spec = super::spec_of(pod);
+        let effective = if planned.changes.is_empty() {
+            None
+        } else {
+            patched_spec(&spec, &planned.patch())
+        };
+        let effective = effective.as_ref().unwrap_or(&spec);
+        match ctx.nodes.map(|n| n.node(node_name)) {
+            None => unchecked = Some(format!("spec.nodeName {node_name} not checked: no node data")),
+            Some(NodeLookup::Found(node)) => {
+                if let Some(why) = unmet_by_labels_or_taints(&Placement::of_spec(effective), &node) {
+                    violations.push(Violation {
+                        field: "spec.nodeName".to_owned(),
+                        message: format!(
+                            "node {node_name:?} is not a node of the group: {why}; remove spec.nodeName to let \
+                             the scheduler choose a node of the group, or name one"
+                        ),
+                    });
+                }
+            }
+            Some(NodeLookup::Unknown) => violations.push(Violation {
+                field: "spec.nodeName".to_owned(),
+                message: format!(
+                    "node {node_name:?} does not exist; remove spec.nodeName to let the scheduler choose a \
+                     node of the group, or name an existing one"
+                ),
+            }),
+            Some(NodeLookup::Unavailable(reason)) => {
+                if enforce {
+                    let mut error = Outcome::new(Webhook::Validate, Decision::Error);
+                    error.group = out.group;
+                    error.mode = out.mode;
+                    error.allowed = false;
+                    error.message = Some(format!("cannot check spec.nodeName {node_name:?}: {reason}"));
+                    return error;
+                }
+                unchecked = Some(format!("spec.nodeName {node_name} not checked: {reason}"));
+            }
+        }
+    }
     let preexisting: Vec<Violation> = old.map(|old| verify(old, group)).unwrap_or_default();
     let introduced: Vec<&Violation> = violations.iter().filter(|v| !preexisting.contains(v)).collect();
     if introduced.is_empty() {
@@ -249,7 +388,32 @@ pub fn validate(config: &Config, ns: &Namespace<'_>, pod: &Pod, old: Option<&Pod
             MAX_SUMMARY_CHARS,
         );
     }
+    if let Some(note) = unchecked {
+        out.summary = truncate_chars(&format!("{note}; {}", out.summary), MAX_SUMMARY_CHARS);
+    }
     out.violations = violations;
     out.warning = warning(mode, name, &out);
     out
+}
+
+/// The node a pod names in `spec.nodeName` when the request sets it: at CREATE,
+/// or an UPDATE that changes it (the API server refuses that, but it is not
+/// pod-director's to assume). A pod bound earlier keeps its node.
+fn bound_node<'p>(pod: &'p Pod, old: Option<&Pod>) -> Option<&'p str> {
+    let name = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .filter(|n| !n.is_empty())?;
+    let before = old.and_then(|o| o.spec.as_ref()).and_then(|s| s.node_name.as_deref());
+    (before != Some(name)).then_some(name)
+}
+
+/// Whether deciding `pod` at /validate needs the node its `spec.nodeName`
+/// names (so the caller can look it up before deciding).
+pub fn needs_bound_node<'p>(config: &Config, ns: &Namespace<'_>, pod: &'p Pod, old: Option<&Pod>) -> Option<&'p str> {
+    match select_group(config, ns) {
+        Selection::Group { .. } => bound_node(pod, old),
+        _ => None,
+    }
 }

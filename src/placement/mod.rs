@@ -8,6 +8,7 @@
 
 mod affinity;
 mod decide;
+pub mod feasible;
 mod patch;
 mod plan;
 mod tolerations;
@@ -15,12 +16,21 @@ mod verify;
 
 use std::fmt;
 
-pub use decide::{MIRROR_POD_ANNOTATION, Namespace, Selection, mutate, select_group, validate};
+pub use decide::{MIRROR_POD_ANNOTATION, Namespace, Selection, mutate, needs_bound_node, select_group, validate};
+pub use feasible::{NodeInfo, NodeLookup, NodeTaint, NodeView, Placement};
 pub use patch::escape_pointer_token;
 pub use plan::{Change, Field, Plan, plan};
 pub use verify::verify;
 
 use crate::config::Mode;
+
+/// What a decision may know beyond the pod, its namespace and the configuration.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Context<'a> {
+    /// The cluster's nodes (the Node cache, or `explain --nodes`); `None`
+    /// without node data: no feasibility counts, `spec.nodeName` not checked.
+    pub nodes: Option<&'a dyn NodeView>,
+}
 
 /// The webhook a request arrived at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -102,8 +112,6 @@ pub enum SkipReason {
     MirrorPod,
     /// Owned by a DaemonSet (`skipDaemonSetPods`).
     DaemonSetPod,
-    /// `spec.nodeName` is already set: the scheduler is bypassed.
-    NodeNameSet,
     /// The pod carries the exclusion label and its group allows it.
     ExclusionLabel,
     /// Not a pod CREATE/UPDATE this webhook acts on (operation or subresource).
@@ -117,7 +125,6 @@ impl SkipReason {
             SkipReason::NoGroup => "no_group",
             SkipReason::MirrorPod => "mirror_pod",
             SkipReason::DaemonSetPod => "daemonset_pod",
-            SkipReason::NodeNameSet => "node_name_set",
             SkipReason::ExclusionLabel => "exclusion_label",
             SkipReason::NotApplicable(_) => "not_applicable",
         }
@@ -216,6 +223,14 @@ pub struct Outcome {
     pub violations: Vec<Violation>,
     /// One line for humans (≤120 chars), e.g. `would set nodeSelector node-pool=ci, add 1 toleration`.
     pub summary: String,
+    /// Nodes on which the pod could be placed after the (would-be) patch — at
+    /// `/validate`, the pod as enforce would have it. Placement only: resources,
+    /// pod affinity and topology spread are not counted. `None` without node data.
+    pub feasible_nodes: Option<usize>,
+    /// The same count for the pod as submitted (at `/validate`: as it stands).
+    pub feasible_nodes_before: Option<usize>,
+    /// No node is feasible after the patch (`feasible_nodes == Some(0)`).
+    pub no_feasible_node: bool,
 }
 
 impl Outcome {
@@ -235,6 +250,9 @@ impl Outcome {
             conflicts: Vec::new(),
             violations: Vec::new(),
             summary: String::new(),
+            feasible_nodes: None,
+            feasible_nodes_before: None,
+            no_feasible_node: false,
         }
     }
 
@@ -276,5 +294,7 @@ pub fn truncate_chars(text: &str, max: usize) -> String {
     out
 }
 
+#[cfg(test)]
+mod node_tests;
 #[cfg(test)]
 mod tests;

@@ -696,7 +696,7 @@ fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
 
 fn decide(c: &Config, ns: &str, ns_labels: &[(&str, &str)], p: &Value) -> Outcome {
     let l = labels(ns_labels);
-    mutate(c, &Namespace { name: ns, labels: &l }, &typed(p))
+    mutate(c, &Namespace { name: ns, labels: &l }, &typed(p), &Context::default())
 }
 
 fn plain_pod() -> Value {
@@ -808,16 +808,6 @@ fn every_skip_rule_has_its_reason() {
         (
             {
                 let mut p = plain_pod();
-                p["spec"]["nodeName"] = json!("node-1");
-                p
-            },
-            "a",
-            &ci,
-            SkipReason::NodeNameSet,
-        ),
-        (
-            {
-                let mut p = plain_pod();
                 p["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "uid": "1", "controller": true}]);
                 p
             },
@@ -925,7 +915,7 @@ fn validate_lists_every_violation_and_denies_only_in_enforce() {
     let c = config("");
     let l = labels(&[("pod-director/group", "ci")]);
     let ns = Namespace { name: "a", labels: &l };
-    let out = validate(&c, &ns, &typed(&plain_pod()), None);
+    let out = validate(&c, &ns, &typed(&plain_pod()), None, &Context::default());
     assert_eq!((out.decision, out.allowed), (Decision::Denied, false));
     assert_eq!(out.violations.len(), 2);
     let msg = out.message.unwrap();
@@ -936,7 +926,13 @@ fn validate_lists_every_violation_and_denies_only_in_enforce() {
     );
 
     let l = labels(&[("pod-director/group", "shadow")]);
-    let out = validate(&c, &Namespace { name: "a", labels: &l }, &typed(&plain_pod()), None);
+    let out = validate(
+        &c,
+        &Namespace { name: "a", labels: &l },
+        &typed(&plain_pod()),
+        None,
+        &Context::default(),
+    );
     assert_eq!((out.decision, out.allowed), (Decision::WouldDeny, true));
 }
 
@@ -949,7 +945,7 @@ fn validate_on_update_denies_only_what_the_update_introduces() {
     let mut relabelled = plain_pod();
     relabelled["metadata"]["labels"]["version"] = json!("2");
     assert_eq!(
-        validate(&c, &ns, &typed(&relabelled), Some(&old)).decision,
+        validate(&c, &ns, &typed(&relabelled), Some(&old), &Context::default()).decision,
         Decision::Noop
     );
 
@@ -957,7 +953,13 @@ fn validate_on_update_denies_only_what_the_update_introduces() {
         json!({"containers": containers(), "nodeSelector": {"node-pool": "ci"}, "tolerations": [{"key": "dedicated", "value": "ci", "effect": "NoSchedule"}]}),
     );
     let stripped = pod(json!({"containers": containers(), "nodeSelector": {"node-pool": "ci"}, "tolerations": []}));
-    let out = validate(&c, &ns, &typed(&stripped), Some(&typed(&compliant)));
+    let out = validate(
+        &c,
+        &ns,
+        &typed(&stripped),
+        Some(&typed(&compliant)),
+        &Context::default(),
+    );
     assert_eq!(out.decision, Decision::Denied);
     assert_eq!(out.violations.len(), 1);
 }

@@ -74,6 +74,25 @@ pub fn is_tolerated(existing: &[Toleration], wanted: &Toleration) -> bool {
     existing.iter().any(|e| is_superset(e, wanted))
 }
 
+/// Whether toleration `t` tolerates `taint` (the in-tree `ToleratesTaint`):
+/// an empty effect matches every effect, an empty key every key, an omitted
+/// operator is `Equal` (same value), `Exists` matches any value.
+pub fn tolerates_taint(t: &Toleration, taint: &super::feasible::NodeTaint) -> bool {
+    let effect = text(&t.effect);
+    if !effect.is_empty() && effect != taint.effect.as_str() {
+        return false;
+    }
+    let key = text(&t.key);
+    if !key.is_empty() && key != &*taint.key {
+        return false;
+    }
+    match operator(t) {
+        "Equal" => text(&t.value) == &*taint.value,
+        "Exists" => true,
+        _ => false,
+    }
+}
+
 /// Short human form: `dedicated=ci:NoSchedule`, `nvidia.com/gpu:NoSchedule (Exists)`.
 pub fn describe(t: &Toleration) -> String {
     let key = if text(&t.key).is_empty() { "*" } else { text(&t.key) };

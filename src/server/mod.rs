@@ -40,6 +40,7 @@ use crate::admission::Admission;
 use crate::config::{Config, ConfigError};
 use crate::metrics::Metrics;
 use crate::namespaces::{KubeNamespaces, NamespaceSource};
+use crate::nodes::{KubeNodes, Nodes};
 use crate::telemetry::LogFormat;
 
 /// Longest a TLS handshake may take before the connection is dropped.
@@ -187,10 +188,23 @@ impl RunningServer {
     }
 }
 
+/// How often `pod_director_group_nodes` checks whether nodes or configuration changed.
+const GROUP_GAUGE_INTERVAL: Duration = Duration::from_secs(2);
+
 /// Loads the configuration and certificate, binds both ports and serves until
 /// [`RunningServer::shutdown`]. Fails when the configuration or certificate is
-/// invalid or a port cannot be bound.
+/// invalid or a port cannot be bound. Decides without node data (see [`start_with_nodes`]).
 pub async fn start(settings: Settings, namespaces: Arc<dyn NamespaceSource>) -> Result<RunningServer, ServerError> {
+    start_with_nodes(settings, namespaces, None).await
+}
+
+/// [`start`], with node data for feasibility counts, the `spec.nodeName`
+/// check and `pod_director_group_nodes`.
+pub async fn start_with_nodes(
+    settings: Settings,
+    namespaces: Arc<dyn NamespaceSource>,
+    nodes: Option<Arc<Nodes>>,
+) -> Result<RunningServer, ServerError> {
     let metrics = Arc::new(Metrics::new());
     let own = settings.own_namespace.as_deref();
     let config_fingerprint = reload::fingerprint(&[&settings.config_path]);
@@ -260,12 +274,18 @@ pub async fn start(settings: Settings, namespaces: Arc<dyn NamespaceSource>) -> 
         shutdown_rx.clone(),
     ));
 
-    let admission = Arc::new(Admission::new(
-        config.clone(),
-        namespaces,
-        metrics.clone(),
-        settings.request_timeout,
-    ));
+    let mut admission = Admission::new(config.clone(), namespaces, metrics.clone(), settings.request_timeout);
+    if let Some(nodes) = nodes {
+        tasks.push(tokio::spawn(crate::nodes::keep_group_gauge(
+            nodes.clone(),
+            config.clone(),
+            metrics.clone(),
+            GROUP_GAUGE_INTERVAL,
+            shutdown_rx.clone(),
+        )));
+        admission = admission.with_nodes(nodes);
+    }
+    let admission = Arc::new(admission);
     let bind = |addr: SocketAddr| async move {
         TcpListener::bind(addr)
             .await
@@ -366,14 +386,15 @@ fn local_addr(listener: &TcpListener, fallback: SocketAddr) -> SocketAddr {
 }
 
 /// `pod-director serve`: connects to the cluster (in-cluster or `KUBECONFIG`),
-/// starts the namespace cache and the server, and drains on SIGTERM/SIGINT.
+/// starts the namespace and Node caches and the server, and drains on SIGTERM/SIGINT.
 pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let settings = Settings::from_args(&args);
     let client = kube::Client::try_default()
         .await
         .context("cannot configure a Kubernetes client (in-cluster service account or KUBECONFIG)")?;
     let namespaces = Arc::new(KubeNamespaces::start(client.clone()));
-    let server = start(settings, namespaces).await?;
+    let nodes = Arc::new(Nodes::new(Arc::new(KubeNodes::start(client.clone()))));
+    let server = start_with_nodes(settings, namespaces, Some(nodes)).await?;
     let targets = args.webhooks.targets();
     let (stop_reconciler, stopped) = watch::channel(false);
     let reconciler = if targets.is_empty() {

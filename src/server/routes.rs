@@ -158,7 +158,7 @@ pub fn probes(
             warp::reply::with_status("ready\n".to_owned(), StatusCode::OK)
         } else {
             warp::reply::with_status(
-                "not ready: the namespace cache has not completed its first list\n".to_owned(),
+                "not ready: the namespace cache (or the Node cache) has not completed its first list\n".to_owned(),
                 StatusCode::SERVICE_UNAVAILABLE,
             )
         }
@@ -166,6 +166,9 @@ pub fn probes(
     let metrics = warp::path("metrics").and(warp::path::end()).map(move || {
         metrics.set_namespace_cache_size(cache.cached_namespaces());
         metrics.set_orphaned_groups(&cache.orphaned_groups());
+        if let Some(nodes) = cache.cached_nodes() {
+            metrics.set_node_cache_size(nodes);
+        }
         warp::reply::with_header(metrics.encode(), CONTENT_TYPE, metrics::CONTENT_TYPE).into_response()
     });
     warp::get()

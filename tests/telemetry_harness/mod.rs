@@ -15,7 +15,8 @@ use pod_director::admission::Admission;
 use pod_director::config::Config;
 use pod_director::metrics::Metrics;
 use pod_director::namespaces::StaticNamespaces;
-use pod_director::placement::Webhook;
+use pod_director::nodes::{Nodes, StaticNodes};
+use pod_director::placement::{NodeInfo, NodeTaint, Webhook};
 use pod_director::telemetry::{self, DECISION_TARGET, JsonLayer};
 use serde_json::{Value, json};
 use tracing_subscriber::layer::SubscriberExt as _;
@@ -59,6 +60,26 @@ pub const NAMESPACES: &[(&str, &str)] = &[
     ("team-typo", "shaddow"),
     ("team-bulky", "bulky"),
 ];
+
+/// The cluster's nodes: one ci node (tainted for ci), one general node. Groups
+/// `shadow` finds 1 feasible node; `strict` and `lenient` (no toleration) find none.
+pub fn nodes() -> StaticNodes {
+    let nodes = StaticNodes::new();
+    let labels = |pool: &str| {
+        [
+            ("node-pool".to_owned(), pool.to_owned()),
+            ("kubernetes.io/os".to_owned(), "linux".to_owned()),
+        ]
+    };
+    nodes.insert(NodeInfo::new(
+        "ci-1",
+        labels("ci"),
+        vec![NodeTaint::new("dedicated", "ci", "NoSchedule")],
+        false,
+    ));
+    nodes.insert(NodeInfo::new("general-1", labels("general"), Vec::new(), false));
+    nodes
+}
 
 /// Collects exported spans and the resource attributes they are exported with.
 #[derive(Debug, Clone, Default)]
@@ -176,7 +197,8 @@ pub fn review(requests: Vec<Request>) -> Emitted {
         Arc::new(namespaces),
         metrics.clone(),
         Duration::from_secs(5),
-    );
+    )
+    .with_nodes(Arc::new(Nodes::new(Arc::new(nodes()))));
     let exported = Exported::default();
     let captured = Captured::default();
     let provider = telemetry::provider_builder()

@@ -38,7 +38,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod, ServiceAccount};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, Resource as _};
 use pod_director::config::Config;
@@ -176,6 +176,25 @@ pub fn suffix() -> String {
     format!("{:06x}", hasher.finish() & 0xff_ffff)
 }
 
+/// A Node of the suite's blue pool (`e2e/scenarios/values.yaml`): its labels and
+/// the taint its groups tolerate, and the labels the scenarios' workload pod asks
+/// for (`fixtures::workload`). No kubelet: it stays NotReady, which placement ignores.
+pub fn pool_node(name: &str) -> Node {
+    serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {
+            "e2e.pod-director.io/pool": "blue",
+            "kubernetes.io/os": "linux",
+            "topology.kubernetes.io/zone": "zone-a",
+            "e2e.pod-director.io/team": "web",
+            "e2e.pod-director.io/arch": "amd64",
+        }},
+        "spec": {"taints": [{"key": "e2e.pod-director.io/dedicated", "value": "blue", "effect": "NoSchedule"}]},
+    }))
+    .expect("a Node")
+}
+
 /// The suite's pod-director configuration: `config` of `e2e/scenarios/values.yaml`.
 pub fn suite_config(values_file: &Path) -> Config {
     let text =
@@ -206,6 +225,7 @@ struct Cleanup {
     namespaces: Vec<String>,
     mutating: Vec<String>,
     validating: Vec<String>,
+    nodes: Vec<String>,
 }
 
 /// One scenario's world: a client, pod-director's decisions, what to clean up.
@@ -267,6 +287,10 @@ impl Env {
             Target::Local => Self::start_local_process(scenario, settings, client, suite, options, serial).await,
             Target::Cluster => Self::attach_to_cluster(scenario, settings, client, suite, serial).await,
         };
+        // A node of the suite's blue pool, so that its groups' pods have somewhere to go
+        // (0 feasible nodes would add a warning to every warn/enforce decision).
+        env.create_node(&pool_node(&format!("e2e-blue-{scenario}-{}", suffix())))
+            .await;
         env.wait_until_serving().await;
         env
     }
@@ -402,7 +426,11 @@ impl Env {
             if created.status.is_success() {
                 let seen = self.logs.decisions().await;
                 let called = |webhook: &str| seen.iter().any(|d| d.is(&ns, &name, webhook));
-                if called("mutate") && called("validate") {
+                // And its Node cache sees the scenario's pool node.
+                let placed = seen
+                    .iter()
+                    .any(|d| d.is(&ns, &name, "mutate") && d.get("placement.feasible_nodes").as_u64() >= Some(1));
+                if called("mutate") && called("validate") && placed {
                     return;
                 }
             }
@@ -504,6 +532,16 @@ impl Env {
             .create(&PostParams::default(), &account)
             .await
             .unwrap_or_else(|e| panic!("ServiceAccount {namespace}/{name} created: {e}"));
+    }
+
+    /// Creates a Node object (no kubelet behind it: it stays NotReady), deleted at the end.
+    pub async fn create_node(&self, node: &Node) -> Node {
+        let name = node.metadata.name.clone().expect("a named Node");
+        self.created.lock().expect("not poisoned").nodes.push(name.clone());
+        Api::<Node>::all(self.client.clone())
+            .create(&PostParams::default(), node)
+            .await
+            .unwrap_or_else(|e| panic!("node {name} created: {e}"))
     }
 
     pub fn pods(&self, namespace: &str) -> Api<Pod> {
@@ -683,6 +721,12 @@ async fn delete(created: Cleanup) {
     for name in &created.validating {
         if let Err(e) = validating.delete(name, &dp).await {
             eprintln!("cleanup: ValidatingWebhookConfiguration {name}: {e}");
+        }
+    }
+    let nodes: Api<Node> = Api::all(client.clone());
+    for name in &created.nodes {
+        if let Err(e) = nodes.delete(name, &dp).await {
+            eprintln!("cleanup: node {name}: {e}");
         }
     }
     let namespaces: Api<Namespace> = Api::all(client);

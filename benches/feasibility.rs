@@ -1,0 +1,88 @@
+//! Feasible-node counts on the admission path, with 5 000 (and 500) cached
+//! synthetic nodes: what `placement::mutate` costs with node data (memo warm:
+//! the steady state, one hash and one map lookup per placement) against
+//! without, and what one memo miss costs (a pass over every node: a new
+//! placement, or the first review after a node changed).
+//!
+//! `cargo bench --bench feasibility` (add `-- --quick` for a fast pass).
+
+use std::collections::BTreeMap;
+use std::hint::black_box;
+use std::sync::Arc;
+
+use criterion::{BenchmarkId, Criterion, criterion_group};
+use pod_director::admission::{self, Subject};
+use pod_director::config::Config;
+use pod_director::nodes::{Nodes, StaticNodes};
+use pod_director::placement::{self, Context, Namespace, NodeInfo, NodeView, Placement};
+
+#[path = "support/nodes.rs"]
+mod nodes;
+#[path = "support/pods.rs"]
+mod pods;
+
+fn cache(count: usize) -> Nodes {
+    let source = Arc::new(StaticNodes::new());
+    for i in 0..count {
+        source.insert(NodeInfo::from_node(&nodes::node(i)));
+    }
+    Nodes::new(source)
+}
+
+fn bench(c: &mut Criterion) {
+    let loaded = Config::from_yaml(pods::CONFIG, "bench", Vec::new()).expect("bench config is valid");
+    let pods: Vec<(&str, k8s_openapi::api::core::v1::Pod)> = pods::SIZES
+        .iter()
+        .map(|&size| {
+            let body = pods::review("705ab4f5-6393-11e8-b7cc-42010a800002", &pods::sized(size, "team-a"));
+            let parsed = admission::parse(&body).expect("parses");
+            let Subject::Pod { pod, .. } = parsed.subject else {
+                panic!("a pod")
+            };
+            (size, *pod)
+        })
+        .collect();
+    for group in ["ci", "shadow"] {
+        let labels = BTreeMap::from([("pod-director/group".to_owned(), group.to_owned())]);
+        let ns = Namespace {
+            name: "team-a",
+            labels: &labels,
+        };
+        let mut g = c.benchmark_group(format!("mutate/{group}"));
+        for (size, pod) in &pods {
+            g.bench_with_input(BenchmarkId::new("no-nodes", size), pod, |b, pod| {
+                b.iter(|| placement::mutate(&loaded.config, &ns, black_box(pod), &Context::default()))
+            });
+            for count in [500, 5_000] {
+                let cached = cache(count);
+                let view = cached.view(None);
+                let ctx = Context {
+                    nodes: Some(&view as &dyn NodeView),
+                };
+                let out = placement::mutate(&loaded.config, &ns, pod, &ctx);
+                assert!(out.feasible_nodes.is_some() && out.feasible_nodes_before.is_some());
+                g.bench_with_input(BenchmarkId::new(format!("{count}-nodes"), size), pod, |b, pod| {
+                    b.iter(|| placement::mutate(&loaded.config, &ns, black_box(pod), &ctx))
+                });
+            }
+        }
+        g.finish();
+    }
+    // One memo miss: a pass over every node for one placement.
+    let group = &loaded.config.groups["ci"];
+    let mut g = c.benchmark_group("count-uncached");
+    for count in [500, 5_000] {
+        let infos: Vec<NodeInfo> = (0..count).map(|i| NodeInfo::from_node(&nodes::node(i))).collect();
+        g.bench_function(BenchmarkId::from_parameter(count), |b| {
+            b.iter(|| placement::feasible::count(&Placement::of_group(black_box(group)), &infos))
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+
+fn main() {
+    benches();
+    criterion::Criterion::default().configure_from_args().final_summary();
+}

@@ -1,0 +1,160 @@
+//! Reviews with a Node cache: the node a pod names is looked up before
+//! deciding, a lookup that cannot be answered makes an enforce decision
+//! undecidable (503), and every decision logs its feasible-node counts.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::config::Config;
+use crate::namespaces::StaticNamespaces;
+use crate::nodes::StaticNodes;
+use crate::placement::{NodeInfo, NodeTaint};
+
+const CONFIG: &str = "groups:\n  ci: {mode: enforce, nodeSelector: {pool: ci}, tolerations: [{key: dedicated, operator: Equal, value: ci, effect: NoSchedule}]}\n  shadow: {mode: dryRun, nodeSelector: {pool: ci}, tolerations: [{key: dedicated, operator: Equal, value: ci, effect: NoSchedule}]}\n";
+
+fn nodes() -> Arc<StaticNodes> {
+    let nodes = StaticNodes::new();
+    nodes.insert(NodeInfo::new(
+        "ci-1",
+        [("pool".to_owned(), "ci".to_owned())],
+        vec![NodeTaint::new("dedicated", "ci", "NoSchedule")],
+        false,
+    ));
+    nodes.insert(NodeInfo::new(
+        "gpu-1",
+        [("pool".to_owned(), "gpu".to_owned())],
+        Vec::new(),
+        false,
+    ));
+    Arc::new(nodes)
+}
+
+fn admission(nodes: Arc<StaticNodes>) -> (Admission, Arc<Metrics>) {
+    let loaded = Config::from_yaml(CONFIG, "test", Vec::new()).expect("valid");
+    let namespaces = StaticNamespaces::new();
+    for (ns, group) in [("team-ci", "ci"), ("team-shadow", "shadow")] {
+        namespaces.insert(ns, [("pod-director/group".to_owned(), group.to_owned())].into());
+    }
+    let metrics = Arc::new(Metrics::new());
+    let admission = Admission::new(
+        Arc::new(ArcSwap::from_pointee(loaded)),
+        Arc::new(namespaces),
+        metrics.clone(),
+        Duration::from_secs(5),
+    )
+    .with_nodes(Arc::new(Nodes::new(nodes)));
+    (admission, metrics)
+}
+
+/// A pod CREATE in `namespace`, bound to `node` when given, already carrying the ci placement.
+fn review(namespace: &str, node: Option<&str>) -> Vec<u8> {
+    let mut spec = json!({
+        "containers": [{"name": "web", "image": "nginx"}],
+        "nodeSelector": {"pool": "ci"},
+        "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "ci", "effect": "NoSchedule"}],
+    });
+    if let Some(node) = node {
+        spec["nodeName"] = json!(node);
+    }
+    serde_json::to_vec(&json!({
+        "kind": "AdmissionReview",
+        "apiVersion": "admission.k8s.io/v1",
+        "request": {
+            "uid": "u-1",
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "name": "web",
+            "namespace": namespace,
+            "operation": "CREATE",
+            "userInfo": {"username": "tenant"},
+            "object": {"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "web", "namespace": namespace}, "spec": spec},
+        }
+    }))
+    .unwrap_or_default()
+}
+
+async fn answer(admission: &Admission, webhook: Webhook, body: &[u8]) -> (StatusCode, Value) {
+    let reply = admission.review(webhook, &http::HeaderMap::new(), body).await;
+    (reply.status, serde_json::from_slice(&reply.body).expect("JSON"))
+}
+
+#[tokio::test]
+async fn a_pod_on_a_node_outside_its_enforce_group_is_denied_at_validate() {
+    let (admission, metrics) = admission(nodes());
+    let (status, value) = answer(&admission, Webhook::Validate, &review("team-ci", Some("gpu-1"))).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(value["response"]["allowed"], false);
+    let message = value["response"]["status"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(r#"node "gpu-1" is not a node of the group"#),
+        "{message}"
+    );
+    let (_, value) = answer(&admission, Webhook::Validate, &review("team-ci", Some("ci-1"))).await;
+    assert_eq!(value["response"]["allowed"], true, "a node of the group");
+    assert!(
+        metrics
+            .encode()
+            .contains(r#"pod_director_node_lookups_total{result="cached"} 2"#)
+    );
+}
+
+#[tokio::test]
+async fn a_node_not_cached_is_fetched_before_deciding() {
+    let nodes = nodes();
+    nodes.insert_remote(NodeInfo::new(
+        "fresh",
+        [("pool".to_owned(), "gpu".to_owned())],
+        Vec::new(),
+        false,
+    ));
+    let (admission, metrics) = admission(nodes);
+    let (_, value) = answer(&admission, Webhook::Validate, &review("team-ci", Some("fresh"))).await;
+    assert_eq!(value["response"]["allowed"], false, "{value}");
+    let (_, value) = answer(&admission, Webhook::Validate, &review("team-ci", Some("ghost"))).await;
+    let message = value["response"]["status"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains(r#"node "ghost" does not exist"#), "{message}");
+    let text = metrics.encode();
+    assert!(
+        text.contains(r#"pod_director_node_lookups_total{result="fetched"} 1"#),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"pod_director_node_lookups_total{result="not_found"} 1"#),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn an_unanswerable_node_lookup_is_a_503_for_enforce_and_not_for_dry_run() {
+    let nodes = nodes();
+    nodes.set_unreachable(true);
+    let (admission, _) = admission(nodes);
+    let (status, value) = answer(&admission, Webhook::Validate, &review("team-ci", Some("fresh"))).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{value}");
+    assert_eq!(value["response"]["status"]["reason"], "ServiceUnavailable");
+    assert!(
+        value["response"]["status"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("fresh"),
+        "{value}"
+    );
+    let (status, value) = answer(&admission, Webhook::Validate, &review("team-shadow", Some("fresh"))).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(value["response"]["allowed"], true, "a dryRun group is never blocked");
+    let (status, _) = answer(&admission, Webhook::Mutate, &review("team-ci", Some("fresh"))).await;
+    assert_eq!(status, StatusCode::OK, "/mutate does not look the node up");
+}
+
+#[tokio::test]
+async fn readiness_waits_for_the_node_cache() {
+    let nodes = nodes();
+    nodes.set_ready(false);
+    let (admission, _) = admission(nodes.clone());
+    assert!(!admission.is_ready());
+    nodes.set_ready(true);
+    assert!(admission.is_ready());
+    assert_eq!(admission.cached_nodes(), Some(2));
+}

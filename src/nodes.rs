@@ -1,0 +1,671 @@
+//! Nodes: labels, taints and cordons of the cluster's nodes, for feasibility
+//! counts and the `spec.nodeName` check.
+//!
+//! In a cluster, [`KubeNodes`] watches Nodes and keeps, per node, only what
+//! placement needs ([`NodeInfo`]: name, labels, `spec.taints`,
+//! `spec.unschedulable`) — status, images, annotations and managed fields are
+//! dropped as each object arrives, before anything is stored. It is ready after
+//! the first full list (`/readyz` waits for it). A node that is not cached — one
+//! created a moment ago — is read with a live GET, bounded by
+//! [`FETCH_TIMEOUT`]: a 404 means the node does not exist, no answer makes the
+//! lookup [`NodeLookup::Unavailable`].
+//!
+//! Every change of a node's placement-relevant data (not its heartbeats or
+//! status) bumps a generation counter. [`Nodes`] memoises feasibility counts per
+//! distinct placement (a hash of the placement-relevant parts of the pod) for
+//! the current generation, so a review costs a hash and a map lookup however
+//! many nodes there are; a new placement, or a change to the nodes, costs one
+//! pass over them.
+//!
+//! Tests and local runs use [`StaticNodes`] through the same [`NodeSource`] trait.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::Node;
+use kube::Client;
+use kube::api::Api;
+use kube::runtime::{WatchStreamExt as _, watcher};
+use tracing::{debug, info, warn};
+
+use crate::config::Config;
+use crate::metrics::{Metrics, NodeLookupResult};
+use crate::placement::feasible::{self, NodeInfo, NodeLookup, NodeView, Placement};
+
+/// Longest wait for the live GET of a node that is not cached.
+pub const FETCH_TIMEOUT: Duration = Duration::from_secs(2);
+/// Most distinct placements whose counts are memoised at once; the memo starts
+/// over when it is full (or when the nodes change).
+pub const MEMO_CAPACITY: usize = 4096;
+
+/// Why a node could not be looked up.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeLookupError {
+    #[error("node {name} is not in the cache and the API server did not answer: {source}")]
+    Api {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("node {name} is not in the cache and the API server did not answer within {timeout:?}")]
+    Timeout { name: String, timeout: Duration },
+    #[error("node {name} is not in the cache and cannot be fetched: {reason}")]
+    Unavailable { name: String, reason: String },
+}
+
+/// The cached nodes and their generation.
+#[derive(Debug, Default)]
+pub struct NodeStore {
+    nodes: RwLock<HashMap<Box<str>, Arc<NodeInfo>>>,
+    generation: AtomicU64,
+}
+
+impl NodeStore {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Inserts or replaces a node; the generation changes only when its placement data does.
+    pub fn apply(&self, node: NodeInfo) {
+        let Ok(mut nodes) = self.nodes.write() else { return };
+        if nodes.get(&node.name).is_some_and(|have| **have == node) {
+            return;
+        }
+        nodes.insert(node.name.clone(), Arc::new(node));
+        self.generation.fetch_add(1, Ordering::SeqCst);
+    }
+
+    pub fn delete(&self, name: &str) {
+        let Ok(mut nodes) = self.nodes.write() else { return };
+        if nodes.remove(name).is_some() {
+            self.generation.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Replaces every node (a full list, after a watch restart).
+    pub fn replace(&self, all: HashMap<Box<str>, Arc<NodeInfo>>) {
+        let Ok(mut nodes) = self.nodes.write() else { return };
+        *nodes = all;
+        self.generation.fetch_add(1, Ordering::SeqCst);
+    }
+
+    pub fn get(&self, name: &str) -> Option<Arc<NodeInfo>> {
+        self.nodes.read().ok()?.get(name).cloned()
+    }
+
+    pub fn len(&self) -> usize {
+        self.nodes.read().map(|n| n.len()).unwrap_or(0)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Changes whenever a node's name, labels, taints or cordon change.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::SeqCst)
+    }
+
+    /// The generation and how many nodes are feasible for `placement`, read under one lock.
+    fn count(&self, placement: &Placement<'_>) -> Option<(u64, usize)> {
+        let nodes = self.nodes.read().ok()?;
+        let generation = self.generation();
+        Some((generation, feasible::count(placement, nodes.values().map(|n| &**n))))
+    }
+}
+
+/// Where node data comes from.
+pub trait NodeSource: Send + Sync + 'static {
+    /// The cached nodes.
+    fn store(&self) -> &NodeStore;
+    /// A live read for a node the cache has not seen; `Ok(None)` when it does not exist.
+    fn fetch<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<NodeInfo>, NodeLookupError>>;
+    /// Whether the cache has completed its first full list.
+    fn is_ready(&self) -> bool;
+}
+
+/// Memoised feasibility counts for one node generation.
+#[derive(Debug, Default)]
+struct Memo {
+    generation: u64,
+    counts: HashMap<u64, usize>,
+}
+
+/// Node data for decisions: a [`NodeSource`] plus memoised feasibility counts.
+pub struct Nodes {
+    source: Arc<dyn NodeSource>,
+    memo: Mutex<Memo>,
+    fetch_timeout: Duration,
+}
+
+impl std::fmt::Debug for Nodes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Nodes")
+            .field("cached", &self.cached_count())
+            .field("generation", &self.generation())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Nodes {
+    pub fn new(source: Arc<dyn NodeSource>) -> Self {
+        Self {
+            source,
+            memo: Mutex::new(Memo::default()),
+            fetch_timeout: FETCH_TIMEOUT,
+        }
+    }
+
+    /// Bounds live GETs by `timeout` instead of [`FETCH_TIMEOUT`].
+    pub fn with_fetch_timeout(mut self, timeout: Duration) -> Self {
+        self.fetch_timeout = timeout;
+        self
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.source.is_ready()
+    }
+
+    pub fn cached_count(&self) -> usize {
+        self.source.store().len()
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.source.store().generation()
+    }
+
+    /// How many cached nodes are feasible for `placement`; `None` until the cache has synced.
+    pub fn feasible(&self, placement: &Placement<'_>) -> Option<usize> {
+        if !self.source.is_ready() {
+            return None;
+        }
+        let key = placement.fingerprint();
+        let store = self.source.store();
+        let generation = store.generation();
+        if let Ok(mut memo) = self.memo.lock() {
+            if memo.generation != generation {
+                memo.generation = generation;
+                memo.counts.clear();
+            }
+            if let Some(count) = memo.counts.get(&key) {
+                return Some(*count);
+            }
+        }
+        // Counted outside the memo's lock: other reviews are not held up by one pass over the nodes.
+        let (generation, count) = store.count(placement)?;
+        if let Ok(mut memo) = self.memo.lock()
+            && memo.generation == generation
+        {
+            if memo.counts.len() >= MEMO_CAPACITY {
+                memo.counts.clear();
+            }
+            memo.counts.insert(key, count);
+        }
+        Some(count)
+    }
+
+    /// The node `name`: from the cache, else from a live GET bounded by the fetch timeout.
+    pub async fn lookup(&self, name: &str, metrics: &Metrics) -> NodeLookup {
+        if let Some(node) = self.source.store().get(name) {
+            metrics.node_looked_up(NodeLookupResult::Cached);
+            return NodeLookup::Found(node);
+        }
+        debug!(node = name, "node not cached, reading it from the API server");
+        let answer = tokio::time::timeout(self.fetch_timeout, self.source.fetch(name))
+            .await
+            .unwrap_or_else(|_| {
+                Err(NodeLookupError::Timeout {
+                    name: name.to_owned(),
+                    timeout: self.fetch_timeout,
+                })
+            });
+        match answer {
+            Ok(Some(node)) => {
+                metrics.node_looked_up(NodeLookupResult::Fetched);
+                NodeLookup::Found(Arc::new(node))
+            }
+            Ok(None) => {
+                metrics.node_looked_up(NodeLookupResult::NotFound);
+                NodeLookup::Unknown
+            }
+            Err(err) => {
+                metrics.node_looked_up(NodeLookupResult::Error);
+                warn!(node = name, error = %err, "node lookup failed");
+                NodeLookup::Unavailable(err.to_string())
+            }
+        }
+    }
+
+    /// Per group: how many nodes satisfy the group's own placement (`None` until synced).
+    pub fn group_counts(&self, config: &Config) -> Option<Vec<(String, usize)>> {
+        config
+            .groups
+            .iter()
+            .map(|(name, group)| Some((name.clone(), self.feasible(&Placement::of_group(group))?)))
+            .collect()
+    }
+
+    /// The view one decision gets: these nodes, and the node the pod names (looked up beforehand).
+    pub fn view<'a>(&'a self, bound: Option<(&'a str, NodeLookup)>) -> RequestNodes<'a> {
+        RequestNodes { nodes: self, bound }
+    }
+}
+
+/// The nodes as one decision sees them.
+#[derive(Debug)]
+pub struct RequestNodes<'a> {
+    nodes: &'a Nodes,
+    bound: Option<(&'a str, NodeLookup)>,
+}
+
+impl NodeView for RequestNodes<'_> {
+    fn feasible(&self, placement: &Placement<'_>) -> Option<usize> {
+        self.nodes.feasible(placement)
+    }
+
+    fn total(&self) -> Option<usize> {
+        self.nodes.is_ready().then(|| self.nodes.cached_count())
+    }
+
+    fn node(&self, name: &str) -> NodeLookup {
+        match &self.bound {
+            Some((bound, lookup)) if *bound == name => lookup.clone(),
+            _ => match self.nodes.source.store().get(name) {
+                Some(node) => NodeLookup::Found(node),
+                None => NodeLookup::Unavailable(format!("node {name} was not looked up")),
+            },
+        }
+    }
+}
+
+/// Keeps `pod_director_group_nodes{group}` current: recomputed when the nodes
+/// or the configuration change (checked every `every`), until `shutdown`.
+pub async fn keep_group_gauge(
+    nodes: Arc<Nodes>,
+    config: Arc<arc_swap::ArcSwap<crate::config::Loaded>>,
+    metrics: Arc<Metrics>,
+    every: Duration,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    let mut last: Option<(u64, String)> = None;
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = shutdown.changed() => return,
+        }
+        let loaded = config.load_full();
+        let now = (nodes.generation(), loaded.revision.clone());
+        if last.as_ref() == Some(&now) {
+            continue;
+        }
+        if let Some(counts) = nodes.group_counts(&loaded.config) {
+            metrics.set_group_nodes(&counts);
+            last = Some(now);
+        }
+    }
+}
+
+/// Node data from the Kubernetes API: a watch into a [`NodeStore`] plus live GETs.
+pub struct KubeNodes {
+    store: Arc<NodeStore>,
+    api: Api<Node>,
+    ready: Arc<AtomicBool>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl KubeNodes {
+    /// Starts the watch (in a task, until dropped).
+    pub fn start(client: Client) -> Self {
+        let store = Arc::new(NodeStore::new());
+        let ready = Arc::new(AtomicBool::new(false));
+        let stream = watcher(Api::<Node>::all(client.clone()), watcher::Config::default()).default_backoff();
+        let writer = store.clone();
+        let synced = ready.clone();
+        let task = tokio::spawn(async move {
+            let mut stream = std::pin::pin!(stream);
+            let mut listing: Option<HashMap<Box<str>, Arc<NodeInfo>>> = None;
+            while let Some(event) = stream.next().await {
+                match event {
+                    Ok(watcher::Event::Init) => listing = Some(HashMap::new()),
+                    Ok(watcher::Event::InitApply(node)) => {
+                        let info = NodeInfo::from_node(&node);
+                        listing
+                            .get_or_insert_with(HashMap::new)
+                            .insert(info.name.clone(), Arc::new(info));
+                    }
+                    Ok(watcher::Event::InitDone) => {
+                        writer.replace(listing.take().unwrap_or_default());
+                        if !synced.swap(true, Ordering::SeqCst) {
+                            info!(nodes = writer.len(), "node cache synced");
+                        }
+                    }
+                    Ok(watcher::Event::Apply(node)) => writer.apply(NodeInfo::from_node(&node)),
+                    Ok(watcher::Event::Delete(node)) => {
+                        writer.delete(node.metadata.name.as_deref().unwrap_or_default())
+                    }
+                    Err(err) => warn!(error = %err, "node watch failed; retrying with backoff"),
+                }
+            }
+        });
+        Self {
+            store,
+            api: Api::all(client),
+            ready,
+            task: Some(task),
+        }
+    }
+
+    /// A source reading `store` (fed by someone else) and fetching misses through `client`.
+    pub fn with_store(store: Arc<NodeStore>, client: Client) -> Self {
+        Self {
+            store,
+            api: Api::all(client),
+            ready: Arc::new(AtomicBool::new(true)),
+            task: None,
+        }
+    }
+}
+
+impl Drop for KubeNodes {
+    fn drop(&mut self) {
+        if let Some(task) = &self.task {
+            task.abort();
+        }
+    }
+}
+
+impl NodeSource for KubeNodes {
+    fn store(&self) -> &NodeStore {
+        &self.store
+    }
+
+    fn fetch<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<NodeInfo>, NodeLookupError>> {
+        Box::pin(async move {
+            let found = self.api.get_opt(name).await.map_err(|source| NodeLookupError::Api {
+                name: name.to_owned(),
+                source,
+            })?;
+            Ok(found.map(|node| NodeInfo::from_node(&node)))
+        })
+    }
+
+    fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::SeqCst)
+    }
+}
+
+/// Nodes held in memory: for tests and for running without a cluster.
+#[derive(Debug)]
+pub struct StaticNodes {
+    store: NodeStore,
+    /// Nodes that only a "live read" finds (to exercise the fallback).
+    remote: RwLock<HashMap<String, NodeInfo>>,
+    unreachable: AtomicBool,
+    ready: AtomicBool,
+}
+
+impl Default for StaticNodes {
+    fn default() -> Self {
+        Self {
+            store: NodeStore::new(),
+            remote: RwLock::default(),
+            unreachable: AtomicBool::new(false),
+            ready: AtomicBool::new(true),
+        }
+    }
+}
+
+impl StaticNodes {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Puts a node in the cache.
+    pub fn insert(&self, node: NodeInfo) {
+        self.store.apply(node);
+    }
+
+    pub fn remove(&self, name: &str) {
+        self.store.delete(name);
+    }
+
+    /// Puts a node where only the live read finds it.
+    pub fn insert_remote(&self, node: NodeInfo) {
+        if let Ok(mut map) = self.remote.write() {
+            map.insert(node.name.to_string(), node);
+        }
+    }
+
+    /// Makes live reads fail, as if the API server were down.
+    pub fn set_unreachable(&self, unreachable: bool) {
+        self.unreachable.store(unreachable, Ordering::SeqCst);
+    }
+
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.store(ready, Ordering::SeqCst);
+    }
+}
+
+impl NodeSource for StaticNodes {
+    fn store(&self) -> &NodeStore {
+        &self.store
+    }
+
+    fn fetch<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<NodeInfo>, NodeLookupError>> {
+        let result = if self.unreachable.load(Ordering::SeqCst) {
+            Err(NodeLookupError::Unavailable {
+                name: name.to_owned(),
+                reason: "the API server is unreachable".to_owned(),
+            })
+        } else {
+            Ok(self.remote.read().ok().and_then(|m| m.get(name).cloned()))
+        };
+        Box::pin(std::future::ready(result))
+    }
+
+    fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::SeqCst)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex as StdMutex;
+
+    use http::{Request, Response, StatusCode};
+    use k8s_openapi::api::core::v1::PodSpec;
+    use kube::client::Body;
+    use serde_json::json;
+
+    use super::*;
+    use crate::placement::NodeTaint;
+
+    fn node(name: &str, pool: &str) -> NodeInfo {
+        NodeInfo::new(name, [("pool".to_owned(), pool.to_owned())], Vec::new(), false)
+    }
+
+    fn spec(value: serde_json::Value) -> PodSpec {
+        serde_json::from_value(value).expect("a PodSpec")
+    }
+
+    #[test]
+    fn counts_are_memoised_until_the_nodes_change() {
+        let source = Arc::new(StaticNodes::new());
+        source.insert(node("a", "ci"));
+        let nodes = Nodes::new(source.clone());
+        let ci = spec(json!({"containers": [], "nodeSelector": {"pool": "ci"}}));
+        assert_eq!(nodes.feasible(&Placement::of_spec(&ci)), Some(1));
+        source.insert(node("b", "ci"));
+        assert_eq!(
+            nodes.feasible(&Placement::of_spec(&ci)),
+            Some(2),
+            "a new node is counted"
+        );
+        source.insert(NodeInfo::new(
+            "b",
+            [("pool".to_owned(), "ci".to_owned())],
+            vec![NodeTaint::new("k", "", "NoSchedule")],
+            false,
+        ));
+        assert_eq!(nodes.feasible(&Placement::of_spec(&ci)), Some(1), "a new taint is seen");
+        source.remove("a");
+        assert_eq!(nodes.feasible(&Placement::of_spec(&ci)), Some(0));
+    }
+
+    #[test]
+    fn an_unchanged_node_does_not_change_the_generation() {
+        let store = NodeStore::new();
+        store.apply(node("a", "ci"));
+        let generation = store.generation();
+        store.apply(node("a", "ci"));
+        assert_eq!(store.generation(), generation, "a status-only update is not a change");
+        store.apply(node("a", "gpu"));
+        assert_ne!(store.generation(), generation);
+    }
+
+    #[test]
+    fn no_counts_before_the_cache_has_synced() {
+        let source = Arc::new(StaticNodes::new());
+        source.set_ready(false);
+        let nodes = Nodes::new(source);
+        assert_eq!(nodes.feasible(&Placement::default()), None);
+        assert_eq!(nodes.view(None).total(), None);
+    }
+
+    #[test]
+    fn group_counts_use_each_groups_own_placement() {
+        let loaded = Config::from_yaml(
+            "groups:\n  ci: {nodeSelector: {pool: ci}}\n  gpu: {nodeSelector: {pool: gpu}, tolerations: [{key: gpu, operator: Exists}]}\n",
+            "test",
+            Vec::new(),
+        )
+        .expect("valid");
+        let source = Arc::new(StaticNodes::new());
+        source.insert(node("a", "ci"));
+        source.insert(node("b", "ci"));
+        source.insert(NodeInfo::new(
+            "g",
+            [("pool".to_owned(), "gpu".to_owned())],
+            vec![NodeTaint::new("gpu", "", "NoSchedule")],
+            false,
+        ));
+        let nodes = Nodes::new(source);
+        assert_eq!(
+            nodes.group_counts(&loaded.config),
+            Some(vec![("ci".to_owned(), 2), ("gpu".to_owned(), 1)])
+        );
+    }
+
+    #[tokio::test]
+    async fn a_node_not_cached_is_fetched_and_a_missing_one_is_unknown() {
+        let source = Arc::new(StaticNodes::new());
+        source.insert(node("cached", "ci"));
+        source.insert_remote(node("fresh", "ci"));
+        let nodes = Nodes::new(source.clone());
+        let metrics = Metrics::new();
+        assert!(matches!(nodes.lookup("cached", &metrics).await, NodeLookup::Found(n) if &*n.name == "cached"));
+        assert!(matches!(nodes.lookup("fresh", &metrics).await, NodeLookup::Found(n) if &*n.name == "fresh"));
+        assert_eq!(nodes.lookup("ghost", &metrics).await, NodeLookup::Unknown);
+        source.set_unreachable(true);
+        assert!(matches!(nodes.lookup("ghost", &metrics).await, NodeLookup::Unavailable(why) if why.contains("ghost")));
+        let text = metrics.encode();
+        for result in ["cached", "fetched", "not_found", "error"] {
+            assert!(
+                text.contains(&format!("pod_director_node_lookups_total{{result=\"{result}\"}} 1")),
+                "{result}: {text}"
+            );
+        }
+    }
+
+    /// A kube client whose "API server" answers GET /api/v1/nodes/{name}: `known` found,
+    /// `explode` 500, `slow` never, the rest 404.
+    fn fake_client(seen: Arc<StdMutex<Vec<String>>>) -> Client {
+        let service = tower::service_fn(move |req: Request<Body>| {
+            let seen = seen.clone();
+            async move {
+                let path = req.uri().path().to_owned();
+                if let Ok(mut seen) = seen.lock() {
+                    seen.push(format!("{} {path}", req.method()));
+                }
+                let name = path.trim_start_matches("/api/v1/nodes/").to_owned();
+                if name == "slow" {
+                    tokio::time::sleep(Duration::from_secs(60)).await;
+                }
+                let status = |code: u16, reason: &str| {
+                    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": reason, "code": code,
+                           "message": format!("nodes \"{name}\": {reason}")})
+                };
+                let (code, body) = match name.as_str() {
+                    "known" => (
+                        StatusCode::OK,
+                        json!({"apiVersion": "v1", "kind": "Node",
+                               "metadata": {"name": "known", "labels": {"pool": "ci"}, "managedFields": [{"manager": "kubelet"}]},
+                               "spec": {"taints": [{"key": "dedicated", "value": "ci", "effect": "NoSchedule"}]},
+                               "status": {"images": [{"names": ["busybox"], "sizeBytes": 1}]}}),
+                    ),
+                    "explode" => (StatusCode::INTERNAL_SERVER_ERROR, status(500, "InternalError")),
+                    _ => (StatusCode::NOT_FOUND, status(404, "NotFound")),
+                };
+                Response::builder()
+                    .status(code)
+                    .header(http::header::CONTENT_TYPE, "application/json")
+                    .body(Body::from(serde_json::to_vec(&body).unwrap_or_default()))
+            }
+        });
+        Client::new(service, "default")
+    }
+
+    #[tokio::test]
+    async fn a_live_get_keeps_only_placement_data_and_maps_404_to_unknown() {
+        let seen = Arc::new(StdMutex::new(Vec::new()));
+        let nodes = Nodes::new(Arc::new(KubeNodes::with_store(
+            Arc::new(NodeStore::new()),
+            fake_client(seen.clone()),
+        )));
+        let metrics = Metrics::new();
+        let NodeLookup::Found(found) = nodes.lookup("known", &metrics).await else {
+            panic!("known is found")
+        };
+        assert_eq!(
+            *found,
+            NodeInfo::new(
+                "known",
+                [("pool".to_owned(), "ci".to_owned())],
+                vec![NodeTaint::new("dedicated", "ci", "NoSchedule")],
+                false
+            )
+        );
+        assert_eq!(nodes.lookup("ghost", &metrics).await, NodeLookup::Unknown);
+        assert!(
+            matches!(nodes.lookup("explode", &metrics).await, NodeLookup::Unavailable(why) if why.contains("explode"))
+        );
+        let seen = seen.lock().map(|s| s.clone()).unwrap_or_default();
+        assert_eq!(seen[0], "GET /api/v1/nodes/known");
+    }
+
+    #[tokio::test]
+    async fn a_live_get_that_does_not_answer_is_bounded_by_the_fetch_timeout() {
+        let nodes = Nodes::new(Arc::new(KubeNodes::with_store(
+            Arc::new(NodeStore::new()),
+            fake_client(Arc::default()),
+        )))
+        .with_fetch_timeout(Duration::from_millis(50));
+        let started = std::time::Instant::now();
+        let lookup = nodes.lookup("slow", &Metrics::new()).await;
+        assert!(
+            matches!(&lookup, NodeLookup::Unavailable(why) if why.contains("within 50ms")),
+            "{lookup:?}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "bounded: {:?}",
+            started.elapsed()
+        );
+    }
+}

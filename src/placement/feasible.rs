@@ -1,0 +1,643 @@
+//! Placement feasibility: on which nodes could a pod be placed, as far as
+//! placement goes?
+//!
+//! A node is feasible for a pod when, as kube-scheduler's filters decide it:
+//! - its labels satisfy the pod's `nodeSelector` (every key, exact value) and
+//!   required node affinity (`nodeSelectorTerms` ORed; within a term
+//!   `matchExpressions` and `matchFields` ANDed; a term with no requirement, or
+//!   with a requirement the API would refuse, matches no node; operators `In`,
+//!   `NotIn`, `Exists`, `DoesNotExist`, `Gt`, `Lt`; `matchFields` on
+//!   `metadata.name`) — the `NodeAffinity` filter;
+//! - every `NoSchedule` / `NoExecute` taint of the node is tolerated by one of
+//!   the pod's tolerations (`PreferNoSchedule` never excludes a node) — the
+//!   `TaintToleration` filter, with the in-tree `ToleratesTaint` semantics;
+//! - it is not cordoned (`spec.unschedulable`), unless the pod tolerates the
+//!   `node.kubernetes.io/unschedulable:NoSchedule` taint — the
+//!   `NodeUnschedulable` filter.
+//!
+//! **Out of scope**: resources (requests vs allocatable), pod (anti-)affinity,
+//! topology spread, ports, volumes, node readiness. The count is an upper bound
+//! of where the scheduler can put the pod, not a promise.
+
+use std::collections::BTreeMap;
+use std::hash::{Hash, Hasher};
+
+use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm, PodSpec, Toleration};
+
+use super::tolerations::tolerates_taint;
+use crate::config::Group;
+
+/// The taint effects that exclude a node from scheduling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TaintEffect {
+    NoSchedule,
+    PreferNoSchedule,
+    NoExecute,
+    /// An effect this version does not know; it is compared by name and never excludes a node.
+    Other,
+}
+
+impl TaintEffect {
+    pub fn parse(effect: &str) -> Self {
+        match effect {
+            "NoSchedule" => TaintEffect::NoSchedule,
+            "PreferNoSchedule" => TaintEffect::PreferNoSchedule,
+            "NoExecute" => TaintEffect::NoExecute,
+            _ => TaintEffect::Other,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaintEffect::NoSchedule => "NoSchedule",
+            TaintEffect::PreferNoSchedule => "PreferNoSchedule",
+            TaintEffect::NoExecute => "NoExecute",
+            TaintEffect::Other => "",
+        }
+    }
+
+    /// Whether an untolerated taint with this effect keeps pods off the node.
+    pub fn excludes(self) -> bool {
+        matches!(self, TaintEffect::NoSchedule | TaintEffect::NoExecute)
+    }
+}
+
+/// A node taint, as far as placement cares.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeTaint {
+    pub key: Box<str>,
+    pub value: Box<str>,
+    pub effect: TaintEffect,
+}
+
+impl NodeTaint {
+    pub fn new(key: &str, value: &str, effect: &str) -> Self {
+        Self {
+            key: key.into(),
+            value: value.into(),
+            effect: TaintEffect::parse(effect),
+        }
+    }
+
+    /// `key=value:Effect` (`key:Effect` without a value).
+    pub fn describe(&self) -> String {
+        if self.value.is_empty() {
+            format!("{}:{}", self.key, self.effect.as_str())
+        } else {
+            format!("{}={}:{}", self.key, self.value, self.effect.as_str())
+        }
+    }
+}
+
+/// The taint the node lifecycle controller puts on cordoned nodes; tolerating
+/// it lets a pod onto a cordoned node (DaemonSet pods do).
+pub const UNSCHEDULABLE_TAINT_KEY: &str = "node.kubernetes.io/unschedulable";
+
+/// What placement needs of a Node: its name, labels, taints and cordon — and
+/// nothing else (no status, images, annotations or managed fields). Compact:
+/// labels are a sorted list of boxed strings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeInfo {
+    pub name: Box<str>,
+    /// Sorted by key, keys unique.
+    labels: Box<[(Box<str>, Box<str>)]>,
+    pub taints: Box<[NodeTaint]>,
+    pub unschedulable: bool,
+}
+
+impl NodeInfo {
+    pub fn new(
+        name: &str,
+        labels: impl IntoIterator<Item = (String, String)>,
+        taints: Vec<NodeTaint>,
+        unschedulable: bool,
+    ) -> Self {
+        // A BTreeMap sorts and de-duplicates (last value wins, as in a map).
+        let labels: BTreeMap<String, String> = labels.into_iter().collect();
+        Self {
+            name: name.into(),
+            labels: labels.into_iter().map(|(k, v)| (k.into(), v.into())).collect(),
+            taints: taints.into_boxed_slice(),
+            unschedulable,
+        }
+    }
+
+    /// The compact form of a core/v1 Node.
+    pub fn from_node(node: &k8s_openapi::api::core::v1::Node) -> Self {
+        let spec = node.spec.as_ref();
+        let taints = spec
+            .and_then(|s| s.taints.as_ref())
+            .into_iter()
+            .flatten()
+            .map(|t| NodeTaint::new(&t.key, t.value.as_deref().unwrap_or_default(), &t.effect))
+            .collect();
+        Self::new(
+            node.metadata.name.as_deref().unwrap_or_default(),
+            node.metadata.labels.clone().unwrap_or_default(),
+            taints,
+            spec.and_then(|s| s.unschedulable).unwrap_or(false),
+        )
+    }
+
+    /// The value of label `key`, if the node has it.
+    pub fn label(&self, key: &str) -> Option<&str> {
+        self.labels
+            .binary_search_by(|(k, _)| k.as_ref().cmp(key))
+            .ok()
+            .map(|i| self.labels[i].1.as_ref())
+    }
+
+    pub fn labels(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.labels.iter().map(|(k, v)| (k.as_ref(), v.as_ref()))
+    }
+}
+
+/// The placement-relevant parts of a pod (or of a group's placement).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Placement<'a> {
+    pub node_selector: Option<&'a BTreeMap<String, String>>,
+    /// `requiredDuringSchedulingIgnoredDuringExecution`; `None` when the pod has none.
+    pub required: Option<&'a [NodeSelectorTerm]>,
+    pub tolerations: &'a [Toleration],
+}
+
+impl<'a> Placement<'a> {
+    pub fn of_spec(spec: &'a PodSpec) -> Self {
+        Self {
+            node_selector: spec.node_selector.as_ref(),
+            required: spec
+                .affinity
+                .as_ref()
+                .and_then(|a| a.node_affinity.as_ref())
+                .and_then(|n| n.required_during_scheduling_ignored_during_execution.as_ref())
+                .map(|r| r.node_selector_terms.as_slice()),
+            tolerations: spec.tolerations.as_deref().unwrap_or_default(),
+        }
+    }
+
+    /// The group's own placement, as if it were a pod's.
+    pub fn of_group(group: &'a Group) -> Self {
+        Self {
+            node_selector: (!group.node_selector.is_empty()).then_some(&group.node_selector),
+            required: group
+                .affinity
+                .as_ref()
+                .and_then(|a| a.node_affinity.as_ref())
+                .and_then(|n| n.required_during_scheduling_ignored_during_execution.as_ref())
+                .map(|r| r.node_selector_terms.as_slice()),
+            tolerations: &group.tolerations,
+        }
+    }
+
+    /// A hash of everything feasibility depends on: equal placements hash
+    /// equally, so counts can be memoised per distinct placement.
+    pub fn fingerprint(&self) -> u64 {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        let opt = |h: &mut std::collections::hash_map::DefaultHasher, s: &Option<String>| match s {
+            None => 0u8.hash(h),
+            Some(s) => {
+                1u8.hash(h);
+                s.hash(h);
+            }
+        };
+        match self.node_selector {
+            None => 0u8.hash(&mut h),
+            Some(sel) => {
+                1u8.hash(&mut h);
+                sel.len().hash(&mut h);
+                for (k, v) in sel {
+                    k.hash(&mut h);
+                    v.hash(&mut h);
+                }
+            }
+        }
+        match self.required {
+            None => 0u8.hash(&mut h),
+            Some(terms) => {
+                1u8.hash(&mut h);
+                terms.len().hash(&mut h);
+                for term in terms {
+                    for list in [&term.match_expressions, &term.match_fields] {
+                        match list {
+                            None => 0u8.hash(&mut h),
+                            Some(reqs) => {
+                                1u8.hash(&mut h);
+                                reqs.len().hash(&mut h);
+                                for r in reqs {
+                                    r.key.hash(&mut h);
+                                    r.operator.hash(&mut h);
+                                    match &r.values {
+                                        None => 0u8.hash(&mut h),
+                                        Some(values) => {
+                                            1u8.hash(&mut h);
+                                            values.hash(&mut h);
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        self.tolerations.len().hash(&mut h);
+        for t in self.tolerations {
+            opt(&mut h, &t.key);
+            opt(&mut h, &t.operator);
+            opt(&mut h, &t.value);
+            opt(&mut h, &t.effect);
+            // tolerationSeconds does not change where a pod may be placed.
+        }
+        h.finish()
+    }
+}
+
+/// Why a node is not feasible for a placement: the first unmet requirement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unmet {
+    /// `nodeSelector` key with the wanted value, and what the node has.
+    NodeSelector {
+        key: String,
+        want: String,
+        have: Option<String>,
+    },
+    /// No term of the required node affinity matches the node's labels.
+    NodeAffinity,
+    /// A `NoSchedule`/`NoExecute` taint no toleration tolerates.
+    Taint(NodeTaint),
+    /// The node is cordoned and the pod does not tolerate it.
+    Cordoned,
+}
+
+impl std::fmt::Display for Unmet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unmet::NodeSelector { key, want, have } => match have {
+                Some(have) => write!(f, "nodeSelector {key}={want}: the node's label {key} is {have:?}"),
+                None => write!(f, "nodeSelector {key}={want}: the node has no label {key}"),
+            },
+            Unmet::NodeAffinity => f.write_str("required node affinity: no nodeSelectorTerm matches the node's labels"),
+            Unmet::Taint(t) => write!(f, "taint {} is not tolerated", t.describe()),
+            Unmet::Cordoned => f.write_str("the node is cordoned (spec.unschedulable)"),
+        }
+    }
+}
+
+/// Whether the node's labels satisfy requirement `r` of `matchExpressions`.
+/// `None` when the requirement is one the API refuses (it then matches nothing).
+fn expression_matches(r: &NodeSelectorRequirement, node: &NodeInfo) -> Option<bool> {
+    let values = r.values.as_deref().unwrap_or_default();
+    let have = node.label(&r.key);
+    match r.operator.as_str() {
+        "In" if !values.is_empty() => Some(have.is_some_and(|v| values.iter().any(|w| w == v))),
+        "NotIn" if !values.is_empty() => Some(have.is_none_or(|v| !values.iter().any(|w| w == v))),
+        "Exists" if values.is_empty() => Some(have.is_some()),
+        "DoesNotExist" if values.is_empty() => Some(have.is_none()),
+        "Gt" | "Lt" if values.len() == 1 => {
+            let bound: i64 = values[0].parse().ok()?;
+            Some(
+                have.and_then(|v| v.parse::<i64>().ok())
+                    .is_some_and(|n| if r.operator == "Gt" { n > bound } else { n < bound }),
+            )
+        }
+        _ => None,
+    }
+}
+
+/// Whether the node's fields satisfy requirement `r` of `matchFields`
+/// (`In`/`NotIn` with exactly one value; `metadata.name` is the only field a node has).
+fn field_matches(r: &NodeSelectorRequirement, node: &NodeInfo) -> Option<bool> {
+    let values = r.values.as_deref().unwrap_or_default();
+    let have = if r.key == "metadata.name" { &*node.name } else { "" };
+    match (r.operator.as_str(), values) {
+        ("In", [value]) => Some(have == value),
+        ("NotIn", [value]) => Some(have != value),
+        _ => None,
+    }
+}
+
+/// Whether a node selector term matches the node. A term without requirements,
+/// or with a requirement the API would refuse, matches no node.
+pub fn term_matches(term: &NodeSelectorTerm, node: &NodeInfo) -> bool {
+    let expressions = term.match_expressions.as_deref().unwrap_or_default();
+    let fields = term.match_fields.as_deref().unwrap_or_default();
+    if expressions.is_empty() && fields.is_empty() {
+        return false;
+    }
+    expressions.iter().all(|r| expression_matches(r, node) == Some(true))
+        && fields.iter().all(|r| field_matches(r, node) == Some(true))
+}
+
+/// The first reason the node is not feasible for `placement`; `None` when it is.
+pub fn unmet(placement: &Placement<'_>, node: &NodeInfo) -> Option<Unmet> {
+    unmet_by_labels_or_taints(placement, node).or_else(|| {
+        let cordon = NodeTaint::new(UNSCHEDULABLE_TAINT_KEY, "", "NoSchedule");
+        (node.unschedulable && !placement.tolerations.iter().any(|tol| tolerates_taint(tol, &cordon)))
+            .then_some(Unmet::Cordoned)
+    })
+}
+
+/// [`unmet`] without the cordon: what a pod naming its node (`spec.nodeName`,
+/// no scheduler) must satisfy. A cordoned node usually carries the
+/// `node.kubernetes.io/unschedulable:NoSchedule` taint, which is checked.
+pub fn unmet_by_labels_or_taints(placement: &Placement<'_>, node: &NodeInfo) -> Option<Unmet> {
+    for (key, want) in placement.node_selector.into_iter().flatten() {
+        let have = node.label(key);
+        if have != Some(want.as_str()) {
+            return Some(Unmet::NodeSelector {
+                key: key.clone(),
+                want: want.clone(),
+                have: have.map(str::to_owned),
+            });
+        }
+    }
+    if let Some(terms) = placement.required
+        && !terms.iter().any(|t| term_matches(t, node))
+    {
+        return Some(Unmet::NodeAffinity);
+    }
+    if let Some(taint) = node
+        .taints
+        .iter()
+        .find(|t| t.effect.excludes() && !placement.tolerations.iter().any(|tol| tolerates_taint(tol, t)))
+    {
+        return Some(Unmet::Taint(taint.clone()));
+    }
+    None
+}
+
+/// Whether the pod could be placed on the node, as far as placement goes.
+pub fn feasible(placement: &Placement<'_>, node: &NodeInfo) -> bool {
+    unmet(placement, node).is_none()
+}
+
+/// How many of `nodes` are feasible for `placement`.
+pub fn count<'n>(placement: &Placement<'_>, nodes: impl IntoIterator<Item = &'n NodeInfo>) -> usize {
+    nodes.into_iter().filter(|n| feasible(placement, n)).count()
+}
+
+/// The node named by a pod's `spec.nodeName`, as far as it could be looked up.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NodeLookup {
+    Found(std::sync::Arc<NodeInfo>),
+    /// No node of that name exists.
+    Unknown,
+    /// The lookup could not be answered (the API server did not answer in time).
+    Unavailable(String),
+}
+
+/// What placement knows of the cluster's nodes. Implemented by the Node cache
+/// (memoised counts) and by `explain --nodes` (a plain list).
+pub trait NodeView: Send + Sync + std::fmt::Debug {
+    /// How many nodes are feasible for `placement`; `None` without node data.
+    fn feasible(&self, placement: &Placement<'_>) -> Option<usize>;
+    /// How many nodes there are; `None` without node data.
+    fn total(&self) -> Option<usize>;
+    /// The node named `name`.
+    fn node(&self, name: &str) -> NodeLookup;
+}
+
+/// A plain list of nodes: counts by evaluating every node.
+impl NodeView for Vec<std::sync::Arc<NodeInfo>> {
+    fn feasible(&self, placement: &Placement<'_>) -> Option<usize> {
+        Some(count(placement, self.iter().map(|n| &**n)))
+    }
+
+    fn total(&self) -> Option<usize> {
+        Some(self.len())
+    }
+
+    fn node(&self, name: &str) -> NodeLookup {
+        match self.iter().find(|n| &*n.name == name) {
+            Some(node) => NodeLookup::Found(node.clone()),
+            None => NodeLookup::Unknown,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::Node;
+    use serde_json::json;
+
+    use super::*;
+
+    fn node(name: &str, labels: &[(&str, &str)], taints: &[(&str, &str, &str)], cordoned: bool) -> NodeInfo {
+        NodeInfo::new(
+            name,
+            labels.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+            taints.iter().map(|(k, v, e)| NodeTaint::new(k, v, e)).collect(),
+            cordoned,
+        )
+    }
+
+    fn spec(value: serde_json::Value) -> PodSpec {
+        serde_json::from_value(value).expect("a valid PodSpec")
+    }
+
+    fn fits(pod: serde_json::Value, node: &NodeInfo) -> bool {
+        let spec = spec(pod);
+        feasible(&Placement::of_spec(&spec), node)
+    }
+
+    fn required(terms: serde_json::Value) -> serde_json::Value {
+        json!({"containers": [], "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}})
+    }
+
+    #[test]
+    fn a_pod_without_placement_fits_an_untainted_schedulable_node() {
+        assert!(fits(json!({"containers": []}), &node("n", &[], &[], false)));
+    }
+
+    #[test]
+    fn node_selector_needs_every_key_with_its_exact_value() {
+        let n = node("n", &[("pool", "ci"), ("os", "linux")], &[], false);
+        assert!(fits(json!({"containers": [], "nodeSelector": {"pool": "ci"}}), &n));
+        assert!(fits(
+            json!({"containers": [], "nodeSelector": {"pool": "ci", "os": "linux"}}),
+            &n
+        ));
+        assert!(!fits(json!({"containers": [], "nodeSelector": {"pool": "gpu"}}), &n));
+        assert!(!fits(
+            json!({"containers": [], "nodeSelector": {"pool": "ci", "zone": "a"}}),
+            &n
+        ));
+    }
+
+    #[test]
+    fn each_operator_matches_as_the_scheduler_does() {
+        let n = node("n", &[("pool", "ci"), ("cpu", "8"), ("odd", "x8")], &[], false);
+        let one = |op: &str, key: &str, values: serde_json::Value| {
+            let mut r = json!({"key": key, "operator": op});
+            if !values.is_null() {
+                r["values"] = values;
+            }
+            fits(required(json!([{"matchExpressions": [r]}])), &n)
+        };
+        assert!(one("In", "pool", json!(["ci", "gpu"])));
+        assert!(!one("In", "pool", json!(["gpu"])));
+        assert!(!one("In", "missing", json!(["ci"])));
+        assert!(one("NotIn", "pool", json!(["gpu"])));
+        assert!(!one("NotIn", "pool", json!(["ci"])));
+        assert!(
+            one("NotIn", "missing", json!(["ci"])),
+            "NotIn matches a node without the label"
+        );
+        assert!(one("Exists", "pool", json!(null)));
+        assert!(!one("Exists", "missing", json!(null)));
+        assert!(one("DoesNotExist", "missing", json!(null)));
+        assert!(!one("DoesNotExist", "pool", json!(null)));
+        assert!(one("Gt", "cpu", json!(["4"])));
+        assert!(!one("Gt", "cpu", json!(["8"])));
+        assert!(one("Lt", "cpu", json!(["9"])));
+        assert!(!one("Lt", "cpu", json!(["8"])));
+        assert!(
+            !one("Gt", "odd", json!(["1"])),
+            "a label that is not an integer is not greater"
+        );
+        assert!(!one("Gt", "missing", json!(["1"])));
+        // Requirements the API refuses match nothing.
+        assert!(!one("In", "pool", json!([])));
+        assert!(!one("Exists", "pool", json!(["ci"])));
+        assert!(!one("Gt", "cpu", json!(["four"])));
+        assert!(!one("Gt", "cpu", json!(["1", "2"])));
+        assert!(!one("Equals", "pool", json!(["ci"])));
+    }
+
+    #[test]
+    fn terms_are_ored_and_requirements_anded() {
+        let n = node("n", &[("pool", "ci"), ("zone", "a")], &[], false);
+        let ci_in_b = json!({"matchExpressions": [
+            {"key": "pool", "operator": "In", "values": ["ci"]},
+            {"key": "zone", "operator": "In", "values": ["b"]}
+        ]});
+        let zone_a = json!({"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]});
+        assert!(!fits(required(json!([ci_in_b.clone()])), &n), "ANDed: zone b fails");
+        assert!(
+            fits(required(json!([ci_in_b, zone_a])), &n),
+            "ORed: the second term matches"
+        );
+    }
+
+    #[test]
+    fn an_empty_term_matches_no_node() {
+        let n = node("n", &[("pool", "ci")], &[], false);
+        assert!(!fits(required(json!([{}])), &n));
+        assert!(!fits(required(json!([{"matchExpressions": []}])), &n));
+        assert!(!fits(
+            required(json!([{"matchExpressions": [], "matchFields": []}])),
+            &n
+        ));
+        assert!(!fits(required(json!([])), &n), "no term at all matches nothing either");
+        let pool = json!({"matchExpressions": [{"key": "pool", "operator": "Exists"}]});
+        assert!(
+            fits(required(json!([{}, pool])), &n),
+            "an empty term does not spoil the others"
+        );
+    }
+
+    #[test]
+    fn match_fields_select_by_node_name() {
+        let n = node("worker-1", &[], &[], false);
+        let field = |op: &str, values: serde_json::Value| {
+            fits(
+                required(json!([{"matchFields": [{"key": "metadata.name", "operator": op, "values": values}]}])),
+                &n,
+            )
+        };
+        assert!(field("In", json!(["worker-1"])));
+        assert!(!field("In", json!(["worker-2"])));
+        assert!(field("NotIn", json!(["worker-2"])));
+        assert!(!field("NotIn", json!(["worker-1"])));
+        assert!(!field("In", json!(["worker-1", "worker-2"])), "one value only");
+        assert!(!field("Exists", json!(null)), "In and NotIn only");
+        let both = required(json!([{
+            "matchFields": [{"key": "metadata.name", "operator": "In", "values": ["worker-1"]}],
+            "matchExpressions": [{"key": "pool", "operator": "Exists"}]
+        }]));
+        assert!(!fits(both, &n), "fields and expressions are ANDed");
+    }
+
+    #[test]
+    fn no_schedule_and_no_execute_taints_must_be_tolerated_prefer_no_schedule_need_not() {
+        let pod = |tolerations: serde_json::Value| json!({"containers": [], "tolerations": tolerations});
+        let no_schedule = node("a", &[], &[("dedicated", "ci", "NoSchedule")], false);
+        let no_execute = node("b", &[], &[("dedicated", "ci", "NoExecute")], false);
+        let prefer = node("c", &[], &[("dedicated", "ci", "PreferNoSchedule")], false);
+        assert!(!fits(pod(json!([])), &no_schedule));
+        assert!(!fits(pod(json!([])), &no_execute));
+        assert!(fits(pod(json!([])), &prefer));
+        let ci = json!([{"key": "dedicated", "operator": "Equal", "value": "ci", "effect": "NoSchedule"}]);
+        assert!(fits(pod(ci.clone()), &no_schedule));
+        assert!(!fits(pod(ci), &no_execute), "the effect must match");
+        assert!(fits(
+            pod(json!([{"key": "dedicated", "operator": "Exists"}])),
+            &no_execute
+        ));
+        assert!(
+            fits(pod(json!([{"operator": "Exists"}])), &no_execute),
+            "keyless Exists tolerates all"
+        );
+        assert!(
+            fits(pod(json!([{"key": "dedicated", "value": "ci"}])), &no_schedule),
+            "operator defaults to Equal"
+        );
+        assert!(!fits(
+            pod(json!([{"key": "dedicated", "operator": "Equal", "value": "gpu"}])),
+            &no_schedule
+        ));
+    }
+
+    #[test]
+    fn a_cordoned_node_counts_only_for_pods_tolerating_the_unschedulable_taint() {
+        let cordoned = node("n", &[], &[], true);
+        assert!(!fits(json!({"containers": []}), &cordoned));
+        assert!(fits(
+            json!({"containers": [], "tolerations": [{"key": UNSCHEDULABLE_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}]}),
+            &cordoned
+        ));
+    }
+
+    #[test]
+    fn the_first_unmet_requirement_is_named() {
+        let n = node("n", &[("pool", "gpu")], &[("dedicated", "gpu", "NoSchedule")], false);
+        let s = spec(json!({"containers": [], "nodeSelector": {"pool": "ci"}}));
+        let why = unmet(&Placement::of_spec(&s), &n).expect("not feasible");
+        assert_eq!(
+            why.to_string(),
+            "nodeSelector pool=ci: the node's label pool is \"gpu\""
+        );
+        let s = spec(json!({"containers": []}));
+        let why = unmet(&Placement::of_spec(&s), &n).expect("not feasible");
+        assert_eq!(why.to_string(), "taint dedicated=gpu:NoSchedule is not tolerated");
+    }
+
+    #[test]
+    fn a_node_keeps_only_name_labels_taints_and_cordon() {
+        let node: Node = serde_json::from_value(json!({
+            "metadata": {"name": "w1", "labels": {"pool": "ci"}, "annotations": {"a": "b"}},
+            "spec": {"unschedulable": true, "taints": [{"key": "k", "effect": "NoExecute", "timeAdded": "2026-12-01T00:00:00Z"}]},
+            "status": {"images": [{"names": ["nginx"], "sizeBytes": 1}]}
+        }))
+        .expect("a Node");
+        let info = NodeInfo::from_node(&node);
+        assert_eq!(&*info.name, "w1");
+        assert_eq!(info.label("pool"), Some("ci"));
+        assert_eq!(info.labels().count(), 1);
+        assert_eq!(&*info.taints, &[NodeTaint::new("k", "", "NoExecute")]);
+        assert!(info.unschedulable);
+    }
+
+    #[test]
+    fn equal_placements_have_equal_fingerprints_and_different_ones_differ() {
+        let a = spec(json!({"containers": [{"name": "x"}], "nodeSelector": {"pool": "ci"}}));
+        let b = spec(json!({"containers": [{"name": "y", "image": "z"}], "nodeSelector": {"pool": "ci"}}));
+        let c = spec(json!({"containers": [], "nodeSelector": {"pool": "gpu"}}));
+        let d =
+            spec(json!({"containers": [], "nodeSelector": {"pool": "ci"}, "tolerations": [{"operator": "Exists"}]}));
+        let f = |s: &PodSpec| Placement::of_spec(s).fingerprint();
+        assert_eq!(f(&a), f(&b), "containers do not matter");
+        assert_ne!(f(&a), f(&c));
+        assert_ne!(f(&a), f(&d));
+    }
+}

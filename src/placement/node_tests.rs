@@ -1,0 +1,368 @@
+//! Engine tests with node data: feasible-node counts on every decision,
+//! `onNoFeasibleNode`, and the `spec.nodeName` check at /validate.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use serde_json::{Value, json};
+
+use super::feasible::{NodeInfo, NodeLookup, NodeTaint, NodeView, Placement};
+use super::*;
+use crate::config::Config;
+
+const CONFIG: &str = r#"
+groups:
+  ci:
+    mode: enforce
+    nodeSelector: {node-pool: ci}
+    tolerations: [{key: dedicated, operator: Equal, value: ci, effect: NoSchedule}]
+  shadow:
+    mode: dryRun
+    nodeSelector: {node-pool: ci}
+    tolerations: [{key: dedicated, operator: Equal, value: ci, effect: NoSchedule}]
+  loud:
+    mode: warn
+    nodeSelector: {node-pool: ci}
+  empty:
+    mode: enforce
+    nodeSelector: {node-pool: none}
+  strict:
+    mode: enforce
+    onNoFeasibleNode: deny
+    nodeSelector: {node-pool: none}
+  strict-shadow:
+    mode: dryRun
+    onNoFeasibleNode: deny
+    nodeSelector: {node-pool: none}
+"#;
+
+fn config() -> Config {
+    Config::from_yaml(CONFIG, "test", Vec::new())
+        .unwrap_or_else(|e| panic!("{e}"))
+        .config
+}
+
+fn node(name: &str, pool: &str, taints: &[(&str, &str, &str)], cordoned: bool) -> Arc<NodeInfo> {
+    Arc::new(NodeInfo::new(
+        name,
+        [("node-pool".to_owned(), pool.to_owned())],
+        taints.iter().map(|(k, v, e)| NodeTaint::new(k, v, e)).collect(),
+        cordoned,
+    ))
+}
+
+/// Two ci nodes (tainted for ci), a gpu node, a cordoned ci node, a ci node with a taint the group does not tolerate.
+fn cluster() -> Vec<Arc<NodeInfo>> {
+    vec![
+        node("ci-1", "ci", &[("dedicated", "ci", "NoSchedule")], false),
+        node(
+            "ci-2",
+            "ci",
+            &[("dedicated", "ci", "NoSchedule"), ("x", "", "PreferNoSchedule")],
+            false,
+        ),
+        node("gpu-1", "gpu", &[], false),
+        node("ci-cordoned", "ci", &[("dedicated", "ci", "NoSchedule")], true),
+        node(
+            "ci-dirty",
+            "ci",
+            &[("dedicated", "ci", "NoSchedule"), ("broken", "", "NoExecute")],
+            false,
+        ),
+    ]
+}
+
+fn pod(spec: Value) -> Pod {
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "web", "namespace": "team"},
+        "spec": spec,
+    }))
+    .expect("a valid Pod")
+}
+
+fn plain() -> Value {
+    json!({"containers": [{"name": "app", "image": "nginx"}]})
+}
+
+fn bound(node: &str) -> Value {
+    let mut spec = plain();
+    spec["nodeName"] = json!(node);
+    spec
+}
+
+fn ns_of(group: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([("pod-director/group".to_owned(), group.to_owned())])
+}
+
+fn mutate_in(group: &str, spec: Value, nodes: &dyn NodeView) -> Outcome {
+    let labels = ns_of(group);
+    let ns = Namespace {
+        name: "team",
+        labels: &labels,
+    };
+    mutate(&config(), &ns, &pod(spec), &Context { nodes: Some(nodes) })
+}
+
+fn validate_in(group: &str, spec: Value, old: Option<Value>, nodes: Option<&dyn NodeView>) -> Outcome {
+    let labels = ns_of(group);
+    let ns = Namespace {
+        name: "team",
+        labels: &labels,
+    };
+    let old = old.map(pod);
+    validate(&config(), &ns, &pod(spec), old.as_ref(), &Context { nodes })
+}
+
+#[test]
+fn a_decision_counts_feasible_nodes_before_and_after_the_patch() {
+    let nodes = cluster();
+    let out = mutate_in("ci", plain(), &nodes);
+    assert_eq!(out.decision, Decision::Patched);
+    assert_eq!(
+        out.feasible_nodes_before,
+        Some(1),
+        "untolerated taints leave only gpu-1"
+    );
+    assert_eq!(
+        out.feasible_nodes,
+        Some(2),
+        "ci-1 and ci-2 (PreferNoSchedule counts); not cordoned, not NoExecute-tainted"
+    );
+    assert!(!out.no_feasible_node);
+    assert_eq!(
+        out.warning, None,
+        "enforce without conflicts and with nodes says nothing"
+    );
+}
+
+#[test]
+fn without_node_data_the_counts_are_absent_not_zero() {
+    let labels = ns_of("ci");
+    let ns = Namespace {
+        name: "team",
+        labels: &labels,
+    };
+    let out = mutate(&config(), &ns, &pod(plain()), &Context::default());
+    assert_eq!((out.feasible_nodes, out.feasible_nodes_before), (None, None));
+    assert!(!out.no_feasible_node);
+}
+
+#[test]
+fn skipped_and_unknown_group_decisions_count_the_pod_as_it_is() {
+    let nodes = cluster();
+    let out = mutate_in("undefined", plain(), &nodes);
+    assert_eq!(out.decision, Decision::UnknownGroup);
+    assert_eq!((out.feasible_nodes_before, out.feasible_nodes), (Some(1), Some(1)));
+}
+
+#[test]
+fn no_feasible_node_warns_in_enforce_and_admits_the_patched_pod() {
+    let nodes = cluster();
+    let out = mutate_in("empty", plain(), &nodes);
+    assert_eq!(
+        (out.decision, out.allowed, out.apply_patch),
+        (Decision::Patched, true, true)
+    );
+    assert_eq!(out.feasible_nodes, Some(0));
+    assert!(out.no_feasible_node);
+    let warning = out.warning.expect("a warning");
+    assert!(
+        warning.starts_with("pod-director empty: no feasible node (0 of 5 nodes match); set nodeSelector"),
+        "{warning}"
+    );
+}
+
+#[test]
+fn no_feasible_node_is_flagged_but_silent_in_dry_run_and_spoken_in_warn() {
+    let nodes: Vec<Arc<NodeInfo>> = Vec::new();
+    let out = mutate_in("shadow", plain(), &nodes);
+    assert_eq!(out.decision, Decision::WouldPatch);
+    assert!(out.no_feasible_node);
+    assert_eq!(out.feasible_nodes, Some(0));
+    assert_eq!(out.warning, None);
+    assert!(
+        out.summary
+            .starts_with("no feasible node (0 of 0 nodes match); would set"),
+        "{}",
+        out.summary
+    );
+    let out = mutate_in("loud", plain(), &nodes);
+    assert!(out.warning.is_some_and(|w| w.contains("no feasible node")));
+}
+
+#[test]
+fn on_no_feasible_node_deny_denies_in_enforce_and_would_deny_in_dry_run() {
+    let nodes = cluster();
+    let out = mutate_in("strict", plain(), &nodes);
+    assert_eq!(
+        (out.decision, out.allowed, out.apply_patch),
+        (Decision::Denied, false, false)
+    );
+    let message = out.message.expect("a message");
+    assert!(message.contains("0 of 5 nodes match"), "{message}");
+    assert!(message.contains("onNoFeasibleNode: warn"), "says what to do: {message}");
+    assert!(message.contains("resources not counted"), "{message}");
+    let out = mutate_in("strict-shadow", plain(), &nodes);
+    assert_eq!((out.decision, out.allowed), (Decision::WouldDeny, true));
+    assert!(out.no_feasible_node);
+}
+
+#[test]
+fn the_top_level_on_no_feasible_node_is_the_groups_default() {
+    let loaded = Config::from_yaml(
+        "onNoFeasibleNode: deny\ngroups:\n  g: {mode: enforce, nodeSelector: {node-pool: none}}\n  h: {mode: enforce, onNoFeasibleNode: warn, nodeSelector: {node-pool: none}}\n",
+        "test",
+        Vec::new(),
+    )
+    .expect("valid");
+    let nodes = cluster();
+    let ctx = Context { nodes: Some(&nodes) };
+    for (group, decision) in [("g", Decision::Denied), ("h", Decision::Patched)] {
+        let labels = ns_of(group);
+        let ns = Namespace {
+            name: "team",
+            labels: &labels,
+        };
+        assert_eq!(
+            mutate(&loaded.config, &ns, &pod(plain()), &ctx).decision,
+            decision,
+            "{group}"
+        );
+    }
+}
+
+#[test]
+fn a_pod_bound_to_a_node_is_decided_at_mutate_like_any_other() {
+    let nodes = cluster();
+    let out = mutate_in("ci", bound("gpu-1"), &nodes);
+    assert_eq!(out.decision, Decision::Patched);
+    assert_eq!(out.skip_reason, None);
+}
+
+#[test]
+fn a_pod_bound_to_a_node_outside_its_group_is_denied_in_enforce_naming_node_and_requirement() {
+    let nodes = cluster();
+    let mut spec = bound("gpu-1");
+    spec["nodeSelector"] = json!({"node-pool": "ci"});
+    spec["tolerations"] = json!([{"key": "dedicated", "operator": "Equal", "value": "ci", "effect": "NoSchedule"}]);
+    let out = validate_in("ci", spec, None, Some(&nodes));
+    assert_eq!((out.decision, out.allowed), (Decision::Denied, false));
+    assert_eq!(out.violations.len(), 1, "{:?}", out.violations);
+    let message = out.message.expect("a message");
+    assert!(
+        message.contains(r#"spec.nodeName: node "gpu-1" is not a node of the group: nodeSelector node-pool=ci: the node's label node-pool is "gpu""#),
+        "{message}"
+    );
+    assert!(message.contains("remove spec.nodeName"), "says what to do: {message}");
+}
+
+#[test]
+fn an_untolerated_taint_or_cordon_of_the_named_node_is_named() {
+    let nodes = cluster();
+    let compliant = |node: &str| {
+        let mut spec = bound(node);
+        spec["nodeSelector"] = json!({"node-pool": "ci"});
+        spec["tolerations"] = json!([{"key": "dedicated", "operator": "Equal", "value": "ci", "effect": "NoSchedule"}]);
+        spec
+    };
+    let out = validate_in("ci", compliant("ci-dirty"), None, Some(&nodes));
+    assert!(
+        out.message
+            .as_deref()
+            .is_some_and(|m| m.contains("taint broken:NoExecute is not tolerated")),
+        "{out:?}"
+    );
+    let out = validate_in("ci", compliant("ci-1"), None, Some(&nodes));
+    assert_eq!(out.decision, Decision::Noop, "an allowed node: {:?}", out.violations);
+    // A cordon does not stop a pod that names its node (the scheduler is bypassed); the node is the group's.
+    let out = validate_in("ci", compliant("ci-cordoned"), None, Some(&nodes));
+    assert_eq!(out.decision, Decision::Noop, "{out:?}");
+}
+
+#[test]
+fn in_dry_run_the_node_is_checked_against_the_pod_as_enforce_would_have_it() {
+    let nodes = cluster();
+    // The unpatched pod lacks the group's toleration; enforce would add it, so ci-1 is fine.
+    let out = validate_in("shadow", bound("ci-1"), None, Some(&nodes));
+    assert!(
+        !out.violations.iter().any(|v| v.field == "spec.nodeName"),
+        "{:?}",
+        out.violations
+    );
+    let out = validate_in("shadow", bound("gpu-1"), None, Some(&nodes));
+    assert_eq!((out.decision, out.allowed), (Decision::WouldDeny, true));
+    assert!(
+        out.violations
+            .iter()
+            .any(|v| v.field == "spec.nodeName" && v.message.contains("gpu-1"))
+    );
+}
+
+#[test]
+fn an_unknown_node_is_denied_in_enforce_and_would_deny_in_dry_run() {
+    let nodes = cluster();
+    let out = validate_in("ci", bound("ghost"), None, Some(&nodes));
+    assert_eq!(out.decision, Decision::Denied);
+    assert!(
+        out.message
+            .as_deref()
+            .is_some_and(|m| m.contains(r#"node "ghost" does not exist"#)),
+        "{out:?}"
+    );
+    let out = validate_in("shadow", bound("ghost"), None, Some(&nodes));
+    assert_eq!(out.decision, Decision::WouldDeny);
+}
+
+#[derive(Debug)]
+struct Down;
+
+impl NodeView for Down {
+    fn feasible(&self, _: &Placement<'_>) -> Option<usize> {
+        None
+    }
+    fn total(&self) -> Option<usize> {
+        None
+    }
+    fn node(&self, _: &str) -> NodeLookup {
+        NodeLookup::Unavailable("the API server did not answer".to_owned())
+    }
+}
+
+#[test]
+fn a_node_that_cannot_be_looked_up_makes_an_enforce_decision_undecidable() {
+    let out = validate_in("ci", bound("fresh"), None, Some(&Down));
+    assert_eq!((out.decision, out.allowed), (Decision::Error, false));
+    assert!(out.message.is_some_and(|m| m.contains("fresh")));
+    let out = validate_in("shadow", bound("fresh"), None, Some(&Down));
+    assert_ne!(out.decision, Decision::Error, "dryRun is never blocked");
+    assert!(out.summary.contains("not checked"), "{}", out.summary);
+}
+
+#[test]
+fn an_update_keeping_the_node_does_not_look_it_up_again() {
+    let mut spec = bound("ghost");
+    spec["nodeSelector"] = json!({"node-pool": "ci"});
+    spec["tolerations"] = json!([{"key": "dedicated", "operator": "Equal", "value": "ci", "effect": "NoSchedule"}]);
+    let out = validate_in("ci", spec.clone(), Some(spec), Some(&Down));
+    assert_eq!(out.decision, Decision::Noop, "bound earlier: {out:?}");
+}
+
+#[test]
+fn skipped_pods_with_a_node_name_are_not_checked() {
+    let labels = BTreeMap::new();
+    let ns = Namespace {
+        name: "kube-system",
+        labels: &labels,
+    };
+    let out = validate(
+        &config(),
+        &ns,
+        &pod(bound("ghost")),
+        None,
+        &Context { nodes: Some(&Down) },
+    );
+    assert_eq!(out.decision, Decision::Skipped);
+    assert_eq!(needs_bound_node(&config(), &ns, &pod(bound("ghost")), None), None);
+}
