@@ -247,6 +247,7 @@ impl Metrics {
             "webhook_reconciles",
             "Reconciliations of the webhook configurations' namespaceSelectors with the live configuration, by result",
             webhook_reconciles.clone(),
+        );
         let node_cache_size = Gauge::default();
         registry.register(
             "node_cache_size",
