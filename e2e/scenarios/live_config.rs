@@ -456,6 +456,14 @@ async fn the_chart_s_rbac_lets_the_server_read_and_patch_its_own_webhook_configu
             answer.status.is_some_and(|s| s.allowed)
         }
     };
+    // The authorizer sees a new ClusterRole through its informer: wait for the grant before
+    // asserting the denials, so that they are denials and not a role not yet seen.
+    eventually("the authorizer to see the chart's ClusterRole", || async {
+        can("get", "mutatingwebhookconfigurations", Some(name.clone()))
+            .await
+            .then_some(())
+    })
+    .await;
     for resource in ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"] {
         for verb in ["get", "patch"] {
             assert!(

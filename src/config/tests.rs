@@ -127,7 +127,9 @@ fn unknown_keys_get_the_nearest_allowed_key_as_a_hint() {
         let errs = errors(&format!("groups: {{ci: {{{typo}: {{}}}}}}"));
         assert_eq!(errs.len(), 1, "{errs:?}");
         assert!(
-            errs[0].starts_with(&format!("groups.ci.{typo}: unknown key (did you mean {meant}?); allowed keys are mode, onConflict, ")),
+            errs[0].starts_with(&format!(
+                "groups.ci.{typo}: unknown key (did you mean {meant}?); allowed keys are mode, onConflict, "
+            )),
             "{typo}: {errs:?}"
         );
     }
