@@ -101,6 +101,10 @@ pub struct Group {
     /// Honour the pod exclusion label for pods of this group.
     #[serde(default)]
     pub allow_pod_exclusion: bool,
+    /// Leave this group's DaemonSets alone: their objects are not decided, and
+    /// the pods the DaemonSet controller creates for them are skipped.
+    #[serde(default)]
+    pub allow_daemon_sets: bool,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub node_selector: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -124,6 +128,59 @@ fn default_excluded_namespaces() -> Vec<String> {
 fn yes() -> bool {
     true
 }
+fn default_daemon_set_controller() -> String {
+    DEFAULT_DAEMON_SET_CONTROLLER.to_owned()
+}
+
+/// The username kube-controller-manager's DaemonSet controller creates pods as
+/// (with `--use-service-account-credentials`, as kubeadm, kind and managed clusters run it).
+pub const DEFAULT_DAEMON_SET_CONTROLLER: &str = "system:serviceaccount:kube-system:daemon-set-controller";
+/// The group allowed to change namespace group labels by default.
+pub const DEFAULT_GUARD_GROUP: &str = "system:masters";
+
+/// Who may set, change or remove a namespace's group label (the namespace label guard,
+/// `/validate-namespace`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NamespaceGuard {
+    /// dryRun (default): report would-be denials; warn: also warn the client; enforce: deny.
+    #[serde(default)]
+    pub mode: Mode,
+    /// Usernames allowed to change the label, as `request.userInfo.username` names them.
+    #[serde(default)]
+    pub allowed_users: Vec<String>,
+    /// Groups whose members may change the label (default `system:masters`).
+    #[serde(default = "default_guard_groups")]
+    pub allowed_groups: Vec<String>,
+    /// Service accounts allowed to change the label, as `namespace/name`.
+    #[serde(default)]
+    pub allowed_service_accounts: Vec<String>,
+}
+
+fn default_guard_groups() -> Vec<String> {
+    vec![DEFAULT_GUARD_GROUP.to_owned()]
+}
+
+impl Default for NamespaceGuard {
+    fn default() -> Self {
+        Self {
+            mode: Mode::DryRun,
+            allowed_users: Vec::new(),
+            allowed_groups: default_guard_groups(),
+            allowed_service_accounts: Vec::new(),
+        }
+    }
+}
+
+impl NamespaceGuard {
+    /// The usernames of `allowedServiceAccounts` (`system:serviceaccount:NS:NAME`).
+    pub fn service_account_usernames(&self) -> impl Iterator<Item = String> + '_ {
+        self.allowed_service_accounts.iter().filter_map(|sa| {
+            sa.split_once('/')
+                .map(|(ns, name)| format!("system:serviceaccount:{ns}:{name}"))
+        })
+    }
+}
 
 /// The whole configuration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -145,9 +202,17 @@ pub struct Config {
     /// Pod label that exempts a pod (value `"true"`) in groups with `allowPodExclusion`.
     #[serde(default = "default_exclusion_label")]
     pub pod_exclusion_label: String,
-    /// Leave DaemonSet-owned pods alone (they must run on every node).
+    /// Deprecated: `false` turns the DaemonSet skip off in every group (`allowDaemonSets`
+    /// then has no effect); `true` (the default) changes nothing.
     #[serde(default = "yes")]
     pub skip_daemon_set_pods: bool,
+    /// The username of the DaemonSet controller: pods it creates in groups with
+    /// `allowDaemonSets` are skipped.
+    #[serde(default = "default_daemon_set_controller")]
+    pub daemon_set_controller: String,
+    /// Who may change namespace group labels.
+    #[serde(default)]
+    pub namespace_guard: NamespaceGuard,
     #[serde(default)]
     pub groups: BTreeMap<String, Group>,
 }
@@ -162,6 +227,8 @@ impl Default for Config {
             default_mode: Mode::default(),
             pod_exclusion_label: default_exclusion_label(),
             skip_daemon_set_pods: true,
+            daemon_set_controller: default_daemon_set_controller(),
+            namespace_guard: NamespaceGuard::default(),
             groups: BTreeMap::new(),
         }
     }
@@ -219,6 +286,8 @@ pub struct Loaded {
     pub revision: String,
     /// Environment variables that overrode the file, as `(VARIABLE, path)`.
     pub overrides: Vec<(String, String)>,
+    /// Settings that load but should be changed (deprecated keys), with what to do.
+    pub warnings: Vec<FieldError>,
 }
 
 impl Config {
@@ -249,6 +318,7 @@ impl Config {
         if !errors.is_empty() {
             return Err(invalid(errors));
         }
+        let warnings = validate::deprecations(&document);
         let config: Config = serde_json::from_value(document).map_err(|e| {
             invalid(vec![FieldError {
                 path: "(document)".to_owned(),
@@ -260,6 +330,7 @@ impl Config {
             config,
             revision,
             overrides,
+            warnings,
         })
     }
 
@@ -314,6 +385,12 @@ impl Config {
         group.mode.unwrap_or(self.default_mode)
     }
 
+    /// Whether a group's DaemonSets are left alone: `allowDaemonSets`, unless the
+    /// deprecated `skipDaemonSetPods: false` turned the DaemonSet skip off everywhere.
+    pub fn allows_daemon_sets(&self, group: &Group) -> bool {
+        group.allow_daemon_sets && self.skip_daemon_set_pods
+    }
+
     /// One line per group, for `check-config` and start-up logs.
     pub fn group_summaries(&self) -> Vec<String> {
         self.groups
@@ -345,6 +422,9 @@ impl Config {
                 }
                 if g.allow_pod_exclusion {
                     parts.push("allowPodExclusion".to_owned());
+                }
+                if self.allows_daemon_sets(g) {
+                    parts.push("allowDaemonSets".to_owned());
                 }
                 if self.default_group.as_deref() == Some(name.as_str()) {
                     parts.push("default".to_owned());
