@@ -69,6 +69,7 @@ pub const DECISION_FIELDS: &[&str] = &[
     "admission.request.dryrun",
     "admission.request.namespace",
     "admission.request.name",
+    "admission.request.user",
     "admission.object.generate_name",
     "admission.object.owner.kind",
     "admission.object.owner.name",

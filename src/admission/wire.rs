@@ -353,7 +353,7 @@ mod tests {
                 name: "team-ci",
                 labels: &labels,
             };
-            let outcome = placement::mutate(&loaded.config, &namespace, pod);
+            let outcome = placement::mutate(&loaded.config, &namespace, pod, &placement::Context::default());
             assert_eq!(outcome.patch_text(), outcome.patch_json().to_string(), "{group}");
             let review = super::super::render(&parsed.request, &outcome, &loaded.revision).expect("renders");
             let wire: Value = serde_json::from_slice(&encode(review.clone()).expect("encodes")).expect("JSON");

@@ -13,6 +13,9 @@ pub fn run(args: &CheckConfigArgs) -> ExitCode {
             for (var, setting) in &loaded.overrides {
                 println!("override: {setting} from {var}");
             }
+            for warning in &loaded.warnings {
+                eprintln!("warning: {warning}");
+            }
             if loaded.config.groups.is_empty() {
                 println!("no groups defined: every pod is left alone");
             }

@@ -1,6 +1,9 @@
 //! `pod-director explain`: offline, what would pod-director do to the pods in
 //! these manifests? Namespaces supply labels; Pods and the pod templates of
-//! workloads are decided exactly as `/mutate` and `/validate` would.
+//! workloads are decided exactly as `/mutate` and `/validate` would, with no
+//! requester (nobody is asking offline): the skips that depend on who creates a
+//! pod in a live cluster (mirror pods by their node, DaemonSet pods by the
+//! DaemonSet controller) do not apply, and each report says when one would.
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -14,7 +17,7 @@ use serde_json::Value;
 
 use super::{ExplainArgs, FailOn, OutputFormat};
 use crate::config::{Config, syntax};
-use crate::placement::{self, Decision, Namespace, SkipReason};
+use crate::placement::{self, Context, Decision, Namespace, Selection, SkipReason};
 
 /// Bad input: exit code 2, nothing printed as success.
 #[derive(Debug, thiserror::Error)]
@@ -68,6 +71,8 @@ struct Report {
     conflicts: Vec<ConflictView>,
     violations: Vec<ViolationView>,
     reason: String,
+    /// A skip this pod would get in a live cluster only from the right requester, or null.
+    requester_dependent: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -306,13 +311,17 @@ fn collect(
             pod_json["metadata"]["namespace"] = Value::String(namespace.clone());
             let mut pod: Pod = serde_json::from_value(pod_json)
                 .map_err(|e| err(format!("cannot read the pod template of {kind} {name}: {e}")))?;
-            pod.metadata.owner_references = Some(vec![OwnerReference {
-                api_version: if owner_kind == "Job" { "batch/v1" } else { "apps/v1" }.to_owned(),
-                kind: owner_kind.to_owned(),
-                name: name.clone(),
-                controller: Some(true),
-                ..OwnerReference::default()
-            }]);
+            // A DaemonSet is decided as the object it is (its template), like /mutate does;
+            // other templates get the owner their real pods will have.
+            if kind != "DaemonSet" {
+                pod.metadata.owner_references = Some(vec![OwnerReference {
+                    api_version: if owner_kind == "Job" { "batch/v1" } else { "apps/v1" }.to_owned(),
+                    kind: owner_kind.to_owned(),
+                    name: name.clone(),
+                    controller: Some(true),
+                    ..OwnerReference::default()
+                }]);
+            }
             candidates.push(Candidate {
                 namespace,
                 name,
@@ -357,14 +366,27 @@ fn decide(
                 "namespace {:?} is not in the input: add its Namespace manifest, or pass --group",
                 c.namespace
             ),
+            requester_dependent: None,
         };
     };
     let ns = Namespace {
         name: &c.namespace,
         labels,
     };
-    let mutation = placement::mutate(config, &ns, &c.pod);
-    let validation = placement::validate(config, &ns, &c.pod, None);
+    let ctx = Context::offline();
+    let daemon_set = c.kind == "DaemonSet";
+    let (mutation, validation) = if daemon_set {
+        (
+            placement::mutate_daemon_set(config, &ns, &c.pod, None, &ctx),
+            placement::validate_daemon_set(config, &ns, &c.pod, None, &ctx),
+        )
+    } else {
+        (
+            placement::mutate(config, &ns, &c.pod, &ctx),
+            placement::validate(config, &ns, &c.pod, None, &ctx),
+        )
+    };
+    let requester_dependent = requester_dependent(config, &ns, &c, &mutation);
     let reason = match &mutation.skip_reason {
         Some(SkipReason::NotApplicable(why)) => why.clone(),
         Some(_) => mutation.summary.trim_start_matches("skipped: ").to_owned(),
@@ -402,7 +424,43 @@ fn decide(
                 .collect()
         },
         reason,
+        requester_dependent,
     }
+}
+
+/// The skip a pod would get in a live cluster from the right requester only, if any.
+fn requester_dependent(
+    config: &Config,
+    ns: &Namespace<'_>,
+    c: &Candidate,
+    mutation: &placement::Outcome,
+) -> Option<String> {
+    let Selection::Group { group, .. } = placement::select_group(config, ns) else {
+        return None;
+    };
+    if mutation.skip_reason == Some(SkipReason::DaemonSetAllowed) {
+        return Some(format!(
+            "daemonset_pod: its pods are skipped when the DaemonSet controller ({}) creates them",
+            config.daemon_set_controller
+        ));
+    }
+    if c.kind != "Pod" || mutation.decision == Decision::Skipped {
+        return None;
+    }
+    if placement::has_mirror_annotation(&c.pod) {
+        return Some(
+            "mirror_pod: skipped only when its node creates it (system:node:NAME in group system:nodes); \
+             decided here as a user's pod"
+                .to_owned(),
+        );
+    }
+    if config.allows_daemon_sets(group) && placement::has_daemon_set_controller_reference(&c.pod) {
+        return Some(format!(
+            "daemonset_pod: skipped only when the DaemonSet controller ({}) creates it; decided here as a user's pod",
+            config.daemon_set_controller
+        ));
+    }
+    None
 }
 
 fn render_text(reports: &[Report]) -> String {
@@ -457,6 +515,9 @@ fn render_text(reports: &[Report]) -> String {
         }
         for v in &r.violations {
             out.push_str(&format!("  violation: {}: {}\n", v.field, v.message));
+        }
+        if let Some(note) = &r.requester_dependent {
+            out.push_str(&format!("  requester-dependent: {note}\n"));
         }
         if r.patch.as_array().is_some_and(|ops| !ops.is_empty()) {
             out.push_str(&format!("  patch: {}\n", r.patch));

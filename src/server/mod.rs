@@ -205,6 +205,7 @@ pub async fn start(settings: Settings, namespaces: Arc<dyn NamespaceSource>) -> 
             "configuration overridden from the environment"
         );
     }
+    reload::log_warnings(&loaded);
     let config = Arc::new(ArcSwap::from_pointee(loaded));
     let (shutdown, shutdown_rx) = watch::channel(false);
     let mut tasks = Vec::new();

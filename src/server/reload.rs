@@ -57,6 +57,18 @@ pub fn load_config(path: &Path, own_namespace: Option<&str>) -> Result<Loaded, C
     Ok(loaded)
 }
 
+/// Logs the settings of a loaded configuration that should be changed (deprecated keys).
+pub fn log_warnings(loaded: &Loaded) {
+    for warning in &loaded.warnings {
+        tracing::warn!(
+            config.revision = loaded.revision.as_str(),
+            setting = warning.path.as_str(),
+            warning = warning.message.as_str(),
+            "configuration setting deprecated"
+        );
+    }
+}
+
 /// Something reloaded from files when they change.
 pub trait Reload: Send + 'static {
     fn paths(&self) -> Vec<PathBuf>;
@@ -93,6 +105,7 @@ impl Reload for ConfigReload {
                     path = %self.path.display(),
                     "configuration reloaded"
                 );
+                log_warnings(&loaded);
                 self.live.store(Arc::new(loaded));
                 self.metrics.config_reloaded(ReloadResult::Success);
             }
