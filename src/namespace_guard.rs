@@ -87,6 +87,10 @@ pub fn decide(config: &Config, write: &NamespaceWrite<'_>, ctx: &Context) -> Out
     let label = config.namespace_label.as_str();
     let old = write.old_labels.and_then(|l| l.get(label)).map(String::as_str);
     let new = write.labels.get(label).map(String::as_str);
+    let guard = &config.namespace_guard;
+    let mode = guard.mode;
+    out.group = new.or(old).map(str::to_owned);
+    out.mode = Some(mode);
     let change = match (old, new) {
         (None, Some(new)) => Change::Added(new),
         (Some(old), Some(new)) if old != new => Change::Changed(old, new),
@@ -99,10 +103,6 @@ pub fn decide(config: &Config, write: &NamespaceWrite<'_>, ctx: &Context) -> Out
             return out;
         }
     };
-    let guard = &config.namespace_guard;
-    let mode = guard.mode;
-    out.group = new.or(old).map(str::to_owned);
-    out.mode = Some(mode);
     let undefined = new.filter(|g| !config.groups.contains_key(*g));
     let what = change.describe(label);
     let requester = &ctx.requester;
