@@ -32,5 +32,6 @@ mod harness;
 mod conflicts;
 mod lifecycle;
 mod modes;
+mod tenants;
 mod webhooks;
 mod workloads;
