@@ -724,6 +724,7 @@ fn decision_span(webhook: Webhook) -> Span {
         admission.request.namespace = Empty,
         admission.request.name = Empty,
         admission.request.user = Empty,
+        admission.request.resource = Empty,
         admission.object.generate_name = Empty,
         admission.object.owner.kind = Empty,
         admission.object.owner.name = Empty,
@@ -769,6 +770,9 @@ fn record_request(span: &Span, parsed: &Parsed) {
     }
     if let Some(user) = request.user_info.username.as_deref().filter(|u| !u.is_empty()) {
         span.record("admission.request.user", user);
+    }
+    if !request.resource.resource.is_empty() {
+        span.record("admission.request.resource", request.resource.resource.as_str());
     }
     if let Subject::Pod { pod, .. } = &parsed.subject {
         let meta = &pod.metadata;

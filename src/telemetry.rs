@@ -70,6 +70,7 @@ pub const DECISION_FIELDS: &[&str] = &[
     "admission.request.namespace",
     "admission.request.name",
     "admission.request.user",
+    "admission.request.resource",
     "admission.object.generate_name",
     "admission.object.owner.kind",
     "admission.object.owner.name",
