@@ -535,6 +535,50 @@ async fn a_tenant_s_forged_mirror_annotation_is_not_a_mirror_pod() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_s_own_mirror_pod_is_skipped() {
+    let env = Env::start("node-mirror").await;
+    let ns = env.namespace(Some("e2e-enforce")).await;
+    let node = format!("e2e-kubelet-{}", suffix());
+    let _nodes = Nodes::create(&env, &[(&node, json!({}))]).await;
+    // The loopback API server authorizes with RBAC only: let nodes create pods as the Node authorizer would.
+    let binding_name = format!("e2e-{node}");
+    let binding: ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": binding_name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:node"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:nodes"}]
+    }))
+    .expect("a ClusterRoleBinding");
+    Api::<ClusterRoleBinding>::all(env.client.clone())
+        .create(&PostParams::default(), &binding)
+        .await
+        .expect("ClusterRoleBinding created");
+    let kubelet = impersonating(
+        &format!("system:node:{node}"),
+        &["system:nodes", "system:authenticated"],
+    )
+    .await;
+    let mut pod = workload("static-web");
+    pod.metadata.annotations = Some([("kubernetes.io/config.mirror".to_owned(), "c0ffee".to_owned())].into());
+    pod.spec.as_mut().expect("a spec").node_name = Some(node.clone());
+    let result = retry_forbidden(|| async {
+        Api::<Pod>::namespaced(kubelet.clone(), &ns)
+            .create(&PostParams::default(), &pod)
+            .await
+    })
+    .await;
+    let _ = Api::<ClusterRoleBinding>::all(env.client.clone())
+        .delete(&binding_name, &DeleteParams::default())
+        .await;
+    let stored = result.expect("the node's mirror pod is admitted");
+    assert_eq!(Placement::of(&stored), Placement::submitted(), "left alone");
+    for webhook in ["mutate", "validate"] {
+        let line = env.decision(&ns, "static-web", webhook).await;
+        assert_eq!(line.text("placement.skip_reason"), "mirror_pod", "{line:?}");
+        assert_eq!(line.text("admission.request.user"), format!("system:node:{node}"));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_api_server_s_own_binding_path_is_unaffected() {
     let env = Env::start("binding").await;
     let ns = env.namespace(Some("e2e-enforce")).await;
