@@ -645,11 +645,15 @@ async fn a_tenant_cannot_move_its_namespace_to_another_group_but_an_admin_can() 
         .await
         .expect("dryRun admits the relabel");
     assert_eq!(group_of(&moved), Some("e2e-agents"));
-    let lines = guard_decisions(&env, &tenant.namespace).await;
-    let last = lines.last().expect("a decision");
-    assert_eq!(last.decision(), "would_deny", "{last:?}");
-    assert_eq!(last.text("placement.mode"), "dryRun");
-    assert_eq!(last.text("admission.request.user"), tenant.user);
+    // Log lines arrive asynchronously: wait for the tenant's dryRun decision.
+    let line = eventually("the guard's would_deny for the tenant's relabel", || async {
+        guard_decisions(&env, &tenant.namespace).await.into_iter().find(|d| {
+            d.str("admission.request.user") == Some(tenant.user.as_str()) && d.str("placement.mode") == Some("dryRun")
+        })
+    })
+    .await;
+    assert_eq!(line.decision(), "would_deny", "{line:?}");
+    assert_eq!(line.text("placement.group"), "e2e-agents");
     tenant.remove(&env.client).await;
 }
 
@@ -729,13 +733,13 @@ async fn assert_guard_enforced(env: &Env, tenant: &Tenant) {
         .await
         .expect("a label other than the group's is admitted");
     assert_eq!(group_of(&relabelled), Some("e2e-enforce"));
-    let lines = guard_decisions(env, &tenant.namespace).await;
-    assert!(lines.iter().any(|l| l.decision() == "denied"), "{lines:?}");
-    assert!(
-        lines
-            .iter()
-            .all(|l| l.text("placement.mode") == "enforce" || l.decision() == "noop")
-    );
+    // The three relabels and the namespace create above were logged as denied (lines arrive asynchronously).
+    let lines = eventually("the guard's denials in the log", || async {
+        let lines = guard_decisions(env, &tenant.namespace).await;
+        (lines.iter().filter(|l| l.decision() == "denied").count() >= 3).then_some(lines)
+    })
+    .await;
+    assert!(lines.iter().all(|l| l.text("placement.mode") == "enforce"), "{lines:?}");
     // An allowed admin (system:masters) relabels freely.
     let patch = json!({"metadata": {"labels": {"pod-director/group": "e2e-agents"}}});
     let moved = Api::<Namespace>::all(env.client.clone())
