@@ -486,3 +486,71 @@ async fn each_endpoint_decides_only_its_own_resources() {
     assert_eq!(response["allowed"], true);
     assert!(response.get("patch").is_none());
 }
+
+/// Every JSON Pointer inside `value`.
+fn pointers(value: &Value, at: &str, out: &mut Vec<String>) {
+    let children: Vec<(String, &Value)> = match value {
+        Value::Object(map) => map
+            .iter()
+            .map(|(k, v)| (k.replace('~', "~0").replace('/', "~1"), v))
+            .collect(),
+        Value::Array(items) => items.iter().enumerate().map(|(i, v)| (i.to_string(), v)).collect(),
+        _ => Vec::new(),
+    };
+    for (token, child) in children {
+        let pointer = format!("{at}/{token}");
+        out.push(pointer.clone());
+        pointers(child, &pointer, out);
+    }
+}
+
+#[tokio::test]
+async fn any_single_field_change_of_a_daemonset_or_namespace_review_is_answered_without_a_panic() {
+    let admission = admission_with(CONFIG);
+    let bases = [
+        daemon_set_review(
+            "team-ci",
+            "UPDATE",
+            daemon_set(
+                "a",
+                json!({"containers": [{"name": "a", "image": "b"}], "nodeSelector": {"x": "y"}}),
+            ),
+            daemon_set("a", json!({"containers": [{"name": "a", "image": "b"}]})),
+        ),
+        namespace_review("UPDATE", tenant(), json!({"pod-director/group": "ci"}), Some(json!({}))),
+    ];
+    let replacements = [
+        Value::Null,
+        json!(0),
+        json!(""),
+        json!([]),
+        json!({}),
+        json!(true),
+        json!("apps/v1"),
+    ];
+    let mut answered = 0;
+    for base in bases {
+        let mut all = Vec::new();
+        pointers(&base, "", &mut all);
+        for pointer in &all {
+            for replacement in &replacements {
+                let mut body = base.clone();
+                if let Some(slot) = body.pointer_mut(pointer) {
+                    *slot = replacement.clone();
+                }
+                let bytes = serde_json::to_vec(&body).unwrap_or_default();
+                for webhook in Webhook::ALL {
+                    let reply = admission.review(webhook, &http::HeaderMap::new(), &bytes).await;
+                    assert!(
+                        [StatusCode::OK, StatusCode::BAD_REQUEST, StatusCode::SERVICE_UNAVAILABLE]
+                            .contains(&reply.status),
+                        "{pointer} = {replacement}: {}",
+                        reply.status
+                    );
+                    answered += 1;
+                }
+            }
+        }
+    }
+    assert!(answered > 1000, "{answered}");
+}
