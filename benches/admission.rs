@@ -55,7 +55,8 @@ fn handle(loaded: &Loaded, labels: &BTreeMap<String, String>, body: &[u8]) -> Ve
         panic!("bench review is a pod")
     };
     let ns = Namespace { name: "team-a", labels };
-    let outcome = placement::mutate(&loaded.config, &ns, pod, &placement::Context::default());
+    let ctx = placement::Context::from_user_info(&parsed.request.user_info);
+    let outcome = placement::mutate(&loaded.config, &ns, pod, &ctx);
     let review = admission::render(&parsed.request, &outcome, &loaded.revision).expect("renders");
     admission::to_wire(review).expect("encodes")
 }

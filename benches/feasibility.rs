@@ -56,9 +56,7 @@ fn bench(c: &mut Criterion) {
             for count in [500, 5_000] {
                 let cached = cache(count);
                 let view = cached.view(None);
-                let ctx = Context {
-                    nodes: Some(&view as &dyn NodeView),
-                };
+                let ctx = Context::offline().with_nodes(Some(&view as &dyn NodeView));
                 let out = placement::mutate(&loaded.config, &ns, pod, &ctx);
                 assert!(out.feasible_nodes.is_some() && out.feasible_nodes_before.is_some());
                 g.bench_with_input(BenchmarkId::new(format!("{count}-nodes"), size), pod, |b, pod| {

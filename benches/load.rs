@@ -712,7 +712,7 @@ fn canned(body: &[u8], group: Group) -> Vec<u8> {
             labels: &labels,
         },
         pod,
-        &placement::Context::default(),
+        &placement::Context::from_user_info(&parsed.request.user_info),
     );
     let review = admission::render(&parsed.request, &outcome, &loaded.revision).expect("renders");
     admission::to_wire(review).expect("encodes")

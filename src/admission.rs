@@ -11,8 +11,10 @@
 //! | request | HTTP | response |
 //! |---|---|---|
 //! | a Pod CREATE (or UPDATE at /validate) | 200 | the decision: allowed (+ patch in enforce) or denied |
-//! | UPDATE at /mutate, DELETE, CONNECT, a subresource, or a resource other than core/v1 pods | 200 | allowed, untouched; logged as `skipped` / `not_applicable` |
-//! | unreadable: empty, not JSON, not an `admission.k8s.io/v1` AdmissionReview, no request/uid/object/namespace, object not a Pod | 400 | an AdmissionReview whose `response.status` says what is wrong (uid copied when readable) |
+//! | an apps/v1 DaemonSet CREATE or UPDATE at /mutate or /validate | 200 | its pod template decided as a pod (patch under `/spec/template`) |
+//! | a Namespace CREATE or UPDATE at /validate-namespace | 200 | the namespace label guard's decision |
+//! | pod UPDATE at /mutate, DELETE, CONNECT, a subresource, another resource, or a resource at the wrong endpoint | 200 | allowed, untouched; logged as `skipped` / `not_applicable` |
+//! | unreadable: empty, not JSON, not an `admission.k8s.io/v1` AdmissionReview, no request/uid/object/namespace, object not of its resource's kind | 400 | an AdmissionReview whose `response.status` says what is wrong (uid copied when readable) |
 //! | the namespace's labels cannot be read (API server unreachable) | 503 | likewise, with the lookup error |
 //! | an enforce group's pod names a node (`spec.nodeName`) that cannot be looked up | 503 | likewise, with the lookup error |
 //!
@@ -26,7 +28,8 @@ use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use http::StatusCode;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Namespace as NamespaceObject, Pod};
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 use kube::core::response::StatusSummary;
 use kube::core::{DynamicObject, TypeMeta};
@@ -37,9 +40,10 @@ use tracing::{Instrument as _, Level, Span};
 
 use crate::config::Loaded;
 use crate::metrics::Metrics;
+use crate::namespace_guard::{self, NamespaceWrite};
 use crate::namespaces::{self, Labels, LookupError, NamespaceSource};
 use crate::nodes::Nodes;
-use crate::placement::{self, Decision, NodeView, Outcome, SkipReason, Webhook};
+use crate::placement::{self, Context, Decision, NodeView, Outcome, SkipReason, Webhook};
 use crate::telemetry::{self, DECISION_TARGET};
 
 mod wire;
@@ -76,6 +80,10 @@ pub enum AdmissionError {
     InvalidPod(#[source] serde_json::Error),
     #[error("request.oldObject is not a valid v1 Pod: {0}")]
     InvalidOldPod(#[source] serde_json::Error),
+    #[error("request.object is not a valid {0}: {1}")]
+    InvalidObject(&'static str, #[source] serde_json::Error),
+    #[error("request.oldObject is not a valid {0}: {1}")]
+    InvalidOldObject(&'static str, #[source] serde_json::Error),
     #[error("cannot determine the pod's group: {0}")]
     Namespace(#[from] LookupError),
     #[error("{0}")]
@@ -112,6 +120,14 @@ pub struct Parsed {
 pub enum Subject {
     /// A pod being created or updated (`old` on UPDATE).
     Pod { pod: Box<Pod>, old: Option<Box<Pod>> },
+    /// A DaemonSet being created or updated: its pod template made into a pod
+    /// ([`placement::template_pod`]), and the old one on UPDATE.
+    DaemonSet { template: Box<Pod>, old: Option<Box<Pod>> },
+    /// A namespace being created or updated (`old` on UPDATE).
+    Namespace {
+        namespace: Box<NamespaceObject>,
+        old: Option<Box<NamespaceObject>>,
+    },
     /// Not a pod CREATE/UPDATE: admitted untouched, for this reason.
     NotApplicable(String),
 }
@@ -160,6 +176,7 @@ fn parse_pod(body: &[u8]) -> Option<Parsed> {
         kind: review.kind,
     });
     if request.uid.is_empty()
+        || Resource::of(&request) != Some(Resource::Pods)
         || not_applicable(&request).is_some()
         || request.namespace.as_deref().is_none_or(str::is_empty)
     {
@@ -220,6 +237,11 @@ fn parse_checked(body: &[u8]) -> Result<Parsed, Rejected> {
             subject: Subject::NotApplicable(why),
         });
     }
+    match Resource::of(&request) {
+        Some(Resource::DaemonSets) => return parse_daemon_set(request, objects, &reject_with(&undecodable)),
+        Some(Resource::Namespaces) => return parse_namespace(request, objects, &reject_with(&undecodable)),
+        _ => {}
+    }
     if request.namespace.as_deref().is_none_or(str::is_empty) {
         return Err(reject(&request, AdmissionError::MissingNamespace));
     }
@@ -251,15 +273,116 @@ fn parse_checked(body: &[u8]) -> Result<Parsed, Rejected> {
     })
 }
 
+/// The resources pod-director decides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Resource {
+    /// core/v1 pods (/mutate, /validate).
+    Pods,
+    /// apps/v1 daemonsets: their pod templates (/mutate, /validate).
+    DaemonSets,
+    /// core/v1 namespaces: the group label guard (/validate-namespace).
+    Namespaces,
+}
+
+impl Resource {
+    fn of(request: &AdmissionRequest<DynamicObject>) -> Option<Self> {
+        let r = &request.resource;
+        match (r.group.as_str(), r.version.as_str(), r.resource.as_str()) {
+            ("", "v1", "pods") => Some(Resource::Pods),
+            ("apps", "v1", "daemonsets") => Some(Resource::DaemonSets),
+            ("", "v1", "namespaces") => Some(Resource::Namespaces),
+            _ => None,
+        }
+    }
+}
+
+/// A rejection built from a decode error or an error of the request (see [`parse_checked`]).
+struct Reject<'a> {
+    undecodable: &'a dyn Fn(serde_json::Error) -> Rejected,
+}
+
+fn reject_with<'a>(undecodable: &'a dyn Fn(serde_json::Error) -> Rejected) -> Reject<'a> {
+    Reject { undecodable }
+}
+
+/// A raw object decoded as `T`: a Kubernetes object (else the review was undecodable) of that kind.
+fn decode_as<T: serde::de::DeserializeOwned>(
+    raw: &RawValue,
+    reject: &Reject<'_>,
+    invalid: impl FnOnce(serde_json::Error) -> Rejected,
+) -> Result<T, Rejected> {
+    wire::dynamic(raw).map_err(|e| (reject.undecodable)(e))?;
+    serde_json::from_str(raw.get()).map_err(invalid)
+}
+
+/// A DaemonSet CREATE or UPDATE: its pod template (and the old one) as pods.
+fn parse_daemon_set(
+    request: AdmissionRequest<DynamicObject>,
+    objects: wire::RawObjects<'_>,
+    reject: &Reject<'_>,
+) -> Result<Parsed, Rejected> {
+    const KIND: &str = "apps/v1 DaemonSet";
+    let uid = Some(request.uid.clone());
+    let rejected = |error| Rejected::new(uid.as_deref(), error);
+    if request.namespace.as_deref().is_none_or(str::is_empty) {
+        return Err(rejected(AdmissionError::MissingNamespace));
+    }
+    let object = objects.object.ok_or_else(|| rejected(AdmissionError::MissingObject))?;
+    let template = |ds: DaemonSet| Box::new(placement::template_pod(&ds.spec.unwrap_or_default().template));
+    let daemon_set: DaemonSet = decode_as(object, reject, |e| rejected(AdmissionError::InvalidObject(KIND, e)))?;
+    let old = match (request.operation == Operation::Update, objects.old_object) {
+        (true, Some(old)) => Some(template(decode_as(old, reject, |e| {
+            rejected(AdmissionError::InvalidOldObject(KIND, e))
+        })?)),
+        _ => None,
+    };
+    Ok(Parsed {
+        request,
+        subject: Subject::DaemonSet {
+            template: template(daemon_set),
+            old,
+        },
+    })
+}
+
+/// A Namespace CREATE or UPDATE.
+fn parse_namespace(
+    request: AdmissionRequest<DynamicObject>,
+    objects: wire::RawObjects<'_>,
+    reject: &Reject<'_>,
+) -> Result<Parsed, Rejected> {
+    const KIND: &str = "v1 Namespace";
+    let uid = Some(request.uid.clone());
+    let rejected = |error| Rejected::new(uid.as_deref(), error);
+    let object = objects.object.ok_or_else(|| rejected(AdmissionError::MissingObject))?;
+    let namespace: NamespaceObject = decode_as(object, reject, |e| rejected(AdmissionError::InvalidObject(KIND, e)))?;
+    let old = match (request.operation == Operation::Update, objects.old_object) {
+        (true, Some(old)) => Some(Box::new(decode_as(old, reject, |e| {
+            rejected(AdmissionError::InvalidOldObject(KIND, e))
+        })?)),
+        _ => None,
+    };
+    Ok(Parsed {
+        request,
+        subject: Subject::Namespace {
+            namespace: Box::new(namespace),
+            old,
+        },
+    })
+}
+
 /// Why a well-formed request is none of pod-director's business, if it is not.
 fn not_applicable(request: &AdmissionRequest<DynamicObject>) -> Option<String> {
     let r = &request.resource;
-    if !(r.group.is_empty() && r.version == "v1" && r.resource == "pods") {
+    if Resource::of(request).is_none() {
         let group = if r.group.is_empty() { "core" } else { r.group.as_str() };
-        return Some(format!("resource {group}/{}/{} is not pods", r.version, r.resource));
+        return Some(format!(
+            "resource {group}/{}/{} is not pods, apps/v1 daemonsets or namespaces",
+            r.version, r.resource
+        ));
     }
     if let Some(sub) = request.sub_resource.as_deref().filter(|s| !s.is_empty()) {
-        return Some(format!("subresource pods/{sub}"));
+        return Some(format!("subresource {}/{sub}", r.resource));
     }
     match request.operation {
         Operation::Create | Operation::Update => None,
@@ -512,47 +635,85 @@ impl Admission {
 
     async fn placement(&self, webhook: Webhook, loaded: &Loaded, parsed: &Parsed) -> Result<Outcome, AdmissionError> {
         let request = &parsed.request;
-        let (pod, old) = match &parsed.subject {
-            Subject::NotApplicable(why) => return Ok(skipped(webhook, why)),
-            Subject::Pod { .. } if webhook == Webhook::Mutate && request.operation == Operation::Update => {
-                return Ok(skipped(webhook, "UPDATE is validated, not mutated"));
-            }
-            Subject::Pod { pod, old } => (pod, old),
-        };
         let config = &loaded.config;
-        let name = request.namespace.as_deref().unwrap_or_default();
-        let labels = if config.excluded_namespaces.iter().any(|n| n == name) {
-            Labels::new()
-        } else {
-            namespaces::lookup(self.namespaces.as_ref(), name).await?
-        };
-        let namespace = placement::Namespace { name, labels: &labels };
-        // The node a pod names is looked up (cache, else a bounded GET) before deciding.
-        let bound = match (&self.nodes, webhook) {
-            (Some(nodes), Webhook::Validate) => {
-                match placement::needs_bound_node(config, &namespace, pod, old.as_deref()) {
-                    Some(node) => Some((node, nodes.lookup(node, &self.metrics).await)),
-                    None => None,
-                }
+        let ctx = Context::from_user_info(&request.user_info);
+        let update = request.operation == Operation::Update;
+        match (&parsed.subject, webhook) {
+            (Subject::NotApplicable(why), _) => Ok(skipped(webhook, why)),
+            (Subject::Namespace { namespace, old }, Webhook::ValidateNamespace) => {
+                let empty = Labels::new();
+                let write = NamespaceWrite {
+                    name: namespace.metadata.name.as_deref().unwrap_or(request.name.as_str()),
+                    old_labels: old.as_ref().map(|o| o.metadata.labels.as_ref().unwrap_or(&empty)),
+                    labels: namespace.metadata.labels.as_ref().unwrap_or(&empty),
+                };
+                Ok(namespace_guard::decide(config, &write, &ctx))
             }
-            _ => None,
-        };
-        let view = self.nodes.as_ref().map(|nodes| nodes.view(bound));
-        let ctx = placement::Context {
-            nodes: view.as_ref().map(|v| v as &dyn NodeView),
-        };
-        let outcome = match webhook {
-            Webhook::Mutate => placement::mutate(config, &namespace, pod, &ctx),
-            Webhook::Validate => placement::validate(config, &namespace, pod, old.as_deref(), &ctx),
-        };
-        if outcome.decision == Decision::Error {
-            return Err(AdmissionError::Node(
-                outcome
-                    .message
-                    .unwrap_or_else(|| "the pod's node cannot be checked".to_owned()),
-            ));
+            (Subject::Namespace { .. }, _) => Ok(skipped(webhook, "namespaces are decided at /validate-namespace")),
+            (_, Webhook::ValidateNamespace) => Ok(skipped(webhook, "/validate-namespace decides namespaces only")),
+            (Subject::Pod { .. }, Webhook::Mutate) if update => {
+                Ok(skipped(webhook, "UPDATE is validated, not mutated"))
+            }
+            (Subject::Pod { pod, old }, _) => {
+                let labels = self.labels(config, request).await?;
+                let namespace = placement::Namespace {
+                    name: request.namespace.as_deref().unwrap_or_default(),
+                    labels: &labels,
+                };
+                // The node a pod names is looked up (cache, else a bounded GET) before deciding.
+                let bound = match (&self.nodes, webhook) {
+                    (Some(nodes), Webhook::Validate) => {
+                        match placement::needs_bound_node(config, &namespace, pod, old.as_deref()) {
+                            Some(node) => Some((node, nodes.lookup(node, &self.metrics).await)),
+                            None => None,
+                        }
+                    }
+                    _ => None,
+                };
+                let view = self.nodes.as_ref().map(|nodes| nodes.view(bound));
+                let ctx = ctx.with_nodes(view.as_ref().map(|v| v as &dyn NodeView));
+                let outcome = match webhook {
+                    Webhook::Mutate => placement::mutate(config, &namespace, pod, &ctx),
+                    _ => placement::validate(config, &namespace, pod, old.as_deref(), &ctx),
+                };
+                if outcome.decision == Decision::Error {
+                    return Err(AdmissionError::Node(
+                        outcome
+                            .message
+                            .unwrap_or_else(|| "the pod's node cannot be checked".to_owned()),
+                    ));
+                }
+                Ok(outcome)
+            }
+            (Subject::DaemonSet { template, old }, _) => {
+                let labels = self.labels(config, request).await?;
+                let namespace = placement::Namespace {
+                    name: request.namespace.as_deref().unwrap_or_default(),
+                    labels: &labels,
+                };
+                let view = self.nodes.as_ref().map(|nodes| nodes.view(None));
+                let ctx = ctx.with_nodes(view.as_ref().map(|v| v as &dyn NodeView));
+                let outcome = match webhook {
+                    Webhook::Mutate => placement::mutate_daemon_set(config, &namespace, template, old.as_deref(), &ctx),
+                    _ => placement::validate_daemon_set(config, &namespace, template, old.as_deref(), &ctx),
+                };
+                Ok(outcome.rerooted(placement::DAEMON_SET_TEMPLATE))
+            }
         }
-        Ok(outcome)
+    }
+
+    /// The labels of the request's namespace (none for an excluded one: not looked up).
+    async fn labels(
+        &self,
+        config: &crate::config::Config,
+        request: &AdmissionRequest<DynamicObject>,
+    ) -> Result<Labels, AdmissionError> {
+        let name = request.namespace.as_deref().unwrap_or_default();
+        if config.excluded_namespaces.iter().any(|n| n == name) {
+            Ok(Labels::new())
+        } else {
+            Ok(namespaces::lookup(self.namespaces.as_ref(), name).await?)
+        }
     }
 
     /// Whether the namespace cache (and the Node cache, when there is one) has
@@ -597,6 +758,7 @@ fn decision_span(webhook: Webhook) -> Span {
     let name = match webhook {
         Webhook::Mutate => "POST /mutate",
         Webhook::Validate => "POST /validate",
+        Webhook::ValidateNamespace => "POST /validate-namespace",
     };
     tracing::info_span!(
         target: DECISION_TARGET,
@@ -609,6 +771,8 @@ fn decision_span(webhook: Webhook) -> Span {
         admission.request.dryrun = Empty,
         admission.request.namespace = Empty,
         admission.request.name = Empty,
+        admission.request.user = Empty,
+        admission.request.resource = Empty,
         admission.object.generate_name = Empty,
         admission.object.owner.kind = Empty,
         admission.object.owner.name = Empty,
@@ -650,6 +814,16 @@ fn record_request(span: &Span, parsed: &Parsed) {
     }
     if !request.name.is_empty() {
         span.record("admission.request.name", request.name.as_str());
+    } else if let Subject::Namespace { namespace, .. } = &parsed.subject
+        && let Some(name) = &namespace.metadata.name
+    {
+        span.record("admission.request.name", name.as_str());
+    }
+    if let Some(user) = request.user_info.username.as_deref().filter(|u| !u.is_empty()) {
+        span.record("admission.request.user", user);
+    }
+    if !request.resource.resource.is_empty() {
+        span.record("admission.request.resource", request.resource.resource.as_str());
     }
     if let Subject::Pod { pod, .. } = &parsed.subject {
         let meta = &pod.metadata;
@@ -734,5 +908,7 @@ fn log_decision(span: &Span, outcome: &Outcome, patch: &str, latency: Duration, 
 
 #[cfg(test)]
 mod node_tests;
+#[cfg(test)]
+mod requester_tests;
 #[cfg(test)]
 mod tests;

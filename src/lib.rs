@@ -7,6 +7,7 @@
 //! - [`namespaces`]: namespace labels (reflector cache + live GET).
 //! - [`orphans`]: namespaces selecting a group the configuration does not define.
 //! - [`nodes`]: node labels, taints and cordons (watch cache + live GET), feasibility counts.
+//! - [`namespace_guard`]: who may change a namespace's group label (`/validate-namespace`).
 //! - [`server`]: HTTPS serving, probes, hot reload of config and certificate.
 //! - [`metrics`], [`telemetry`]: Prometheus metrics; logs and traces.
 //! - [`webhooks`]: the webhook entries' namespaceSelectors, reconciled with the live configuration.
@@ -15,6 +16,7 @@ pub mod admission;
 pub mod cli;
 pub mod config;
 pub mod metrics;
+pub mod namespace_guard;
 pub mod namespaces;
 pub mod nodes;
 pub mod orphans;

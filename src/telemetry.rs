@@ -69,6 +69,8 @@ pub const DECISION_FIELDS: &[&str] = &[
     "admission.request.dryrun",
     "admission.request.namespace",
     "admission.request.name",
+    "admission.request.user",
+    "admission.request.resource",
     "admission.object.generate_name",
     "admission.object.owner.kind",
     "admission.object.owner.name",

@@ -81,7 +81,7 @@ fn explain_reports_every_pod_and_template_of_the_examples_as_json() {
         ("cache", "Deployment", "noop"),
         ("train-resnet", "Job", "would_patch"),
         ("notebook", "Pod", "skipped"),
-        ("dcgm-exporter", "DaemonSet", "skipped"),
+        ("dcgm-exporter", "DaemonSet", "would_patch"),
     ];
     assert_eq!(decisions.len(), expect.len(), "{decisions:?}");
     for (name, kind, decision) in expect {
@@ -102,6 +102,7 @@ fn explain_reports_every_pod_and_template_of_the_examples_as_json() {
             "conflicts",
             "violations",
             "reason",
+            "requester_dependent",
         ] {
             assert!(r.get(key).is_some(), "report lacks {key}: {r}");
         }
@@ -120,8 +121,134 @@ fn explain_reports_every_pod_and_template_of_the_examples_as_json() {
     let denied = find(&reports, "runner-on-gpu");
     assert_eq!(denied["conflicts"][0]["resolution"], "rejected");
     assert_eq!(denied["patch"], serde_json::json!([]));
-    assert_eq!(find(&reports, "dcgm-exporter")["reason"], "daemonset_pod");
+    let agent = find(&reports, "dcgm-exporter");
+    assert!(
+        agent["patch"].as_array().is_some_and(|ops| ops
+            .iter()
+            .all(|op| op["path"].as_str().unwrap_or_default().starts_with("/spec/"))),
+        "DaemonSet patches are relative to the pod, like every template's: {agent}"
+    );
     assert_eq!(find(&reports, "arm-build")["conflicts"][0]["resolution"], "ignored");
+}
+
+#[test]
+fn explain_decides_pods_as_a_user_would_create_them_and_names_the_skips_that_depend_on_the_requester() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.yaml");
+    std::fs::write(
+        &config,
+        "groups:\n  ci: {mode: enforce, nodeSelector: {pool: ci}}\n  agents: {mode: enforce, allowDaemonSets: true, nodeSelector: {pool: ci}}\n",
+    )
+    .unwrap();
+    let manifests = dir.path().join("m.yaml");
+    std::fs::write(
+        &manifests,
+        r#"apiVersion: v1
+kind: Namespace
+metadata: {name: agents, labels: {pod-director/group: agents}}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: ci, labels: {pod-director/group: ci}}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: forged
+  namespace: agents
+  ownerReferences: [{apiVersion: apps/v1, kind: DaemonSet, name: ds, uid: "1", controller: true}]
+spec: {containers: [{name: a, image: b}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: static, namespace: ci, annotations: {kubernetes.io/config.mirror: abc}}
+spec: {containers: [{name: a, image: b}]}
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent, namespace: agents}
+spec:
+  selector: {matchLabels: {app: a}}
+  template: {metadata: {labels: {app: a}}, spec: {containers: [{name: a, image: b}]}}
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: tenant-agent, namespace: ci}
+spec:
+  selector: {matchLabels: {app: a}}
+  template: {metadata: {labels: {app: a}}, spec: {containers: [{name: a, image: b}]}}
+"#,
+    )
+    .unwrap();
+    let out = run(&[
+        "explain",
+        "-c",
+        config.to_str().unwrap(),
+        "-f",
+        manifests.to_str().unwrap(),
+        "-o",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let reports: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    let forged = find(&reports, "forged");
+    assert_eq!(forged["decision"], "patched");
+    assert!(
+        forged["requester_dependent"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("daemonset_pod: skipped only when the DaemonSet controller (system:serviceaccount:kube-system:daemon-set-controller) creates it"),
+        "{forged}"
+    );
+    let mirror = find(&reports, "static");
+    assert_eq!(mirror["decision"], "patched");
+    assert!(
+        mirror["requester_dependent"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("mirror_pod: skipped only when its node creates it")
+    );
+    let agent = find(&reports, "agent");
+    assert_eq!(
+        (agent["decision"].as_str(), agent["reason"].as_str()),
+        (Some("skipped"), Some("daemonset_allowed"))
+    );
+    assert!(
+        agent["requester_dependent"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("its pods are skipped")
+    );
+    let tenant = find(&reports, "tenant-agent");
+    assert_eq!(tenant["decision"], "patched");
+    assert_eq!(tenant["requester_dependent"], Value::Null);
+
+    let text = stdout(&run(&[
+        "explain",
+        "-c",
+        config.to_str().unwrap(),
+        "-f",
+        manifests.to_str().unwrap(),
+    ]));
+    assert!(
+        text.contains("  requester-dependent: mirror_pod: skipped only when its node creates it"),
+        "{text}"
+    );
+}
+
+#[test]
+fn check_config_warns_about_the_deprecated_skip_daemon_set_pods() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.yaml");
+    std::fs::write(&config, "skipDaemonSetPods: true\ngroups: {ci: {}}\n").unwrap();
+    let out = run(&["check-config", "-c", config.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).starts_with("ok: "));
+    assert!(
+        stderr(&out).starts_with("warning: skipDaemonSetPods: deprecated; true no longer skips every DaemonSet pod"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]

@@ -76,7 +76,7 @@ fn emitted() -> Emitted {
     let strings = |items: &[&str]| items.iter().map(|s| (*s).to_owned()).collect::<BTreeSet<_>>();
     let decision = Decision::ALL.iter().map(|d| d.as_str().to_owned()).collect();
     let mode = strings(&[Mode::DryRun.as_str(), Mode::Warn.as_str(), Mode::Enforce.as_str()]);
-    let webhook = strings(&[Webhook::Mutate.as_str(), Webhook::Validate.as_str()]);
+    let webhook = Webhook::ALL.iter().map(|w| w.as_str().to_owned()).collect();
     let resolution = strings(&[
         Resolution::Rejected.as_str(),
         Resolution::Overridden.as_str(),

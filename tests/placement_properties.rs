@@ -1,7 +1,9 @@
 //! Property tests of the placement engine over generated pods and groups:
 //! the patch applies; re-planning the patched pod changes nothing; the patched
 //! pod verifies unless the plan was a denial; only placement fields change;
-//! required node affinity means pod terms AND group terms.
+//! required node affinity means pod terms AND group terms; a DaemonSet whose
+//! template is the pod gets the pod's patch under `/spec/template`, and the
+//! same template the pod would become.
 
 use std::collections::BTreeMap;
 
@@ -10,8 +12,8 @@ use k8s_openapi::api::core::v1::{
     PodAntiAffinity, PreferredSchedulingTerm, Toleration, WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use pod_director::config::{Group, OnConflict};
-use pod_director::placement::{plan, verify};
+use pod_director::config::{Config, Group, Mode, OnConflict};
+use pod_director::placement::{self, Context, DAEMON_SET_TEMPLATE, Namespace, plan, verify};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -337,6 +339,36 @@ proptest! {
             prop_assert!(violations.is_empty(), "patched pod violates its group: {:?}", violations);
         }
         prop_assert_eq!(without_placement(&pod_json), without_placement(&patched_json));
+    }
+
+    #[test]
+    fn a_daemonset_gets_its_template_pod_s_patch_under_spec_template(pod_json in pod(), g in group()) {
+        let config = Config {
+            groups: BTreeMap::from([("g".to_owned(), Group { mode: Some(Mode::Enforce), ..g })]),
+            ..Config::default()
+        };
+        let labels = BTreeMap::from([("pod-director/group".to_owned(), "g".to_owned())]);
+        let ns = Namespace { name: "ns", labels: &labels };
+        let ctx = Context::default();
+        let as_pod = placement::mutate(&config, &ns, &typed(&pod_json), &ctx);
+        let mut daemon_set = json!({
+            "apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "ds", "namespace": "ns"},
+            "spec": {"selector": {"matchLabels": {"app": "x"}},
+                     "template": {"metadata": pod_json["metadata"].clone(), "spec": pod_json["spec"].clone()}},
+        });
+        let template: k8s_openapi::api::core::v1::PodTemplateSpec =
+            serde_json::from_value(daemon_set["spec"]["template"].clone()).expect("a template");
+        let as_daemon_set = placement::mutate_daemon_set(&config, &ns, &placement::template_pod(&template), None, &ctx);
+        prop_assert_eq!(as_daemon_set.decision, as_pod.decision);
+        prop_assert_eq!(&as_daemon_set.patch, &as_pod.patch, "the same patch relative to the pod");
+        let rerooted = as_daemon_set.rerooted(DAEMON_SET_TEMPLATE);
+        let prefixed: Vec<String> = as_pod.patch_paths().iter().map(|p| format!("/spec/template{p}")).collect();
+        prop_assert_eq!(rerooted.patch_paths(), prefixed);
+        let applied = json_patch::patch(&mut daemon_set, &rerooted.patch.0);
+        prop_assert!(applied.is_ok(), "{:?}", applied);
+        let mut patched_pod = pod_json.clone();
+        json_patch::patch(&mut patched_pod, &as_pod.patch.0).unwrap();
+        prop_assert_eq!(&daemon_set["spec"]["template"]["spec"], &patched_pod["spec"]);
     }
 
     #[test]

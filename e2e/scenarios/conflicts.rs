@@ -32,7 +32,10 @@ async fn a_pod_asking_for_another_pool_is_denied_under_reject() {
     let message = mutate.text("placement.message");
     assert_eq!(
         message,
-        format!("pod-director: the pod conflicts with placement group \"e2e-reject\": {CONFLICT} (rejected)")
+        format!(
+            "pod-director: the pod conflicts with placement group \"e2e-reject\": {CONFLICT} (rejected); \
+             remove or change the pod's own placement (the group's onConflict is reject)"
+        )
     );
     assert_eq!(
         created.error_message(),
@@ -132,51 +135,4 @@ async fn the_exclusion_label_exempts_a_pod_only_where_its_group_allows_it() {
     let mutate = env.decision(&refused, "web", "mutate").await;
     assert_eq!(mutate.decision(), "patched");
     assert_eq!(mutate.get("placement.skip_reason"), &serde_json::Value::Null);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_pod_owned_by_a_daemon_set_is_left_alone() {
-    use k8s_openapi::api::apps::v1::DaemonSet;
-    use kube::api::{Api, PostParams};
-
-    let env = Env::start("daemonset").await;
-    let ns = env.namespace(Some("e2e-enforce")).await;
-    let daemon_set: DaemonSet = serde_json::from_value(json!({
-        "metadata": {"name": "agent"},
-        "spec": {
-            "selector": {"matchLabels": {"app": "agent"}},
-            "template": {
-                "metadata": {"labels": {"app": "agent"}},
-                "spec": {"containers": [{"name": "agent", "image": crate::harness::k8s::IMAGE}]},
-            },
-        },
-    }))
-    .expect("a DaemonSet");
-    let daemon_set = Api::<DaemonSet>::namespaced(env.client.clone(), &ns)
-        .create(&PostParams::default(), &daemon_set)
-        .await
-        .expect("DaemonSet created");
-    let uid = daemon_set.metadata.uid.expect("a uid");
-
-    let mut pod = workload("agent-x");
-    pod.metadata.owner_references = Some(vec![
-        serde_json::from_value(json!({
-            "apiVersion": "apps/v1", "kind": "DaemonSet", "name": "agent", "uid": uid, "controller": true,
-        }))
-        .expect("an OwnerReference"),
-    ]);
-    let created = env.create_admitted_pod(&ns, &pod).await;
-    assert_eq!(
-        Placement::of(&created.pod()),
-        Placement::submitted(),
-        "stored untouched"
-    );
-
-    for webhook in ["mutate", "validate"] {
-        let line = env.decision(&ns, "agent-x", webhook).await;
-        assert_eq!(line.decision(), "skipped", "{line:?}");
-        assert_eq!(line.text("placement.skip_reason"), "daemonset_pod");
-        assert_eq!(line.text("admission.object.owner.kind"), "DaemonSet");
-        assert_eq!(line.text("admission.object.owner.name"), "agent");
-    }
 }

@@ -35,5 +35,6 @@ mod lifecycle;
 mod live_config;
 mod modes;
 mod nodes;
+mod tenants;
 mod webhooks;
 mod workloads;

@@ -1,6 +1,9 @@
 //! `pod-director explain`: offline, what would pod-director do to the pods in
 //! these manifests? Namespaces supply labels; Pods and the pod templates of
-//! workloads are decided exactly as `/mutate` and `/validate` would. With
+//! workloads are decided exactly as `/mutate` and `/validate` would, with no
+//! requester (nobody is asking offline): the skips that depend on who creates a
+//! pod in a live cluster (mirror pods by their node, DaemonSet pods by the
+//! DaemonSet controller) do not apply, and each report says when one would. With
 //! `--nodes`, Node manifests give each pod its feasible-node counts (placement
 //! only) and the nodes `spec.nodeName` is checked against.
 
@@ -17,7 +20,7 @@ use serde_json::Value;
 
 use super::{ExplainArgs, FailOn, OutputFormat};
 use crate::config::{Config, syntax};
-use crate::placement::{self, Context, Decision, Namespace, NodeInfo, NodeView, SkipReason};
+use crate::placement::{self, Context, Decision, Namespace, NodeInfo, NodeView, Selection, SkipReason};
 
 /// Where `explain` says what the feasible-node counts leave out.
 pub const FEASIBILITY_SCOPE: &str = "placement only: nodeSelector, required node affinity, NoSchedule/NoExecute taints, cordons; \
@@ -82,6 +85,8 @@ struct Report {
     feasible_nodes_before: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     no_feasible_node: Option<bool>,
+    /// A skip this pod would get in a live cluster only from the right requester, or null.
+    requester_dependent: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -354,13 +359,17 @@ fn collect(
             pod_json["metadata"]["namespace"] = Value::String(namespace.clone());
             let mut pod: Pod = serde_json::from_value(pod_json)
                 .map_err(|e| err(format!("cannot read the pod template of {kind} {name}: {e}")))?;
-            pod.metadata.owner_references = Some(vec![OwnerReference {
-                api_version: if owner_kind == "Job" { "batch/v1" } else { "apps/v1" }.to_owned(),
-                kind: owner_kind.to_owned(),
-                name: name.clone(),
-                controller: Some(true),
-                ..OwnerReference::default()
-            }]);
+            // A DaemonSet is decided as the object it is (its template), like /mutate does;
+            // other templates get the owner their real pods will have.
+            if kind != "DaemonSet" {
+                pod.metadata.owner_references = Some(vec![OwnerReference {
+                    api_version: if owner_kind == "Job" { "batch/v1" } else { "apps/v1" }.to_owned(),
+                    kind: owner_kind.to_owned(),
+                    name: name.clone(),
+                    controller: Some(true),
+                    ..OwnerReference::default()
+                }]);
+            }
             candidates.push(Candidate {
                 namespace,
                 name,
@@ -409,15 +418,27 @@ fn decide(
             feasible_nodes: None,
             feasible_nodes_before: None,
             no_feasible_node: None,
+            requester_dependent: None,
         };
     };
     let ns = Namespace {
         name: &c.namespace,
         labels,
     };
-    let ctx = Context { nodes };
-    let mutation = placement::mutate(config, &ns, &c.pod, &ctx);
-    let validation = placement::validate(config, &ns, &c.pod, None, &ctx);
+    let ctx = Context::offline().with_nodes(nodes);
+    let daemon_set = c.kind == "DaemonSet";
+    let (mutation, validation) = if daemon_set {
+        (
+            placement::mutate_daemon_set(config, &ns, &c.pod, None, &ctx),
+            placement::validate_daemon_set(config, &ns, &c.pod, None, &ctx),
+        )
+    } else {
+        (
+            placement::mutate(config, &ns, &c.pod, &ctx),
+            placement::validate(config, &ns, &c.pod, None, &ctx),
+        )
+    };
+    let requester_dependent = requester_dependent(config, &ns, &c, &mutation);
     let mut reason = match &mutation.skip_reason {
         Some(SkipReason::NotApplicable(why)) => why.clone(),
         Some(_) => mutation.summary.trim_start_matches("skipped: ").to_owned(),
@@ -476,7 +497,43 @@ fn decide(
         feasible_nodes: mutation.feasible_nodes,
         feasible_nodes_before: mutation.feasible_nodes_before,
         no_feasible_node: mutation.feasible_nodes.map(|_| mutation.no_feasible_node),
+        requester_dependent,
     }
+}
+
+/// The skip a pod would get in a live cluster from the right requester only, if any.
+fn requester_dependent(
+    config: &Config,
+    ns: &Namespace<'_>,
+    c: &Candidate,
+    mutation: &placement::Outcome,
+) -> Option<String> {
+    let Selection::Group { group, .. } = placement::select_group(config, ns) else {
+        return None;
+    };
+    if mutation.skip_reason == Some(SkipReason::DaemonSetAllowed) {
+        return Some(format!(
+            "daemonset_pod: its pods are skipped when the DaemonSet controller ({}) creates them",
+            config.daemon_set_controller
+        ));
+    }
+    if c.kind != "Pod" || mutation.decision == Decision::Skipped {
+        return None;
+    }
+    if placement::has_mirror_annotation(&c.pod) {
+        return Some(
+            "mirror_pod: skipped only when its node creates it (system:node:NAME in group system:nodes); \
+             decided here as a user's pod"
+                .to_owned(),
+        );
+    }
+    if config.allows_daemon_sets(group) && placement::has_daemon_set_controller_reference(&c.pod) {
+        return Some(format!(
+            "daemonset_pod: skipped only when the DaemonSet controller ({}) creates it; decided here as a user's pod",
+            config.daemon_set_controller
+        ));
+    }
+    None
 }
 
 fn render_text(reports: &[Report], with_nodes: bool) -> String {
@@ -542,6 +599,9 @@ fn render_text(reports: &[Report], with_nodes: bool) -> String {
         }
         for v in &r.violations {
             out.push_str(&format!("  violation: {}: {}\n", v.field, v.message));
+        }
+        if let Some(note) = &r.requester_dependent {
+            out.push_str(&format!("  requester-dependent: {note}\n"));
         }
         if r.patch.as_array().is_some_and(|ops| !ops.is_empty()) {
             out.push_str(&format!("  patch: {}\n", r.patch));

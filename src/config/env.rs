@@ -21,7 +21,13 @@
 use serde_json::{Map, Value};
 
 use super::FieldError;
-use super::validate::{BOOLEAN_FIELDS, GROUP_FIELDS, INTEGER_FIELDS, ROOT_FIELDS, TOLERATION_FIELDS};
+use super::validate::{
+    BOOLEAN_FIELDS, GROUP_FIELDS, INTEGER_FIELDS, NAMESPACE_GUARD_FIELDS, NAMESPACE_GUARD_LISTS, ROOT_FIELDS,
+    TOLERATION_FIELDS,
+};
+
+/// Mappings of fixed shape a variable may set a key of even when the file does not have them.
+const CREATABLE_MAPPINGS: &[&str] = &["namespaceGuard"];
 
 pub const PREFIX: &str = "POD_DIRECTOR__";
 
@@ -36,6 +42,7 @@ fn normalize(s: &str) -> String {
 fn known_keys(path: &[String]) -> &'static [&'static str] {
     match path {
         [] => ROOT_FIELDS,
+        [guard] if guard == "namespaceGuard" => NAMESPACE_GUARD_FIELDS,
         [groups, _] if groups == "groups" => GROUP_FIELDS,
         [groups, _, tolerations, _] if groups == "groups" && tolerations == "tolerations" => TOLERATION_FIELDS,
         _ => &[],
@@ -85,7 +92,9 @@ fn typed_value(key: &str, existing: Option<&Value>, raw: &str) -> Result<Value, 
     }
     let is_bool = matches!(existing, Some(Value::Bool(_))) || BOOLEAN_FIELDS.contains(&key);
     let is_int = matches!(existing, Some(Value::Number(_))) || INTEGER_FIELDS.contains(&key);
-    let is_list = matches!(existing, Some(Value::Array(_))) || key == "excludedNamespaces";
+    let is_list = matches!(existing, Some(Value::Array(_)))
+        || key == "excludedNamespaces"
+        || NAMESPACE_GUARD_LISTS.contains(&key);
     if is_bool {
         return match raw.to_ascii_lowercase().as_str() {
             "true" => Ok(Value::Bool(true)),
@@ -128,6 +137,9 @@ fn apply_one(document: &mut Value, name: &str, raw: &str) -> Result<String, Stri
         node = match node {
             Value::Object(map) => {
                 let key = resolve_key(map, &canonical, segment)?;
+                if canonical.is_empty() && CREATABLE_MAPPINGS.contains(&key.as_str()) {
+                    map.entry(key.clone()).or_insert_with(|| Value::Object(Map::new()));
+                }
                 canonical.push(key.clone());
                 map.get_mut(&key).ok_or_else(|| {
                     format!(

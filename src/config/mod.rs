@@ -124,6 +124,10 @@ pub struct Group {
     /// Overrides the top-level `onNoFeasibleNode` for this group.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_no_feasible_node: Option<OnNoFeasibleNode>,
+    /// Leave this group's DaemonSets alone: their objects are not decided, and
+    /// the pods the DaemonSet controller creates for them are skipped.
+    #[serde(default)]
+    pub allow_daemon_sets: bool,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub node_selector: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -151,6 +155,60 @@ fn is_default<T: Default + PartialEq>(value: &T) -> bool {
     *value == T::default()
 }
 
+fn default_daemon_set_controller() -> String {
+    DEFAULT_DAEMON_SET_CONTROLLER.to_owned()
+}
+
+/// The username kube-controller-manager's DaemonSet controller creates pods as
+/// (with `--use-service-account-credentials`, as kubeadm, kind and managed clusters run it).
+pub const DEFAULT_DAEMON_SET_CONTROLLER: &str = "system:serviceaccount:kube-system:daemon-set-controller";
+/// The group allowed to change namespace group labels by default.
+pub const DEFAULT_GUARD_GROUP: &str = "system:masters";
+
+/// Who may set, change or remove a namespace's group label (the namespace label guard,
+/// `/validate-namespace`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NamespaceGuard {
+    /// dryRun (default): report would-be denials; warn: also warn the client; enforce: deny.
+    #[serde(default)]
+    pub mode: Mode,
+    /// Usernames allowed to change the label, as `request.userInfo.username` names them.
+    #[serde(default)]
+    pub allowed_users: Vec<String>,
+    /// Groups whose members may change the label (default `system:masters`).
+    #[serde(default = "default_guard_groups")]
+    pub allowed_groups: Vec<String>,
+    /// Service accounts allowed to change the label, as `namespace/name`.
+    #[serde(default)]
+    pub allowed_service_accounts: Vec<String>,
+}
+
+fn default_guard_groups() -> Vec<String> {
+    vec![DEFAULT_GUARD_GROUP.to_owned()]
+}
+
+impl Default for NamespaceGuard {
+    fn default() -> Self {
+        Self {
+            mode: Mode::DryRun,
+            allowed_users: Vec::new(),
+            allowed_groups: default_guard_groups(),
+            allowed_service_accounts: Vec::new(),
+        }
+    }
+}
+
+impl NamespaceGuard {
+    /// The usernames of `allowedServiceAccounts` (`system:serviceaccount:NS:NAME`).
+    pub fn service_account_usernames(&self) -> impl Iterator<Item = String> + '_ {
+        self.allowed_service_accounts.iter().filter_map(|sa| {
+            sa.split_once('/')
+                .map(|(ns, name)| format!("system:serviceaccount:{ns}:{name}"))
+        })
+    }
+}
+
 /// The whole configuration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -171,12 +229,20 @@ pub struct Config {
     /// Pod label that exempts a pod (value `"true"`) in groups with `allowPodExclusion`.
     #[serde(default = "default_exclusion_label")]
     pub pod_exclusion_label: String,
-    /// Leave DaemonSet-owned pods alone (they must run on every node).
+    /// Deprecated: `false` turns the DaemonSet skip off in every group (`allowDaemonSets`
+    /// then has no effect); `true` (the default) changes nothing.
     #[serde(default = "yes")]
     pub skip_daemon_set_pods: bool,
     /// When no node could take a pod after the patch: `warn` (default) or `deny`.
     #[serde(default, skip_serializing_if = "is_default")]
     pub on_no_feasible_node: OnNoFeasibleNode,
+    /// The username of the DaemonSet controller: pods it creates in groups with
+    /// `allowDaemonSets` are skipped.
+    #[serde(default = "default_daemon_set_controller")]
+    pub daemon_set_controller: String,
+    /// Who may change namespace group labels.
+    #[serde(default)]
+    pub namespace_guard: NamespaceGuard,
     #[serde(default)]
     pub groups: BTreeMap<String, Group>,
 }
@@ -192,6 +258,8 @@ impl Default for Config {
             pod_exclusion_label: default_exclusion_label(),
             skip_daemon_set_pods: true,
             on_no_feasible_node: OnNoFeasibleNode::default(),
+            daemon_set_controller: default_daemon_set_controller(),
+            namespace_guard: NamespaceGuard::default(),
             groups: BTreeMap::new(),
         }
     }
@@ -254,8 +322,8 @@ pub struct Loaded {
     pub revision: String,
     /// Environment variables that overrode the file, as `(VARIABLE, path)`.
     pub overrides: Vec<(String, String)>,
-    /// Valid but probably unintended settings (e.g. no groups at all), for
-    /// `check-config` to print and `serve` to log.
+    /// Valid but probably unintended settings (no groups at all, deprecated keys), with
+    /// what to do, for `check-config` to print and `serve` to log.
     pub warnings: Vec<String>,
 }
 
@@ -308,6 +376,10 @@ impl Config {
         if !errors.is_empty() {
             return Err(invalid(errors));
         }
+        let mut warnings: Vec<String> = validate::deprecations(&document)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
         let config: Config = serde_json::from_value(document).map_err(|e| {
             invalid(vec![FieldError {
                 path: "(document)".to_owned(),
@@ -315,7 +387,6 @@ impl Config {
             }])
         })?;
         let revision = config.revision();
-        let mut warnings = Vec::new();
         if config.groups.is_empty() {
             warnings.push(NO_GROUPS_WARNING.to_owned());
         }
@@ -383,6 +454,12 @@ impl Config {
         group.on_no_feasible_node.unwrap_or(self.on_no_feasible_node)
     }
 
+    /// Whether a group's DaemonSets are left alone: `allowDaemonSets`, unless the
+    /// deprecated `skipDaemonSetPods: false` turned the DaemonSet skip off everywhere.
+    pub fn allows_daemon_sets(&self, group: &Group) -> bool {
+        group.allow_daemon_sets && self.skip_daemon_set_pods
+    }
+
     /// One line per group, for `check-config` and start-up logs.
     pub fn group_summaries(&self) -> Vec<String> {
         self.groups
@@ -414,6 +491,9 @@ impl Config {
                 }
                 if g.allow_pod_exclusion {
                     parts.push("allowPodExclusion".to_owned());
+                }
+                if self.allows_daemon_sets(g) {
+                    parts.push("allowDaemonSets".to_owned());
                 }
                 if self.default_group.as_deref() == Some(name.as_str()) {
                     parts.push("default".to_owned());

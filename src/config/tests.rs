@@ -329,3 +329,110 @@ fn config_files_are_read_and_size_limited() {
         Err(ConfigError::TooLarge { .. })
     ));
 }
+
+#[test]
+fn allow_daemon_sets_and_the_daemon_set_controller_load_with_their_defaults() {
+    let c = load("groups: {ci: {}, agents: {allowDaemonSets: true}}")
+        .unwrap()
+        .config;
+    assert!(!c.groups["ci"].allow_daemon_sets);
+    assert!(c.allows_daemon_sets(&c.groups["agents"]));
+    assert_eq!(
+        c.daemon_set_controller,
+        "system:serviceaccount:kube-system:daemon-set-controller"
+    );
+    let c = load("daemonSetController: system:kube-controller-manager")
+        .unwrap()
+        .config;
+    assert_eq!(c.daemon_set_controller, "system:kube-controller-manager");
+    let errs = errors("daemonSetController: ''\ngroups: {ci: {allowDaemonSets: yes please}}");
+    assert!(
+        errs.iter().any(|e| e == "daemonSetController: must not be empty"),
+        "{errs:?}"
+    );
+    assert!(
+        errs.iter()
+            .any(|e| e.starts_with("groups.ci.allowDaemonSets: expected true or false")),
+        "{errs:?}"
+    );
+}
+
+#[test]
+fn skip_daemon_set_pods_still_loads_but_is_deprecated_with_what_to_do() {
+    for value in ["true", "false"] {
+        let loaded = load(&format!("skipDaemonSetPods: {value}")).unwrap();
+        assert_eq!(loaded.warnings.len(), 1, "{value}");
+        let text = loaded.warnings[0].to_string();
+        assert!(text.starts_with("skipDaemonSetPods: deprecated;"), "{text}");
+        assert!(text.contains("allowDaemonSets: true"), "{text}");
+    }
+    assert!(load("{}").unwrap().warnings.is_empty());
+    let errs = errors("skipDaemonSetPods: false\ngroups: {agents: {allowDaemonSets: true}}");
+    assert_eq!(
+        errs,
+        [
+            "groups.agents.allowDaemonSets: has no effect while the deprecated skipDaemonSetPods is false: remove skipDaemonSetPods"
+        ]
+    );
+}
+
+#[test]
+fn the_namespace_guard_defaults_to_dry_run_and_system_masters() {
+    let guard = load("{}").unwrap().config.namespace_guard;
+    assert_eq!(guard.mode, Mode::DryRun);
+    assert_eq!(guard.allowed_groups, ["system:masters"]);
+    assert!(guard.allowed_users.is_empty() && guard.allowed_service_accounts.is_empty());
+    let guard = load("namespaceGuard: {mode: enforce, allowedServiceAccounts: [argocd/argocd-application-controller]}")
+        .unwrap()
+        .config
+        .namespace_guard;
+    assert_eq!(guard.mode, Mode::Enforce);
+    assert_eq!(
+        guard.service_account_usernames().collect::<Vec<_>>(),
+        ["system:serviceaccount:argocd:argocd-application-controller"]
+    );
+}
+
+#[test]
+fn namespace_guard_errors_say_what_to_write() {
+    let errs = errors(
+        "namespaceGuard:\n  mode: Enforce\n  allowedUser: [bob]\n  allowedGroups: [a, a, 'b c']\n  \
+         allowedServiceAccounts: [system:serviceaccount:argocd:controller, argocd, 'Bad/x', 'ns/Bad_Name']",
+    );
+    let expect = [
+        "namespaceGuard.mode: \"Enforce\" is not one of dryRun, warn, enforce",
+        "namespaceGuard.allowedUser: unknown key",
+        "namespaceGuard.allowedGroups[1]: \"a\" is listed twice",
+        "namespaceGuard.allowedGroups[2]: \"b c\" contains whitespace",
+        "namespaceGuard.allowedServiceAccounts[0]: \"system:serviceaccount:argocd:controller\" is a username: write the service account as \"argocd/controller\"",
+        "namespaceGuard.allowedServiceAccounts[1]: \"argocd\" is not namespace/name",
+        "namespaceGuard.allowedServiceAccounts[2]: \"Bad\" (in \"Bad/x\") is not a valid namespace name",
+        "namespaceGuard.allowedServiceAccounts[3]: \"Bad_Name\" (in \"ns/Bad_Name\") is not a valid service account name",
+    ];
+    for e in expect {
+        assert!(errs.iter().any(|got| got.starts_with(e)), "missing {e:?} in {errs:#?}");
+    }
+    let errs = errors("namespaceGuard: {allowedGroups: []}");
+    assert!(
+        errs[0].starts_with("namespaceGuard: allows nobody to change namespace group labels"),
+        "{errs:?}"
+    );
+}
+
+#[test]
+fn the_namespace_guard_mode_can_be_set_from_the_environment_without_the_file_naming_it() {
+    let loaded = Config::from_yaml(
+        "{}",
+        "t",
+        vec![
+            ("POD_DIRECTOR__NAMESPACE_GUARD__MODE".to_owned(), "enforce".to_owned()),
+            (
+                "POD_DIRECTOR__NAMESPACE_GUARD__ALLOWED_USERS".to_owned(),
+                "bob, carol".to_owned(),
+            ),
+        ],
+    )
+    .unwrap();
+    assert_eq!(loaded.config.namespace_guard.mode, Mode::Enforce);
+    assert_eq!(loaded.config.namespace_guard.allowed_users, ["bob", "carol"]);
+}

@@ -20,6 +20,8 @@ pub const ROOT_FIELDS: &[&str] = &[
     "podExclusionLabel",
     "skipDaemonSetPods",
     "onNoFeasibleNode",
+    "daemonSetController",
+    "namespaceGuard",
     "groups",
 ];
 pub const GROUP_FIELDS: &[&str] = &[
@@ -27,10 +29,14 @@ pub const GROUP_FIELDS: &[&str] = &[
     "onConflict",
     "allowPodExclusion",
     "onNoFeasibleNode",
+    "allowDaemonSets",
     "nodeSelector",
     "tolerations",
     "affinity",
 ];
+pub const NAMESPACE_GUARD_FIELDS: &[&str] = &["mode", "allowedUsers", "allowedGroups", "allowedServiceAccounts"];
+/// The settings of `namespaceGuard` that hold a list of strings, by name, for typing environment overrides.
+pub const NAMESPACE_GUARD_LISTS: &[&str] = &["allowedUsers", "allowedGroups", "allowedServiceAccounts"];
 pub const TOLERATION_FIELDS: &[&str] = &["key", "operator", "value", "effect", "tolerationSeconds"];
 pub const MODES: &[&str] = &["dryRun", "warn", "enforce"];
 pub const ON_CONFLICT: &[&str] = &["reject", "override", "ignore"];
@@ -42,7 +48,7 @@ pub const NODE_SELECTOR_OPERATORS: &[&str] = &["In", "NotIn", "Exists", "DoesNot
 pub const LABEL_SELECTOR_OPERATORS: &[&str] = &["In", "NotIn", "Exists", "DoesNotExist"];
 
 /// Fields that hold a boolean, by name, for typing environment overrides.
-pub const BOOLEAN_FIELDS: &[&str] = &["allowPodExclusion", "skipDaemonSetPods"];
+pub const BOOLEAN_FIELDS: &[&str] = &["allowPodExclusion", "allowDaemonSets", "skipDaemonSetPods"];
 /// Fields that hold an integer, by name, for typing environment overrides.
 pub const INTEGER_FIELDS: &[&str] = &["tolerationSeconds", "weight"];
 
@@ -249,6 +255,12 @@ impl Checker {
         if let Some(v) = map.get("skipDaemonSetPods") {
             self.boolean(v, &root.key("skipDaemonSetPods"));
         }
+        if let Some(v) = map.get("daemonSetController") {
+            self.username(v, &root.key("daemonSetController"));
+        }
+        if let Some(v) = map.get("namespaceGuard") {
+            self.namespace_guard(v, &root.key("namespaceGuard"));
+        }
         if let Some(v) = map.get("unknownGroup") {
             self.enumerated(v, &root.key("unknownGroup"), UNKNOWN_GROUP);
         }
@@ -286,6 +298,14 @@ impl Checker {
                     );
                 }
                 self.group(group, &gp);
+                if map.get("skipDaemonSetPods") == Some(&Value::Bool(false))
+                    && group.get("allowDaemonSets") == Some(&Value::Bool(true))
+                {
+                    self.err(
+                        &gp.key("allowDaemonSets"),
+                        "has no effect while the deprecated skipDaemonSetPods is false: remove skipDaemonSetPods",
+                    );
+                }
             }
             Some(groups)
         });
@@ -331,6 +351,9 @@ impl Checker {
         if let Some(v) = map.get("onNoFeasibleNode") {
             self.enumerated(v, &path.key("onNoFeasibleNode"), ON_NO_FEASIBLE_NODE);
         }
+        if let Some(v) = map.get("allowDaemonSets") {
+            self.boolean(v, &path.key("allowDaemonSets"));
+        }
         if let Some(v) = map.get("nodeSelector") {
             self.label_map(v, &path.key("nodeSelector"));
         }
@@ -345,6 +368,114 @@ impl Checker {
         if let Some(v) = map.get("affinity") {
             self.affinity(v, &path.key("affinity"));
         }
+    }
+
+    /// A Kubernetes username (`request.userInfo.username`) or group name: non-empty, no whitespace.
+    fn username(&mut self, v: &Value, path: &Path) -> Option<String> {
+        let s = self.string(v, path)?;
+        if s.is_empty() {
+            self.err(path, "must not be empty");
+            return None;
+        }
+        if s.chars().any(char::is_whitespace) {
+            self.err(
+                path,
+                format!("{s:?} contains whitespace; Kubernetes user and group names have none"),
+            );
+            return None;
+        }
+        Some(s.to_owned())
+    }
+
+    fn namespace_guard(&mut self, v: &Value, path: &Path) {
+        let Some(map) = self.object(v, path, NAMESPACE_GUARD_FIELDS) else {
+            return;
+        };
+        if let Some(v) = map.get("mode") {
+            self.enumerated(v, &path.key("mode"), MODES);
+        }
+        let mut allowed = 0;
+        for key in ["allowedUsers", "allowedGroups"] {
+            let Some(v) = map.get(key) else {
+                // allowedGroups defaults to [system:masters].
+                allowed += usize::from(key == "allowedGroups");
+                continue;
+            };
+            let p = path.key(key);
+            if let Some(items) = self.list(v, &p) {
+                allowed += items.len();
+                let mut seen = Vec::new();
+                for (i, item) in items.iter().enumerate() {
+                    if let Some(name) = self.username(item, &p.index(i)) {
+                        if seen.contains(&name) {
+                            self.err(&p.index(i), format!("{name:?} is listed twice"));
+                        }
+                        seen.push(name);
+                    }
+                }
+            }
+        }
+        if let Some(v) = map.get("allowedServiceAccounts") {
+            let p = path.key("allowedServiceAccounts");
+            if let Some(items) = self.list(v, &p) {
+                allowed += items.len();
+                let mut seen = Vec::new();
+                for (i, item) in items.iter().enumerate() {
+                    if let Some(account) = self.service_account(item, &p.index(i)) {
+                        if seen.contains(&account) {
+                            self.err(&p.index(i), format!("{account:?} is listed twice"));
+                        }
+                        seen.push(account);
+                    }
+                }
+            }
+        }
+        if allowed == 0 {
+            self.err(
+                path,
+                "allows nobody to change namespace group labels (allowedUsers, allowedGroups and \
+                 allowedServiceAccounts are all empty): list at least one, e.g. allowedGroups: [system:masters]",
+            );
+        }
+    }
+
+    /// `namespace/name` of a ServiceAccount.
+    fn service_account(&mut self, v: &Value, path: &Path) -> Option<String> {
+        let s = self.string(v, path)?;
+        if let Some(rest) = s.strip_prefix("system:serviceaccount:") {
+            let hint = rest.replacen(':', "/", 1);
+            self.err(
+                path,
+                format!("{s:?} is a username: write the service account as {hint:?} (namespace/name), or list the username in allowedUsers"),
+            );
+            return None;
+        }
+        let Some((namespace, name)) = s.split_once('/') else {
+            self.err(
+                path,
+                format!(
+                    "{s:?} is not namespace/name (e.g. argocd/argocd-application-controller); \
+                     to allow every service account of a namespace, list the group \
+                     system:serviceaccounts:NAMESPACE in allowedGroups"
+                ),
+            );
+            return None;
+        };
+        if let Some(reason) = syntax::dns1123_label(namespace) {
+            self.err(
+                path,
+                format!("{namespace:?} (in {s:?}) is not a valid namespace name: {reason}"),
+            );
+            return None;
+        }
+        if let Some(reason) = syntax::dns1123_subdomain(name) {
+            self.err(
+                path,
+                format!("{name:?} (in {s:?}) is not a valid service account name: {reason}"),
+            );
+            return None;
+        }
+        Some(s.to_owned())
     }
 
     fn optional_string(&mut self, map: &Map<String, Value>, key: &str, path: &Path) -> Option<String> {
@@ -729,6 +860,24 @@ impl Checker {
             }
         }
     }
+}
+
+/// Settings of a valid document that load but should be changed, with what to do instead.
+pub fn deprecations(document: &Value) -> Vec<FieldError> {
+    let mut warnings = Vec::new();
+    if let Some(value) = document.get("skipDaemonSetPods") {
+        let effect = if value == &Value::Bool(false) {
+            "false is now the default: no group leaves its DaemonSets alone unless it sets allowDaemonSets: true"
+        } else {
+            "true no longer skips every DaemonSet pod: only groups with allowDaemonSets: true leave their DaemonSets alone, \
+             and only for pods the DaemonSet controller creates"
+        };
+        warnings.push(FieldError {
+            path: "skipDaemonSetPods".to_owned(),
+            message: format!("deprecated; {effect}. Remove the key (set allowDaemonSets: true on the groups whose DaemonSets run everywhere)"),
+        });
+    }
+    warnings
 }
 
 /// Every problem in the document, in document order. Empty means valid.

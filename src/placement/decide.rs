@@ -16,6 +16,23 @@ use crate::config::{Config, Group, Mode, OnNoFeasibleNode, UnknownGroup};
 /// Annotation the kubelet puts on the API mirror of a static pod.
 pub const MIRROR_POD_ANNOTATION: &str = "kubernetes.io/config.mirror";
 
+/// What is being decided: a pod, or a DaemonSet's pod template (made into a pod).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Object {
+    Pod,
+    DaemonSet,
+}
+
+impl Object {
+    /// How messages name it.
+    fn noun(self) -> &'static str {
+        match self {
+            Object::Pod => "the pod",
+            Object::DaemonSet => "the DaemonSet's pod template",
+        }
+    }
+}
+
 /// The namespace of the pod, as far as placement cares.
 #[derive(Debug, Clone, Copy)]
 pub struct Namespace<'a> {
@@ -65,25 +82,36 @@ fn skipped(mut out: Outcome, reason: SkipReason) -> Outcome {
     out
 }
 
-/// The pod-level skip rules, in order; `None` when the pod is in scope.
-fn pod_skip(config: &Config, group: &Group, pod: &Pod) -> Option<SkipReason> {
-    let meta = &pod.metadata;
-    if meta
+/// Whether the pod carries the mirror-pod annotation (written by whoever creates it).
+pub fn has_mirror_annotation(pod: &Pod) -> bool {
+    pod.metadata
         .annotations
         .as_ref()
         .is_some_and(|a| a.contains_key(MIRROR_POD_ANNOTATION))
-    {
+}
+
+/// Whether the pod names an `apps/v1` DaemonSet as its controller (written by whoever creates it).
+pub fn has_daemon_set_controller_reference(pod: &Pod) -> bool {
+    pod.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.kind == "DaemonSet" && o.api_version == "apps/v1" && o.controller == Some(true))
+}
+
+/// The pod-level skip rules, in order; `None` when the pod is in scope. The
+/// exemptions are keyed on the requester: the pod's annotations and owner
+/// references only narrow them down.
+fn pod_skip(config: &Config, group: &Group, pod: &Pod, ctx: &Context) -> Option<SkipReason> {
+    if has_mirror_annotation(pod) && ctx.requester.node_name().is_some() {
         return Some(SkipReason::MirrorPod);
     }
     if pod.spec.is_none() {
         return Some(SkipReason::NotApplicable("the pod has no spec".to_owned()));
     }
-    if config.skip_daemon_set_pods
-        && meta
-            .owner_references
-            .iter()
-            .flatten()
-            .any(|o| o.kind == "DaemonSet" && o.api_version.starts_with("apps/"))
+    if config.allows_daemon_sets(group)
+        && ctx.requester.username == config.daemon_set_controller
+        && has_daemon_set_controller_reference(pod)
     {
         return Some(SkipReason::DaemonSetPod);
     }
@@ -106,6 +134,8 @@ fn scope<'c>(
     config: &'c Config,
     ns: &Namespace<'_>,
     pod: &Pod,
+    object: Object,
+    ctx: &Context,
     webhook: Webhook,
 ) -> Result<(&'c str, &'c Group, Outcome), Box<Outcome>> {
     let mut out = Outcome::new(webhook, Decision::Noop);
@@ -136,7 +166,10 @@ fn scope<'c>(
         Selection::Group { name, group } => {
             out.group = Some(name.to_owned());
             out.mode = Some(config.mode_of(group));
-            match pod_skip(config, group, pod) {
+            if object == Object::DaemonSet && config.allows_daemon_sets(group) {
+                return Err(Box::new(skipped(out, SkipReason::DaemonSetAllowed)));
+            }
+            match pod_skip(config, group, pod, ctx) {
                 Some(reason) => Err(Box::new(skipped(out, reason))),
                 None => Ok((name, group, out)),
             }
@@ -152,8 +185,34 @@ fn verb(decision: Decision) -> &'static str {
 }
 
 /// The /mutate decision for a pod being created.
-pub fn mutate(config: &Config, ns: &Namespace<'_>, pod: &Pod, ctx: &Context<'_>) -> Outcome {
-    let (name, group, mut out) = match scope(config, ns, pod, Webhook::Mutate) {
+pub fn mutate(config: &Config, ns: &Namespace<'_>, pod: &Pod, ctx: &Context) -> Outcome {
+    mutate_object(config, ns, pod, None, Object::Pod, ctx)
+}
+
+/// The /mutate decision for a DaemonSet being created or updated, on its pod
+/// template made into a pod ([`super::template_pod`]): the same engine and
+/// patch as for a pod, relative to the pod (re-root it with
+/// [`Outcome::rerooted`] under `/spec/template`). On UPDATE (`old` given), a
+/// conflict the old template already had does not deny the update.
+pub fn mutate_daemon_set(
+    config: &Config,
+    ns: &Namespace<'_>,
+    template: &Pod,
+    old: Option<&Pod>,
+    ctx: &Context,
+) -> Outcome {
+    mutate_object(config, ns, template, old, Object::DaemonSet, ctx)
+}
+
+fn mutate_object(
+    config: &Config,
+    ns: &Namespace<'_>,
+    pod: &Pod,
+    old: Option<&Pod>,
+    object: Object,
+    ctx: &Context,
+) -> Outcome {
+    let (name, group, mut out) = match scope(config, ns, pod, object, ctx, Webhook::Mutate) {
         Ok(scoped) => scoped,
         Err(done) => return with_feasibility(*done, pod, ctx, None),
     };
@@ -161,13 +220,31 @@ pub fn mutate(config: &Config, ns: &Namespace<'_>, pod: &Pod, ctx: &Context<'_>)
     let plan = plan(pod, group);
     let enforce = mode == Mode::Enforce;
     out.conflicts = plan.conflicts.clone();
-    if plan.rejected() {
+    let preexisting = |plan: &super::Plan| {
+        old.is_some_and(|old| {
+            let before = super::plan::plan(old, group).conflicts;
+            plan.conflicts
+                .iter()
+                .filter(|c| c.resolution == super::Resolution::Rejected)
+                .all(|c| before.contains(c))
+        })
+    };
+    if plan.rejected() && preexisting(&plan) {
+        out.decision = Decision::Noop;
+        out.summary = truncate_chars(
+            &format!("{} conflict(s) predate this update; not denied", plan.conflicts.len()),
+            MAX_SUMMARY_CHARS,
+        );
+    } else if plan.rejected() {
         let conflicts: Vec<String> = plan.conflicts.iter().map(ToString::to_string).collect();
         out.decision = if enforce { Decision::Denied } else { Decision::WouldDeny };
         out.allowed = !enforce;
         out.message = Some(format!(
-            "pod-director: the pod conflicts with placement group {name:?}: {}",
-            conflicts.join("; ")
+            "pod-director: {} conflicts with placement group {name:?}: {}; remove or change {}'s own placement \
+             (the group's onConflict is reject)",
+            object.noun(),
+            conflicts.join("; "),
+            object.noun()
         ));
         out.summary = truncate_chars(
             &format!(
@@ -311,8 +388,31 @@ fn warning(mode: Mode, group: &str, out: &Outcome) -> Option<String> {
 /// does not matter: the scheduler is bypassed) — the pod taken
 /// as enforce would have it (its group's plan applied). When the node cannot be
 /// looked up, an enforce decision is [`Decision::Error`] (undecidable).
-pub fn validate(config: &Config, ns: &Namespace<'_>, pod: &Pod, old: Option<&Pod>, ctx: &Context<'_>) -> Outcome {
-    let (name, group, mut out) = match scope(config, ns, pod, Webhook::Validate) {
+pub fn validate(config: &Config, ns: &Namespace<'_>, pod: &Pod, old: Option<&Pod>, ctx: &Context) -> Outcome {
+    validate_object(config, ns, pod, old, Object::Pod, ctx)
+}
+
+/// The /validate decision for a DaemonSet's final pod template (made into a pod,
+/// [`super::template_pod`]); on UPDATE only the violations the update introduces deny.
+pub fn validate_daemon_set(
+    config: &Config,
+    ns: &Namespace<'_>,
+    template: &Pod,
+    old: Option<&Pod>,
+    ctx: &Context,
+) -> Outcome {
+    validate_object(config, ns, template, old, Object::DaemonSet, ctx)
+}
+
+fn validate_object(
+    config: &Config,
+    ns: &Namespace<'_>,
+    pod: &Pod,
+    old: Option<&Pod>,
+    object: Object,
+    ctx: &Context,
+) -> Outcome {
+    let (name, group, mut out) = match scope(config, ns, pod, object, ctx, Webhook::Validate) {
         Ok(scoped) => scoped,
         Err(done) => return with_feasibility(*done, pod, ctx, None),
     };
@@ -380,7 +480,8 @@ pub fn validate(config: &Config, ns: &Namespace<'_>, pod: &Pod, old: Option<&Pod
         out.decision = if enforce { Decision::Denied } else { Decision::WouldDeny };
         out.allowed = !enforce;
         out.message = Some(format!(
-            "pod-director: the pod does not satisfy placement group {name:?}: {}",
+            "pod-director: {} does not satisfy placement group {name:?}: {}",
+            object.noun(),
             listed.join("; ")
         ));
         out.summary = truncate_chars(

@@ -7,6 +7,7 @@
 //! outcome: one computation, many views.
 
 mod affinity;
+mod context;
 mod decide;
 pub mod feasible;
 mod patch;
@@ -16,7 +17,11 @@ mod verify;
 
 use std::fmt;
 
-pub use decide::{MIRROR_POD_ANNOTATION, Namespace, Selection, mutate, needs_bound_node, select_group, validate};
+pub use context::{Context, NODE_USER_PREFIX, NODES_GROUP, Requester};
+pub use decide::{
+    MIRROR_POD_ANNOTATION, Namespace, Selection, has_daemon_set_controller_reference, has_mirror_annotation, mutate,
+    mutate_daemon_set, needs_bound_node, select_group, validate, validate_daemon_set,
+};
 pub use feasible::{NodeInfo, NodeLookup, NodeTaint, NodeView, Placement};
 pub use patch::escape_pointer_token;
 pub use plan::{Change, Field, Plan, plan};
@@ -24,26 +29,23 @@ pub use verify::verify;
 
 use crate::config::Mode;
 
-/// What a decision may know beyond the pod, its namespace and the configuration.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Context<'a> {
-    /// The cluster's nodes (the Node cache, or `explain --nodes`); `None`
-    /// without node data: no feasibility counts, `spec.nodeName` not checked.
-    pub nodes: Option<&'a dyn NodeView>,
-}
-
 /// The webhook a request arrived at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Webhook {
     Mutate,
     Validate,
+    /// The namespace label guard: who may change a namespace's group label.
+    ValidateNamespace,
 }
 
 impl Webhook {
+    pub const ALL: [Webhook; 3] = [Webhook::Mutate, Webhook::Validate, Webhook::ValidateNamespace];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Webhook::Mutate => "mutate",
             Webhook::Validate => "validate",
+            Webhook::ValidateNamespace => "validate-namespace",
         }
     }
 }
@@ -110,8 +112,10 @@ pub enum SkipReason {
     NoGroup,
     /// A static pod's mirror (`kubernetes.io/config.mirror`).
     MirrorPod,
-    /// Owned by a DaemonSet (`skipDaemonSetPods`).
+    /// Created by the DaemonSet controller for a DaemonSet of a group with `allowDaemonSets`.
     DaemonSetPod,
+    /// A DaemonSet object of a group with `allowDaemonSets`: left alone.
+    DaemonSetAllowed,
     /// The pod carries the exclusion label and its group allows it.
     ExclusionLabel,
     /// Not a pod CREATE/UPDATE this webhook acts on (operation or subresource).
@@ -125,6 +129,7 @@ impl SkipReason {
             SkipReason::NoGroup => "no_group",
             SkipReason::MirrorPod => "mirror_pod",
             SkipReason::DaemonSetPod => "daemonset_pod",
+            SkipReason::DaemonSetAllowed => "daemonset_allowed",
             SkipReason::ExclusionLabel => "exclusion_label",
             SkipReason::NotApplicable(_) => "not_applicable",
         }
@@ -270,6 +275,45 @@ impl Outcome {
     /// The JSON Pointer of every operation, in order.
     pub fn patch_paths(&self) -> Vec<String> {
         self.patch.0.iter().map(|op| op.path().to_string()).collect()
+    }
+
+    /// The outcome with its patch moved under `prefix` (e.g. `["spec", "template"]`
+    /// for a DaemonSet whose pod template was decided as a pod): the same
+    /// operations, values and order, each path prefixed.
+    pub fn rerooted(mut self, prefix: &[&str]) -> Self {
+        let prefix = json_patch::jsonptr::PointerBuf::from_tokens(prefix.iter().copied());
+        let moved = |path: &json_patch::jsonptr::PointerBuf| prefix.concat(path);
+        for op in &mut self.patch.0 {
+            use json_patch::PatchOperation as Op;
+            match op {
+                Op::Add(o) => o.path = moved(&o.path),
+                Op::Remove(o) => o.path = moved(&o.path),
+                Op::Replace(o) => o.path = moved(&o.path),
+                Op::Test(o) => o.path = moved(&o.path),
+                Op::Move(o) => {
+                    o.path = moved(&o.path);
+                    o.from = moved(&o.from);
+                }
+                Op::Copy(o) => {
+                    o.path = moved(&o.path);
+                    o.from = moved(&o.from);
+                }
+            }
+        }
+        self
+    }
+}
+
+/// Where a DaemonSet keeps its pod template's pod: its patch paths are the pod's under this prefix.
+pub const DAEMON_SET_TEMPLATE: &[&str] = &["spec", "template"];
+
+/// A DaemonSet's pod template as the pod the engine decides: the template's
+/// metadata and spec (the pods the controller creates from it carry both).
+pub fn template_pod(template: &k8s_openapi::api::core::v1::PodTemplateSpec) -> k8s_openapi::api::core::v1::Pod {
+    k8s_openapi::api::core::v1::Pod {
+        metadata: template.metadata.clone().unwrap_or_default(),
+        spec: template.spec.clone(),
+        status: None,
     }
 }
 

@@ -102,7 +102,7 @@ fn mutate_in(group: &str, spec: Value, nodes: &dyn NodeView) -> Outcome {
         name: "team",
         labels: &labels,
     };
-    mutate(&config(), &ns, &pod(spec), &Context { nodes: Some(nodes) })
+    mutate(&config(), &ns, &pod(spec), &Context::offline().with_nodes(Some(nodes)))
 }
 
 fn validate_in(group: &str, spec: Value, old: Option<Value>, nodes: Option<&dyn NodeView>) -> Outcome {
@@ -112,7 +112,13 @@ fn validate_in(group: &str, spec: Value, old: Option<Value>, nodes: Option<&dyn 
         labels: &labels,
     };
     let old = old.map(pod);
-    validate(&config(), &ns, &pod(spec), old.as_ref(), &Context { nodes })
+    validate(
+        &config(),
+        &ns,
+        &pod(spec),
+        old.as_ref(),
+        &Context::offline().with_nodes(nodes),
+    )
 }
 
 #[test]
@@ -218,7 +224,7 @@ fn the_top_level_on_no_feasible_node_is_the_groups_default() {
     )
     .expect("valid");
     let nodes = cluster();
-    let ctx = Context { nodes: Some(&nodes) };
+    let ctx = Context::offline().with_nodes(Some(&nodes));
     for (group, decision) in [("g", Decision::Denied), ("h", Decision::Patched)] {
         let labels = ns_of(group);
         let ns = Namespace {
@@ -361,7 +367,7 @@ fn skipped_pods_with_a_node_name_are_not_checked() {
         &ns,
         &pod(bound("ghost")),
         None,
-        &Context { nodes: Some(&Down) },
+        &Context::offline().with_nodes(Some(&Down)),
     );
     assert_eq!(out.decision, Decision::Skipped);
     assert_eq!(needs_bound_node(&config(), &ns, &pod(bound("ghost")), None), None);

@@ -682,6 +682,10 @@ groups:
     mode: enforce
     allowPodExclusion: true
     nodeSelector: {node-pool: ci}
+  agents:
+    mode: enforce
+    allowDaemonSets: true
+    nodeSelector: {node-pool: ci}
 "#;
 
 fn config(extra: &str) -> Config {
@@ -695,8 +699,48 @@ fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
 }
 
 fn decide(c: &Config, ns: &str, ns_labels: &[(&str, &str)], p: &Value) -> Outcome {
+    decide_as(c, ns, ns_labels, p, &Context::default())
+}
+
+fn decide_as(c: &Config, ns: &str, ns_labels: &[(&str, &str)], p: &Value, ctx: &Context) -> Outcome {
     let l = labels(ns_labels);
-    mutate(c, &Namespace { name: ns, labels: &l }, &typed(p), &Context::default())
+    mutate(c, &Namespace { name: ns, labels: &l }, &typed(p), ctx)
+}
+
+/// The requester of a live request, from the `userInfo` of a real AdmissionReview.
+fn requester(user_info: Value) -> Context<'static> {
+    Context::from_user_info(&serde_json::from_value(user_info).expect("a userInfo"))
+}
+
+fn daemon_set_controller() -> Context<'static> {
+    requester(json!({
+        "username": "system:serviceaccount:kube-system:daemon-set-controller",
+        "uid": "5d0a1c36-8d0e-4a55-9c1b-0e6a1d0c1a11",
+        "groups": ["system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"]
+    }))
+}
+
+fn node(name: &str) -> Context<'static> {
+    requester(json!({"username": format!("system:node:{name}"), "groups": ["system:nodes", "system:authenticated"]}))
+}
+
+fn tenant() -> Context<'static> {
+    requester(json!({"username": "alice", "uid": "a1", "groups": ["team-a", "system:authenticated"]}))
+}
+
+fn daemon_set_pod(controller: Option<bool>) -> Value {
+    let mut p = plain_pod();
+    p["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds",
+        "uid": "6b1f0d2e-3c4a-4e5f-9a8b-7c6d5e4f3a2b", "controller": controller, "blockOwnerDeletion": true}]);
+    p
+}
+
+fn mirror_pod(node_name: &str) -> Value {
+    let mut p = plain_pod();
+    p["metadata"]["annotations"] =
+        json!({"kubernetes.io/config.mirror": "0f2d4b6c8e", "kubernetes.io/config.source": "file"});
+    p["spec"]["nodeName"] = json!(node_name);
+    p
 }
 
 fn plain_pod() -> Value {
@@ -791,28 +835,28 @@ fn compliant_pods_are_noops() {
 fn every_skip_rule_has_its_reason() {
     let c = config("");
     let ci = [("pod-director/group", "ci")];
-    type Case<'a> = (Value, &'a str, &'a [(&'a str, &'a str)], SkipReason);
+    let agents = [("pod-director/group", "agents")];
+    type Case<'a> = (Value, &'a str, &'a [(&'a str, &'a str)], Context<'static>, SkipReason);
+    let mut mirror_without_node_name = mirror_pod("node-1");
+    mirror_without_node_name["spec"]
+        .as_object_mut()
+        .expect("a spec")
+        .remove("nodeName");
     let cases: Vec<Case> = vec![
-        (plain_pod(), "kube-system", &ci, SkipReason::ExcludedNamespace),
-        (plain_pod(), "a", &[], SkipReason::NoGroup),
+        (plain_pod(), "kube-system", &ci, tenant(), SkipReason::ExcludedNamespace),
+        (plain_pod(), "a", &[], tenant(), SkipReason::NoGroup),
         (
-            {
-                let mut p = plain_pod();
-                p["metadata"]["annotations"] = json!({"kubernetes.io/config.mirror": "abc"});
-                p
-            },
+            mirror_without_node_name,
             "a",
             &ci,
+            node("node-1"),
             SkipReason::MirrorPod,
         ),
         (
-            {
-                let mut p = plain_pod();
-                p["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "uid": "1", "controller": true}]);
-                p
-            },
+            daemon_set_pod(Some(true)),
             "a",
-            &ci,
+            &agents,
+            daemon_set_controller(),
             SkipReason::DaemonSetPod,
         ),
         (
@@ -823,6 +867,7 @@ fn every_skip_rule_has_its_reason() {
             },
             "a",
             &[("pod-director/group", "optout")],
+            tenant(),
             SkipReason::ExclusionLabel,
         ),
         (
@@ -833,14 +878,108 @@ fn every_skip_rule_has_its_reason() {
             },
             "a",
             &ci,
+            tenant(),
             SkipReason::NotApplicable("the pod has no spec".into()),
         ),
     ];
-    for (p, ns, l, reason) in cases {
-        let out = decide(&c, ns, l, &p);
+    for (p, ns, l, ctx, reason) in cases {
+        let out = decide_as(&c, ns, l, &p, &ctx);
         assert_eq!(out.decision, Decision::Skipped, "{reason:?}");
         assert_eq!(out.skip_reason, Some(reason));
         assert!(out.allowed && out.patch.0.is_empty());
+    }
+}
+
+#[test]
+fn a_daemonset_pod_is_skipped_only_when_the_daemonset_controller_creates_it_in_a_group_that_allows_it() {
+    let c = config("");
+    let agents = [("pod-director/group", "agents")];
+    let skipped = |out: &Outcome| out.skip_reason == Some(SkipReason::DaemonSetPod);
+    assert!(skipped(&decide_as(
+        &c,
+        "a",
+        &agents,
+        &daemon_set_pod(Some(true)),
+        &daemon_set_controller()
+    )));
+    // A tenant forging the owner reference, with controller true or false, or none.
+    for controller in [Some(true), Some(false), None] {
+        let out = decide_as(&c, "a", &agents, &daemon_set_pod(controller), &tenant());
+        assert_eq!(
+            out.decision,
+            Decision::Patched,
+            "forged owner reference (controller {controller:?})"
+        );
+    }
+    // The controller, but without a controller reference, or one of another API group or kind.
+    for owner in [
+        json!([{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "uid": "1", "controller": false}]),
+        json!([{"apiVersion": "apps/v1beta2", "kind": "DaemonSet", "name": "ds", "uid": "1", "controller": true}]),
+        json!([{"apiVersion": "example.com/v1", "kind": "DaemonSet", "name": "ds", "uid": "1", "controller": true}]),
+        json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "ds", "uid": "1", "controller": true}]),
+    ] {
+        let mut p = plain_pod();
+        p["metadata"]["ownerReferences"] = owner.clone();
+        let out = decide_as(&c, "a", &agents, &p, &daemon_set_controller());
+        assert_eq!(out.decision, Decision::Patched, "{owner}");
+    }
+    // The controller's real pods in a group that does not allow DaemonSets: decided like pods.
+    let out = decide_as(
+        &c,
+        "a",
+        &[("pod-director/group", "ci")],
+        &daemon_set_pod(Some(true)),
+        &daemon_set_controller(),
+    );
+    assert_eq!(out.decision, Decision::Patched);
+    // A controller that is only named like the DaemonSet controller in a group.
+    let impostor = requester(
+        json!({"username": "mallory", "groups": ["system:serviceaccount:kube-system:daemon-set-controller"]}),
+    );
+    assert_eq!(
+        decide_as(&c, "a", &agents, &daemon_set_pod(Some(true)), &impostor).decision,
+        Decision::Patched
+    );
+}
+
+#[test]
+fn the_daemonset_controller_username_is_configurable() {
+    let c = config("daemonSetController: system:kube-controller-manager");
+    let agents = [("pod-director/group", "agents")];
+    let kcm = requester(json!({"username": "system:kube-controller-manager", "groups": ["system:authenticated"]}));
+    assert_eq!(
+        decide_as(&c, "a", &agents, &daemon_set_pod(Some(true)), &kcm).skip_reason,
+        Some(SkipReason::DaemonSetPod)
+    );
+    assert_eq!(
+        decide_as(&c, "a", &agents, &daemon_set_pod(Some(true)), &daemon_set_controller()).decision,
+        Decision::Patched,
+        "the default name no longer exempts"
+    );
+}
+
+#[test]
+fn a_mirror_pod_is_skipped_only_when_a_node_creates_it() {
+    let c = config("");
+    let ci = [("pod-director/group", "ci")];
+    let mut p = mirror_pod("node-1");
+    p["spec"].as_object_mut().expect("a spec").remove("nodeName");
+    assert_eq!(
+        decide_as(&c, "a", &ci, &p, &node("node-1")).skip_reason,
+        Some(SkipReason::MirrorPod)
+    );
+    let not_a_node = [
+        tenant(),
+        Context::offline(),
+        // The node username without the nodes group, and the group without a node username.
+        requester(json!({"username": "system:node:node-1", "groups": ["system:authenticated"]})),
+        requester(json!({"username": "alice", "groups": ["system:nodes"]})),
+        requester(json!({"username": "system:node:", "groups": ["system:nodes"]})),
+    ];
+    for ctx in not_a_node {
+        let out = decide_as(&c, "a", &ci, &p, &ctx);
+        assert_eq!(out.decision, Decision::Patched, "{:?}", ctx.requester);
+        assert_eq!(out.skip_reason, None);
     }
 }
 
@@ -855,14 +994,134 @@ fn exclusion_label_is_ignored_when_the_group_does_not_allow_it() {
 }
 
 #[test]
-fn daemonset_pods_are_planned_when_the_skip_is_turned_off() {
-    let c = config("skipDaemonSetPods: false");
-    let mut p = plain_pod();
-    p["metadata"]["ownerReferences"] =
-        json!([{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "ds", "uid": "1"}]);
+fn daemonset_pods_are_planned_when_the_deprecated_skip_is_turned_off() {
+    let c = Config::from_yaml(
+        "skipDaemonSetPods: false\ngroups: {ci: {mode: enforce, nodeSelector: {node-pool: ci}}}",
+        "t",
+        Vec::new(),
+    )
+    .unwrap()
+    .config;
+    let out = decide_as(
+        &c,
+        "a",
+        &[("pod-director/group", "ci")],
+        &daemon_set_pod(Some(true)),
+        &daemon_set_controller(),
+    );
+    assert_eq!(out.decision, Decision::Patched);
+}
+
+fn daemon_set_template(spec: Value) -> Pod {
+    template_pod(
+        &serde_json::from_value(json!({"metadata": {"labels": {"app": "agent"}}, "spec": spec}))
+            .expect("a pod template"),
+    )
+}
+
+#[test]
+fn a_daemonset_of_a_group_without_allow_daemonsets_gets_its_pods_placement_under_spec_template() {
+    let c = config("");
+    let l = labels(&[("pod-director/group", "ci")]);
+    let ns = Namespace { name: "a", labels: &l };
+    let template = daemon_set_template(json!({"containers": containers()}));
+    let as_pod = mutate(&c, &ns, &template, &tenant());
+    let out = mutate_daemon_set(&c, &ns, &template, None, &tenant());
+    assert_eq!(out.decision, Decision::Patched);
     assert_eq!(
-        decide(&c, "a", &[("pod-director/group", "ci")], &p).decision,
-        Decision::Patched
+        out.patch, as_pod.patch,
+        "the same engine, the same patch relative to the pod"
+    );
+    let rerooted = out.rerooted(DAEMON_SET_TEMPLATE);
+    assert_eq!(
+        serde_json::to_value(&rerooted.patch).unwrap(),
+        json!([
+            {"op": "add", "path": "/spec/template/spec/nodeSelector", "value": {"node-pool": "ci"}},
+            {"op": "add", "path": "/spec/template/spec/tolerations", "value": [
+                {"effect": "NoSchedule", "key": "dedicated", "operator": "Equal", "value": "ci"}]},
+        ])
+    );
+    // Applied to the DaemonSet, the template is what the pod would have become.
+    let mut ds = json!({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "agent"},
+        "spec": {"selector": {"matchLabels": {"app": "agent"}},
+                 "template": {"metadata": {"labels": {"app": "agent"}}, "spec": {"containers": containers()}}}});
+    json_patch::patch(&mut ds, &rerooted.patch.0).expect("the patch applies to the DaemonSet");
+    let placed = daemon_set_template(ds["spec"]["template"]["spec"].clone());
+    assert!(verify(&placed, &c.groups["ci"]).is_empty());
+    assert_eq!(
+        mutate_daemon_set(&c, &ns, &placed, None, &tenant()).decision,
+        Decision::Noop
+    );
+    // /validate checks the final template.
+    assert_eq!(
+        validate_daemon_set(&c, &ns, &template, None, &tenant()).decision,
+        Decision::Denied
+    );
+    assert_eq!(
+        validate_daemon_set(&c, &ns, &placed, None, &tenant()).decision,
+        Decision::Noop
+    );
+    let message = validate_daemon_set(&c, &ns, &template, None, &tenant())
+        .message
+        .unwrap_or_default();
+    assert!(
+        message.contains("the DaemonSet's pod template does not satisfy"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_daemonset_of_a_group_with_allow_daemonsets_is_left_alone() {
+    let c = config("");
+    let l = labels(&[("pod-director/group", "agents")]);
+    let ns = Namespace { name: "a", labels: &l };
+    let template = daemon_set_template(json!({"containers": containers()}));
+    for out in [
+        mutate_daemon_set(&c, &ns, &template, None, &tenant()),
+        validate_daemon_set(&c, &ns, &template, None, &tenant()),
+    ] {
+        assert_eq!(out.skip_reason, Some(SkipReason::DaemonSetAllowed));
+        assert!(out.allowed && out.patch.0.is_empty());
+    }
+}
+
+#[test]
+fn a_daemonset_update_reapplies_the_placement_and_denies_only_conflicts_it_introduces() {
+    let c = Config::from_yaml(
+        "groups: {ci: {mode: enforce, onConflict: reject, nodeSelector: {node-pool: ci}}}",
+        "t",
+        Vec::new(),
+    )
+    .unwrap()
+    .config;
+    let l = labels(&[("pod-director/group", "ci")]);
+    let ns = Namespace { name: "a", labels: &l };
+    let placed = daemon_set_template(json!({"containers": containers(), "nodeSelector": {"node-pool": "ci"}}));
+    let stripped = daemon_set_template(json!({"containers": containers()}));
+    let gpu = daemon_set_template(json!({"containers": containers(), "nodeSelector": {"node-pool": "gpu"}}));
+    // A tenant drops the placement: /mutate puts it back, /validate would have denied.
+    let out = mutate_daemon_set(&c, &ns, &stripped, Some(&placed), &tenant());
+    assert_eq!(out.decision, Decision::Patched);
+    assert_eq!(
+        validate_daemon_set(&c, &ns, &stripped, Some(&placed), &tenant()).decision,
+        Decision::Denied
+    );
+    // A conflict the update introduces is denied; one the DaemonSet already had is not.
+    assert_eq!(
+        mutate_daemon_set(&c, &ns, &gpu, Some(&placed), &tenant()).decision,
+        Decision::Denied
+    );
+    let relabelled = {
+        let mut t = gpu.clone();
+        t.metadata.labels.get_or_insert_default().insert("v".into(), "2".into());
+        t
+    };
+    let out = mutate_daemon_set(&c, &ns, &relabelled, Some(&gpu), &tenant());
+    assert_eq!((out.decision, out.allowed), (Decision::Noop, true));
+    assert!(out.summary.contains("predate this update"), "{}", out.summary);
+    assert_eq!(
+        validate_daemon_set(&c, &ns, &relabelled, Some(&gpu), &tenant()).decision,
+        Decision::Noop
     );
 }
 

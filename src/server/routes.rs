@@ -109,7 +109,7 @@ fn review_reply(body: Vec<u8>, status: StatusCode) -> impl Reply {
     warp::reply::with_status(warp::reply::with_header(body, CONTENT_TYPE, "application/json"), status)
 }
 
-/// `POST /mutate` and `POST /validate`.
+/// `POST /mutate`, `POST /validate` and `POST /validate-namespace`.
 pub fn admission(
     admission: Arc<Admission>,
     max_body_bytes: u64,
@@ -126,6 +126,8 @@ pub fn admission(
     };
     endpoint("mutate", Webhook::Mutate)
         .or(endpoint("validate", Webhook::Validate))
+        .unify()
+        .or(endpoint("validate-namespace", Webhook::ValidateNamespace))
         .unify()
         .recover(rejection)
 }
@@ -189,7 +191,7 @@ async fn rejection(rejection: Rejection) -> Result<warp::reply::Response, Infall
     let reply = if rejection.is_not_found() {
         text(
             StatusCode::NOT_FOUND,
-            "no such endpoint: POST AdmissionReviews to /mutate or /validate; probes are /healthz, /readyz, /metrics on the probe port".to_owned(),
+            "no such endpoint: POST AdmissionReviews to /mutate, /validate or /validate-namespace; probes are /healthz, /readyz, /metrics on the probe port".to_owned(),
         )
     } else if let Some(too_large) = rejection.find::<BodyTooLarge>() {
         text(

@@ -149,6 +149,13 @@ impl Request {
         }
     }
 
+    pub fn namespace_guard(body: Value) -> Self {
+        Self {
+            webhook: Webhook::ValidateNamespace,
+            ..Self::mutate(body)
+        }
+    }
+
     pub fn raw(webhook: Webhook, body: &[u8]) -> Self {
         Self {
             webhook,
@@ -272,6 +279,23 @@ pub fn representative_requests() -> Vec<Request> {
         Request::mutate(pod_create("uid-excluded", "kube-system", spec())),
         Request::mutate(delete),
         Request::validate(validate),
+        Request::namespace_guard(namespace_relabel("uid-relabel", "team-strict", "shadow")),
         Request::raw(Webhook::Mutate, b"{\"kind\":\"AdmissionReview\""),
     ]
+}
+
+/// A namespace UPDATE by a tenant moving `namespace` to group `to`, as kube-apiserver sends it.
+pub fn namespace_relabel(uid: &str, namespace: &str, to: &str) -> Value {
+    let object = |group: &str| {
+        json!({"kind": "Namespace", "apiVersion": "v1", "metadata": {"name": namespace,
+            "labels": {"kubernetes.io/metadata.name": namespace, "pod-director/group": group}}})
+    };
+    let mut body = common::review(uid, "UPDATE", &object(to), Some(&object("strict")));
+    body["request"]["kind"] = json!({"group": "", "version": "v1", "kind": "Namespace"});
+    body["request"]["resource"] = json!({"group": "", "version": "v1", "resource": "namespaces"});
+    body["request"]["requestKind"] = body["request"]["kind"].clone();
+    body["request"]["requestResource"] = body["request"]["resource"].clone();
+    body["request"]["namespace"] = json!(namespace);
+    body["request"]["userInfo"] = json!({"username": "alice", "uid": "a1", "groups": ["system:authenticated"]});
+    body
 }

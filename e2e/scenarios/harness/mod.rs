@@ -518,10 +518,24 @@ impl Env {
         }))
         .expect("a Namespace");
         self.created.lock().expect("not poisoned").namespaces.push(name.clone());
-        Api::<Namespace>::all(self.client.clone())
-            .create(&PostParams::default(), &namespace)
-            .await
-            .unwrap_or_else(|e| panic!("namespace {name} created: {e}"));
+        // A labelled namespace goes through the namespace label guard (failurePolicy Fail when it
+        // enforces): right after the webhook configurations are replaced, the API server may still
+        // call the previous scenario's pod-director for a moment.
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            match Api::<Namespace>::all(self.client.clone())
+                .create(&PostParams::default(), &namespace)
+                .await
+            {
+                Ok(_) => break,
+                Err(kube::Error::Api(status))
+                    if status.message.contains("failed calling webhook") && tokio::time::Instant::now() < deadline =>
+                {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(e) => panic!("namespace {name} created: {e}"),
+            }
+        }
         name
     }
 

@@ -1,0 +1,750 @@
+//! A tenant cannot escape an enforce group. Acting as a tenant (impersonation:
+//! a user with a Role to create pods and DaemonSets in its namespace and to
+//! patch that namespace), every escape is tried against the real API server:
+//! a forged DaemonSet owner reference, a DaemonSet of its own, a forged mirror
+//! annotation, relabelling the namespace. And the legitimate paths still work:
+//! the real DaemonSet controller's pods in a group that allows DaemonSets, the
+//! API server's binding path, an allowed admin relabelling.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Binding, Namespace, Node, Pod};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use kube::Client;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+use crate::fixtures::{Placement, group_toleration, workload, workload_spec};
+use crate::harness::k8s::{IMAGE, eventually};
+use crate::harness::{Decision, Env, PATIENCE, notice, suffix};
+
+const DAEMON_SET_CONTROLLER: &str = "system:serviceaccount:kube-system:daemon-set-controller";
+
+/// A tenant: a user of its own, allowed to create pods and DaemonSets in `namespace`
+/// and to get, patch and update that namespace (and to create namespaces).
+struct Tenant {
+    user: String,
+    namespace: String,
+    client: Client,
+    cluster_role: String,
+}
+
+impl Tenant {
+    async fn new(env: &Env, group: &str) -> Tenant {
+        let namespace = env.namespace(Some(group)).await;
+        let user = format!("tenant-{}", suffix());
+        let admin = env.client.clone();
+        let role: Role = serde_json::from_value(json!({
+            "metadata": {"name": "tenant"},
+            "rules": [
+                {"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "get", "list", "watch"]},
+                {"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["create", "get", "list", "update", "patch"]},
+            ]
+        }))
+        .expect("a Role");
+        Api::<Role>::namespaced(admin.clone(), &namespace)
+            .create(&PostParams::default(), &role)
+            .await
+            .expect("Role created");
+        let binding: RoleBinding = serde_json::from_value(json!({
+            "metadata": {"name": "tenant"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "tenant"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]
+        }))
+        .expect("a RoleBinding");
+        Api::<RoleBinding>::namespaced(admin.clone(), &namespace)
+            .create(&PostParams::default(), &binding)
+            .await
+            .expect("RoleBinding created");
+        let cluster_role = format!("e2e-{user}");
+        let role: ClusterRole = serde_json::from_value(json!({
+            "metadata": {"name": cluster_role},
+            "rules": [
+                {"apiGroups": [""], "resources": ["namespaces"], "resourceNames": [namespace], "verbs": ["get", "patch", "update"]},
+                {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["create"]},
+            ]
+        }))
+        .expect("a ClusterRole");
+        Api::<ClusterRole>::all(admin.clone())
+            .create(&PostParams::default(), &role)
+            .await
+            .expect("ClusterRole created");
+        let binding: ClusterRoleBinding = serde_json::from_value(json!({
+            "metadata": {"name": cluster_role},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": cluster_role},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]
+        }))
+        .expect("a ClusterRoleBinding");
+        Api::<ClusterRoleBinding>::all(admin)
+            .create(&PostParams::default(), &binding)
+            .await
+            .expect("ClusterRoleBinding created");
+        let client = impersonating(&user, &["system:authenticated"]).await;
+        Tenant {
+            user,
+            namespace,
+            client,
+            cluster_role,
+        }
+    }
+
+    fn pods(&self) -> Api<Pod> {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    /// Creates a pod as the tenant: the stored pod, or the API server's error.
+    async fn create_pod(&self, pod: &Pod) -> Result<Pod, kube::Error> {
+        // RBAC is cached by the API server's authorizer for a moment: retry a fresh Forbidden.
+        retry_forbidden(|| async { self.pods().create(&PostParams::default(), pod).await }).await
+    }
+
+    async fn patch_namespace(&self, labels: Value) -> Result<Namespace, kube::Error> {
+        let patch = json!({"metadata": {"labels": labels}});
+        retry_forbidden(|| async {
+            Api::<Namespace>::all(self.client.clone())
+                .patch(&self.namespace, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+        })
+        .await
+    }
+
+    /// Deletes the cluster-scoped RBAC objects (the namespace goes with the Env).
+    async fn remove(&self, admin: &Client) {
+        let dp = DeleteParams::default();
+        let _ = Api::<ClusterRoleBinding>::all(admin.clone())
+            .delete(&self.cluster_role, &dp)
+            .await;
+        let _ = Api::<ClusterRole>::all(admin.clone())
+            .delete(&self.cluster_role, &dp)
+            .await;
+    }
+}
+
+/// A client acting as `user` in `groups` (the suite's admin may impersonate).
+async fn impersonating(user: &str, groups: &[&str]) -> Client {
+    let mut config = kube::Config::infer().await.expect("a kubeconfig");
+    config.auth_info.impersonate = Some(user.to_owned());
+    config.auth_info.impersonate_groups = Some(groups.iter().map(|g| (*g).to_owned()).collect());
+    Client::try_from(config).expect("an impersonating client")
+}
+
+/// Runs `call` until it is not a 403 from RBAC (just granted), for a few seconds at most.
+async fn retry_forbidden<T, F, Fut>(mut call: F) -> Result<T, kube::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, kube::Error>>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        match call().await {
+            Err(kube::Error::Api(status))
+                if status.code == 403
+                    && !status.message.contains("pod-director")
+                    && tokio::time::Instant::now() < deadline =>
+            {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+fn denial(result: &Result<impl std::fmt::Debug, kube::Error>) -> String {
+    match result {
+        Err(kube::Error::Api(status)) => {
+            assert_eq!(status.code, 403, "{status:?}");
+            status.message.clone()
+        }
+        other => panic!("expected a denial, got {other:?}"),
+    }
+}
+
+fn owned_by_daemon_set(name: &str, controller: bool) -> Pod {
+    let mut pod = workload(name);
+    pod.metadata.owner_references = Some(vec![
+        serde_json::from_value(json!({
+            "apiVersion": "apps/v1", "kind": "DaemonSet", "name": "forged",
+            "uid": "00000000-0000-4000-8000-000000000000", "controller": controller,
+        }))
+        .expect("an OwnerReference"),
+    ]);
+    pod
+}
+
+/// Cluster-scoped Nodes of a scenario, deleted when it ends (also on panic).
+struct Nodes {
+    names: Vec<String>,
+}
+
+impl Nodes {
+    async fn create(env: &Env, nodes: &[(&str, Value)]) -> Nodes {
+        let api: Api<Node> = Api::all(env.client.clone());
+        let mut names = Vec::new();
+        for (name, labels) in nodes {
+            let node: Node =
+                serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}})).expect("a Node");
+            api.create(&PostParams::default(), &node)
+                .await
+                .unwrap_or_else(|e| panic!("Node {name} created: {e}"));
+            names.push((*name).to_owned());
+        }
+        Nodes { names }
+    }
+}
+
+impl Drop for Nodes {
+    fn drop(&mut self) {
+        let names = std::mem::take(&mut self.names);
+        let cleanup = std::thread::spawn(move || {
+            let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
+                return;
+            };
+            runtime.block_on(async {
+                let Ok(client) = Client::try_default().await else {
+                    return;
+                };
+                let api: Api<Node> = Api::all(client);
+                for name in &names {
+                    let _ = tokio::time::timeout(PATIENCE, api.delete(name, &DeleteParams::default())).await;
+                }
+            });
+        });
+        let _ = cleanup.join();
+    }
+}
+
+fn daemon_set(name: &str, spec: Value) -> DaemonSet {
+    serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": spec},
+        },
+    }))
+    .expect("a DaemonSet")
+}
+
+/// The placement fields of a DaemonSet's pod template.
+fn template_placement(ds: &DaemonSet) -> Placement {
+    let template = ds.spec.clone().expect("a spec").template;
+    Placement::of(&Pod {
+        metadata: template.metadata.unwrap_or_default(),
+        spec: template.spec,
+        status: None,
+    })
+}
+
+/// Decisions logged for DaemonSet `name` in `namespace` at `webhook`.
+async fn daemon_set_decisions(env: &Env, namespace: &str, name: &str, webhook: &str) -> Vec<Decision> {
+    env.decisions(namespace, name, webhook, 1).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_s_forged_daemonset_owner_does_not_exempt_its_pod() {
+    let env = Env::start("forged-owner").await;
+    // In an enforce group, and in one that allows DaemonSets: only the controller is exempt there.
+    for group in ["e2e-enforce", "e2e-agents"] {
+        let tenant = Tenant::new(&env, group).await;
+        for (name, controller) in [("forged-controller", true), ("forged-owner", false)] {
+            let stored = tenant
+                .create_pod(&owned_by_daemon_set(name, controller))
+                .await
+                .unwrap_or_else(|e| panic!("{group}: {name} admitted: {e}"));
+            // e2e-agents has the same placement as e2e-enforce (e2e/scenarios/values.yaml).
+            assert_eq!(
+                Placement::of(&stored),
+                Placement::enforced(),
+                "{group}/{name}: placed, not skipped"
+            );
+            for webhook in ["mutate", "validate"] {
+                let line = env.decision(&tenant.namespace, name, webhook).await;
+                assert_ne!(line.decision(), "skipped", "{group}/{name} at {webhook}: {line:?}");
+                assert_eq!(line.text("admission.request.user"), tenant.user);
+                assert_eq!(line.text("admission.object.owner.kind"), "DaemonSet");
+            }
+            assert_eq!(
+                env.decision(&tenant.namespace, name, "mutate").await.decision(),
+                "patched"
+            );
+        }
+        tenant.remove(&env.client).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_s_daemonset_in_an_enforce_group_only_targets_the_group_s_nodes() {
+    let env = Env::start("tenant-ds").await;
+    let tenant = Tenant::new(&env, "e2e-enforce").await;
+    let id = suffix();
+    let blue = format!("e2e-blue-{id}");
+    let red = format!("e2e-red-{id}");
+    let _nodes = Nodes::create(
+        &env,
+        &[
+            (
+                &blue,
+                json!({"e2e.pod-director.io/pool": "blue", "kubernetes.io/os": "linux", "topology.kubernetes.io/zone": "zone-a",
+                       "e2e.pod-director.io/team": "web", "e2e.pod-director.io/arch": "amd64"}),
+            ),
+            (
+                &red,
+                json!({"e2e.pod-director.io/pool": "red", "kubernetes.io/os": "linux", "topology.kubernetes.io/zone": "zone-a",
+                       "e2e.pod-director.io/team": "web", "e2e.pod-director.io/arch": "amd64"}),
+            ),
+        ],
+    )
+    .await;
+    let daemon_sets: Api<DaemonSet> = Api::namespaced(tenant.client.clone(), &tenant.namespace);
+    let created = retry_forbidden(|| async {
+        daemon_sets
+            .create(&PostParams::default(), &daemon_set("agent", workload_spec()))
+            .await
+    })
+    .await
+    .expect("the tenant's DaemonSet is admitted");
+    assert_eq!(
+        template_placement(&created),
+        Placement::enforced(),
+        "the stored DaemonSet carries the group's placement"
+    );
+    let mutate = daemon_set_decisions(&env, &tenant.namespace, "agent", "mutate").await;
+    assert_eq!(mutate[0].decision(), "patched");
+    assert!(
+        mutate[0]
+            .patch()
+            .as_array()
+            .is_some_and(|ops| ops.iter().all(|op| op["path"]
+                .as_str()
+                .unwrap_or_default()
+                .starts_with("/spec/template/spec/"))),
+        "{:?}",
+        mutate[0]
+    );
+
+    // The real DaemonSet controller creates pods only for the group's node.
+    let admin_pods: Api<Pod> = Api::namespaced(env.client.clone(), &tenant.namespace);
+    eventually("the DaemonSet controller's pod on the blue node", || async {
+        let pods = admin_pods
+            .list(&ListParams::default().labels("app=agent"))
+            .await
+            .expect("pods listed");
+        (!pods.items.is_empty()).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let pods = admin_pods
+        .list(&ListParams::default().labels("app=agent"))
+        .await
+        .expect("pods listed")
+        .items;
+    let targets: Vec<String> = pods.iter().map(target_node).collect();
+    assert!(targets.contains(&blue), "a pod for {blue}: {targets:?}");
+    assert!(
+        !targets.contains(&red),
+        "no pod for {red}, outside the group: {targets:?}"
+    );
+    let first = &pods_named(&admin_pods).await[0];
+    let line = env.decision(&tenant.namespace, first, "validate").await;
+    assert_eq!(line.text("admission.request.user"), DAEMON_SET_CONTROLLER);
+    assert_eq!(
+        line.decision(),
+        "noop",
+        "decided (the group does not allow DaemonSets), and compliant: {line:?}"
+    );
+    // The controller replaces the template's required node affinity with its node's name;
+    // /mutate ANDs the group's term back in (the pod still targets its node).
+    let mutated = controller_pod_mutations(&env, &tenant.namespace).await;
+    assert!(!mutated.is_empty(), "the controller's pods were decided at /mutate");
+    for line in &mutated {
+        assert!(
+            matches!(line.decision(), "noop" | "patched"),
+            "decided, not skipped: {line:?}"
+        );
+    }
+
+    // An update that drops the placement: put back by /mutate, whatever the tenant sends.
+    let mut stripped = daemon_sets.get("agent").await.expect("the DaemonSet");
+    let spec = stripped.spec.as_mut().expect("a spec");
+    if let Some(pod_spec) = spec.template.spec.as_mut() {
+        pod_spec.node_selector = None;
+        pod_spec.tolerations = None;
+        pod_spec.affinity = None;
+    }
+    let updated = retry_forbidden(|| async { daemon_sets.replace("agent", &PostParams::default(), &stripped).await })
+        .await
+        .expect("the update is admitted");
+    // The group's placement is back (the tenant's own nodeSelector key, toleration and term are gone).
+    let placed = template_placement(&updated);
+    assert_eq!(
+        placed.node_selector,
+        [("e2e.pod-director.io/pool", "blue"), ("kubernetes.io/os", "linux")]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect::<BTreeMap<_, _>>(),
+        "{placed:?}"
+    );
+    assert_eq!(placed.tolerations, vec![group_toleration()]);
+    let required = placed
+        .affinity
+        .and_then(|a| a.node_affinity)
+        .and_then(|n| n.required_during_scheduling_ignored_during_execution)
+        .map(|r| serde_json::to_value(r).unwrap_or_default());
+    assert_eq!(
+        required,
+        Some(json!({"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["zone-a", "zone-b"]}]}]}))
+    );
+    tenant.remove(&env.client).await;
+}
+
+fn target_node(pod: &Pod) -> String {
+    // The DaemonSet controller pins each pod with a metadata.name matchFields term.
+    let terms = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.affinity.as_ref())
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|n| n.required_during_scheduling_ignored_during_execution.as_ref())
+        .map(|r| r.node_selector_terms.clone())
+        .unwrap_or_default();
+    terms
+        .iter()
+        .flat_map(|t| t.match_fields.iter().flatten())
+        .flat_map(|f| f.values.iter().flatten())
+        .next()
+        .cloned()
+        .unwrap_or_default()
+}
+
+async fn pods_named(api: &Api<Pod>) -> Vec<String> {
+    api.list(&ListParams::default().labels("app=agent"))
+        .await
+        .expect("pods listed")
+        .items
+        .into_iter()
+        .filter_map(|p| p.metadata.name)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemonset_controller_s_pods_are_skipped_in_a_group_that_allows_daemonsets() {
+    let env = Env::start("agents").await;
+    let ns = env.namespace(Some("e2e-agents")).await;
+    let id = suffix();
+    let (a, b) = (format!("e2e-agent-a-{id}"), format!("e2e-agent-b-{id}"));
+    let _nodes = Nodes::create(
+        &env,
+        &[
+            (&a, json!({"e2e.pod-director.io/pool": "red"})),
+            (&b, json!({"e2e.pod-director.io/pool": "blue"})),
+        ],
+    )
+    .await;
+    let spec = json!({
+        "containers": [{"name": "agent", "image": IMAGE}],
+        "tolerations": [{"operator": "Exists"}],
+    });
+    let daemon_sets: Api<DaemonSet> = Api::namespaced(env.client.clone(), &ns);
+    let created = daemon_sets
+        .create(&PostParams::default(), &daemon_set("agent", spec))
+        .await
+        .expect("DaemonSet created");
+    assert_eq!(
+        template_placement(&created).node_selector,
+        BTreeMap::new(),
+        "the DaemonSet is left alone"
+    );
+    let line = env.decision(&ns, "agent", "mutate").await;
+    assert_eq!(line.text("placement.skip_reason"), "daemonset_allowed");
+
+    let pods: Api<Pod> = Api::namespaced(env.client.clone(), &ns);
+    let found = eventually("the DaemonSet controller's pods on both nodes", || async {
+        let list = pods
+            .list(&ListParams::default().labels("app=agent"))
+            .await
+            .expect("pods listed")
+            .items;
+        let targets: Vec<String> = list.iter().map(target_node).collect();
+        (targets.contains(&a) && targets.contains(&b)).then_some(list)
+    })
+    .await;
+    for pod in found.iter().filter(|p| [&a, &b].contains(&&target_node(p))) {
+        let name = pod.metadata.name.clone().expect("named");
+        assert_eq!(
+            pod.spec.as_ref().and_then(|s| s.node_selector.clone()),
+            None,
+            "{name} untouched"
+        );
+        let line = env.decision(&ns, &name, "validate").await;
+        assert_eq!(line.decision(), "skipped", "{line:?}");
+        assert_eq!(line.text("placement.skip_reason"), "daemonset_pod");
+        assert_eq!(line.text("admission.request.user"), DAEMON_SET_CONTROLLER);
+    }
+    // At /mutate the pods have no name yet (generateName): found by their owner.
+    let mutated = controller_pod_mutations(&env, &ns).await;
+    assert!(mutated.len() >= 2, "{mutated:?}");
+    for line in &mutated {
+        assert_eq!(line.text("placement.skip_reason"), "daemonset_pod", "{line:?}");
+    }
+}
+
+/// The /mutate decisions of the DaemonSet controller's pods in `namespace`.
+async fn controller_pod_mutations(env: &Env, namespace: &str) -> Vec<Decision> {
+    env.logs
+        .decisions()
+        .await
+        .into_iter()
+        .filter(|d| {
+            d.str("webhook") == Some("mutate")
+                && d.str("admission.request.namespace") == Some(namespace)
+                && d.str("admission.object.owner.kind") == Some("DaemonSet")
+                && d.str("admission.request.user") == Some(DAEMON_SET_CONTROLLER)
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_s_forged_mirror_annotation_is_not_a_mirror_pod() {
+    let env = Env::start("forged-mirror").await;
+    let tenant = Tenant::new(&env, "e2e-enforce").await;
+    let mut pod = workload("mirror");
+    pod.metadata.annotations = Some([("kubernetes.io/config.mirror".to_owned(), "f00d".to_owned())].into());
+    // The API server requires spec.nodeName with the mirror annotation.
+    pod.spec.as_mut().expect("a spec").node_name = Some("e2e-nowhere".to_owned());
+    let result = tenant.create_pod(&pod).await;
+    let line = env.decision(&tenant.namespace, "mirror", "mutate").await;
+    assert_eq!(line.text("admission.request.user"), tenant.user);
+    assert_ne!(
+        line.get("placement.skip_reason"),
+        &json!("mirror_pod"),
+        "only a node's mirror pods are skipped: {line:?}"
+    );
+    // Decided like any pod of the enforce group: placed at /mutate, and refused at
+    // /validate because the node it names does not exist.
+    assert_eq!(line.decision(), "patched", "{line:?}");
+    let error = result.expect_err("a pod naming a node that does not exist is denied in enforce");
+    assert!(error.to_string().contains("does not exist"), "{error}");
+    tenant.remove(&env.client).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_s_own_mirror_pod_is_skipped() {
+    let env = Env::start("node-mirror").await;
+    let ns = env.namespace(Some("e2e-enforce")).await;
+    let node = format!("e2e-kubelet-{}", suffix());
+    let _nodes = Nodes::create(&env, &[(&node, json!({}))]).await;
+    // The loopback API server authorizes with RBAC only: let nodes create pods as the Node authorizer would.
+    let binding_name = format!("e2e-{node}");
+    let binding: ClusterRoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": binding_name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:node"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:nodes"}]
+    }))
+    .expect("a ClusterRoleBinding");
+    Api::<ClusterRoleBinding>::all(env.client.clone())
+        .create(&PostParams::default(), &binding)
+        .await
+        .expect("ClusterRoleBinding created");
+    let kubelet = impersonating(
+        &format!("system:node:{node}"),
+        &["system:nodes", "system:authenticated"],
+    )
+    .await;
+    let mut pod = workload("static-web");
+    pod.metadata.annotations = Some([("kubernetes.io/config.mirror".to_owned(), "c0ffee".to_owned())].into());
+    pod.spec.as_mut().expect("a spec").node_name = Some(node.clone());
+    let result = retry_forbidden(|| async {
+        Api::<Pod>::namespaced(kubelet.clone(), &ns)
+            .create(&PostParams::default(), &pod)
+            .await
+    })
+    .await;
+    let _ = Api::<ClusterRoleBinding>::all(env.client.clone())
+        .delete(&binding_name, &DeleteParams::default())
+        .await;
+    let stored = result.expect("the node's mirror pod is admitted");
+    assert_eq!(Placement::of(&stored), Placement::submitted(), "left alone");
+    for webhook in ["mutate", "validate"] {
+        let line = env.decision(&ns, "static-web", webhook).await;
+        assert_eq!(line.text("placement.skip_reason"), "mirror_pod", "{line:?}");
+        assert_eq!(line.text("admission.request.user"), format!("system:node:{node}"));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_server_s_own_binding_path_is_unaffected() {
+    let env = Env::start("binding").await;
+    let ns = env.namespace(Some("e2e-enforce")).await;
+    let node = format!("e2e-bind-{}", suffix());
+    let _nodes = Nodes::create(&env, &[(&node, json!({"e2e.pod-director.io/pool": "blue"}))]).await;
+    env.create_admitted_pod(&ns, &workload("bound")).await;
+    let binding: Binding = serde_json::from_value(json!({
+        "metadata": {"name": "bound"},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+    }))
+    .expect("a Binding");
+    let request = kube::core::Request::new(format!("/api/v1/namespaces/{ns}/pods/bound/binding"))
+        .create(
+            &PostParams::default(),
+            serde_json::to_vec(&binding).expect("serializes"),
+        )
+        .expect("a request");
+    let status: Value = env.client.request(request).await.expect("the binding is accepted");
+    assert_eq!(status["status"], "Success", "{status}");
+    let bound = env.get_pod(&ns, "bound").await;
+    assert_eq!(bound.spec.as_ref().and_then(|s| s.node_name.clone()), Some(node));
+    assert_eq!(Placement::of(&bound), Placement::enforced());
+    assert_eq!(
+        env.decisions(&ns, "bound", "mutate", 1).await.len(),
+        1,
+        "the binding subresource is not sent to pod-director"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_cannot_move_its_namespace_to_another_group_but_an_admin_can() {
+    let Some(mut env) = Env::start_local(
+        "guard",
+        Default::default(),
+        "switches the guard to dryRun by editing pod-director's config file",
+    )
+    .await
+    else {
+        return enforce_only().await;
+    };
+    let tenant = Tenant::new(&env, "e2e-enforce").await;
+    assert_guard_enforced(&env, &tenant).await;
+
+    // dryRun: the same attempts are admitted and reported as would_deny.
+    let old_revision = guard_decisions(&env, &tenant.namespace).await;
+    let old_revision = old_revision
+        .last()
+        .expect("guard decisions")
+        .text("config.revision")
+        .to_owned();
+    let mut config = serde_json::to_value(&env.config).expect("serializes");
+    config["namespaceGuard"]["mode"] = json!("dryRun");
+    env.pod_director().write_config(&config.to_string());
+    eventually("the configuration reloaded", || async {
+        env.logs
+            .messages("configuration reloaded")
+            .await
+            .into_iter()
+            .find(|l| l["config.previous_revision"] == old_revision.as_str())
+    })
+    .await;
+    let moved = tenant
+        .patch_namespace(json!({"pod-director/group": "e2e-agents"}))
+        .await
+        .expect("dryRun admits the relabel");
+    assert_eq!(group_of(&moved), Some("e2e-agents"));
+    // Log lines arrive asynchronously: wait for the tenant's dryRun decision.
+    let line = eventually("the guard's would_deny for the tenant's relabel", || async {
+        guard_decisions(&env, &tenant.namespace).await.into_iter().find(|d| {
+            d.str("admission.request.user") == Some(tenant.user.as_str()) && d.str("placement.mode") == Some("dryRun")
+        })
+    })
+    .await;
+    assert_eq!(line.decision(), "would_deny", "{line:?}");
+    assert_eq!(line.text("placement.group"), "e2e-agents");
+    tenant.remove(&env.client).await;
+}
+
+/// Cluster mode: the guard is enforced by the suite's values; only the dryRun half is skipped.
+async fn enforce_only() {
+    let env = Env::start("guard").await;
+    notice("NOTE guard in cluster mode: enforce checked; the dryRun half needs the config file");
+    let tenant = Tenant::new(&env, "e2e-enforce").await;
+    assert_guard_enforced(&env, &tenant).await;
+    tenant.remove(&env.client).await;
+}
+
+fn group_of(namespace: &Namespace) -> Option<&str> {
+    namespace
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get("pod-director/group"))
+        .map(String::as_str)
+}
+
+async fn guard_decisions(env: &Env, namespace: &str) -> Vec<Decision> {
+    env.logs
+        .decisions()
+        .await
+        .into_iter()
+        .filter(|d| {
+            d.str("webhook") == Some("validate-namespace") && d.str("admission.request.name") == Some(namespace)
+        })
+        .collect()
+}
+
+async fn assert_guard_enforced(env: &Env, tenant: &Tenant) {
+    assert_eq!(
+        env.config.namespace_guard.mode.as_str(),
+        "enforce",
+        "the suite's values enforce the guard"
+    );
+    for (labels, what) in [
+        (
+            json!({"pod-director/group": "e2e-agents"}),
+            "change label pod-director/group from \"e2e-enforce\" to \"e2e-agents\"",
+        ),
+        (json!({"pod-director/group": null}), "remove label pod-director/group"),
+        (
+            json!({"pod-director/group": "no-such-group"}),
+            "a group pod-director's config does not define",
+        ),
+    ] {
+        let message = denial(&tenant.patch_namespace(labels).await);
+        assert!(message.contains(what), "{message}");
+        let who = format!("\"{}\" (groups: system:authenticated) may not", tenant.user);
+        assert!(message.contains(&who), "{message}");
+        assert!(message.contains("members of system:masters may change it"), "{message}");
+    }
+    let stored = Api::<Namespace>::all(env.client.clone())
+        .get(&tenant.namespace)
+        .await
+        .expect("the namespace");
+    assert_eq!(group_of(&stored), Some("e2e-enforce"), "the label is unchanged");
+    // A tenant creating a namespace in a group.
+    let created: Namespace = serde_json::from_value(json!({"metadata": {
+        "name": format!("e2e-guard-new-{}", suffix()), "labels": {"pod-director/group": "e2e-agents"}}}))
+    .expect("a Namespace");
+    let message = denial(
+        &retry_forbidden(|| async {
+            Api::<Namespace>::all(tenant.client.clone())
+                .create(&PostParams::default(), &created)
+                .await
+        })
+        .await,
+    );
+    assert!(message.contains("set label pod-director/group=e2e-agents"), "{message}");
+    // Other labels are the tenant's business.
+    let relabelled = tenant
+        .patch_namespace(json!({"team": "web"}))
+        .await
+        .expect("a label other than the group's is admitted");
+    assert_eq!(group_of(&relabelled), Some("e2e-enforce"));
+    // The three relabels and the namespace create above were logged as denied (lines arrive asynchronously).
+    let lines = eventually("the guard's denials in the log", || async {
+        let lines = guard_decisions(env, &tenant.namespace).await;
+        (lines.iter().filter(|l| l.decision() == "denied").count() >= 3).then_some(lines)
+    })
+    .await;
+    assert!(lines.iter().all(|l| l.text("placement.mode") == "enforce"), "{lines:?}");
+    // An allowed admin (system:masters) relabels freely.
+    let patch = json!({"metadata": {"labels": {"pod-director/group": "e2e-agents"}}});
+    let moved = Api::<Namespace>::all(env.client.clone())
+        .patch(&tenant.namespace, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("the admin relabels");
+    assert_eq!(group_of(&moved), Some("e2e-agents"));
+    let back = json!({"metadata": {"labels": {"pod-director/group": "e2e-enforce"}}});
+    Api::<Namespace>::all(env.client.clone())
+        .patch(&tenant.namespace, &PatchParams::default(), &Patch::Merge(&back))
+        .await
+        .expect("and back");
+}

@@ -1,0 +1,556 @@
+//! Skip rules and the namespace label guard on real AdmissionReview JSON, as
+//! the API server sends it: the decision trusts `request.userInfo`, never the
+//! fields the object's author wrote.
+
+use std::sync::Arc;
+
+use base64::Engine as _;
+use serde_json::{Value, json};
+
+use super::*;
+use crate::config::Config;
+use crate::namespaces::StaticNamespaces;
+
+const CONFIG: &str = r#"
+namespaceGuard:
+  mode: enforce
+  allowedUsers: [platform-bot]
+  allowedServiceAccounts: [argocd/argocd-application-controller]
+groups:
+  ci:
+    mode: enforce
+    nodeSelector: {node-pool: ci}
+    tolerations: [{key: dedicated, operator: Equal, value: ci, effect: NoSchedule}]
+  shadow:
+    mode: dryRun
+    nodeSelector: {node-pool: ci}
+  agents:
+    mode: enforce
+    allowDaemonSets: true
+    nodeSelector: {node-pool: agents}
+"#;
+
+const DAEMON_SET_CONTROLLER: &str = "system:serviceaccount:kube-system:daemon-set-controller";
+
+fn admission_with(config: &str) -> Admission {
+    let loaded = Config::from_yaml(config, "test", Vec::new()).expect("valid config");
+    let namespaces = Arc::new(StaticNamespaces::new());
+    for (name, group) in [("team-ci", "ci"), ("team-shadow", "shadow"), ("team-agents", "agents")] {
+        namespaces.insert(name, [("pod-director/group".to_owned(), group.to_owned())].into());
+    }
+    Admission::new(
+        Arc::new(ArcSwap::from_pointee(loaded)),
+        namespaces,
+        Arc::new(Metrics::new()),
+        Duration::from_secs(5),
+    )
+}
+
+fn user(username: &str, groups: &[&str]) -> Value {
+    json!({"username": username, "uid": "0c1d2e3f", "groups": groups})
+}
+
+fn tenant() -> Value {
+    user("alice", &["team-ci-devs", "system:authenticated"])
+}
+
+fn controller() -> Value {
+    user(
+        DAEMON_SET_CONTROLLER,
+        &[
+            "system:serviceaccounts",
+            "system:serviceaccounts:kube-system",
+            "system:authenticated",
+        ],
+    )
+}
+
+fn review(resource: Value, kind: Value, namespace: &str, operation: &str, user_info: Value, object: Value) -> Value {
+    json!({
+        "kind": "AdmissionReview",
+        "apiVersion": "admission.k8s.io/v1",
+        "request": {
+            "uid": "3f0c9a52-7d1e-4b8a-9c3d-2e1f0a9b8c7d",
+            "kind": kind.clone(), "resource": resource.clone(),
+            "requestKind": kind, "requestResource": resource,
+            "name": object["metadata"]["name"].as_str().unwrap_or_default(),
+            "namespace": namespace,
+            "operation": operation,
+            "userInfo": user_info,
+            "object": object,
+            "oldObject": null,
+            "dryRun": false,
+            "options": {"kind": if operation == "CREATE" { "CreateOptions" } else { "UpdateOptions" }, "apiVersion": "meta.k8s.io/v1"}
+        }
+    })
+}
+
+fn pod_review(namespace: &str, user_info: Value, metadata: Value, spec: Value) -> Value {
+    let mut object = json!({"kind": "Pod", "apiVersion": "v1", "metadata": metadata, "spec": spec, "status": {}});
+    object["metadata"]["namespace"] = json!(namespace);
+    review(
+        json!({"group": "", "version": "v1", "resource": "pods"}),
+        json!({"group": "", "version": "v1", "kind": "Pod"}),
+        namespace,
+        "CREATE",
+        user_info,
+        object,
+    )
+}
+
+fn daemon_set_pod(namespace: &str, user_info: Value, controller: bool) -> Value {
+    pod_review(
+        namespace,
+        user_info,
+        json!({
+            "generateName": "node-agent-", "labels": {"app": "node-agent", "controller-revision-hash": "6d4b9c"},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "node-agent",
+                "uid": "9a8b7c6d-5e4f-4a3b-2c1d-0e9f8a7b6c5d", "controller": controller, "blockOwnerDeletion": true}]
+        }),
+        json!({
+            "containers": [{"name": "agent", "image": "agent:1"}],
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node-1"]}]}]}}},
+            "tolerations": [{"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}]
+        }),
+    )
+}
+
+fn daemon_set(name: &str, template_spec: Value) -> Value {
+    json!({
+        "kind": "DaemonSet", "apiVersion": "apps/v1",
+        "metadata": {"name": name, "namespace": "team-ci", "generation": 1},
+        "spec": {
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": template_spec},
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}},
+            "revisionHistoryLimit": 10
+        },
+        "status": {"currentNumberScheduled": 0, "numberMisscheduled": 0, "desiredNumberScheduled": 0, "numberReady": 0}
+    })
+}
+
+fn daemon_set_review(namespace: &str, operation: &str, object: Value, old: Value) -> Value {
+    let mut body = review(
+        json!({"group": "apps", "version": "v1", "resource": "daemonsets"}),
+        json!({"group": "apps", "version": "v1", "kind": "DaemonSet"}),
+        namespace,
+        operation,
+        tenant(),
+        object,
+    );
+    body["request"]["oldObject"] = old;
+    body
+}
+
+fn namespace_review(operation: &str, user_info: Value, labels: Value, old_labels: Option<Value>) -> Value {
+    let object = |labels: Value| {
+        json!({"kind": "Namespace", "apiVersion": "v1",
+            "metadata": {"name": "team-ci", "uid": "7e6d5c4b", "labels": labels},
+            "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}})
+    };
+    let mut body = review(
+        json!({"group": "", "version": "v1", "resource": "namespaces"}),
+        json!({"group": "", "version": "v1", "kind": "Namespace"}),
+        "team-ci",
+        operation,
+        user_info,
+        object(labels),
+    );
+    if let Some(old) = old_labels {
+        body["request"]["oldObject"] = object(old);
+    }
+    body
+}
+
+async fn answer(admission: &Admission, webhook: Webhook, body: &Value) -> Value {
+    let reply = admission
+        .review(
+            webhook,
+            &http::HeaderMap::new(),
+            &serde_json::to_vec(body).unwrap_or_default(),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", String::from_utf8_lossy(&reply.body));
+    serde_json::from_slice::<Value>(&reply.body).expect("JSON")["response"].clone()
+}
+
+fn patch_of(response: &Value) -> Value {
+    let encoded = response["patch"].as_str().unwrap_or_default();
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(encoded)
+        .expect("base64");
+    serde_json::from_slice(&bytes).unwrap_or(Value::Null)
+}
+
+fn annotation<'a>(response: &'a Value, key: &str) -> &'a str {
+    response["auditAnnotations"][key].as_str().unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_tenant_s_pod_with_a_forged_daemonset_owner_is_decided_like_any_pod() {
+    let admission = admission_with(CONFIG);
+    for namespace in ["team-ci", "team-agents"] {
+        for controller_ref in [true, false] {
+            let response = answer(
+                &admission,
+                Webhook::Mutate,
+                &daemon_set_pod(namespace, tenant(), controller_ref),
+            )
+            .await;
+            assert_eq!(
+                annotation(&response, "decision"),
+                "patched",
+                "{namespace} controller={controller_ref}"
+            );
+            assert!(patch_of(&response).as_array().is_some_and(|ops| !ops.is_empty()));
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_daemonset_controller_s_pods_are_skipped_only_in_a_group_that_allows_daemonsets() {
+    let admission = admission_with(CONFIG);
+    let response = answer(
+        &admission,
+        Webhook::Mutate,
+        &daemon_set_pod("team-agents", controller(), true),
+    )
+    .await;
+    assert_eq!(annotation(&response, "decision"), "skipped");
+    assert_eq!(annotation(&response, "skip-reason"), "daemonset_pod");
+    assert!(response.get("patch").is_none());
+    // The same controller in a group that does not allow DaemonSets.
+    let response = answer(
+        &admission,
+        Webhook::Mutate,
+        &daemon_set_pod("team-ci", controller(), true),
+    )
+    .await;
+    assert_eq!(annotation(&response, "decision"), "patched");
+    // /validate too: the final pod of a tenant is checked.
+    let response = answer(
+        &admission,
+        Webhook::Validate,
+        &daemon_set_pod("team-agents", tenant(), true),
+    )
+    .await;
+    assert_eq!(response["allowed"], false);
+    let response = answer(
+        &admission,
+        Webhook::Validate,
+        &daemon_set_pod("team-agents", controller(), true),
+    )
+    .await;
+    assert_eq!(response["allowed"], true);
+}
+
+#[tokio::test]
+async fn a_mirror_annotation_exempts_only_a_pod_its_node_creates() {
+    let admission = admission_with(CONFIG);
+    let metadata = json!({"name": "etcd-node-1", "annotations": {
+        "kubernetes.io/config.mirror": "a3f0c1", "kubernetes.io/config.hash": "a3f0c1", "kubernetes.io/config.source": "file"}});
+    let spec = json!({"containers": [{"name": "etcd", "image": "etcd:3"}]});
+    let node = user("system:node:node-1", &["system:nodes", "system:authenticated"]);
+    let response = answer(
+        &admission,
+        Webhook::Mutate,
+        &pod_review("team-ci", node, metadata.clone(), spec.clone()),
+    )
+    .await;
+    assert_eq!(annotation(&response, "skip-reason"), "mirror_pod");
+    let response = answer(
+        &admission,
+        Webhook::Mutate,
+        &pod_review("team-ci", tenant(), metadata, spec),
+    )
+    .await;
+    assert_eq!(annotation(&response, "decision"), "patched");
+}
+
+#[tokio::test]
+async fn a_tenant_s_daemonset_gets_its_group_s_placement_in_its_pod_template() {
+    let admission = admission_with(CONFIG);
+    let body = daemon_set_review(
+        "team-ci",
+        "CREATE",
+        daemon_set(
+            "node-agent",
+            json!({"containers": [{"name": "agent", "image": "agent:1"}]}),
+        ),
+        Value::Null,
+    );
+    let response = answer(&admission, Webhook::Mutate, &body).await;
+    assert_eq!(response["allowed"], true);
+    assert_eq!(response["patchType"], "JSONPatch");
+    assert_eq!(
+        patch_of(&response),
+        json!([
+            {"op": "add", "path": "/spec/template/spec/nodeSelector", "value": {"node-pool": "ci"}},
+            {"op": "add", "path": "/spec/template/spec/tolerations", "value": [
+                {"effect": "NoSchedule", "key": "dedicated", "operator": "Equal", "value": "ci"}]}
+        ])
+    );
+    // The patched DaemonSet validates.
+    let mut patched = body["request"]["object"].clone();
+    let ops: json_patch::Patch = serde_json::from_value(patch_of(&response)).expect("a patch");
+    json_patch::patch(&mut patched, &ops.0).expect("applies");
+    let final_review = daemon_set_review("team-ci", "CREATE", patched.clone(), Value::Null);
+    assert_eq!(
+        answer(&admission, Webhook::Validate, &final_review).await["allowed"],
+        true
+    );
+
+    // An UPDATE that drops the placement: /mutate puts it back; /validate denies the stripped template.
+    let stripped = daemon_set(
+        "node-agent",
+        json!({"containers": [{"name": "agent", "image": "agent:2"}]}),
+    );
+    let update = daemon_set_review("team-ci", "UPDATE", stripped, patched);
+    let response = answer(&admission, Webhook::Mutate, &update).await;
+    assert_eq!(annotation(&response, "decision"), "patched");
+    let response = answer(&admission, Webhook::Validate, &update).await;
+    assert_eq!(response["allowed"], false);
+    let message = response["status"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("pod-director: the DaemonSet's pod template does not satisfy placement group \"ci\""),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn a_daemonset_of_a_group_that_allows_daemonsets_is_left_alone() {
+    let admission = admission_with(CONFIG);
+    let mut object = daemon_set(
+        "node-agent",
+        json!({"containers": [{"name": "agent", "image": "agent:1"}]}),
+    );
+    object["metadata"]["namespace"] = json!("team-agents");
+    let body = daemon_set_review("team-agents", "CREATE", object, Value::Null);
+    let response = answer(&admission, Webhook::Mutate, &body).await;
+    assert_eq!(annotation(&response, "skip-reason"), "daemonset_allowed");
+    assert!(response.get("patch").is_none());
+}
+
+#[tokio::test]
+async fn a_daemonset_that_is_not_one_is_refused_with_400() {
+    let admission = admission_with(CONFIG);
+    let mut object = daemon_set("broken", json!({"containers": [{"name": "agent", "image": "agent:1"}]}));
+    object["spec"]["template"] = json!("not a template");
+    let body = daemon_set_review("team-ci", "CREATE", object, Value::Null);
+    let reply = admission
+        .review(
+            Webhook::Mutate,
+            &http::HeaderMap::new(),
+            &serde_json::to_vec(&body).unwrap_or_default(),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+    let value: Value = serde_json::from_slice(&reply.body).expect("JSON");
+    let message = value["response"]["status"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("request.object is not a valid apps/v1 DaemonSet"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn a_tenant_cannot_move_remove_or_invent_its_namespace_s_group() {
+    let admission = admission_with(CONFIG);
+    let ci = json!({"pod-director/group": "ci", "kubernetes.io/metadata.name": "team-ci"});
+    let cases = [
+        (
+            "UPDATE",
+            json!({"pod-director/group": "agents"}),
+            Some(ci.clone()),
+            "change label pod-director/group from \"ci\" to \"agents\"",
+        ),
+        (
+            "UPDATE",
+            json!({"kubernetes.io/metadata.name": "team-ci"}),
+            Some(ci.clone()),
+            "remove label pod-director/group",
+        ),
+        (
+            "UPDATE",
+            json!({"pod-director/group": "nope"}),
+            Some(ci.clone()),
+            "a group pod-director's config does not define",
+        ),
+        (
+            "CREATE",
+            json!({"pod-director/group": "agents"}),
+            None,
+            "set label pod-director/group=agents",
+        ),
+    ];
+    for (operation, labels, old, what) in cases {
+        let response = answer(
+            &admission,
+            Webhook::ValidateNamespace,
+            &namespace_review(operation, tenant(), labels, old),
+        )
+        .await;
+        assert_eq!(response["allowed"], false, "{what}");
+        assert_eq!(response["status"]["code"], 403);
+        let message = response["status"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(what), "{message}");
+        assert!(
+            message.contains("Only users platform-bot; members of system:masters; service accounts argocd/argocd-application-controller may change it"),
+            "{message}"
+        );
+        assert!(message.contains("leave the label as it is"), "{message}");
+    }
+}
+
+#[tokio::test]
+async fn a_namespace_update_that_leaves_the_label_alone_is_never_denied() {
+    let admission = admission_with(CONFIG);
+    let old = json!({"pod-director/group": "ci"});
+    let new = json!({"pod-director/group": "ci", "team": "web"});
+    let response = answer(
+        &admission,
+        Webhook::ValidateNamespace,
+        &namespace_review("UPDATE", tenant(), new, Some(old)),
+    )
+    .await;
+    assert_eq!(response["allowed"], true);
+    assert!(response.get("warnings").is_none());
+}
+
+#[tokio::test]
+async fn allowed_requesters_change_the_group_label_freely() {
+    let admission = admission_with(CONFIG);
+    let old = Some(json!({"pod-director/group": "ci"}));
+    for requester in [
+        user("kubernetes-admin", &["system:masters", "system:authenticated"]),
+        user("platform-bot", &["system:authenticated"]),
+        user(
+            "system:serviceaccount:argocd:argocd-application-controller",
+            &["system:serviceaccounts"],
+        ),
+    ] {
+        let body = namespace_review(
+            "UPDATE",
+            requester.clone(),
+            json!({"pod-director/group": "agents"}),
+            old.clone(),
+        );
+        let response = answer(&admission, Webhook::ValidateNamespace, &body).await;
+        assert_eq!(response["allowed"], true, "{requester}");
+        assert_eq!(annotation(&response, "decision"), "noop");
+    }
+    // An undefined group is allowed for them, with a warning.
+    let admin = user("kubernetes-admin", &["system:masters"]);
+    let body = namespace_review("UPDATE", admin, json!({"pod-director/group": "nope"}), old);
+    let response = answer(&admission, Webhook::ValidateNamespace, &body).await;
+    assert_eq!(response["allowed"], true);
+    assert!(
+        response["warnings"][0]
+            .as_str()
+            .unwrap_or_default()
+            .contains("\"nope\" is not defined")
+    );
+}
+
+#[tokio::test]
+async fn the_guard_in_dry_run_admits_and_reports_what_it_would_deny() {
+    for (mode, warns) in [("dryRun", false), ("warn", true)] {
+        let admission = admission_with(&CONFIG.replace(
+            "mode: enforce\n  allowedUsers",
+            &format!("mode: {mode}\n  allowedUsers"),
+        ));
+        let old = Some(json!({"pod-director/group": "ci"}));
+        let body = namespace_review("UPDATE", tenant(), json!({}), old);
+        let response = answer(&admission, Webhook::ValidateNamespace, &body).await;
+        assert_eq!(response["allowed"], true, "{mode}");
+        assert_eq!(annotation(&response, "decision"), "would_deny");
+        assert_eq!(annotation(&response, "mode"), mode);
+        assert_eq!(response.get("warnings").is_some(), warns, "{mode}: {response}");
+    }
+}
+
+#[tokio::test]
+async fn each_endpoint_decides_only_its_own_resources() {
+    let admission = admission_with(CONFIG);
+    let ns = namespace_review("UPDATE", tenant(), json!({}), Some(json!({"pod-director/group": "ci"})));
+    for webhook in [Webhook::Mutate, Webhook::Validate] {
+        let response = answer(&admission, webhook, &ns).await;
+        assert_eq!(
+            (response["allowed"].clone(), annotation(&response, "decision")),
+            (json!(true), "")
+        );
+    }
+    let pod = daemon_set_pod("team-ci", tenant(), true);
+    let response = answer(&admission, Webhook::ValidateNamespace, &pod).await;
+    assert_eq!(response["allowed"], true);
+    assert!(response.get("patch").is_none());
+}
+
+/// Every JSON Pointer inside `value`.
+fn pointers(value: &Value, at: &str, out: &mut Vec<String>) {
+    let children: Vec<(String, &Value)> = match value {
+        Value::Object(map) => map
+            .iter()
+            .map(|(k, v)| (k.replace('~', "~0").replace('/', "~1"), v))
+            .collect(),
+        Value::Array(items) => items.iter().enumerate().map(|(i, v)| (i.to_string(), v)).collect(),
+        _ => Vec::new(),
+    };
+    for (token, child) in children {
+        let pointer = format!("{at}/{token}");
+        out.push(pointer.clone());
+        pointers(child, &pointer, out);
+    }
+}
+
+#[tokio::test]
+async fn any_single_field_change_of_a_daemonset_or_namespace_review_is_answered_without_a_panic() {
+    let admission = admission_with(CONFIG);
+    let bases = [
+        daemon_set_review(
+            "team-ci",
+            "UPDATE",
+            daemon_set(
+                "a",
+                json!({"containers": [{"name": "a", "image": "b"}], "nodeSelector": {"x": "y"}}),
+            ),
+            daemon_set("a", json!({"containers": [{"name": "a", "image": "b"}]})),
+        ),
+        namespace_review("UPDATE", tenant(), json!({"pod-director/group": "ci"}), Some(json!({}))),
+    ];
+    let replacements = [
+        Value::Null,
+        json!(0),
+        json!(""),
+        json!([]),
+        json!({}),
+        json!(true),
+        json!("apps/v1"),
+    ];
+    let mut answered = 0;
+    for base in bases {
+        let mut all = Vec::new();
+        pointers(&base, "", &mut all);
+        for pointer in &all {
+            for replacement in &replacements {
+                let mut body = base.clone();
+                if let Some(slot) = body.pointer_mut(pointer) {
+                    *slot = replacement.clone();
+                }
+                let bytes = serde_json::to_vec(&body).unwrap_or_default();
+                for webhook in Webhook::ALL {
+                    let reply = admission.review(webhook, &http::HeaderMap::new(), &bytes).await;
+                    assert!(
+                        [StatusCode::OK, StatusCode::BAD_REQUEST, StatusCode::SERVICE_UNAVAILABLE]
+                            .contains(&reply.status),
+                        "{pointer} = {replacement}: {}",
+                        reply.status
+                    );
+                    answered += 1;
+                }
+            }
+        }
+    }
+    assert!(answered > 1000, "{answered}");
+}

@@ -1,0 +1,62 @@
+//! The namespace label guard served over real TLS: `POST /validate-namespace`
+//! answers Namespace reviews with the guard's decision, and a config reload
+//! switches its mode without a restart.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Harness, eventually};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+const ENFORCE: &str = "namespaceGuard: {mode: enforce}\ngroups: {ci: {}, gpu: {}}\n";
+
+/// A namespace UPDATE moving `team-a` from ci to gpu, by `username`.
+fn relabel(username: &str, groups: &[&str]) -> Value {
+    let object = |group: &str| {
+        json!({"kind": "Namespace", "apiVersion": "v1", "metadata": {"name": "team-a",
+            "labels": {"kubernetes.io/metadata.name": "team-a", "pod-director/group": group}}})
+    };
+    json!({
+        "kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1",
+        "request": {
+            "uid": "6a1f", "kind": {"group": "", "version": "v1", "kind": "Namespace"},
+            "resource": {"group": "", "version": "v1", "resource": "namespaces"},
+            "name": "team-a", "namespace": "team-a", "operation": "UPDATE",
+            "userInfo": {"username": username, "groups": groups},
+            "object": object("gpu"), "oldObject": object("ci"), "dryRun": false
+        }
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn validate_namespace_denies_a_tenant_s_relabel_and_admits_an_admin_s() {
+    let mut harness = Harness::start(ENFORCE).await;
+    let (status, body) = harness
+        .post("/validate-namespace", &relabel("alice", &["system:authenticated"]))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["response"]["allowed"], false, "{body}");
+    assert_eq!(body["response"]["status"]["code"], 403);
+    let (_, body) = harness
+        .post("/validate-namespace", &relabel("admin", &["system:masters"]))
+        .await;
+    assert_eq!(body["response"]["allowed"], true, "{body}");
+    // The same review at /validate is not a pod review: admitted untouched.
+    let (status, body) = harness.post("/validate", &relabel("alice", &[])).await;
+    assert_eq!(
+        (status, body["response"]["allowed"].clone()),
+        (StatusCode::OK, json!(true))
+    );
+
+    harness
+        .config
+        .update(&[("config.yaml", ENFORCE.replace("enforce", "dryRun").as_bytes())]);
+    let reloaded = eventually(Duration::from_secs(10), || async {
+        let (_, body) = harness.post("/validate-namespace", &relabel("alice", &[])).await;
+        body["response"]["allowed"] == true
+    })
+    .await;
+    assert!(reloaded, "dryRun admits the relabel after the reload");
+}
