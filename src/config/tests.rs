@@ -360,13 +360,13 @@ fn allow_daemon_sets_and_the_daemon_set_controller_load_with_their_defaults() {
 #[test]
 fn skip_daemon_set_pods_still_loads_but_is_deprecated_with_what_to_do() {
     for value in ["true", "false"] {
-        let loaded = load(&format!("skipDaemonSetPods: {value}")).unwrap();
+        let loaded = load(&format!("skipDaemonSetPods: {value}\ngroups: {{ci: {{}}}}")).unwrap();
         assert_eq!(loaded.warnings.len(), 1, "{value}");
         let text = loaded.warnings[0].to_string();
         assert!(text.starts_with("skipDaemonSetPods: deprecated;"), "{text}");
         assert!(text.contains("allowDaemonSets: true"), "{text}");
     }
-    assert!(load("{}").unwrap().warnings.is_empty());
+    assert!(load("groups: {ci: {}}").unwrap().warnings.is_empty());
     let errs = errors("skipDaemonSetPods: false\ngroups: {agents: {allowDaemonSets: true}}");
     assert_eq!(
         errs,
