@@ -164,6 +164,9 @@ fn namespace_review(operation: &str, user_info: Value, labels: Value, old_labels
 }
 
 async fn answer(admission: &Admission, webhook: Webhook, body: &Value) -> Value {
+    // Reviewed under a live subscriber: a callsite first met with no subscriber alive would be
+    // cached as never enabled, and the tests that read decision lines would then see none.
+    let _subscriber = tracing::subscriber::set_default(tracing_subscriber::registry());
     let reply = admission
         .review(
             webhook,
