@@ -391,10 +391,33 @@ pub enum NodeLookup {
 pub trait NodeView: Send + Sync + std::fmt::Debug {
     /// How many nodes are feasible for `placement`; `None` without node data.
     fn feasible(&self, placement: &Placement<'_>) -> Option<usize>;
+    /// A count known by `key` — a fingerprint of everything it depends on —
+    /// remembered for the current nodes; `count` computes it when it is not.
+    fn remembered(&self, key: u64, count: &mut dyn FnMut() -> Option<usize>) -> Option<usize> {
+        let _ = key;
+        count()
+    }
     /// How many nodes there are; `None` without node data.
     fn total(&self) -> Option<usize>;
     /// The node named `name`.
     fn node(&self, name: &str) -> NodeLookup;
+}
+
+/// A fingerprint of a group's own placement and its conflict policy: with the
+/// pod's [`Placement::fingerprint`], it determines the feasibility of the
+/// planned pod (the plan depends on nothing else that feasibility reads).
+pub fn group_fingerprint(group: &Group) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    Placement::of_group(group).fingerprint().hash(&mut h);
+    group.on_conflict.as_str().hash(&mut h);
+    h.finish()
+}
+
+/// Combines fingerprints into one key.
+pub fn combine(a: u64, b: u64) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (a, b).hash(&mut h);
+    h.finish()
 }
 
 /// A plain list of nodes: counts by evaluating every node.
