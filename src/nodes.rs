@@ -180,10 +180,14 @@ impl Nodes {
 
     /// How many cached nodes are feasible for `placement`; `None` until the cache has synced.
     pub fn feasible(&self, placement: &Placement<'_>) -> Option<usize> {
+        self.feasible_keyed(placement, placement.fingerprint())
+    }
+
+    /// [`Nodes::feasible`], given the placement's fingerprint.
+    pub fn feasible_keyed(&self, placement: &Placement<'_>, key: u64) -> Option<usize> {
         if !self.source.is_ready() {
             return None;
         }
-        let key = placement.fingerprint();
         if let Some(count) = self.recall(key) {
             return Some(count);
         }
@@ -286,8 +290,8 @@ pub struct RequestNodes<'a> {
 }
 
 impl NodeView for RequestNodes<'_> {
-    fn feasible(&self, placement: &Placement<'_>) -> Option<usize> {
-        self.nodes.feasible(placement)
+    fn feasible_keyed(&self, placement: &Placement<'_>, key: u64) -> Option<usize> {
+        self.nodes.feasible_keyed(placement, key)
     }
 
     fn remembered(&self, key: u64, count: &mut dyn FnMut() -> Option<usize>) -> Option<usize> {

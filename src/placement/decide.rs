@@ -242,11 +242,12 @@ fn with_feasibility(
     };
     let spec = super::spec_of(pod);
     let placement = Placement::of_spec(&spec);
-    let before = nodes.feasible(&placement);
+    let fingerprint = placement.fingerprint();
+    let before = nodes.feasible_keyed(&placement, fingerprint);
     let after = match patch.filter(|(p, _)| !p.0.is_empty()) {
         None => before,
         Some((patch, group)) => {
-            let key = combine(placement.fingerprint(), group_fingerprint(group));
+            let key = combine(fingerprint, group_fingerprint(group));
             nodes.remembered(key, &mut || {
                 let patched = patched_spec(&spec, patch)?;
                 nodes.feasible(&Placement::of_spec(&patched))
