@@ -14,7 +14,7 @@ use criterion::{BenchmarkId, Criterion, criterion_group};
 use pod_director::admission::{self, Subject};
 use pod_director::config::Config;
 use pod_director::nodes::{Nodes, StaticNodes};
-use pod_director::placement::{self, Context, Namespace, NodeInfo, NodeView, Placement};
+use pod_director::placement::{self, Context, Namespace, NodeInfo, NodeView, Placement, feasible};
 
 #[path = "support/nodes.rs"]
 mod nodes;
@@ -66,6 +66,41 @@ fn bench(c: &mut Criterion) {
         }
         g.finish();
     }
+    // Exactly what a review adds with node data, memo warm: the pod's placement
+    // fingerprinted and looked up (before), the pod's and group's fingerprints
+    // combined and looked up (after the patch).
+    let mut g = c.benchmark_group("added-per-review");
+    let group = &loaded.config.groups["ci"];
+    for count in [500, 5_000] {
+        let cached = cache(count);
+        let view = cached.view(None);
+        for (size, pod) in &pods {
+            let spec = pod.spec.clone().unwrap_or_default();
+            let labels = BTreeMap::from([("pod-director/group".to_owned(), "ci".to_owned())]);
+            let ns = Namespace {
+                name: "team-a",
+                labels: &labels,
+            };
+            // Warm the memo the way a first review does.
+            let ctx = Context {
+                nodes: Some(&view as &dyn NodeView),
+            };
+            let warm = placement::mutate(&loaded.config, &ns, pod, &ctx);
+            g.bench_with_input(BenchmarkId::new(format!("{count}-nodes"), size), &spec, |b, spec| {
+                b.iter(|| {
+                    let placement = Placement::of_spec(black_box(spec));
+                    let fingerprint = placement.fingerprint();
+                    let before = view.feasible_keyed(&placement, fingerprint);
+                    let key = feasible::combine(fingerprint, feasible::group_fingerprint(group));
+                    let after = view.remembered(key, &mut || before);
+                    (before, after)
+                })
+            });
+            assert!(warm.feasible_nodes.is_some());
+        }
+    }
+    g.finish();
+
     // One memo miss: a pass over every node for one placement.
     let group = &loaded.config.groups["ci"];
     let mut g = c.benchmark_group("count-uncached");

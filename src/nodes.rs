@@ -180,32 +180,59 @@ impl Nodes {
 
     /// How many cached nodes are feasible for `placement`; `None` until the cache has synced.
     pub fn feasible(&self, placement: &Placement<'_>) -> Option<usize> {
+        self.feasible_keyed(placement, placement.fingerprint())
+    }
+
+    /// [`Nodes::feasible`], given the placement's fingerprint.
+    pub fn feasible_keyed(&self, placement: &Placement<'_>, key: u64) -> Option<usize> {
         if !self.source.is_ready() {
             return None;
         }
-        let key = placement.fingerprint();
-        let store = self.source.store();
-        let generation = store.generation();
-        if let Ok(mut memo) = self.memo.lock() {
-            if memo.generation != generation {
-                memo.generation = generation;
-                memo.counts.clear();
-            }
-            if let Some(count) = memo.counts.get(&key) {
-                return Some(*count);
-            }
+        if let Some(count) = self.recall(key) {
+            return Some(count);
         }
         // Counted outside the memo's lock: other reviews are not held up by one pass over the nodes.
-        let (generation, count) = store.count(placement)?;
+        let (generation, count) = self.source.store().count(placement)?;
+        self.remember(generation, key, count);
+        Some(count)
+    }
+
+    /// The count remembered under `key` for the current nodes, else `count()`'s
+    /// (remembered when the nodes did not change meanwhile).
+    pub fn remembered(&self, key: u64, count: &mut dyn FnMut() -> Option<usize>) -> Option<usize> {
+        if !self.source.is_ready() {
+            return None;
+        }
+        let generation = self.generation();
+        if let Some(known) = self.recall(key) {
+            return Some(known);
+        }
+        let counted = count()?;
+        self.remember(generation, key, counted);
+        Some(counted)
+    }
+
+    fn recall(&self, key: u64) -> Option<usize> {
+        let generation = self.generation();
+        let mut memo = self.memo.lock().ok()?;
+        if memo.generation != generation {
+            memo.generation = generation;
+            memo.counts.clear();
+        }
+        memo.counts.get(&key).copied()
+    }
+
+    /// Remembers a count made when the nodes were at `generation` (dropped if they changed since).
+    fn remember(&self, generation: u64, key: u64, count: usize) {
         if let Ok(mut memo) = self.memo.lock()
             && memo.generation == generation
+            && self.generation() == generation
         {
             if memo.counts.len() >= MEMO_CAPACITY {
                 memo.counts.clear();
             }
             memo.counts.insert(key, count);
         }
-        Some(count)
     }
 
     /// The node `name`: from the cache, else from a live GET bounded by the fetch timeout.
@@ -263,8 +290,12 @@ pub struct RequestNodes<'a> {
 }
 
 impl NodeView for RequestNodes<'_> {
-    fn feasible(&self, placement: &Placement<'_>) -> Option<usize> {
-        self.nodes.feasible(placement)
+    fn feasible_keyed(&self, placement: &Placement<'_>, key: u64) -> Option<usize> {
+        self.nodes.feasible_keyed(placement, key)
+    }
+
+    fn remembered(&self, key: u64, count: &mut dyn FnMut() -> Option<usize>) -> Option<usize> {
+        self.nodes.remembered(key, count)
     }
 
     fn total(&self) -> Option<usize> {

@@ -7,9 +7,11 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm, PodSpec, Toleration};
+use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm, Pod, PodSpec, Toleration};
+use pod_director::config::{Config, Group, Mode, OnConflict};
 use pod_director::nodes::{Nodes, StaticNodes};
-use pod_director::placement::feasible::{self, NodeInfo, NodeTaint, Placement};
+use pod_director::placement::feasible::{self, NodeInfo, NodeTaint, NodeView, Placement};
+use pod_director::placement::{self as engine, Context, Namespace};
 use proptest::prelude::*;
 use serde_json::json;
 
@@ -281,8 +283,87 @@ fn unique(nodes: Vec<RawNode>) -> Vec<RawNode> {
     by_name.into_values().collect()
 }
 
+fn group() -> impl Strategy<Value = Group> {
+    (
+        pod_spec(),
+        prop::sample::select(vec![OnConflict::Reject, OnConflict::Override, OnConflict::Ignore]),
+    )
+        .prop_map(|(spec, on_conflict)| Group {
+            mode: Some(Mode::Enforce),
+            on_conflict,
+            node_selector: spec.node_selector.unwrap_or_default(),
+            // Valid group tolerations only: keyless ones must be Exists, as config validation requires.
+            tolerations: spec
+                .tolerations
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|t| t.key.is_some() || t.operator.as_deref() == Some("Exists"))
+                .filter(|t| matches!(t.operator.as_deref(), None | Some("Equal") | Some("Exists")))
+                .collect(),
+            affinity: spec.affinity,
+            ..Group::default()
+        })
+}
+
+/// The pod after the engine's patch, as JSON applied with json-patch (not the engine's own shortcut).
+fn patched(pod: &Pod, patch: &json_patch::Patch) -> Option<PodSpec> {
+    let mut value = serde_json::to_value(pod).ok()?;
+    json_patch::patch(&mut value, patch).ok()?;
+    serde_json::from_value(value["spec"].take()).ok()
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(CASES))]
+
+    #[test]
+    fn every_decision_counts_the_pod_before_and_after_its_patch(
+        nodes in prop::collection::vec(node(), 0..6),
+        spec in pod_spec(),
+        group in group(),
+    ) {
+        let nodes = unique(nodes);
+        let source = Arc::new(StaticNodes::new());
+        for n in &nodes {
+            source.insert(n.info());
+        }
+        let cache = Nodes::new(source);
+        let view = cache.view(None);
+        let config = Config { groups: BTreeMap::from([("g".to_owned(), group)]), ..Config::default() };
+        let labels = BTreeMap::from([(config.namespace_label.clone(), "g".to_owned())]);
+        let ns = Namespace { name: "team", labels: &labels };
+        let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "p"}, "spec": spec})).expect("a Pod");
+        let ctx = Context { nodes: Some(&view as &dyn NodeView) };
+        let out = engine::mutate(&config, &ns, &pod, &ctx);
+        let after_spec = if out.patch.0.is_empty() { Some(spec.clone()) } else { patched(&pod, &out.patch) };
+        let after_spec = after_spec.expect("the patch applies");
+        let count = |s: &PodSpec| nodes.iter().filter(|n| reference_feasible(s, n)).count();
+        prop_assert_eq!(out.feasible_nodes_before, Some(count(&spec)));
+        prop_assert_eq!(out.feasible_nodes, Some(count(&after_spec)), "patch {:?}", out.patch);
+        prop_assert_eq!(out.no_feasible_node, count(&after_spec) == 0);
+        // Again, from the memo.
+        let again = engine::mutate(&config, &ns, &pod, &ctx);
+        prop_assert_eq!(again.feasible_nodes, out.feasible_nodes);
+        prop_assert_eq!(again.feasible_nodes_before, out.feasible_nodes_before);
+        // A pod differing only where feasibility does not look (tolerationSeconds, preferences,
+        // pod anti-affinity) shares the memo entries; its counts must still be its own.
+        let mut twin = serde_json::to_value(&pod).expect("JSON");
+        for t in twin["spec"]["tolerations"].as_array_mut().into_iter().flatten() {
+            if t["effect"] == "NoExecute" {
+                t["tolerationSeconds"] = json!(30);
+            }
+        }
+        let anti = json!({"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "podAffinityTerm": {"topologyKey": "zone"}}]});
+        match twin["spec"]["affinity"].as_object_mut() {
+            Some(affinity) => { affinity.insert("podAntiAffinity".to_owned(), anti); }
+            None => twin["spec"]["affinity"] = json!({"podAntiAffinity": anti}),
+        }
+        let twin: Pod = serde_json::from_value(twin).expect("a Pod");
+        let out = engine::mutate(&config, &ns, &twin, &ctx);
+        let twin_spec = twin.spec.clone().expect("a spec");
+        let after = if out.patch.0.is_empty() { Some(twin_spec.clone()) } else { patched(&twin, &out.patch) };
+        prop_assert_eq!(out.feasible_nodes_before, Some(count(&twin_spec)));
+        prop_assert_eq!(out.feasible_nodes, Some(count(&after.expect("the patch applies"))));
+    }
 
     #[test]
     fn feasibility_equals_the_brute_force_evaluation(nodes in prop::collection::vec(node(), 0..6), spec in pod_spec()) {

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Pod, PodSpec};
 
-use super::feasible::{NodeLookup, NodeView, Placement, unmet_by_labels_or_taints};
+use super::feasible::{NodeLookup, NodeView, Placement, combine, group_fingerprint, unmet_by_labels_or_taints};
 use super::{
     Context, Decision, MAX_SUMMARY_CHARS, Outcome, SkipReason, Violation, Webhook, plan::plan, truncate_chars,
     verify::verify,
@@ -277,7 +277,7 @@ fn mutate_object(
         );
     }
     let patch = out.patch.clone();
-    out = with_feasibility(out, pod, ctx, Some(&patch));
+    out = with_feasibility(out, pod, ctx, Some((&patch, group)));
     if out.no_feasible_node && out.allowed && out.decision != Decision::WouldDeny {
         no_feasible_node(config, name, group, mode, &mut out, ctx);
     }
@@ -305,19 +305,31 @@ fn patched_spec(spec: &PodSpec, patch: &json_patch::Patch) -> Option<PodSpec> {
 }
 
 /// Records the feasible-node counts: before = the pod as given, after = with
-/// `patch` applied (the same when there is none).
-fn with_feasibility(mut out: Outcome, pod: &Pod, ctx: &Context<'_>, patch: Option<&json_patch::Patch>) -> Outcome {
+/// `patch` (the group's plan) applied — the same when there is none. The count
+/// after the patch is remembered by the pod's and the group's placement, so
+/// the patch is applied only the first time a placement is seen.
+fn with_feasibility(
+    mut out: Outcome,
+    pod: &Pod,
+    ctx: &Context<'_>,
+    patch: Option<(&json_patch::Patch, &Group)>,
+) -> Outcome {
     let Some(nodes) = ctx.nodes else {
         return out;
     };
     let spec = super::spec_of(pod);
-    let before = nodes.feasible(&Placement::of_spec(&spec));
-    let after = match patch.filter(|p| !p.0.is_empty()) {
+    let placement = Placement::of_spec(&spec);
+    let fingerprint = placement.fingerprint();
+    let before = nodes.feasible_keyed(&placement, fingerprint);
+    let after = match patch.filter(|(p, _)| !p.0.is_empty()) {
         None => before,
-        Some(patch) => match patched_spec(&spec, patch) {
-            Some(patched) => nodes.feasible(&Placement::of_spec(&patched)),
-            None => None,
-        },
+        Some((patch, group)) => {
+            let key = combine(fingerprint, group_fingerprint(group));
+            nodes.remembered(key, &mut || {
+                let patched = patched_spec(&spec, patch)?;
+                nodes.feasible(&Placement::of_spec(&patched))
+            })
+        }
     };
     out.feasible_nodes_before = before;
     out.feasible_nodes = after;
@@ -419,7 +431,7 @@ fn validate_object(
     let mode = config.mode_of(group);
     let enforce = mode == Mode::Enforce;
     let planned = plan(pod, group);
-    out = with_feasibility(out, pod, ctx, Some(&planned.patch()));
+    out = with_feasibility(out, pod, ctx, Some((&planned.patch(), group)));
     let mut violations = verify(pod, group);
     let mut unchecked = None;
     if let Some(node_name) = bound_node(pod, old) {

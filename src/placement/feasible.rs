@@ -20,7 +20,8 @@
 //! of where the scheduler can put the pod, not a promise.
 
 use std::collections::BTreeMap;
-use std::hash::{Hash, Hasher};
+use std::hash::{BuildHasher as _, Hash, Hasher};
+use std::sync::LazyLock;
 
 use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm, PodSpec, Toleration};
 
@@ -92,6 +93,14 @@ impl NodeTaint {
 /// The taint the node lifecycle controller puts on cordoned nodes; tolerating
 /// it lets a pod onto a cordoned node (DaemonSet pods do).
 pub const UNSCHEDULABLE_TAINT_KEY: &str = "node.kubernetes.io/unschedulable";
+
+/// The hasher of placement fingerprints: fast (foldhash), seeded once per
+/// process at random, so a pod's author cannot aim for another placement's key.
+static FINGERPRINTS: LazyLock<foldhash::quality::RandomState> = LazyLock::new(Default::default);
+
+fn hasher() -> impl Hasher {
+    FINGERPRINTS.build_hasher()
+}
 
 /// What placement needs of a Node: its name, labels, taints and cordon — and
 /// nothing else (no status, images, annotations or managed fields). Compact:
@@ -192,14 +201,16 @@ impl<'a> Placement<'a> {
     /// A hash of everything feasibility depends on: equal placements hash
     /// equally, so counts can be memoised per distinct placement.
     pub fn fingerprint(&self) -> u64 {
-        let mut h = std::collections::hash_map::DefaultHasher::new();
-        let opt = |h: &mut std::collections::hash_map::DefaultHasher, s: &Option<String>| match s {
-            None => 0u8.hash(h),
-            Some(s) => {
-                1u8.hash(h);
-                s.hash(h);
+        let mut h = hasher();
+        fn opt(h: &mut impl Hasher, s: &Option<String>) {
+            match s {
+                None => 0u8.hash(h),
+                Some(s) => {
+                    1u8.hash(h);
+                    s.hash(h);
+                }
             }
-        };
+        }
         match self.node_selector {
             None => 0u8.hash(&mut h),
             Some(sel) => {
@@ -390,16 +401,43 @@ pub enum NodeLookup {
 /// (memoised counts) and by `explain --nodes` (a plain list).
 pub trait NodeView: Send + Sync + std::fmt::Debug {
     /// How many nodes are feasible for `placement`; `None` without node data.
-    fn feasible(&self, placement: &Placement<'_>) -> Option<usize>;
+    fn feasible(&self, placement: &Placement<'_>) -> Option<usize> {
+        self.feasible_keyed(placement, placement.fingerprint())
+    }
+    /// [`NodeView::feasible`], given the placement's [`Placement::fingerprint`].
+    fn feasible_keyed(&self, placement: &Placement<'_>, key: u64) -> Option<usize>;
+    /// A count known by `key` — a fingerprint of everything it depends on —
+    /// remembered for the current nodes; `count` computes it when it is not.
+    fn remembered(&self, key: u64, count: &mut dyn FnMut() -> Option<usize>) -> Option<usize> {
+        let _ = key;
+        count()
+    }
     /// How many nodes there are; `None` without node data.
     fn total(&self) -> Option<usize>;
     /// The node named `name`.
     fn node(&self, name: &str) -> NodeLookup;
 }
 
+/// A fingerprint of a group's own placement and its conflict policy: with the
+/// pod's [`Placement::fingerprint`], it determines the feasibility of the
+/// planned pod (the plan depends on nothing else that feasibility reads).
+pub fn group_fingerprint(group: &Group) -> u64 {
+    let mut h = hasher();
+    Placement::of_group(group).fingerprint().hash(&mut h);
+    group.on_conflict.as_str().hash(&mut h);
+    h.finish()
+}
+
+/// Combines fingerprints into one key.
+pub fn combine(a: u64, b: u64) -> u64 {
+    let mut h = hasher();
+    (a, b).hash(&mut h);
+    h.finish()
+}
+
 /// A plain list of nodes: counts by evaluating every node.
 impl NodeView for Vec<std::sync::Arc<NodeInfo>> {
-    fn feasible(&self, placement: &Placement<'_>) -> Option<usize> {
+    fn feasible_keyed(&self, placement: &Placement<'_>, _key: u64) -> Option<usize> {
         Some(count(placement, self.iter().map(|n| &**n)))
     }
 

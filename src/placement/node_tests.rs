@@ -325,7 +325,7 @@ fn an_unknown_node_is_denied_in_enforce_and_would_deny_in_dry_run() {
 struct Down;
 
 impl NodeView for Down {
-    fn feasible(&self, _: &Placement<'_>) -> Option<usize> {
+    fn feasible_keyed(&self, _: &Placement<'_>, _: u64) -> Option<usize> {
         None
     }
     fn total(&self) -> Option<usize> {
