@@ -82,9 +82,7 @@ fn bench(c: &mut Criterion) {
                 labels: &labels,
             };
             // Warm the memo the way a first review does.
-            let ctx = Context {
-                nodes: Some(&view as &dyn NodeView),
-            };
+            let ctx = Context::offline().with_nodes(Some(&view as &dyn NodeView));
             let warm = placement::mutate(&loaded.config, &ns, pod, &ctx);
             g.bench_with_input(BenchmarkId::new(format!("{count}-nodes"), size), &spec, |b, spec| {
                 b.iter(|| {

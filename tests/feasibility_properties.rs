@@ -332,7 +332,7 @@ proptest! {
         let labels = BTreeMap::from([(config.namespace_label.clone(), "g".to_owned())]);
         let ns = Namespace { name: "team", labels: &labels };
         let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "p"}, "spec": spec})).expect("a Pod");
-        let ctx = Context { nodes: Some(&view as &dyn NodeView) };
+        let ctx = Context::offline().with_nodes(Some(&view as &dyn NodeView));
         let out = engine::mutate(&config, &ns, &pod, &ctx);
         let after_spec = if out.patch.0.is_empty() { Some(spec.clone()) } else { patched(&pod, &out.patch) };
         let after_spec = after_spec.expect("the patch applies");
