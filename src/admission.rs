@@ -12,7 +12,7 @@
 //! |---|---|---|
 //! | a Pod CREATE (or UPDATE at /validate) | 200 | the decision: allowed (+ patch in enforce) or denied |
 //! | UPDATE at /mutate, DELETE, CONNECT, a subresource, or a resource other than core/v1 pods | 200 | allowed, untouched; logged as `skipped` / `not_applicable` |
-//! | unreadable: empty, not JSON, not an `admission.k8s.io/v1` AdmissionReview, no request/uid/object/namespace, object not a Pod | 400 | an AdmissionReview whose `response.status` says what is wrong (uid copied when readable) |
+//! | unreadable: empty, not JSON, not an `admission.k8s.io/v1` AdmissionReview, no request/uid/object/namespace, a namespace that is not a DNS-1123 label, object not a Pod or a Pod without a spec | 400 | an AdmissionReview whose `response.status` says what is wrong (uid copied whenever the body has one, even beyond serde_json's number and nesting limits) |
 //! | the namespace's labels cannot be read (API server unreachable) | 503 | likewise, with the lookup error |
 //!
 //! Any non-200 answer makes the API server apply the webhook's
@@ -70,6 +70,10 @@ pub enum AdmissionError {
     MissingObject,
     #[error("request.namespace is missing (pods are namespaced)")]
     MissingNamespace,
+    #[error("request.namespace {namespace:?} is not a namespace name: it {reason}")]
+    InvalidNamespace { namespace: String, reason: String },
+    #[error("request.{field} has no spec; expected a v1 Pod with a spec")]
+    MissingSpec { field: &'static str },
     #[error("request.object is not a valid v1 Pod: {0}")]
     InvalidPod(#[source] serde_json::Error),
     #[error("request.oldObject is not a valid v1 Pod: {0}")]
@@ -153,15 +157,12 @@ fn parse_pod(body: &[u8]) -> Option<Parsed> {
         api_version: review.api_version,
         kind: review.kind,
     });
-    if request.uid.is_empty()
-        || not_applicable(&request).is_some()
-        || request.namespace.as_deref().is_none_or(str::is_empty)
-    {
+    if request.uid.is_empty() || not_applicable(&request).is_some() || namespace_error(&request).is_some() {
         return None;
     }
-    let pod = pod.filter(wire::has_metadata)?;
+    let pod = pod.filter(|pod| wire::has_metadata(pod) && pod.spec.is_some())?;
     let old = match (request.operation == Operation::Update, old) {
-        (true, Some(old)) => Some(Box::new(wire::pod(old).ok()?)),
+        (true, Some(old)) => Some(Box::new(wire::pod(old).ok().filter(|old| old.spec.is_some())?)),
         // An oldObject on CREATE is kept in the request, as a DynamicObject: the checked way.
         (false, Some(_)) => return None,
         (_, None) => None,
@@ -214,8 +215,8 @@ fn parse_checked(body: &[u8]) -> Result<Parsed, Rejected> {
             subject: Subject::NotApplicable(why),
         });
     }
-    if request.namespace.as_deref().is_none_or(str::is_empty) {
-        return Err(reject(&request, AdmissionError::MissingNamespace));
+    if let Some(error) = namespace_error(&request) {
+        return Err(reject(&request, error));
     }
     let object = objects
         .object
@@ -224,11 +225,20 @@ fn parse_checked(body: &[u8]) -> Result<Parsed, Rejected> {
         NotAPod::Undecodable(e) => undecodable(e),
         NotAPod::Invalid(e) => reject(&request, AdmissionError::InvalidPod(e)),
     })?;
+    if pod.spec.is_none() {
+        return Err(reject(&request, AdmissionError::MissingSpec { field: "object" }));
+    }
     let old = match (request.operation == Operation::Update, objects.old_object) {
-        (true, Some(old)) => Some(Box::new(wire::pod(old).map_err(|e| match e {
-            NotAPod::Undecodable(e) => undecodable(e),
-            NotAPod::Invalid(e) => reject(&request, AdmissionError::InvalidOldPod(e)),
-        })?)),
+        (true, Some(old)) => {
+            let old = wire::pod(old).map_err(|e| match e {
+                NotAPod::Undecodable(e) => undecodable(e),
+                NotAPod::Invalid(e) => reject(&request, AdmissionError::InvalidOldPod(e)),
+            })?;
+            if old.spec.is_none() {
+                return Err(reject(&request, AdmissionError::MissingSpec { field: "oldObject" }));
+            }
+            Some(Box::new(old))
+        }
         (false, Some(old)) => {
             // Not looked at, but decoded and kept in the request as before.
             request.old_object = Some(wire::dynamic(old).map_err(undecodable)?);
@@ -242,6 +252,19 @@ fn parse_checked(body: &[u8]) -> Result<Parsed, Rejected> {
             pod: Box::new(pod),
             old,
         },
+    })
+}
+
+/// Why the request's namespace cannot be looked up, if it cannot: missing, or
+/// not a DNS-1123 label (`ns/status`, `ns#x` must never reach the namespace GET URL).
+fn namespace_error(request: &AdmissionRequest<DynamicObject>) -> Option<AdmissionError> {
+    let namespace = request.namespace.as_deref().unwrap_or_default();
+    if namespace.is_empty() {
+        return Some(AdmissionError::MissingNamespace);
+    }
+    crate::config::syntax::dns1123_label(namespace).map(|reason| AdmissionError::InvalidNamespace {
+        namespace: namespace.to_owned(),
+        reason,
     })
 }
 
@@ -263,13 +286,22 @@ fn not_applicable(request: &AdmissionRequest<DynamicObject>) -> Option<String> {
 }
 
 /// The request uid of an otherwise unreadable body, when there is one.
+///
+/// Lenient: everything but `request.uid` is skipped unparsed (serde_json
+/// skips ignored values without converting numbers or recursing), so a body
+/// that is valid JSON beyond serde_json's limits — `1e400`, thousands of
+/// nested objects — still has its uid echoed.
 fn uid_of(body: &[u8]) -> Option<String> {
-    let value: Value = serde_json::from_slice(body).ok()?;
-    value
-        .pointer("/request/uid")
-        .and_then(Value::as_str)
-        .filter(|uid| !uid.is_empty())
-        .map(str::to_owned)
+    #[derive(serde::Deserialize)]
+    struct Review {
+        request: Option<Request>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Request {
+        uid: Option<String>,
+    }
+    let review: Review = serde_json::from_slice(body).ok()?;
+    review.request?.uid.filter(|uid| !uid.is_empty())
 }
 
 /// The response for a decided request, built with kube-core's builders.
