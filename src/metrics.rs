@@ -8,6 +8,10 @@
 //! | `pod_director_config_reloads_total` | `result` (`success`, `error`) |
 //! | `pod_director_tls_reloads_total` | `result` (`success`, `error`) |
 //! | `pod_director_namespace_cache_size` (gauge) | |
+//! | `pod_director_connections_open` (gauge) | |
+//! | `pod_director_connections_rejected_total` | `reason` (`limit`, `probe_limit`) |
+//! | `pod_director_connection_timeouts_total` | `timeout` (`handshake`, `first_byte`, `header_read`, `idle`) |
+//! | `pod_director_log_lines_dropped_total` | |
 //! | `pod_director_build_info` | `version` |
 //!
 //! `group` and `mode` are empty when no group applies (excluded namespace, no group).
@@ -79,6 +83,58 @@ struct VersionLabels {
     version: String,
 }
 
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TimeoutLabels {
+    timeout: &'static str,
+}
+
+/// Why a connection was refused at accept (`reason` label).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rejection {
+    /// The admission port holds `--max-connections` connections.
+    Limit,
+    /// The probe port holds its own maximum.
+    ProbeLimit,
+}
+
+impl Rejection {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rejection::Limit => "limit",
+            Rejection::ProbeLimit => "probe_limit",
+        }
+    }
+}
+
+/// Which connection timer closed a connection (`timeout` label).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnectionTimeout {
+    /// The TLS handshake did not finish in time.
+    Handshake,
+    /// Connected (and TLS done), but no byte arrived in time.
+    FirstByte,
+    /// A request's head (for HTTP/2, the preface and first request) did not arrive in time.
+    HeaderRead,
+    /// No request for the idle timeout.
+    Idle,
+}
+
+impl ConnectionTimeout {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConnectionTimeout::Handshake => "handshake",
+            ConnectionTimeout::FirstByte => "first_byte",
+            ConnectionTimeout::HeaderRead => "header_read",
+            ConnectionTimeout::Idle => "idle",
+        }
+    }
+}
+
 /// What a reload attempt ended with (`result` label).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReloadResult {
@@ -105,6 +161,9 @@ pub struct Metrics {
     config_reloads: Family<ResultLabels, Counter>,
     tls_reloads: Family<ResultLabels, Counter>,
     namespace_cache_size: Gauge,
+    connections_open: Gauge,
+    connections_rejected: Family<ReasonLabels, Counter>,
+    connection_timeouts: Family<TimeoutLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -154,6 +213,29 @@ impl Metrics {
             "Namespaces held in the namespace cache",
             namespace_cache_size.clone(),
         );
+        let connections_open = Gauge::default();
+        registry.register(
+            "connections_open",
+            "Connections open on the admission port (accepted, not yet closed)",
+            connections_open.clone(),
+        );
+        let connections_rejected = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "connections_rejected",
+            "Connections closed at accept, before the TLS handshake, by reason",
+            connections_rejected.clone(),
+        );
+        let connection_timeouts = Family::<TimeoutLabels, Counter>::default();
+        registry.register(
+            "connection_timeouts",
+            "Connections closed by a connection timer, by timer",
+            connection_timeouts.clone(),
+        );
+        registry.register(
+            "log_lines_dropped",
+            "Log lines dropped because standard output did not keep up",
+            crate::telemetry::log_lines_dropped(),
+        );
         registry.register(
             "build",
             "pod-director build information",
@@ -169,6 +251,9 @@ impl Metrics {
             config_reloads,
             tls_reloads,
             namespace_cache_size,
+            connections_open,
+            connections_rejected,
+            connection_timeouts,
         }
     }
 
@@ -231,6 +316,27 @@ impl Metrics {
         self.namespace_cache_size.set(i64::try_from(size).unwrap_or(i64::MAX));
     }
 
+    /// The open connections gauge of the admission port (moved by the server as connections come and go).
+    pub fn connections_open(&self) -> &Gauge {
+        &self.connections_open
+    }
+
+    pub fn connection_rejected(&self, reason: Rejection) {
+        self.connections_rejected
+            .get_or_create(&ReasonLabels {
+                reason: reason.as_str(),
+            })
+            .inc();
+    }
+
+    pub fn connection_timed_out(&self, timeout: ConnectionTimeout) {
+        self.connection_timeouts
+            .get_or_create(&TimeoutLabels {
+                timeout: timeout.as_str(),
+            })
+            .inc();
+    }
+
     /// The registry as OpenMetrics text (see [`CONTENT_TYPE`]).
     pub fn encode(&self) -> String {
         let mut out = String::new();
@@ -265,6 +371,9 @@ mod tests {
         metrics.config_reloaded(ReloadResult::Error);
         metrics.tls_reloaded(ReloadResult::Success);
         metrics.set_namespace_cache_size(42);
+        metrics.connections_open().inc();
+        metrics.connection_rejected(Rejection::Limit);
+        metrics.connection_timed_out(ConnectionTimeout::Idle);
         let text = metrics.encode();
         for expected in [
             r#"pod_director_decisions_total{group="ci",mode="dryRun",decision="would_patch",webhook="mutate"} 1"#,
@@ -275,6 +384,10 @@ mod tests {
             r#"pod_director_config_reloads_total{result="error"} 1"#,
             r#"pod_director_tls_reloads_total{result="success"} 1"#,
             "pod_director_namespace_cache_size 42",
+            "pod_director_connections_open 1",
+            r#"pod_director_connections_rejected_total{reason="limit"} 1"#,
+            r#"pod_director_connection_timeouts_total{timeout="idle"} 1"#,
+            "pod_director_log_lines_dropped_total ",
             &format!(
                 r#"pod_director_build_info{{version="{}"}} 1"#,
                 env!("CARGO_PKG_VERSION")
@@ -311,7 +424,12 @@ mod tests {
         metrics.config_reloaded(ReloadResult::Error);
         metrics.tls_reloaded(ReloadResult::Success);
         metrics.set_namespace_cache_size(7);
-        let expected = EXPOSITION.replace("VERSION", env!("CARGO_PKG_VERSION"));
+        metrics.connections_open().set(3);
+        metrics.connection_rejected(Rejection::ProbeLimit);
+        metrics.connection_timed_out(ConnectionTimeout::HeaderRead);
+        let expected = EXPOSITION
+            .replace("VERSION", env!("CARGO_PKG_VERSION"))
+            .replace("DROPPED", &crate::telemetry::log_lines_dropped().get().to_string());
         assert_eq!(metrics.encode(), expected);
     }
 
@@ -351,6 +469,18 @@ pod_director_tls_reloads_total{result=\"success\"} 1
 # HELP pod_director_namespace_cache_size Namespaces held in the namespace cache.
 # TYPE pod_director_namespace_cache_size gauge
 pod_director_namespace_cache_size 7
+# HELP pod_director_connections_open Connections open on the admission port (accepted, not yet closed).
+# TYPE pod_director_connections_open gauge
+pod_director_connections_open 3
+# HELP pod_director_connections_rejected Connections closed at accept, before the TLS handshake, by reason.
+# TYPE pod_director_connections_rejected counter
+pod_director_connections_rejected_total{reason=\"probe_limit\"} 1
+# HELP pod_director_connection_timeouts Connections closed by a connection timer, by timer.
+# TYPE pod_director_connection_timeouts counter
+pod_director_connection_timeouts_total{timeout=\"header_read\"} 1
+# HELP pod_director_log_lines_dropped Log lines dropped because standard output did not keep up.
+# TYPE pod_director_log_lines_dropped counter
+pod_director_log_lines_dropped_total DROPPED
 # HELP pod_director_build pod-director build information.
 # TYPE pod_director_build info
 pod_director_build_info{version=\"VERSION\"} 1

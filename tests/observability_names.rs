@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use pod_director::config::Mode;
-use pod_director::metrics::{EXEMPLAR_TRACE_LABEL, Metrics, ReloadResult};
+use pod_director::metrics::{ConnectionTimeout, EXEMPLAR_TRACE_LABEL, Metrics, Rejection, ReloadResult};
 use pod_director::placement::{Decision, Resolution, Webhook};
 use pod_director::telemetry::{DECISION_FIELDS, LOG_LINE_KEYS};
 use serde_json::Value;
@@ -34,6 +34,13 @@ struct Emitted {
     /// Label (or attribute) → every value the code can give it.
     values: BTreeMap<&'static str, BTreeSet<String>>,
 }
+
+const TIMEOUTS: [ConnectionTimeout; 4] = [
+    ConnectionTimeout::Handshake,
+    ConnectionTimeout::FirstByte,
+    ConnectionTimeout::HeaderRead,
+    ConnectionTimeout::Idle,
+];
 
 fn emitted() -> Emitted {
     let run = telemetry_harness::review(telemetry_harness::representative_requests());
@@ -55,6 +62,12 @@ fn emitted() -> Emitted {
     others.tls_reloaded(ReloadResult::Success);
     others.tls_reloaded(ReloadResult::Error);
     others.set_namespace_cache_size(3);
+    for reason in [Rejection::Limit, Rejection::ProbeLimit] {
+        others.connection_rejected(reason);
+    }
+    for timeout in TIMEOUTS {
+        others.connection_timed_out(timeout);
+    }
     others.observe_decision(
         &pod_director::placement::Outcome::new(Webhook::Validate, Decision::Noop),
         Duration::from_millis(1),
@@ -74,12 +87,16 @@ fn emitted() -> Emitted {
         Resolution::Ignored.as_str(),
     ]);
     let result = strings(&[ReloadResult::Success.as_str(), ReloadResult::Error.as_str()]);
+    let reason = strings(&[Rejection::Limit.as_str(), Rejection::ProbeLimit.as_str()]);
+    let timeout = TIMEOUTS.iter().map(|t| t.as_str().to_owned()).collect();
     let values = BTreeMap::from([
         ("decision", decision),
         ("mode", mode),
         ("webhook", webhook),
         ("resolution", resolution),
         ("result", result),
+        ("reason", reason),
+        ("timeout", timeout),
     ]);
     Emitted {
         span_attributes,
