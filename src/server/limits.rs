@@ -9,7 +9,9 @@
 //! [`PROBE_MAX_CONNECTIONS`]. So the admission port is capped at the soft
 //! `RLIMIT_NOFILE` minus both, and a flood of connections is refused at
 //! accept instead of starving `/healthz`, the cache watch and the API client
-//! of descriptors. `--max-connections` overrides the derived value.
+//! of descriptors. With a generous limit (containerd 1.x gives 1048576), memory
+//! runs out first: the cap is at most [`MEMORY_CEILING`]. `--max-connections`
+//! overrides the derived value.
 
 use tracing::warn;
 
@@ -19,6 +21,10 @@ pub const RESERVED_DESCRIPTORS: u64 = 64;
 pub const PROBE_MAX_CONNECTIONS: usize = 32;
 /// The cap when the limit is so low that the reserve does not fit.
 const FLOOR: usize = 16;
+/// The highest derived cap: idle connections cost about 12 KiB (TLS done, nothing sent) to 32 KiB
+/// (HTTP/2 after a request) each, so 4096 of them stay near 130 MiB, inside the chart's 256 Mi limit.
+/// An API server keeps a few connections per replica.
+pub const MEMORY_CEILING: usize = 4096;
 
 /// The soft `RLIMIT_NOFILE`; `None` when it cannot be read or is unlimited.
 pub fn open_files_limit() -> Option<u64> {
@@ -38,7 +44,7 @@ pub fn open_files_limit() -> Option<u64> {
 pub fn derived_max_connections(soft: u64) -> usize {
     let reserve = RESERVED_DESCRIPTORS + PROBE_MAX_CONNECTIONS as u64;
     let left = soft.saturating_sub(reserve);
-    usize::try_from(left).unwrap_or(usize::MAX).max(FLOOR)
+    usize::try_from(left).unwrap_or(usize::MAX).clamp(FLOOR, MEMORY_CEILING)
 }
 
 /// The cap in effect: `flag` when given, else derived from the descriptor limit;
@@ -69,7 +75,7 @@ pub fn max_connections(flag: Option<usize>) -> usize {
             derived
         }
         // Unlimited (or unreadable): bounded by memory, not descriptors.
-        (None, ..) => usize::MAX,
+        (None, ..) => MEMORY_CEILING,
     }
 }
 
@@ -80,7 +86,12 @@ mod tests {
     #[test]
     fn the_cap_leaves_the_reserve_and_the_probe_port_their_descriptors() {
         assert_eq!(derived_max_connections(1024), 1024 - 64 - 32);
-        assert_eq!(derived_max_connections(1_048_576), 1_048_576 - 96);
+        assert_eq!(derived_max_connections(4192), 4096);
+        assert_eq!(
+            derived_max_connections(1_048_576),
+            MEMORY_CEILING,
+            "memory runs out first"
+        );
         assert_eq!(derived_max_connections(100), FLOOR);
         assert_eq!(derived_max_connections(0), FLOOR);
     }

@@ -109,7 +109,8 @@ pub struct ServeArgs {
     #[arg(long, env = "POD_DIRECTOR_HTTP2_KEEPALIVE_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
     pub http2_keepalive_timeout: Duration,
     /// Most connections the admission port holds; more are refused at accept. Default: the soft
-    /// RLIMIT_NOFILE minus 96 descriptors kept for the probe port, the cache watch and the API client.
+    /// RLIMIT_NOFILE minus 96 descriptors kept for the probe port, the cache watch and the API client,
+    /// at most 4096.
     #[arg(long, env = "POD_DIRECTOR_MAX_CONNECTIONS", value_parser = clap::value_parser!(u64).range(1..))]
     pub max_connections: Option<u64>,
 }
