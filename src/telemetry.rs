@@ -150,6 +150,17 @@ pub fn log_lines_dropped() -> prometheus_client::metrics::counter::Counter {
     DROPPED.clone()
 }
 
+pub use writer::{LogWriter, WriterGuard};
+
+/// A log writer moving lines to `out` off the calling threads, as `serve` writes to standard
+/// output (for benches and tests; [`init`] starts its own). Dropped lines count in [`log_lines_dropped`].
+pub fn log_writer<W: std::io::Write + Send + 'static>(
+    out: W,
+    format: LogFormat,
+) -> std::io::Result<(LogWriter, WriterGuard)> {
+    writer::spawn(out, writer::BUFFER_BYTES, format, log_lines_dropped())
+}
+
 /// Longest wait for buffered log lines at shutdown (standard output may be blocked for good).
 const FLUSH_TIMEOUT: Duration = Duration::from_secs(2);
 
