@@ -306,3 +306,120 @@ async fn a_standard_output_nobody_reads_leaves_reviews_and_healthz_answering() {
         "latency with a blocked stdout stays near normal"
     );
 }
+
+/// Resident memory of `pid`, in KiB.
+fn rss_kib(pid: i32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kib| kib.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Raises this process's soft descriptor limit to its hard limit (the measurement opens many connections).
+fn raise_own_open_files_limit() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit on a struct of our own.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
+            limit.rlim_cur = limit.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
+    }
+}
+
+/// The README's Reliability figures: connections held at a soft RLIMIT_NOFILE of 1024 (containerd 2's
+/// default), and resident memory per idle connection (TLS done, nothing sent; and HTTP/2 after one request).
+/// `cargo test --release --test process_faults -- --ignored --nocapture`
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement: run it with --ignored --nocapture"]
+async fn measure_idle_connections_tolerated_and_memory_per_idle_connection() {
+    raise_own_open_files_limit();
+    let server = ServeProcess::start(
+        CONFIG,
+        Spawn {
+            stdout: Stdio::null(),
+            open_files: Some(1024),
+            args: &["--first-byte-timeout", "600s", "--idle-timeout", "600s"],
+        },
+    )
+    .await;
+    // Warm up: the first connections allocate the runtime's and TLS's lasting buffers.
+    for _ in 0..20 {
+        let mut tls = tls_connect(server.addr, &server.pki, &["http/1.1"]).await;
+        let _ = tls.write_all(&request_bytes("warm")).await;
+        let mut answer = vec![0_u8; 16 * 1024];
+        let _ = tokio::time::timeout(Duration::from_secs(2), tls.read(&mut answer)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before = rss_kib(server.pid());
+    const SILENT: usize = 400;
+    let mut held = Vec::new();
+    for _ in 0..SILENT {
+        held.push(tls_connect(server.addr, &server.pki, &["h2"]).await);
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let silent = rss_kib(server.pid());
+    const USED: usize = 400;
+    let mut used = Vec::new();
+    for n in 0..USED {
+        let tls = hyper_util::rt::TokioIo::new(tls_connect(server.addr, &server.pki, &["h2"]).await);
+        let (mut sender, conn) = hyper::client::conn::http2::handshake::<_, _, http_body_util::Full<bytes::Bytes>>(
+            hyper_util::rt::TokioExecutor::new(),
+            tls,
+        )
+        .await
+        .expect("HTTP/2");
+        let task = tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        let body = serde_json::to_vec(&review(
+            &format!("m-{n}"),
+            "CREATE",
+            &pod("ns", serde_json::json!({})),
+            None,
+        ))
+        .unwrap_or_default();
+        let request = http::Request::post("https://localhost/mutate")
+            .header("content-type", "application/json")
+            .body(http_body_util::Full::new(bytes::Bytes::from(body)))
+            .expect("request");
+        let response = sender.send_request(request).await.expect("answered");
+        assert_eq!(response.status(), 200);
+        used.push((sender, task));
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let after_used = rss_kib(server.pid());
+    // Up to the cap: 1024 - 96 = 928 connections in all; the rest is refused.
+    let mut extra = Vec::new();
+    for _ in 0..400 {
+        if let Ok(stream) = tokio::net::TcpStream::connect(server.addr).await {
+            extra.push(stream);
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let metrics = server.metrics().await;
+    let open = metric_value(&metrics, "pod_director_connections_open").unwrap_or_default();
+    let rejected =
+        metric_value(&metrics, "pod_director_connections_rejected_total{reason=\"limit\"}").unwrap_or_default();
+    let healthz = reqwest::get(format!("http://{}/healthz", server.probe_addr))
+        .await
+        .expect("healthz");
+    eprintln!(
+        "RLIMIT_NOFILE 1024: {open} connections held, {rejected} refused at accept, /healthz {}; \
+         RSS {before} KiB idle, +{:.1} KiB per silent TLS connection ({SILENT}), \
+         +{:.1} KiB per idle HTTP/2 connection after one review ({USED})",
+        healthz.status(),
+        (silent.saturating_sub(before)) as f64 / SILENT as f64,
+        (after_used.saturating_sub(silent)) as f64 / USED as f64,
+    );
+    assert_eq!(open, 928.0);
+}
