@@ -47,6 +47,18 @@ async fn start(timeouts: Timeouts, max_connections: Option<usize>) -> Harness {
     harness
 }
 
+/// A whole HTTP/1.1 review request.
+fn raw_request(uid: &str) -> Vec<u8> {
+    let body = review_bytes(uid);
+    let mut request = format!(
+        "POST /mutate HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    request.extend_from_slice(&body);
+    request
+}
+
 fn review_bytes(uid: &str) -> Vec<u8> {
     serde_json::to_vec(&review(uid, "CREATE", &pod("ns", json!({})), None)).unwrap_or_default()
 }
@@ -395,10 +407,12 @@ async fn connections_beyond_the_cap_are_refused_at_accept_while_open_ones_and_pr
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn shutdown_answers_requests_written_before_it_and_closes_idle_connections_once_quiet() {
+async fn shutdown_answers_every_request_that_arrives_and_closes_idle_connections_once_quiet() {
     let harness = Harness::start_with(CONFIG, Options::default(), Some(slow(Duration::from_millis(400)))).await;
     // Connected, never used: closed by the drain once quiet.
     let mut idle = tls_connect(harness.server.addr, &harness.pki, &["h2"]).await;
+    // Connected, writing its request 200 ms into the drain: still read and answered.
+    let mut late = tls_connect(harness.server.addr, &harness.pki, &["http/1.1"]).await;
     // An HTTP/1.1 keep-alive connection, idle after one request.
     let (mut h1, _h1_conn) = hyper_client(&harness, false).await;
     h1.ready().await;
@@ -419,6 +433,8 @@ async fn shutdown_answers_requests_written_before_it_and_closes_idle_connections
 
     let Harness { server, .. } = harness;
     let shutdown = tokio::spawn(server.shutdown());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    late.write_all(&raw_request("u-late")).await.expect("late request");
     let answer = second.await.expect("the keep-alive request is answered");
     assert_eq!(answer.status(), 200);
     assert_eq!(
@@ -431,6 +447,11 @@ async fn shutdown_answers_requests_written_before_it_and_closes_idle_connections
     let text = String::from_utf8_lossy(&bytes);
     assert!(text.starts_with("HTTP/1.1 200"), "{text}");
     assert!(text.contains("u-raw"), "{text}");
+    let (_, bytes) = closed_within(&mut late, Duration::from_secs(5))
+        .await
+        .expect("closed after answering");
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(text.starts_with("HTTP/1.1 200") && text.contains("u-late"), "{text}");
     let (after, _) = closed_within(&mut idle, Duration::from_secs(5))
         .await
         .expect("the idle connection is closed");

@@ -550,10 +550,21 @@ async fn serve(
     let started = tokio::time::Instant::now();
     let _ = phase.send(Phase::Draining);
     shared.tracker.begin_drain();
-    while let Ok(Ok((stream, peer))) = tokio::time::timeout(Duration::ZERO, listener.accept()).await {
-        accept(stream, peer);
+    // Straight from the kernel's queue: tokio's accept only sees what its reactor has been told about.
+    match listener.into_std() {
+        Ok(listener) => {
+            while let Ok((stream, peer)) = listener.accept() {
+                match stream
+                    .set_nonblocking(true)
+                    .and_then(|()| tokio::net::TcpStream::from_std(stream))
+                {
+                    Ok(stream) => accept(stream, peer),
+                    Err(err) => debug!(peer = %peer, error = %err, "cannot serve a queued connection"),
+                }
+            }
+        }
+        Err(err) => warn!(error = %err, "cannot take the queued connections; they are refused"),
     }
-    drop(listener);
     let tracker = &shared.tracker;
     let open_at_signal = tracker.open();
     let drained = tokio::time::timeout(drain_timeout, tracker.all_closed()).await.is_ok();
