@@ -232,6 +232,8 @@ fn child(role: &str, dir: &Path) {
                     max_body_bytes,
                     reload_poll_interval: Duration::from_secs(10),
                     shutdown_timeout: Duration::from_secs(5),
+                    timeouts: server::Timeouts::default(),
+                    max_connections: None,
                 };
                 let running = server::start(settings, namespaces).await.expect("pod-director starts");
                 for group in GROUPS {

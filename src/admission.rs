@@ -14,7 +14,7 @@
 //! | an apps/v1 DaemonSet CREATE or UPDATE at /mutate or /validate | 200 | its pod template decided as a pod (patch under `/spec/template`) |
 //! | a Namespace CREATE or UPDATE at /validate-namespace | 200 | the namespace label guard's decision |
 //! | pod UPDATE at /mutate, DELETE, CONNECT, a subresource, another resource, or a resource at the wrong endpoint | 200 | allowed, untouched; logged as `skipped` / `not_applicable` |
-//! | unreadable: empty, not JSON, not an `admission.k8s.io/v1` AdmissionReview, no request/uid/object/namespace, object not of its resource's kind | 400 | an AdmissionReview whose `response.status` says what is wrong (uid copied when readable) |
+//! | unreadable: empty, not JSON, not an `admission.k8s.io/v1` AdmissionReview, no request/uid/object/namespace, a namespace that is not a DNS-1123 label, object not of its resource's kind, a Pod without a spec | 400 | an AdmissionReview whose `response.status` says what is wrong (uid copied whenever the body has one, even beyond serde_json's number and nesting limits) |
 //! | the namespace's labels cannot be read (API server unreachable) | 503 | likewise, with the lookup error |
 //! | an enforce group's pod names a node (`spec.nodeName`) that cannot be looked up | 503 | likewise, with the lookup error |
 //!
@@ -76,6 +76,10 @@ pub enum AdmissionError {
     MissingObject,
     #[error("request.namespace is missing (pods are namespaced)")]
     MissingNamespace,
+    #[error("request.namespace {namespace:?} is not a namespace name: it {reason}")]
+    InvalidNamespace { namespace: String, reason: String },
+    #[error("request.{field} has no spec; expected a v1 Pod with a spec")]
+    MissingSpec { field: &'static str },
     #[error("request.object is not a valid v1 Pod: {0}")]
     InvalidPod(#[source] serde_json::Error),
     #[error("request.oldObject is not a valid v1 Pod: {0}")]
@@ -178,13 +182,13 @@ fn parse_pod(body: &[u8]) -> Option<Parsed> {
     if request.uid.is_empty()
         || Resource::of(&request) != Some(Resource::Pods)
         || not_applicable(&request).is_some()
-        || request.namespace.as_deref().is_none_or(str::is_empty)
+        || namespace_error(&request).is_some()
     {
         return None;
     }
-    let pod = pod.filter(wire::has_metadata)?;
+    let pod = pod.filter(|pod| wire::has_metadata(pod) && pod.spec.is_some())?;
     let old = match (request.operation == Operation::Update, old) {
-        (true, Some(old)) => Some(Box::new(wire::pod(old).ok()?)),
+        (true, Some(old)) => Some(Box::new(wire::pod(old).ok().filter(|old| old.spec.is_some())?)),
         // An oldObject on CREATE is kept in the request, as a DynamicObject: the checked way.
         (false, Some(_)) => return None,
         (_, None) => None,
@@ -242,8 +246,8 @@ fn parse_checked(body: &[u8]) -> Result<Parsed, Rejected> {
         Some(Resource::Namespaces) => return parse_namespace(request, objects, &reject_with(&undecodable)),
         _ => {}
     }
-    if request.namespace.as_deref().is_none_or(str::is_empty) {
-        return Err(reject(&request, AdmissionError::MissingNamespace));
+    if let Some(error) = namespace_error(&request) {
+        return Err(reject(&request, error));
     }
     let object = objects
         .object
@@ -252,11 +256,20 @@ fn parse_checked(body: &[u8]) -> Result<Parsed, Rejected> {
         NotAPod::Undecodable(e) => undecodable(e),
         NotAPod::Invalid(e) => reject(&request, AdmissionError::InvalidPod(e)),
     })?;
+    if pod.spec.is_none() {
+        return Err(reject(&request, AdmissionError::MissingSpec { field: "object" }));
+    }
     let old = match (request.operation == Operation::Update, objects.old_object) {
-        (true, Some(old)) => Some(Box::new(wire::pod(old).map_err(|e| match e {
-            NotAPod::Undecodable(e) => undecodable(e),
-            NotAPod::Invalid(e) => reject(&request, AdmissionError::InvalidOldPod(e)),
-        })?)),
+        (true, Some(old)) => {
+            let old = wire::pod(old).map_err(|e| match e {
+                NotAPod::Undecodable(e) => undecodable(e),
+                NotAPod::Invalid(e) => reject(&request, AdmissionError::InvalidOldPod(e)),
+            })?;
+            if old.spec.is_none() {
+                return Err(reject(&request, AdmissionError::MissingSpec { field: "oldObject" }));
+            }
+            Some(Box::new(old))
+        }
         (false, Some(old)) => {
             // Not looked at, but decoded and kept in the request as before.
             request.old_object = Some(wire::dynamic(old).map_err(undecodable)?);
@@ -324,8 +337,8 @@ fn parse_daemon_set(
     const KIND: &str = "apps/v1 DaemonSet";
     let uid = Some(request.uid.clone());
     let rejected = |error| Rejected::new(uid.as_deref(), error);
-    if request.namespace.as_deref().is_none_or(str::is_empty) {
-        return Err(rejected(AdmissionError::MissingNamespace));
+    if let Some(error) = namespace_error(&request) {
+        return Err(rejected(error));
     }
     let object = objects.object.ok_or_else(|| rejected(AdmissionError::MissingObject))?;
     let template = |ds: DaemonSet| Box::new(placement::template_pod(&ds.spec.unwrap_or_default().template));
@@ -371,6 +384,19 @@ fn parse_namespace(
     })
 }
 
+/// Why the request's namespace cannot be looked up, if it cannot: missing, or
+/// not a DNS-1123 label (`ns/status`, `ns#x` must never reach the namespace GET URL).
+fn namespace_error(request: &AdmissionRequest<DynamicObject>) -> Option<AdmissionError> {
+    let namespace = request.namespace.as_deref().unwrap_or_default();
+    if namespace.is_empty() {
+        return Some(AdmissionError::MissingNamespace);
+    }
+    crate::config::syntax::dns1123_label(namespace).map(|reason| AdmissionError::InvalidNamespace {
+        namespace: namespace.to_owned(),
+        reason,
+    })
+}
+
 /// Why a well-formed request is none of pod-director's business, if it is not.
 fn not_applicable(request: &AdmissionRequest<DynamicObject>) -> Option<String> {
     let r = &request.resource;
@@ -392,13 +418,22 @@ fn not_applicable(request: &AdmissionRequest<DynamicObject>) -> Option<String> {
 }
 
 /// The request uid of an otherwise unreadable body, when there is one.
+///
+/// Lenient: everything but `request.uid` is skipped unparsed (serde_json
+/// skips ignored values without converting numbers or recursing), so a body
+/// that is valid JSON beyond serde_json's limits — `1e400`, thousands of
+/// nested objects — still has its uid echoed.
 fn uid_of(body: &[u8]) -> Option<String> {
-    let value: Value = serde_json::from_slice(body).ok()?;
-    value
-        .pointer("/request/uid")
-        .and_then(Value::as_str)
-        .filter(|uid| !uid.is_empty())
-        .map(str::to_owned)
+    #[derive(serde::Deserialize)]
+    struct Review {
+        request: Option<Request>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Request {
+        uid: Option<String>,
+    }
+    let review: Review = serde_json::from_slice(body).ok()?;
+    review.request?.uid.filter(|uid| !uid.is_empty())
 }
 
 /// The response for a decided request, built with kube-core's builders.

@@ -14,6 +14,10 @@
 //! | `pod_director_node_lookups_total` | `result` (`cached`, `fetched`, `not_found`, `error`) |
 //! | `pod_director_no_feasible_node_total` | `group`, `mode`, `webhook` |
 //! | `pod_director_group_nodes` (gauge) | `group` |
+//! | `pod_director_connections_open` (gauge) | |
+//! | `pod_director_connections_rejected_total` | `reason` (`limit`, `probe_limit`) |
+//! | `pod_director_connection_timeouts_total` | `timeout` (`handshake`, `first_byte`, `header_read`, `idle`) |
+//! | `pod_director_log_lines_dropped_total` | |
 //! | `pod_director_build_info` | `version` |
 //!
 //! `group` and `mode` are empty when no group applies (excluded namespace, no group).
@@ -124,6 +128,58 @@ struct VersionLabels {
     version: String,
 }
 
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TimeoutLabels {
+    timeout: &'static str,
+}
+
+/// Why a connection was refused at accept (`reason` label).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rejection {
+    /// The admission port holds `--max-connections` connections.
+    Limit,
+    /// The probe port holds its own maximum.
+    ProbeLimit,
+}
+
+impl Rejection {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rejection::Limit => "limit",
+            Rejection::ProbeLimit => "probe_limit",
+        }
+    }
+}
+
+/// Which connection timer closed a connection (`timeout` label).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnectionTimeout {
+    /// The TLS handshake did not finish in time.
+    Handshake,
+    /// Connected (and TLS done), but no byte arrived in time.
+    FirstByte,
+    /// A request's head (for HTTP/2, the preface and first request) did not arrive in time.
+    HeaderRead,
+    /// No request for the idle timeout.
+    Idle,
+}
+
+impl ConnectionTimeout {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConnectionTimeout::Handshake => "handshake",
+            ConnectionTimeout::FirstByte => "first_byte",
+            ConnectionTimeout::HeaderRead => "header_read",
+            ConnectionTimeout::Idle => "idle",
+        }
+    }
+}
+
 /// What a reload attempt ended with (`result` label).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReloadResult {
@@ -187,6 +243,9 @@ pub struct Metrics {
     node_lookups: Family<ResultLabels, Counter>,
     no_feasible_node: Family<GroupModeLabels, Counter>,
     group_nodes: Family<GroupLabels, Gauge>,
+    connections_open: Gauge,
+    connections_rejected: Family<ReasonLabels, Counter>,
+    connection_timeouts: Family<TimeoutLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -272,6 +331,29 @@ impl Metrics {
             "Nodes that satisfy each group's own placement (nodeSelector, required node affinity, tolerated taints, not cordoned)",
             group_nodes.clone(),
         );
+        let connections_open = Gauge::default();
+        registry.register(
+            "connections_open",
+            "Connections open on the admission port (accepted, not yet closed)",
+            connections_open.clone(),
+        );
+        let connections_rejected = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "connections_rejected",
+            "Connections closed at accept, before the TLS handshake, by reason",
+            connections_rejected.clone(),
+        );
+        let connection_timeouts = Family::<TimeoutLabels, Counter>::default();
+        registry.register(
+            "connection_timeouts",
+            "Connections closed by a connection timer, by timer",
+            connection_timeouts.clone(),
+        );
+        registry.register(
+            "log_lines_dropped",
+            "Log lines dropped because standard output did not keep up",
+            crate::telemetry::log_lines_dropped(),
+        );
         registry.register(
             "build",
             "pod-director build information",
@@ -293,6 +375,9 @@ impl Metrics {
             node_lookups,
             no_feasible_node,
             group_nodes,
+            connections_open,
+            connections_rejected,
+            connection_timeouts,
         }
     }
 
@@ -383,6 +468,19 @@ impl Metrics {
             .inc();
     }
 
+    /// The open connections gauge of the admission port (moved by the server as connections come and go).
+    pub fn connections_open(&self) -> &Gauge {
+        &self.connections_open
+    }
+
+    pub fn connection_rejected(&self, reason: Rejection) {
+        self.connections_rejected
+            .get_or_create(&ReasonLabels {
+                reason: reason.as_str(),
+            })
+            .inc();
+    }
+
     pub fn set_node_cache_size(&self, size: usize) {
         self.node_cache_size.set(i64::try_from(size).unwrap_or(i64::MAX));
     }
@@ -391,6 +489,14 @@ impl Metrics {
         self.node_lookups
             .get_or_create(&ResultLabels {
                 result: result.as_str().to_owned(),
+            })
+            .inc();
+    }
+
+    pub fn connection_timed_out(&self, timeout: ConnectionTimeout) {
+        self.connection_timeouts
+            .get_or_create(&TimeoutLabels {
+                timeout: timeout.as_str(),
             })
             .inc();
     }
@@ -441,6 +547,9 @@ mod tests {
         metrics.set_namespace_cache_size(42);
         metrics.set_orphaned_groups(&[("old".to_owned(), 3)].into());
         metrics.webhook_reconciled(ReconcileResult::Patched);
+        metrics.connections_open().inc();
+        metrics.connection_rejected(Rejection::Limit);
+        metrics.connection_timed_out(ConnectionTimeout::Idle);
         let text = metrics.encode();
         for expected in [
             r#"pod_director_decisions_total{group="ci",mode="dryRun",decision="would_patch",webhook="mutate"} 1"#,
@@ -453,6 +562,10 @@ mod tests {
             "pod_director_namespace_cache_size 42",
             r#"pod_director_orphaned_group_namespaces{group="old"} 3"#,
             r#"pod_director_webhook_reconciles_total{result="patched"} 1"#,
+            "pod_director_connections_open 1",
+            r#"pod_director_connections_rejected_total{reason="limit"} 1"#,
+            r#"pod_director_connection_timeouts_total{timeout="idle"} 1"#,
+            "pod_director_log_lines_dropped_total ",
             &format!(
                 r#"pod_director_build_info{{version="{}"}} 1"#,
                 env!("CARGO_PKG_VERSION")
@@ -497,7 +610,12 @@ mod tests {
         metrics.set_group_nodes(&[("gone".to_owned(), 9)]);
         // One group: the order of a family's samples is not defined.
         metrics.set_group_nodes(&[("ci".to_owned(), 3)]);
-        let expected = EXPOSITION.replace("VERSION", env!("CARGO_PKG_VERSION"));
+        metrics.connections_open().set(3);
+        metrics.connection_rejected(Rejection::ProbeLimit);
+        metrics.connection_timed_out(ConnectionTimeout::HeaderRead);
+        let expected = EXPOSITION
+            .replace("VERSION", env!("CARGO_PKG_VERSION"))
+            .replace("DROPPED", &crate::telemetry::log_lines_dropped().get().to_string());
         assert_eq!(metrics.encode(), expected);
     }
 
@@ -555,6 +673,18 @@ pod_director_no_feasible_node_total{group=\"ci\",mode=\"dryRun\",webhook=\"mutat
 # HELP pod_director_group_nodes Nodes that satisfy each group's own placement (nodeSelector, required node affinity, tolerated taints, not cordoned).
 # TYPE pod_director_group_nodes gauge
 pod_director_group_nodes{group=\"ci\"} 3
+# HELP pod_director_connections_open Connections open on the admission port (accepted, not yet closed).
+# TYPE pod_director_connections_open gauge
+pod_director_connections_open 3
+# HELP pod_director_connections_rejected Connections closed at accept, before the TLS handshake, by reason.
+# TYPE pod_director_connections_rejected counter
+pod_director_connections_rejected_total{reason=\"probe_limit\"} 1
+# HELP pod_director_connection_timeouts Connections closed by a connection timer, by timer.
+# TYPE pod_director_connection_timeouts counter
+pod_director_connection_timeouts_total{timeout=\"header_read\"} 1
+# HELP pod_director_log_lines_dropped Log lines dropped because standard output did not keep up.
+# TYPE pod_director_log_lines_dropped counter
+pod_director_log_lines_dropped_total DROPPED
 # HELP pod_director_build pod-director build information.
 # TYPE pod_director_build info
 pod_director_build_info{version=\"VERSION\"} 1

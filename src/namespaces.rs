@@ -7,15 +7,23 @@
 //! answers, [`lookup`] fails and the webhook replies 503, so the API server
 //! applies the webhook's failurePolicy.
 //!
+//! Live GETs are bounded so that a burst of reviews naming a namespace the
+//! cache has not seen costs the API server one request, not one per review:
+//! concurrent lookups of the same name share one GET in flight, and a "not
+//! found" answer is remembered for [`ABSENT_TTL`] (forgotten as soon as the
+//! reflector sees the namespace; the cache is always read first). Each GET is
+//! bounded by [`LIVE_GET_TIMEOUT`].
+//!
 //! Tests and local runs use [`StaticNamespaces`] through the same
 //! [`NamespaceSource`] trait.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
 
 use futures::StreamExt as _;
-use futures::future::BoxFuture;
+use futures::future::{BoxFuture, FutureExt as _, Shared};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, PartialObjectMeta};
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -32,9 +40,12 @@ pub enum LookupError {
     #[error("namespace {name} is not in the cache and the API server did not answer: {source}")]
     Api {
         name: String,
+        /// Shared by every review that waited on the same GET.
         #[source]
-        source: kube::Error,
+        source: Arc<kube::Error>,
     },
+    #[error("namespace {name} is not in the cache and the API server did not answer within {timeout:?}")]
+    Timeout { name: String, timeout: Duration },
     #[error("namespace {name} is not in the cache and cannot be fetched: {reason}")]
     Unavailable { name: String, reason: String },
 }
@@ -77,11 +88,114 @@ pub async fn lookup(source: &dyn NamespaceSource, name: &str) -> Result<Labels, 
 
 type NamespaceMeta = PartialObjectMeta<Namespace>;
 
+/// How long a live GET's "not found" is remembered (unless the reflector sees the namespace first).
+pub const ABSENT_TTL: Duration = Duration::from_secs(5);
+/// Longest wait for one live GET.
+pub const LIVE_GET_TIMEOUT: Duration = Duration::from_secs(5);
+/// Most "not found" answers remembered at once (reviews can name any namespace).
+const ABSENT_MAX: usize = 4096;
+
+/// What a live GET answers: labels, `None` when the namespace does not exist.
+type Fetched = Result<Option<Labels>, Arc<FetchError>>;
+
+/// A failed live GET, shared by its waiters.
+#[derive(Debug)]
+enum FetchError {
+    Api(Arc<kube::Error>),
+    Timeout,
+}
+
+/// Live GETs: one in flight per name, "not found" remembered briefly.
+#[derive(Default)]
+struct LiveLookups {
+    in_flight: Mutex<HashMap<String, Shared<BoxFuture<'static, Fetched>>>>,
+    /// Names the API server said do not exist, until when.
+    absent: Mutex<HashMap<String, Instant>>,
+}
+
+impl LiveLookups {
+    /// Whether `name` was found absent less than [`ABSENT_TTL`] ago.
+    fn known_absent(&self, name: &str) -> bool {
+        let Ok(mut absent) = self.absent.lock() else {
+            return false;
+        };
+        match absent.get(name) {
+            Some(until) if *until > Instant::now() => true,
+            Some(_) => {
+                absent.remove(name);
+                false
+            }
+            None => false,
+        }
+    }
+
+    fn remember_absent(&self, name: &str) {
+        if let Ok(mut absent) = self.absent.lock() {
+            if absent.len() >= ABSENT_MAX {
+                let now = Instant::now();
+                absent.retain(|_, until| *until > now);
+                if absent.len() >= ABSENT_MAX {
+                    absent.clear();
+                }
+            }
+            absent.insert(name.to_owned(), Instant::now() + ABSENT_TTL);
+        }
+    }
+
+    /// Forgets that `name` was absent (the reflector has seen it).
+    fn forget_absent(&self, name: &str) {
+        if let Ok(mut absent) = self.absent.lock() {
+            absent.remove(name);
+        }
+    }
+
+    /// The GET of `name` in flight, or a new one started with `get`.
+    fn join_or_start(
+        self: &Arc<Self>,
+        name: &str,
+        get: impl FnOnce() -> BoxFuture<'static, Result<Option<Labels>, kube::Error>>,
+    ) -> Shared<BoxFuture<'static, Fetched>> {
+        let Ok(mut in_flight) = self.in_flight.lock() else {
+            return futures::future::ready(Err(Arc::new(FetchError::Timeout)))
+                .boxed()
+                .shared();
+        };
+        if let Some(shared) = in_flight.get(name) {
+            return shared.clone();
+        }
+        let lookups = self.clone();
+        let owned = name.to_owned();
+        let request = get();
+        // A task of its own: the GET finishes (bounded) even when every review waiting on it gave up.
+        let task = tokio::spawn(async move {
+            let fetched = match tokio::time::timeout(LIVE_GET_TIMEOUT, request).await {
+                Ok(Ok(found)) => Ok(found),
+                Ok(Err(err)) => Err(Arc::new(FetchError::Api(Arc::new(err)))),
+                Err(_) => Err(Arc::new(FetchError::Timeout)),
+            };
+            if matches!(fetched, Ok(None)) {
+                lookups.remember_absent(&owned);
+            }
+            if let Ok(mut in_flight) = lookups.in_flight.lock() {
+                in_flight.remove(&owned);
+            }
+            fetched
+        });
+        let shared = task
+            .map(|joined| joined.unwrap_or_else(|_| Err(Arc::new(FetchError::Timeout))))
+            .boxed()
+            .shared();
+        in_flight.insert(name.to_owned(), shared.clone());
+        shared
+    }
+}
+
 /// Namespace labels from the Kubernetes API: a reflector plus live GETs.
 pub struct KubeNamespaces {
     store: Store<NamespaceMeta>,
     api: Api<Namespace>,
     ready: Arc<AtomicBool>,
+    lookups: Arc<LiveLookups>,
     task: Option<tokio::task::JoinHandle<()>>,
 }
 
@@ -99,6 +213,8 @@ impl KubeNamespaces {
             .reflect(writer);
         let reader = store.clone();
         let synced = ready.clone();
+        let lookups = Arc::new(LiveLookups::default());
+        let seen = lookups.clone();
         let task = tokio::spawn(async move {
             let mut stream = std::pin::pin!(stream);
             while let Some(event) = stream.next().await {
@@ -107,6 +223,9 @@ impl KubeNamespaces {
                         if !synced.swap(true, Ordering::SeqCst) {
                             info!(namespaces = reader.len(), "namespace cache synced");
                         }
+                    }
+                    Ok(watcher::Event::Apply(ns) | watcher::Event::InitApply(ns)) => {
+                        seen.forget_absent(&ns.name_any());
                     }
                     Ok(_) => {}
                     Err(err) => {
@@ -119,6 +238,7 @@ impl KubeNamespaces {
             store,
             api: Api::all(client),
             ready,
+            lookups,
             task: Some(task),
         }
     }
@@ -129,6 +249,7 @@ impl KubeNamespaces {
             store,
             api: Api::all(client),
             ready: Arc::new(AtomicBool::new(true)),
+            lookups: Arc::default(),
             task: None,
         }
     }
@@ -151,15 +272,42 @@ impl NamespaceSource for KubeNamespaces {
 
     fn fetch<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<Labels>, LookupError>> {
         Box::pin(async move {
-            let found = self
-                .api
-                .get_metadata_opt(name)
-                .await
-                .map_err(|source| LookupError::Api {
+            if let Some(reason) = crate::config::syntax::dns1123_label(name) {
+                // Never put into a URL; admission refuses such names before looking them up.
+                return Err(LookupError::Unavailable {
                     name: name.to_owned(),
-                    source,
-                })?;
-            Ok(found.map(|ns| ns.metadata.labels.unwrap_or_default()))
+                    reason: format!("not a namespace name: it {reason}"),
+                });
+            }
+            if self.lookups.known_absent(name) {
+                debug!(
+                    namespace = name,
+                    "namespace was not found a moment ago; not asking again"
+                );
+                return Ok(None);
+            }
+            let api = self.api.clone();
+            let owned = name.to_owned();
+            let get = move || {
+                async move {
+                    let found = api.get_metadata_opt(&owned).await?;
+                    Ok(found.map(|ns| ns.metadata.labels.unwrap_or_default()))
+                }
+                .boxed()
+            };
+            self.lookups
+                .join_or_start(name, get)
+                .await
+                .map_err(|err| match err.as_ref() {
+                    FetchError::Api(source) => LookupError::Api {
+                        name: name.to_owned(),
+                        source: source.clone(),
+                    },
+                    FetchError::Timeout => LookupError::Timeout {
+                        name: name.to_owned(),
+                        timeout: LIVE_GET_TIMEOUT,
+                    },
+                })
         })
     }
 
@@ -270,8 +418,6 @@ impl NamespaceSource for StaticNamespaces {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Mutex;
-
     use http::{Request, Response, StatusCode};
     use kube::client::Body;
     use kube::runtime::watcher::Event;
@@ -293,9 +439,19 @@ mod tests {
 
     /// A kube client whose "API server" answers GET /api/v1/namespaces/{name} from a table.
     fn fake_client(known: &'static [(&'static str, &'static str)], seen: Arc<Mutex<Vec<String>>>) -> Client {
+        slow_fake_client(known, seen, Duration::ZERO)
+    }
+
+    /// [`fake_client`] taking `delay` to answer each request.
+    fn slow_fake_client(
+        known: &'static [(&'static str, &'static str)],
+        seen: Arc<Mutex<Vec<String>>>,
+        delay: Duration,
+    ) -> Client {
         let service = tower::service_fn(move |req: Request<Body>| {
             let seen = seen.clone();
             async move {
+                tokio::time::sleep(delay).await;
                 let path = req.uri().path().to_owned();
                 let accept = req
                     .headers()
@@ -383,6 +539,92 @@ mod tests {
         let err = lookup(&source, "explode").await.expect_err("500 is an error");
         assert!(matches!(err, LookupError::Api { .. }), "{err}");
         assert!(err.to_string().contains("explode"));
+    }
+
+    fn gets(seen: &Arc<Mutex<Vec<String>>>) -> Vec<String> {
+        seen.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    #[tokio::test]
+    async fn a_hundred_reviews_of_one_unknown_namespace_cost_one_get() {
+        let (store, _writer) = reflector::store::<NamespaceMeta>();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let client = slow_fake_client(&[], seen.clone(), Duration::from_millis(100));
+        let source = KubeNamespaces::with_store(store, client);
+
+        let concurrent = futures::future::join_all((0..100).map(|_| lookup(&source, "ghost"))).await;
+        assert!(
+            concurrent
+                .iter()
+                .all(|found| found.as_ref().is_ok_and(Labels::is_empty))
+        );
+        assert_eq!(
+            gets(&seen).len(),
+            1,
+            "one GET shared by 100 concurrent lookups: {:?}",
+            gets(&seen)
+        );
+
+        for _ in 0..100 {
+            assert_eq!(lookup(&source, "ghost").await.ok(), Some(Labels::new()));
+        }
+        assert_eq!(gets(&seen).len(), 1, "\"not found\" is remembered: {:?}", gets(&seen));
+    }
+
+    #[tokio::test]
+    async fn concurrent_lookups_of_a_new_namespace_share_one_get_and_all_get_its_labels() {
+        let (store, _writer) = reflector::store::<NamespaceMeta>();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let client = slow_fake_client(&[("brand-new", "gpu")], seen.clone(), Duration::from_millis(100));
+        let source = KubeNamespaces::with_store(store, client);
+        let found = futures::future::join_all((0..50).map(|_| lookup(&source, "brand-new"))).await;
+        for labels in found {
+            assert_eq!(labels.ok(), Some(labels_of("gpu")));
+        }
+        assert_eq!(gets(&seen).len(), 1);
+    }
+
+    fn labels_of(group: &str) -> Labels {
+        labels(&[("pod-director/group", group)])
+    }
+
+    #[tokio::test]
+    async fn a_namespace_found_absent_is_answered_from_the_cache_once_the_reflector_sees_it() {
+        let (store, mut writer) = reflector::store::<NamespaceMeta>();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let source = KubeNamespaces::with_store(store, fake_client(&[], seen.clone()));
+        assert_eq!(lookup(&source, "late").await.ok(), Some(Labels::new()));
+        writer.apply_watcher_event(&Event::Apply(namespace_meta("late", "ci")));
+        assert_eq!(lookup(&source, "late").await.ok(), Some(labels_of("ci")));
+        assert_eq!(gets(&seen).len(), 1, "the cache answers, not the remembered absence");
+
+        let lookups = LiveLookups::default();
+        lookups.remember_absent("late");
+        assert!(lookups.known_absent("late"));
+        lookups.forget_absent("late");
+        assert!(!lookups.known_absent("late"), "forgotten when the reflector sees it");
+    }
+
+    #[tokio::test]
+    async fn failed_gets_are_not_remembered() {
+        let (store, _writer) = reflector::store::<NamespaceMeta>();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let source = KubeNamespaces::with_store(store, fake_client(&[], seen.clone()));
+        assert!(lookup(&source, "explode").await.is_err());
+        assert!(lookup(&source, "explode").await.is_err());
+        assert_eq!(gets(&seen).len(), 2, "an error is retried by the next review");
+    }
+
+    #[tokio::test]
+    async fn a_name_that_is_not_a_namespace_name_never_reaches_the_api_url() {
+        let (store, _writer) = reflector::store::<NamespaceMeta>();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let source = KubeNamespaces::with_store(store, fake_client(&[], seen.clone()));
+        for name in ["ns/status", "ns#x", "..", "ns?watch=true"] {
+            let err = lookup(&source, name).await.expect_err("refused");
+            assert!(err.to_string().contains("not a namespace name"), "{err}");
+        }
+        assert!(gets(&seen).is_empty(), "{:?}", gets(&seen));
     }
 
     #[tokio::test]

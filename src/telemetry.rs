@@ -15,6 +15,13 @@
 //! target itself (`RUST_LOG=warn` quiets the rest, not the decisions;
 //! `RUST_LOG=warn,pod_director::decision=off` silences them too).
 //!
+//! ## Output
+//! Lines never block a request: they go through a bounded buffer to a writer
+//! thread of their own ([`writer`]); when standard output does not keep up and
+//! the buffer is full, lines are dropped and counted
+//! (`pod_director_log_lines_dropped_total`, see [`log_lines_dropped`]), with a
+//! `WARN` line once the output drains. [`Telemetry::shutdown`] flushes them.
+//!
 //! ## Traces
 //! Export is on when `OTEL_EXPORTER_OTLP_ENDPOINT` or
 //! `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` is set (and neither `OTEL_SDK_DISABLED=true`
@@ -38,8 +45,12 @@
 //! so the SDK's default `parentbased_always_on` would drop every decision of
 //! a dryRun rollout — the very data it is judged by.
 
+mod writer;
+
 use std::fmt;
 use std::io::Write as _;
+use std::sync::LazyLock;
+use std::time::Duration;
 
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
@@ -131,14 +142,38 @@ pub enum TelemetryError {
     Exporter(#[source] opentelemetry_otlp::ExporterBuildError),
     #[error("OTEL_EXPORTER_OTLP_PROTOCOL {0:?} is not one of grpc, http/protobuf")]
     Protocol(String),
+    #[error("cannot start the log writer thread: {0}")]
+    Writer(#[source] std::io::Error),
     #[error("a global tracing subscriber is already installed: {0}")]
     AlreadyInstalled(#[source] tracing_subscriber::util::TryInitError),
 }
 
-/// Handle on installed telemetry; [`Telemetry::shutdown`] flushes pending spans.
+/// Log lines dropped because standard output did not keep up (one counter per process;
+/// [`crate::metrics::Metrics`] exports it as `pod_director_log_lines_dropped_total`).
+pub fn log_lines_dropped() -> prometheus_client::metrics::counter::Counter {
+    static DROPPED: LazyLock<prometheus_client::metrics::counter::Counter> = LazyLock::new(Default::default);
+    DROPPED.clone()
+}
+
+pub use writer::{LogWriter, WriterGuard};
+
+/// A log writer moving lines to `out` off the calling threads, as `serve` writes to standard
+/// output (for benches and tests; [`init`] starts its own). Dropped lines count in [`log_lines_dropped`].
+pub fn log_writer<W: std::io::Write + Send + 'static>(
+    out: W,
+    format: LogFormat,
+) -> std::io::Result<(LogWriter, WriterGuard)> {
+    writer::spawn(out, writer::BUFFER_BYTES, format, log_lines_dropped())
+}
+
+/// Longest wait for buffered log lines at shutdown (standard output may be blocked for good).
+const FLUSH_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Handle on installed telemetry; [`Telemetry::shutdown`] flushes pending spans and log lines.
 #[derive(Debug, Default)]
 pub struct Telemetry {
     provider: Option<SdkTracerProvider>,
+    output: Option<writer::WriterGuard>,
 }
 
 impl Telemetry {
@@ -147,12 +182,17 @@ impl Telemetry {
         self.provider.is_some()
     }
 
-    /// Flushes and stops the trace exporter.
+    /// Flushes and stops the trace exporter, then writes out the buffered log lines.
     pub fn shutdown(self) {
         if let Some(provider) = self.provider
             && let Err(err) = provider.shutdown()
         {
             eprintln!("warning: flushing traces failed: {err}");
+        }
+        if let Some(output) = self.output
+            && !output.shutdown(FLUSH_TIMEOUT)
+        {
+            eprintln!("warning: standard output did not take the last log lines within {FLUSH_TIMEOUT:?}");
         }
     }
 }
@@ -176,14 +216,16 @@ fn init_with_env(format: LogFormat, env: impl Fn(&str) -> Option<String>) -> Res
         opentelemetry::global::set_tracer_provider(p.clone());
         otel_layer(p)
     });
+    let (output, guard) = writer::spawn(std::io::stdout(), writer::BUFFER_BYTES, format, log_lines_dropped())
+        .map_err(TelemetryError::Writer)?;
     let (json, text) = match format {
-        LogFormat::Json => (Some(JsonLayer::new(std::io::stdout)), None),
+        LogFormat::Json => (Some(JsonLayer::new(output)), None),
         LogFormat::Text => (
             None,
             Some(
                 tracing_subscriber::fmt::layer()
                     .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
-                    .with_writer(std::io::stdout),
+                    .with_writer(output),
             ),
         ),
     };
@@ -194,7 +236,10 @@ fn init_with_env(format: LogFormat, env: impl Fn(&str) -> Option<String>) -> Res
         .with(text)
         .try_init()
         .map_err(TelemetryError::AlreadyInstalled)?;
-    Ok(Telemetry { provider })
+    Ok(Telemetry {
+        provider,
+        output: Some(guard),
+    })
 }
 
 /// `RUST_LOG` (default `info`), with decisions kept at `info` unless it names their target.

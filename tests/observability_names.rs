@@ -15,7 +15,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use pod_director::config::Mode;
-use pod_director::metrics::{EXEMPLAR_TRACE_LABEL, Metrics, ReconcileResult, ReloadResult};
+use pod_director::metrics::{
+    ConnectionTimeout, EXEMPLAR_TRACE_LABEL, Metrics, ReconcileResult, Rejection, ReloadResult,
+};
 use pod_director::placement::{Decision, Resolution, Webhook};
 use pod_director::telemetry::{DECISION_FIELDS, LOG_LINE_KEYS};
 use serde_json::Value;
@@ -34,6 +36,13 @@ struct Emitted {
     /// Label (or attribute) → every value the code can give it.
     values: BTreeMap<&'static str, BTreeSet<String>>,
 }
+
+const TIMEOUTS: [ConnectionTimeout; 4] = [
+    ConnectionTimeout::Handshake,
+    ConnectionTimeout::FirstByte,
+    ConnectionTimeout::HeaderRead,
+    ConnectionTimeout::Idle,
+];
 
 fn emitted() -> Emitted {
     let run = telemetry_harness::review(telemetry_harness::representative_requests());
@@ -64,6 +73,12 @@ fn emitted() -> Emitted {
     for result in pod_director::metrics::NodeLookupResult::ALL {
         others.node_looked_up(result);
     }
+    for reason in [Rejection::Limit, Rejection::ProbeLimit] {
+        others.connection_rejected(reason);
+    }
+    for timeout in TIMEOUTS {
+        others.connection_timed_out(timeout);
+    }
     others.observe_decision(
         &pod_director::placement::Outcome::new(Webhook::Validate, Decision::Noop),
         Duration::from_millis(1),
@@ -89,12 +104,16 @@ fn emitted() -> Emitted {
             .iter()
             .map(|r| r.as_str().to_owned()),
     );
+    let reason = strings(&[Rejection::Limit.as_str(), Rejection::ProbeLimit.as_str()]);
+    let timeout = TIMEOUTS.iter().map(|t| t.as_str().to_owned()).collect();
     let values = BTreeMap::from([
         ("decision", decision),
         ("mode", mode),
         ("webhook", webhook),
         ("resolution", resolution),
         ("result", result),
+        ("reason", reason),
+        ("timeout", timeout),
     ]);
     Emitted {
         span_attributes,

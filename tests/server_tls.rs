@@ -125,7 +125,8 @@ async fn every_mode_endpoint_and_conflict_policy_answers_as_designed() {
     for mode in MODES {
         for policy in POLICIES {
             let group = format!("{mode}-{policy}");
-            let namespace = format!("ns-{group}");
+            // Namespace names are DNS-1123 labels: lower case.
+            let namespace = format!("ns-{}", group.to_lowercase());
             harness.label(&namespace, &group);
             for endpoint in ["/mutate", "/validate"] {
                 for kind in [PodKind::Plain, PodKind::Conflicting, PodKind::Compliant] {

@@ -225,6 +225,58 @@ fn each_kind_of_bad_request_gets_its_own_error_and_keeps_the_uid_when_readable()
             |e| matches!(e, AdmissionError::Decode(_)),
             uid.clone(),
         ),
+        (
+            "a namespace naming a subresource",
+            bytes(&with(review(), "/request/namespace", json!("team-ci/status"))),
+            |e| matches!(e, AdmissionError::InvalidNamespace { .. }),
+            uid.clone(),
+        ),
+        (
+            "a namespace with a URL fragment",
+            bytes(&with(review(), "/request/namespace", json!("team-ci#x"))),
+            |e| matches!(e, AdmissionError::InvalidNamespace { .. }),
+            uid.clone(),
+        ),
+        (
+            "a namespace in upper case",
+            bytes(&with(review(), "/request/namespace", json!("Team-CI"))),
+            |e| matches!(e, AdmissionError::InvalidNamespace { .. }),
+            uid.clone(),
+        ),
+        (
+            "a namespace longer than 63 characters",
+            bytes(&with(review(), "/request/namespace", json!("a".repeat(64)))),
+            |e| matches!(e, AdmissionError::InvalidNamespace { .. }),
+            uid.clone(),
+        ),
+        (
+            "an empty object",
+            bytes(&with(review(), "/request/object", json!({}))),
+            |e| matches!(e, AdmissionError::MissingSpec { field: "object" }),
+            uid.clone(),
+        ),
+        (
+            "a pod without a spec",
+            bytes(&without(review(), "/request/object", "spec")),
+            |e| matches!(e, AdmissionError::MissingSpec { field: "object" }),
+            uid.clone(),
+        ),
+        (
+            "a pod whose spec is null",
+            bytes(&with(review(), "/request/object/spec", Value::Null)),
+            |e| matches!(e, AdmissionError::MissingSpec { field: "object" }),
+            uid.clone(),
+        ),
+        (
+            "an update whose old pod has no spec",
+            bytes(&with(
+                with(review(), "/request/operation", json!("UPDATE")),
+                "/request/oldObject",
+                json!({"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "web"}}),
+            )),
+            |e| matches!(e, AdmissionError::MissingSpec { field: "oldObject" }),
+            uid.clone(),
+        ),
     ];
     for (name, body, expected, expected_uid) in cases {
         let rejected = rejected(&body);
@@ -232,6 +284,93 @@ fn each_kind_of_bad_request_gets_its_own_error_and_keeps_the_uid_when_readable()
         assert_eq!(rejected.uid, expected_uid, "{name}");
         assert_eq!(rejected.error.status(), StatusCode::BAD_REQUEST, "{name}");
     }
+}
+
+#[test]
+fn the_uid_is_echoed_from_valid_json_beyond_serde_jsons_limits() {
+    let uid = "705ab4f5-6393-11e8-b7cc-42010a800002";
+    let text = bytes(&review());
+    let text = String::from_utf8(text).unwrap_or_default();
+    let huge_number = text.replace(
+        "\"terminationGracePeriodSeconds\":30",
+        "\"terminationGracePeriodSeconds\":1e400",
+    );
+    let nested_options = text.replace(
+        "\"options\":{",
+        &format!(
+            "\"options\":{{\"deep\":{}1{},",
+            "{\"a\":".repeat(10_000),
+            "}".repeat(10_000)
+        ),
+    );
+    for (name, body) in [
+        ("1e400 in a pod field", huge_number),
+        ("10k nested objects in options", nested_options),
+    ] {
+        assert_ne!(body, text, "{name}: the body was changed");
+        let rejected = rejected(body.as_bytes());
+        assert!(
+            matches!(rejected.error, AdmissionError::Decode(_)),
+            "{name}: {:?}",
+            rejected.error
+        );
+        assert_eq!(rejected.uid.as_deref(), Some(uid), "{name}");
+    }
+}
+
+#[tokio::test]
+async fn an_invalid_namespace_is_refused_before_any_lookup() {
+    /// Counts every lookup.
+    #[derive(Default)]
+    struct Counting(std::sync::atomic::AtomicUsize);
+    impl NamespaceSource for Counting {
+        fn cached(&self, _name: &str) -> Option<namespaces::Labels> {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            None
+        }
+        fn fetch<'a>(
+            &'a self,
+            _name: &'a str,
+        ) -> futures::future::BoxFuture<'a, Result<Option<namespaces::Labels>, LookupError>> {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Box::pin(std::future::ready(Ok(None)))
+        }
+        fn is_ready(&self) -> bool {
+            true
+        }
+        fn cached_count(&self) -> usize {
+            0
+        }
+    }
+    let counting = Arc::new(Counting::default());
+    let loaded = Config::from_yaml(
+        "groups:\n  ci: {mode: enforce, nodeSelector: {pool: ci}}\n",
+        "test",
+        Vec::new(),
+    )
+    .expect("valid config");
+    let admission = Admission::new(
+        Arc::new(ArcSwap::from_pointee(loaded)),
+        counting.clone(),
+        Arc::new(Metrics::new()),
+        Duration::from_secs(5),
+    );
+    for namespace in ["team-ci/status", "team-ci#x", "../kube-system", "team-ci?watch=1"] {
+        let body = with(review(), "/request/namespace", json!(namespace));
+        let reply = admission
+            .review(Webhook::Mutate, &http::HeaderMap::new(), &bytes(&body))
+            .await;
+        assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{namespace}");
+        let value: Value = serde_json::from_slice(&reply.body).expect("JSON");
+        assert_eq!(value["response"]["uid"], "705ab4f5-6393-11e8-b7cc-42010a800002");
+        let message = value["response"]["status"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("request.namespace"), "{message}");
+    }
+    assert_eq!(
+        counting.0.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "no lookup at all"
+    );
 }
 
 #[test]

@@ -187,7 +187,8 @@ mod tests {
     use super::*;
 
     /// `parse` as it was before this module: the whole review decoded as
-    /// `AdmissionReview<DynamicObject>`, each pod converted through a `Value`.
+    /// `AdmissionReview<DynamicObject>`, each pod converted through a `Value`;
+    /// plus the checks added since (the namespace is a DNS-1123 label, pods have a spec).
     fn reference(body: &[u8]) -> Result<Parsed, Rejected> {
         let rejected = |uid: Option<&str>, error| Rejected {
             uid: uid.map(str::to_owned),
@@ -223,15 +224,32 @@ mod tests {
         if request.namespace.as_deref().is_none_or(str::is_empty) {
             return Err(reject(AdmissionError::MissingNamespace));
         }
+        if let Some(reason) = request
+            .namespace
+            .as_deref()
+            .and_then(crate::config::syntax::dns1123_label)
+        {
+            return Err(reject(AdmissionError::InvalidNamespace {
+                namespace: request.namespace.clone().unwrap_or_default(),
+                reason,
+            }));
+        }
         let object = request
             .object
             .take()
             .ok_or_else(|| reject(AdmissionError::MissingObject))?;
         let pod = to_pod(object).map_err(|e| reject(AdmissionError::InvalidPod(e)))?;
+        if pod.spec.is_none() {
+            return Err(reject(AdmissionError::MissingSpec { field: "object" }));
+        }
         let old = match (request.operation == Operation::Update, request.old_object.take()) {
-            (true, Some(old)) => Some(Box::new(
-                to_pod(old).map_err(|e| reject(AdmissionError::InvalidOldPod(e)))?,
-            )),
+            (true, Some(old)) => {
+                let old = to_pod(old).map_err(|e| reject(AdmissionError::InvalidOldPod(e)))?;
+                if old.spec.is_none() {
+                    return Err(reject(AdmissionError::MissingSpec { field: "oldObject" }));
+                }
+                Some(Box::new(old))
+            }
             (false, Some(old)) => {
                 request.old_object = Some(old);
                 None

@@ -20,6 +20,8 @@ pub struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
+// Parsed once per process; boxing `serve`'s flags would buy nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Command {
     /// Run the admission webhook (HTTPS) and its probe/metrics endpoint.
     Serve(crate::server::ServeArgs),

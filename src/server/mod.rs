@@ -3,12 +3,18 @@
 //! warp routes the requests; warp 0.4 has no TLS, so each accepted TCP
 //! connection goes through tokio-rustls (certificate picked per handshake, see
 //! [`tls`]) and is served by hyper-util's auto builder (HTTP/1.1 or HTTP/2,
-//! by ALPN/preface). A shutdown stops accepting, lets in-flight requests
-//! finish (bounded by `--shutdown-timeout`) and returns.
+//! by ALPN/preface). Each connection has its own timers, and the admission
+//! port holds at most `--max-connections` (derived from the descriptor
+//! limit, see [`limits`]); see [`connection`]. A shutdown stops accepting
+//! (taking the connections the kernel already queued), answers every request
+//! that has arrived, closes each connection once it is quiet, and cuts what
+//! remains after `--shutdown-timeout`; the outcome is logged.
 //!
 //! Tests start the whole server in-process with [`start`] on port 0 and read
 //! the bound addresses from [`RunningServer`].
 
+pub mod connection;
+pub mod limits;
 mod reload;
 mod routes;
 pub mod tls;
@@ -23,9 +29,8 @@ use arc_swap::ArcSwap;
 use futures::future::BoxFuture;
 use http::StatusCode;
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -34,19 +39,16 @@ use tower::ServiceExt as _;
 use tracing::{debug, info, warn};
 use warp::{Filter, Reply};
 
+pub use self::connection::Timeouts;
+use self::connection::{Listener, Phase, Tracker};
 pub use self::reload::load_config;
 pub use self::tls::{TlsError, TlsFiles};
 use crate::admission::Admission;
 use crate::config::{Config, ConfigError};
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, Rejection};
 use crate::namespaces::{KubeNamespaces, NamespaceSource};
 use crate::nodes::{KubeNodes, Nodes};
 use crate::telemetry::LogFormat;
-
-/// Longest a TLS handshake may take before the connection is dropped.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// Longest wait for a request's headers (HTTP/1.1).
-const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeArgs {
@@ -89,6 +91,31 @@ pub struct ServeArgs {
     pub shutdown_timeout: Duration,
     #[command(flatten)]
     pub webhooks: crate::webhooks::ReconcileArgs,
+    /// Longest TLS handshake; slower connections are dropped.
+    #[arg(long, env = "POD_DIRECTOR_HANDSHAKE_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub handshake_timeout: Duration,
+    /// Longest wait for the first byte of a connection once TLS is established.
+    #[arg(long, env = "POD_DIRECTOR_FIRST_BYTE_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub first_byte_timeout: Duration,
+    /// Longest wait from a request's first byte to its complete head (HTTP/1.1 headers; HTTP/2: the
+    /// connection preface and the first request).
+    #[arg(long, env = "POD_DIRECTOR_HEADER_READ_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub header_read_timeout: Duration,
+    /// How long a connection may stay without a request before it is closed (HTTP/2: GOAWAY). Above the
+    /// API server's 90s client idle timeout, so the client closes idle connections first.
+    #[arg(long, env = "POD_DIRECTOR_IDLE_TIMEOUT", default_value = "120s", value_parser = parse_duration)]
+    pub idle_timeout: Duration,
+    /// How often HTTP/2 connections are PINGed when quiet (0 turns PINGs off).
+    #[arg(long, env = "POD_DIRECTOR_HTTP2_KEEPALIVE_INTERVAL", default_value = "30s", value_parser = parse_duration)]
+    pub http2_keepalive_interval: Duration,
+    /// How long an HTTP/2 PING may go unanswered before the connection is closed.
+    #[arg(long, env = "POD_DIRECTOR_HTTP2_KEEPALIVE_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub http2_keepalive_timeout: Duration,
+    /// Most connections the admission port holds; more are refused at accept. Default: the soft
+    /// RLIMIT_NOFILE minus 96 descriptors kept for the probe port, the cache watch and the API client,
+    /// at most 4096.
+    #[arg(long, env = "POD_DIRECTOR_MAX_CONNECTIONS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_connections: Option<u64>,
 }
 
 /// Parses `10s`, `500ms`, `2m`, `1h` or a bare number of seconds.
@@ -124,6 +151,10 @@ pub struct Settings {
     pub max_body_bytes: u64,
     pub reload_poll_interval: Duration,
     pub shutdown_timeout: Duration,
+    /// The per-connection timers.
+    pub timeouts: Timeouts,
+    /// `None`: derived from the descriptor limit ([`limits::max_connections`]).
+    pub max_connections: Option<usize>,
 }
 
 impl Settings {
@@ -141,6 +172,15 @@ impl Settings {
             max_body_bytes: args.max_body_bytes,
             reload_poll_interval: args.reload_poll_interval,
             shutdown_timeout: args.shutdown_timeout,
+            timeouts: Timeouts {
+                handshake: args.handshake_timeout,
+                first_byte: args.first_byte_timeout,
+                header_read: args.header_read_timeout,
+                idle: args.idle_timeout,
+                http2_keepalive_interval: Some(args.http2_keepalive_interval).filter(|d| !d.is_zero()),
+                http2_keepalive_timeout: args.http2_keepalive_timeout,
+            },
+            max_connections: args.max_connections.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
         }
     }
 }
@@ -302,17 +342,34 @@ pub async fn start_with_nodes(
         settings.request_timeout + Duration::from_secs(1),
     );
     let probe_routes = respond(routes::probes(admission, metrics.clone()), Duration::from_secs(10));
+    let max_connections = limits::max_connections(settings.max_connections);
     tasks.push(tokio::spawn(serve(
         listener,
-        acceptor,
-        admission_routes,
+        Arc::new(Listener {
+            name: "admission",
+            tls: acceptor,
+            respond: admission_routes,
+            builder: builder(&settings.timeouts),
+            timeouts: settings.timeouts.clone(),
+            metrics: metrics.clone(),
+            tracker: Arc::new(Tracker::new(Some(metrics.connections_open().clone()), Rejection::Limit)),
+        }),
+        max_connections,
         shutdown_rx.clone(),
         settings.shutdown_timeout,
     )));
     tasks.push(tokio::spawn(serve(
         probe_listener,
-        None,
-        probe_routes,
+        Arc::new(Listener {
+            name: "probe",
+            tls: None,
+            respond: probe_routes,
+            builder: builder(&settings.timeouts),
+            timeouts: settings.timeouts.clone(),
+            metrics: metrics.clone(),
+            tracker: Arc::new(Tracker::new(None, Rejection::ProbeLimit)),
+        }),
+        limits::PROBE_MAX_CONNECTIONS,
         shutdown_rx,
         settings.shutdown_timeout,
     )));
@@ -320,6 +377,8 @@ pub async fn start_with_nodes(
         addr = %addr,
         probe_addr = %probe_addr,
         tls = settings.tls.is_some(),
+        max_connections,
+        open_files_limit = limits::open_files_limit(),
         version = env!("CARGO_PKG_VERSION"),
         "pod-director serving"
     );
@@ -353,10 +412,20 @@ pub async fn start_canned(
     let addr = local_addr(&listener, addr);
     let (shutdown, shutdown_rx) = watch::channel(false);
     let routes = respond(routes::canned(canned, max_body_bytes), Duration::from_secs(10));
+    let timeouts = Timeouts::default();
+    let metrics = Arc::new(Metrics::new());
     let task = tokio::spawn(serve(
         listener,
-        Some(acceptor),
-        routes,
+        Arc::new(Listener {
+            name: "floor",
+            tls: Some(acceptor),
+            respond: routes,
+            builder: builder(&timeouts),
+            timeouts,
+            metrics: metrics.clone(),
+            tracker: Arc::new(Tracker::new(None, Rejection::Limit)),
+        }),
+        usize::MAX,
         shutdown_rx,
         Duration::from_secs(10),
     ));
@@ -480,79 +549,114 @@ where
     })
 }
 
-/// Accepts connections until shutdown, then waits (bounded) for open ones to finish.
+/// hyper's HTTP/1.1 and HTTP/2 settings for `timeouts`. hyper's own HTTP/1 header-read timeout is off:
+/// it also runs while a keep-alive connection is idle; the connection watchdog times heads instead.
+fn builder(timeouts: &Timeouts) -> auto::Builder<TokioExecutor> {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder.http1().timer(TokioTimer::new()).header_read_timeout(None);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .keep_alive_interval(timeouts.http2_keepalive_interval)
+        .keep_alive_timeout(timeouts.http2_keepalive_timeout);
+    builder
+}
+
+/// Accepts connections until shutdown (refusing those beyond `max_connections` at accept),
+/// then drains: see [`connection`].
 async fn serve(
     listener: TcpListener,
-    tls: Option<TlsAcceptor>,
-    respond: Respond,
+    shared: Arc<Listener>,
+    max_connections: usize,
     mut shutdown: watch::Receiver<bool>,
     drain_timeout: Duration,
 ) {
-    let graceful = GracefulShutdown::new();
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    // Without a timer hyper cannot time out slow request headers or HTTP/2 keep-alives.
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(HEADER_READ_TIMEOUT);
-    builder.http2().timer(TokioTimer::new());
-    loop {
-        let (stream, peer) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                Err(err) => {
-                    // Out of file descriptors and the like: back off instead of spinning.
-                    warn!(error = %err, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            },
-            _ = shutdown.changed() => break,
-        };
+    let (phase, phase_rx) = watch::channel(Phase::Serving);
+    let accept = |stream: tokio::net::TcpStream, peer: SocketAddr| {
+        if shared.tracker.open() >= max_connections {
+            // Closed before any TLS work: refusing costs one accept and one close.
+            shared.metrics.connection_rejected(shared.tracker.rejection());
+            debug!(peer = %peer, max_connections, "connection refused: at the connection limit");
+            return;
+        }
+        let open = shared.tracker.enter();
         // As Go does by default: no Nagle delay on small writes (HTTP/2 frames, TLS records),
         // which with the peer's delayed ACK stalls a response for ~40 ms.
         if let Err(err) = stream.set_nodelay(true) {
             debug!(peer = %peer, error = %err, "cannot set TCP_NODELAY");
         }
-        let watcher = graceful.watcher();
-        let tls = tls.clone();
-        let respond = respond.clone();
-        let builder = builder.clone();
+        let shared = shared.clone();
+        let phase = phase_rx.clone();
         tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |request| {
-                let respond = respond.clone();
-                async move { Ok::<_, std::convert::Infallible>(respond(request).await) }
-            });
-            let result = match tls {
-                Some(acceptor) => match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-                    Ok(Ok(stream)) => {
-                        watcher
-                            .watch(builder.serve_connection(TokioIo::new(stream), service).into_owned())
-                            .await
-                    }
-                    Ok(Err(err)) => {
-                        debug!(peer = %peer, error = %err, "TLS handshake failed");
-                        return;
-                    }
-                    Err(_) => {
-                        debug!(peer = %peer, "TLS handshake timed out");
-                        return;
-                    }
-                },
-                None => {
-                    watcher
-                        .watch(builder.serve_connection(TokioIo::new(stream), service).into_owned())
-                        .await
-                }
-            };
-            if let Err(err) = result {
-                debug!(peer = %peer, error = %err, "connection ended with an error");
-            }
+            connection::run(stream, peer, shared, phase).await;
+            drop(open);
         });
+    };
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => accept(stream, peer),
+                Err(err) => {
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    warn!(error = %err, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            },
+            _ = shutdown.changed() => break,
+        }
     }
-    drop(listener);
-    if tokio::time::timeout(drain_timeout, graceful.shutdown()).await.is_err() {
-        warn!(timeout = ?drain_timeout, "in-flight requests did not finish in time; closing anyway");
+    // Connections the kernel has already accepted are clients that connected before the signal: serve them too.
+    let started = tokio::time::Instant::now();
+    let _ = phase.send(Phase::Draining);
+    shared.tracker.begin_drain();
+    // Straight from the kernel's queue: tokio's accept only sees what its reactor has been told about.
+    match listener.into_std() {
+        Ok(listener) => {
+            while let Ok((stream, peer)) = listener.accept() {
+                match stream
+                    .set_nonblocking(true)
+                    .and_then(|()| tokio::net::TcpStream::from_std(stream))
+                {
+                    Ok(stream) => accept(stream, peer),
+                    Err(err) => debug!(peer = %peer, error = %err, "cannot serve a queued connection"),
+                }
+            }
+        }
+        Err(err) => warn!(error = %err, "cannot take the queued connections; they are refused"),
+    }
+    let tracker = &shared.tracker;
+    let open_at_signal = tracker.open();
+    let drained = tokio::time::timeout(drain_timeout, tracker.all_closed()).await.is_ok();
+    if !drained {
+        let _ = phase.send(Phase::Cut);
+        // Cut connections return at once; bounded all the same.
+        let _ = tokio::time::timeout(Duration::from_secs(1), tracker.all_closed()).await;
+    }
+    let answered = tracker.answered.load(std::sync::atomic::Ordering::Relaxed);
+    let cut_requests = tracker.cut_requests.load(std::sync::atomic::Ordering::Relaxed);
+    let cut_connections = tracker.cut_connections.load(std::sync::atomic::Ordering::Relaxed);
+    let elapsed_ms = started.elapsed().as_millis() as u64;
+    if drained {
+        info!(
+            listener = shared.name,
+            connections = open_at_signal,
+            answered,
+            cut_requests,
+            cut_connections,
+            elapsed_ms,
+            "drained: every request that arrived was answered"
+        );
+    } else {
+        warn!(
+            listener = shared.name,
+            connections = open_at_signal,
+            answered,
+            cut_requests,
+            cut_connections,
+            elapsed_ms,
+            timeout = ?drain_timeout,
+            "drain cut short by --shutdown-timeout: connections still open were closed"
+        );
     }
 }
 

@@ -10,9 +10,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+pub mod child;
+
 use base64::Engine as _;
 use pod_director::namespaces::{NamespaceSource, StaticNamespaces};
-use pod_director::server::{RunningServer, Settings, TlsFiles};
+use pod_director::server::{RunningServer, Settings, Timeouts, TlsFiles};
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -116,6 +118,9 @@ pub struct Options {
     pub own_namespace: Option<String>,
     pub request_timeout: Duration,
     pub max_body_bytes: u64,
+    pub shutdown_timeout: Duration,
+    pub timeouts: Timeouts,
+    pub max_connections: Option<usize>,
 }
 
 impl Default for Options {
@@ -124,6 +129,9 @@ impl Default for Options {
             own_namespace: Some("pod-director".to_owned()),
             request_timeout: Duration::from_secs(5),
             max_body_bytes: 1024 * 1024,
+            shutdown_timeout: Duration::from_secs(10),
+            timeouts: Timeouts::default(),
+            max_connections: None,
         }
     }
 }
@@ -159,7 +167,9 @@ impl Harness {
             request_timeout: options.request_timeout,
             max_body_bytes: options.max_body_bytes,
             reload_poll_interval: Duration::from_millis(200),
-            shutdown_timeout: Duration::from_secs(10),
+            shutdown_timeout: options.shutdown_timeout,
+            timeouts: options.timeouts,
+            max_connections: options.max_connections,
         };
         let source = source.unwrap_or_else(|| namespaces.clone());
         let server = pod_director::server::start(settings, source)
@@ -349,4 +359,79 @@ where
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     check().await
+}
+
+/// A raw TLS connection to `addr` trusting the test CA, offering `alpn` (`h2`, `http/1.1`).
+pub async fn tls_connect(
+    addr: SocketAddr,
+    pki: &Pki,
+    alpn: &[&str],
+) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+    use tokio_rustls::rustls;
+    let mut roots = rustls::RootCertStore::empty();
+    use rustls::pki_types::pem::PemObject as _;
+    let ca = rustls::pki_types::CertificateDer::from_pem_slice(pki.ca_pem().as_bytes()).expect("CA PEM");
+    roots.add(ca).expect("CA certificate");
+    let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .expect("TLS versions")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = alpn.iter().map(|p| p.as_bytes().to_vec()).collect();
+    let tcp = tokio::net::TcpStream::connect(addr).await.expect("TCP connect");
+    let name = rustls::pki_types::ServerName::try_from("localhost").expect("name");
+    tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(name, tcp)
+        .await
+        .expect("TLS handshake")
+}
+
+/// Reads from `stream` until the server closes it (EOF or an error), for at most `limit`:
+/// how long that took and the bytes received; `None` when still open after `limit`.
+pub async fn closed_within<S>(stream: &mut S, limit: Duration) -> Option<(Duration, Vec<u8>)>
+where
+    S: tokio::io::AsyncRead + Unpin,
+{
+    use tokio::io::AsyncReadExt as _;
+    let started = tokio::time::Instant::now();
+    let mut received = Vec::new();
+    let mut buf = [0_u8; 4096];
+    loop {
+        let left = limit.checked_sub(started.elapsed())?;
+        match tokio::time::timeout(left, stream.read(&mut buf)).await {
+            Err(_) => return None,
+            Ok(Ok(0)) | Ok(Err(_)) => return Some((started.elapsed(), received)),
+            Ok(Ok(n)) => received.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
+/// The HTTP/2 connection preface followed by an empty SETTINGS frame.
+pub const HTTP2_PREFACE_AND_SETTINGS: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00";
+
+/// Whether `bytes` (frames from the server) hold an HTTP/2 GOAWAY frame.
+pub fn has_goaway(bytes: &[u8]) -> bool {
+    let mut at = 0;
+    while at + 9 <= bytes.len() {
+        let length = (usize::from(bytes[at]) << 16) | (usize::from(bytes[at + 1]) << 8) | usize::from(bytes[at + 2]);
+        if bytes[at + 3] == 0x7 {
+            return true;
+        }
+        at += 9 + length;
+    }
+    false
+}
+
+/// A metric's value in `/metrics` of the harness (the first line starting with `line_start`).
+pub async fn metric(harness: &Harness, line_start: &str) -> Option<f64> {
+    let text = reqwest::get(format!("{}/metrics", harness.probe))
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
+    text.lines()
+        .find(|line| line.starts_with(line_start))
+        .and_then(|line| line.rsplit(' ').next())
+        .and_then(|value| value.parse().ok())
 }

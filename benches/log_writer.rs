@@ -1,0 +1,134 @@
+//! What writing the decision log line costs per review, synchronously on the
+//! calling thread (as before the log writer thread) or through
+//! `telemetry::log_writer` (a bounded buffer and a writer thread), both into a
+//! pipe that a reader thread drains — how a container's standard output
+//! reaches the runtime.
+//!
+//! Paired rounds alternate the two, measuring wall time and the process's
+//! on-CPU time (all threads: the writer thread and the pipe's reader count)
+//! per `Admission::review` of a typical pod in a dryRun group.
+//!
+//! `cargo bench --bench log_writer`
+
+use std::collections::BTreeMap;
+use std::hint::black_box;
+use std::io::Read as _;
+use std::os::fd::FromRawFd as _;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use pod_director::admission::Admission;
+use pod_director::config::Config;
+use pod_director::metrics::Metrics;
+use pod_director::namespaces::StaticNamespaces;
+use pod_director::placement::Webhook;
+use pod_director::telemetry::{self, JsonLayer, LogFormat};
+use tracing_subscriber::layer::SubscriberExt as _;
+
+#[path = "support/pods.rs"]
+mod pods;
+
+const ROUNDS: usize = 21;
+const BATCH: usize = 2000;
+
+/// A pipe whose read end a thread drains; the write end as a file.
+fn drained_pipe() -> std::fs::File {
+    let mut fds = [0; 2];
+    // SAFETY: pipe writes two new descriptors into the array.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0, "pipe");
+    // SAFETY: both descriptors are new and owned here.
+    let (mut reader, writer) = unsafe { (std::fs::File::from_raw_fd(fds[0]), std::fs::File::from_raw_fd(fds[1])) };
+    std::thread::spawn(move || {
+        let mut buf = vec![0_u8; 64 * 1024];
+        while reader.read(&mut buf).is_ok_and(|n| n > 0) {}
+    });
+    writer
+}
+
+fn process_cpu_ns() -> u64 {
+    std::fs::read_dir("/proc/self/task")
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
+        .filter_map(|stat| stat.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+fn main() {
+    let loaded = Config::from_yaml(pods::CONFIG, "bench", Vec::new()).expect("bench config is valid");
+    let namespaces = StaticNamespaces::new();
+    namespaces.insert(
+        "team-a",
+        BTreeMap::from([("pod-director/group".to_owned(), "shadow".to_owned())]),
+    );
+    let admission = Admission::new(
+        Arc::new(ArcSwap::from_pointee(loaded)),
+        Arc::new(namespaces),
+        Arc::new(Metrics::new()),
+        Duration::from_secs(5),
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let body = pods::review(
+        "705ab4f5-6393-11e8-b7cc-42010a800002",
+        &pods::sized("typical", "team-a"),
+    );
+    let headers = http::HeaderMap::new();
+
+    let sync_pipe = Arc::new(drained_pipe());
+    let sync = tracing_subscriber::registry()
+        .with(tracing_subscriber::EnvFilter::new("info"))
+        .with(JsonLayer::new(move || sync_pipe.clone()));
+    let (writer, guard) = telemetry::log_writer(drained_pipe(), LogFormat::Json).expect("writer thread");
+    let buffered = tracing_subscriber::registry()
+        .with(tracing_subscriber::EnvFilter::new("info"))
+        .with(JsonLayer::new(writer));
+    let dispatchers = [
+        ("synchronous write", tracing::Dispatch::new(sync)),
+        ("log writer thread", tracing::Dispatch::new(buffered)),
+    ];
+    let mut samples: [Vec<(f64, f64)>; 2] = [Vec::new(), Vec::new()];
+    for round in 0..=ROUNDS {
+        let order: [usize; 2] = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+        for i in order {
+            let (cpu, wall) = (process_cpu_ns(), Instant::now());
+            tracing::dispatcher::with_default(&dispatchers[i].1, || {
+                for _ in 0..BATCH {
+                    black_box(runtime.block_on(admission.review(Webhook::Mutate, &headers, black_box(&body))));
+                }
+            });
+            // Let the writer thread catch up, so its CPU lands in this round.
+            std::thread::sleep(Duration::from_millis(20));
+            let wall = wall.elapsed().saturating_sub(Duration::from_millis(20));
+            if round > 0 {
+                samples[i].push((
+                    wall.as_secs_f64() * 1e6 / BATCH as f64,
+                    process_cpu_ns().saturating_sub(cpu) as f64 / 1e3 / BATCH as f64,
+                ));
+            }
+        }
+    }
+    println!(
+        "decision log line, typical pod, dryRun group (median of {ROUNDS} alternating rounds of {BATCH} reviews):"
+    );
+    println!("  {:<18} {:>12} {:>12}", "", "wall/review", "cpu/review");
+    for (i, (name, _)) in dispatchers.iter().enumerate() {
+        let wall = median(&mut samples[i].iter().map(|s| s.0).collect::<Vec<_>>());
+        let cpu = median(&mut samples[i].iter().map(|s| s.1).collect::<Vec<_>>());
+        println!("  {name:<18} {wall:>10.1}µs {cpu:>10.1}µs");
+    }
+    println!(
+        "  dropped lines: {} (the pipe is drained; expected 0)",
+        telemetry::log_lines_dropped().get()
+    );
+    let _ = guard.shutdown(Duration::from_secs(5));
+}
