@@ -243,7 +243,8 @@ fn pointer(tokens: &[&str]) -> PointerBuf {
 /// (of `kind`) agree with `config`: for each drifted entry, a `test` of its name at
 /// its index (so a concurrent reorder fails the patch instead of hitting another
 /// entry) and a `replace` of its namespaceSelector (and failurePolicy for
-/// `default-group`). Entries pod-director does not own are never touched.
+/// `default-group`, and for the namespace label guard's entry). Entries
+/// pod-director does not own are never touched.
 /// Returns the operations and the names of the entries they change.
 pub fn plan_patch(
     kind: Kind,
@@ -299,7 +300,40 @@ pub fn plan_patch(
             changed.push(entry_name);
         }
     }
+    if kind == Kind::Validating {
+        // The namespace label guard's entry, when the chart rendered it: only its
+        // failurePolicy follows the live guard mode (the enforce entry's policy in
+        // enforce, Ignore otherwise), so a guard switched to enforce in the ConfigMap
+        // does not fail open while pod-director is down.
+        let guard = guard_entry_name(name);
+        if let Some(index) = index_of(&guard) {
+            let policy = if config.namespace_guard.mode == Mode::Enforce {
+                index_of(&Entry::Enforce.name(kind.webhook(), name))
+                    .map(|j| webhooks[j]["failurePolicy"].clone())
+                    .unwrap_or_else(|| Value::String("Fail".to_owned()))
+            } else {
+                Value::String("Ignore".to_owned())
+            };
+            if webhooks[index]["failurePolicy"] != policy {
+                let i = index.to_string();
+                operations.push(PatchOperation::Test(TestOperation {
+                    path: pointer(&["webhooks", &i, "name"]),
+                    value: Value::String(guard.clone()),
+                }));
+                operations.push(PatchOperation::Replace(ReplaceOperation {
+                    path: pointer(&["webhooks", &i, "failurePolicy"]),
+                    value: policy,
+                }));
+                changed.push(guard);
+            }
+        }
+    }
     Ok((operations, changed))
+}
+
+/// The name of the chart's namespace label guard entry in configuration `name`.
+pub fn guard_entry_name(name: &str) -> String {
+    format!("namespace-guard.{name}.pod-director.io")
 }
 
 /// The webhook configurations to keep in step (`serve` flags; the chart sets them).

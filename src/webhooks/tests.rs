@@ -529,3 +529,30 @@ async fn several_replicas_reconcile_to_the_same_state_and_then_patch_nothing() {
         "in step: no replica patches again"
     );
 }
+
+#[test]
+fn the_namespace_guard_entry_s_failure_policy_follows_the_live_guard_mode() {
+    let mut live = rendered(Kind::Validating, "pd", GROUPS, "Fail");
+    live.push(json!({"name": guard_entry_name("pd"), "failurePolicy": "Ignore", "namespaceSelector": {}}));
+    let guard = live.len() - 1;
+    let enforced = format!("namespaceGuard: {{mode: enforce}}\n{GROUPS}");
+    let (ops, changed) = plan_patch(Kind::Validating, "pd", &live, &config(&enforced)).unwrap();
+    assert_eq!(changed, [guard_entry_name("pd")]);
+    let mut patched = json!({"webhooks": live});
+    json_patch::patch(&mut patched, &ops).expect("the patch applies");
+    let after = patched["webhooks"].as_array().unwrap().clone();
+    assert_eq!(after[guard]["failurePolicy"], "Fail", "the enforce entry's policy");
+    assert_eq!(
+        after[guard]["namespaceSelector"],
+        json!({}),
+        "nothing else of it is touched"
+    );
+    let (again, _) = plan_patch(Kind::Validating, "pd", &after, &config(&enforced)).unwrap();
+    assert!(again.is_empty(), "idempotent: {again:?}");
+    // Back to dryRun: Ignore again. The mutating configuration has no guard entry.
+    let (ops, changed) = plan_patch(Kind::Validating, "pd", &after, &config(GROUPS)).unwrap();
+    assert_eq!(changed, [guard_entry_name("pd")]);
+    let mut patched = json!({"webhooks": after});
+    json_patch::patch(&mut patched, &ops).expect("the patch applies");
+    assert_eq!(patched["webhooks"][guard]["failurePolicy"], "Ignore");
+}
