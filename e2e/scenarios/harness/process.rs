@@ -19,8 +19,32 @@ use super::{PATIENCE, suffix};
 /// The pod-director binary of this checkout (cargo builds it for integration tests).
 pub const BINARY: &str = env!("CARGO_BIN_EXE_pod-director");
 
-/// A free port on 127.0.0.1 (bound, then released for the child to take).
+/// A free port on 127.0.0.1 (bound, then released for the child to take), below
+/// the kernel's ephemeral range, as `e2e/cluster.sh` picks its ports: a port from
+/// that range can be taken, between its release and the child's bind, as the
+/// local port of any outgoing connection (the API server's, the controllers'), and
+/// the child then fails with "Address already in use".
 pub fn free_local_addr() -> SocketAddr {
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    let (low, high) = (10_000u16, ephemeral_low.max(10_001));
+    let mut seed = u64::from(std::process::id())
+        ^ std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+    for _ in 0..500 {
+        // xorshift: enough to spread the tries; bounded in count.
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let port = low + (seed % u64::from(high - low)) as u16;
+        if let Ok(addr) = TcpListener::bind(("127.0.0.1", port)).and_then(|l| l.local_addr()) {
+            return addr;
+        }
+    }
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("a free port on 127.0.0.1")
