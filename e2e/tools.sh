@@ -8,7 +8,7 @@
 #   e2e/tools.sh list             print "tool version path" for every tool
 #
 # Tools: kube-apiserver kube-controller-manager kubectl etcd helm helm-unittest
-#        jaeger actionlint. `path helm-plugins` prints a HELM_PLUGINS directory
+#        jaeger prometheus otelcol actionlint. `path helm-plugins` prints a HELM_PLUGINS directory
 #        that holds the helm-unittest plugin:
 #          HELM_PLUGINS=$(e2e/tools.sh path helm-plugins) "$(e2e/tools.sh path helm)" unittest chart
 #
@@ -29,10 +29,14 @@ ETCD_VERSION=v3.6.16  # renovate: datasource=go depName=go.etcd.io/etcd/server/v
 HELM_VERSION=v3.22.0  # renovate: datasource=go depName=helm.sh/helm/v3
 HELM_UNITTEST_VERSION=v1.1.2  # renovate: datasource=go depName=github.com/helm-unittest/helm-unittest
 JAEGER_VERSION=v1.76.0  # renovate: datasource=go depName=github.com/jaegertracing/jaeger
+# Prometheus 3.x: module tags are v0.<minor><patch>.x (v0.316.0 = Prometheus 3.16.0).
+PROMETHEUS_VERSION=v0.316.0  # renovate: datasource=go depName=github.com/prometheus/prometheus
+# The collector's release is contrib's: the core modules follow from its go.mod.
+OTELCOL_VERSION=v0.161.0  # renovate: datasource=go depName=github.com/open-telemetry/opentelemetry-collector-contrib/processor/tailsamplingprocessor
 ACTIONLINT_VERSION=v1.7.12  # renovate: datasource=go depName=github.com/rhysd/actionlint
 # -----------------------------------------------------------------------------
 
-TOOLS=(kube-apiserver kube-controller-manager kubectl etcd helm helm-unittest jaeger actionlint)
+TOOLS=(kube-apiserver kube-controller-manager kubectl etcd helm helm-unittest jaeger prometheus otelcol actionlint)
 
 CACHE="${POD_DIRECTOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pod-director}"
 export GOPATH="$CACHE/go/path"
@@ -64,6 +68,8 @@ version_of() {
     helm) echo "$HELM_VERSION" ;;
     helm-unittest | helm-plugins) echo "$HELM_UNITTEST_VERSION" ;;
     jaeger) echo "$JAEGER_VERSION" ;;
+    prometheus) echo "$PROMETHEUS_VERSION" ;;
+    otelcol) echo "$OTELCOL_VERSION" ;;
     actionlint) echo "$ACTIONLINT_VERSION" ;;
     *) die "unknown tool '$1' (known: ${TOOLS[*]} helm-plugins)" ;;
   esac
@@ -144,24 +150,31 @@ wrapper_module() {
   echo "$dir"
 }
 
-# go_build DIR PKG@VERSION OUT LDFLAGS: build PKG (a main package of a
-# dependency of the wrapper module DIR) into OUT, atomically.
+# go_build DIR PKG@VERSION OUT LDFLAGS [TAGS]: build PKG (a main package of a
+# dependency of the wrapper module DIR) into OUT, atomically, with the given
+# comma-separated build tags.
 go_build() {
-  local dir=$1 pkg=${2%@*} version=${2##*@} out=$3 ldflags=$4
+  local dir=$1 pkg=${2%@*} version=${2##*@} out=$3 ldflags=$4 tags=${5:-}
   local start=$SECONDS
   log "resolving $pkg@$version"
   # An explicit version: a bare `go get` would mean @upgrade.
   (cd "$dir" && go get -tool "$pkg@$version" >&2) || die "go get -tool $pkg@$version failed"
   touch "$dir/.ready"
-  log "building $pkg -> $out"
+  go_compile "$dir" "$pkg" "$out" "$ldflags" "$tags"
+  log "built $(basename "$out") in $((SECONDS - start))s"
+}
+
+# go_compile DIR PKG OUT LDFLAGS [TAGS]: `go build` PKG inside module DIR into OUT, atomically.
+go_compile() {
+  local dir=$1 pkg=$2 out=$3 ldflags=$4 tags=${5:-}
+  log "building $pkg${tags:+ (tags $tags)} -> $out"
   mkdir -p "$(dirname "$out")"
-  (cd "$dir" && go build -p 2 -trimpath -ldflags "$ldflags" -o "$out.tmp.$$" "$pkg" >&2) ||
+  (cd "$dir" && go build -p 2 -trimpath ${tags:+-tags "$tags"} -ldflags "$ldflags" -o "$out.tmp.$$" "$pkg" >&2) ||
     {
       rm -f "$out.tmp.$$"
       die "go build $pkg failed"
     }
   mv -f "$out.tmp.$$" "$out"
-  log "built $(basename "$out") in $((SECONDS - start))s"
 }
 
 # --- Kubernetes: kube-apiserver, kube-controller-manager, kubectl -----------------
@@ -265,6 +278,167 @@ build_jaeger() {
   go_build "$dir" "github.com/jaegertracing/jaeger/cmd/jaeger@$JAEGER_VERSION" "$(binary_path jaeger)" "-s -w"
 }
 
+# --- Prometheus ------------------------------------------------------------------
+# cmd/prometheus registers every service-discovery plugin (AWS, Azure, GCE,
+# Kubernetes, ... and their SDKs) through prometheus/plugins/plugin_*.go, each
+# guarded by `//go:build !remove_all_sd || enable_<name>_sd`. The e2e suite only
+# scrapes static targets, so `remove_all_sd` drops them all (plugins/minimum.go
+# keeps file and http SD). Without `builtinassets` the web UI is not embedded
+# (the HTTP API, all the suite uses, is unaffected).
+build_prometheus() {
+  local dir v=${PROMETHEUS_VERSION#v0.} major minor patch
+  # v0.316.0 -> 3.16.0: the release is <major><minor as two digits>.
+  major=${v%%.*}
+  major=${major:0:1}
+  minor=${v#"$major"}
+  minor=${minor%%.*}
+  patch=${v##*.}
+  dir=$(wrapper_module "prometheus-$PROMETHEUS_VERSION" github.com/prometheus/prometheus "$PROMETHEUS_VERSION")
+  go_build "$dir" "github.com/prometheus/prometheus/cmd/prometheus@$PROMETHEUS_VERSION" "$(binary_path prometheus)" \
+    "-s -w -X github.com/prometheus/common/version.Version=$major.$((10#$minor)).$patch -X github.com/prometheus/common/version.Branch=HEAD -X github.com/prometheus/common/version.Revision=$PROMETHEUS_VERSION" \
+    remove_all_sd
+}
+
+# --- OpenTelemetry Collector: exactly the components of otel/collector.yaml -----
+# A wrapper module with a main.go + components.go (what the collector's builder,
+# ocb, generates), requiring only the modules of the components that
+# otel/collector.yaml uses: the otlp receiver, memory_limiter, tail_sampling and
+# batch processors, the otlp exporter, the health_check extension. Every
+# collector module is at ONE release: contrib's OTELCOL_VERSION, and the core
+# versions (v0.x and the stable v1.x modules) that its tailsamplingprocessor's
+# go.mod requires; the build fails when resolution moved any collector module
+# to another release. e2e/tracing/run runs otel/collector.yaml itself with it.
+OTELCOL_COMPONENTS=(
+  "receiver go.opentelemetry.io/collector/receiver/otlpreceiver core"
+  "processor go.opentelemetry.io/collector/processor/memorylimiterprocessor core"
+  "processor github.com/open-telemetry/opentelemetry-collector-contrib/processor/tailsamplingprocessor contrib"
+  "processor go.opentelemetry.io/collector/processor/batchprocessor core"
+  "exporter go.opentelemetry.io/collector/exporter/otlpexporter core"
+  "extension github.com/open-telemetry/opentelemetry-collector-contrib/extension/healthcheckextension contrib"
+)
+
+# otelcol_sources DIR CORE STABLE: write go.mod, main.go and components.go.
+otelcol_sources() {
+  local dir=$1 core=$2 stable=$3 entry kind module release
+  {
+    echo "// Generated by e2e/tools.sh: a collector with the components of otel/collector.yaml; do not edit."
+    echo "module pod-director.invalid/e2e-tools/otelcol-$OTELCOL_VERSION"
+    echo
+    echo "go 1.26"
+    echo
+    echo "require ("
+    for entry in "${OTELCOL_COMPONENTS[@]}"; do
+      read -r kind module release <<<"$entry"
+      if [[ "$release" == contrib ]]; then echo "	$module $OTELCOL_VERSION"; else echo "	$module $core"; fi
+    done
+    printf '\t%s\n' "go.opentelemetry.io/collector/otelcol $core" "go.opentelemetry.io/collector/service $core" \
+      "go.opentelemetry.io/collector/component $stable" "go.opentelemetry.io/collector/confmap $stable" \
+      "go.opentelemetry.io/collector/confmap/provider/envprovider $stable" \
+      "go.opentelemetry.io/collector/confmap/provider/fileprovider $stable" \
+      "go.opentelemetry.io/collector/confmap/provider/yamlprovider $stable"
+    echo ")"
+  } >"$dir/go.mod"
+  cat >"$dir/main.go" <<EOF
+// Generated by e2e/tools.sh; do not edit.
+package main
+
+import (
+	"log"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/confmap"
+	"go.opentelemetry.io/collector/confmap/provider/envprovider"
+	"go.opentelemetry.io/collector/confmap/provider/fileprovider"
+	"go.opentelemetry.io/collector/confmap/provider/yamlprovider"
+	"go.opentelemetry.io/collector/otelcol"
+)
+
+func main() {
+	info := component.BuildInfo{
+		Command:     "otelcol",
+		Description: "OpenTelemetry Collector with the components of pod-director's otel/collector.yaml",
+		Version:     "${OTELCOL_VERSION#v}",
+	}
+	settings := otelcol.CollectorSettings{
+		BuildInfo: info,
+		Factories: components,
+		ConfigProviderSettings: otelcol.ConfigProviderSettings{
+			ResolverSettings: confmap.ResolverSettings{
+				// yaml: serves --set (e.g. the collector's own telemetry, off in e2e).
+				ProviderFactories: []confmap.ProviderFactory{envprovider.NewFactory(), fileprovider.NewFactory(), yamlprovider.NewFactory()},
+			},
+		},
+	}
+	if err := otelcol.NewCommand(settings).Execute(); err != nil {
+		log.Fatal(err)
+	}
+}
+EOF
+  {
+    echo "// Generated by e2e/tools.sh; do not edit."
+    echo "package main"
+    echo
+    echo "import ("
+    for kind in exporter extension otelcol processor receiver; do
+      echo "	\"go.opentelemetry.io/collector/$kind\""
+    done
+    echo "	\"go.opentelemetry.io/collector/service/telemetry/otelconftelemetry\""
+    for entry in "${OTELCOL_COMPONENTS[@]}"; do
+      read -r kind module release <<<"$entry"
+      echo "	\"$module\""
+    done
+    echo ")"
+    echo
+    echo "func components() (otelcol.Factories, error) {"
+    echo "	var err error"
+    echo "	factories := otelcol.Factories{Telemetry: otelconftelemetry.NewFactory()}"
+    local -a news
+    for kind in extension receiver processor exporter; do
+      news=()
+      for entry in "${OTELCOL_COMPONENTS[@]}"; do
+        read -r k module release <<<"$entry"
+        [[ "$k" == "$kind" ]] && news+=("${module##*/}.NewFactory()")
+      done
+      echo "	if factories.${kind^}s, err = otelcol.MakeFactoryMap[$kind.Factory]($(printf '%s, ' "${news[@]}" | sed 's/, $//')); err != nil {"
+      echo "		return otelcol.Factories{}, err"
+      echo "	}"
+    done
+    echo "	return factories, nil"
+    echo "}"
+  } >"$dir/components.go"
+}
+
+otelcol_module() {
+  local dir="$CACHE/src/otelcol-$OTELCOL_VERSION" gomod core stable stray
+  if [[ ! -f "$dir/.ready" ]]; then
+    gomod=$(module_gomod github.com/open-telemetry/opentelemetry-collector-contrib/processor/tailsamplingprocessor "$OTELCOL_VERSION")
+    [[ -f "$gomod" ]] || die "could not download the tailsamplingprocessor at $OTELCOL_VERSION"
+    core=$(sed -En 's#^[[:space:]]*go\.opentelemetry\.io/collector/processor/processortest (v0\.[0-9.]+).*#\1#p' "$gomod" | head -n1)
+    stable=$(sed -En 's#^[[:space:]]*go\.opentelemetry\.io/collector/component (v1\.[0-9.]+).*#\1#p' "$gomod" | head -n1)
+    [[ -n "$core" && -n "$stable" ]] || die "$gomod names no core collector release (processortest v0.x, component v1.x)"
+    log "collector: contrib $OTELCOL_VERSION, core $core and $stable; resolving its modules"
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    otelcol_sources "$dir" "$core" "$stable"
+    (cd "$dir" && go mod tidy >&2) || die "go mod tidy failed for the collector ($dir)"
+    # One release: core modules at core/stable, contrib modules at OTELCOL_VERSION.
+    stray=$(cd "$dir" && go list -m -f '{{.Path}} {{.Version}}' all |
+      awk -v core="$core" -v stable="$stable" -v contrib="$OTELCOL_VERSION" '
+        $1 ~ /^go\.opentelemetry\.io\/collector(\/|$)/ && $2 != core && $2 != stable { print }
+        $1 ~ /^github\.com\/open-telemetry\/opentelemetry-collector-contrib\// && $2 != contrib { print }')
+    [[ -z "$stray" ]] || die "the collector's modules are not all at one release (contrib $OTELCOL_VERSION, core $core and $stable): $stray"
+    touch "$dir/.ready"
+  fi
+  echo "$dir"
+}
+
+build_otelcol() {
+  local dir start=$SECONDS
+  dir=$(otelcol_module)
+  go_compile "$dir" . "$(binary_path otelcol)" "-s -w"
+  log "built otelcol in $((SECONDS - start))s"
+}
+
 # --- actionlint -----------------------------------------------------------------
 build_actionlint() {
   local dir
@@ -281,6 +455,8 @@ build_tool() {
     helm) build_helm ;;
     helm-unittest) build_helm_unittest ;;
     jaeger) build_jaeger ;;
+    prometheus) build_prometheus ;;
+    otelcol) build_otelcol ;;
     actionlint) build_actionlint ;;
     *) die "no build recipe for '$1'" ;;
   esac
