@@ -22,6 +22,11 @@
 //!
 //! `group` and `mode` are empty when no group applies (excluded namespace, no group).
 //!
+//! Series a dashboard counts with `increase()`/`rate()` exist at 0 before their first
+//! event ([`Metrics::initialise`], [`Metrics::initialise_unknown_groups`]): Prometheus
+//! cannot see the first increment of a series that appears already at 1, so a
+//! dashboard's "would patch" total would miss every group's first pod.
+//!
 //! Latency buckets carry an OpenMetrics exemplar `{trace_id="…"}` from the
 //! latest exported decision span that fell in them, so Grafana can jump from a
 //! latency spike to a trace (Prometheus keeps exemplars with
@@ -37,7 +42,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::{Registry, Unit};
 
-use crate::placement::Outcome;
+use crate::config::{Config, Mode, OnConflict};
+use crate::placement::{Decision, Outcome, Resolution, Webhook};
 
 /// The `Content-Type` of [`Metrics::encode`]'s output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -381,6 +387,124 @@ impl Metrics {
         }
     }
 
+    /// Exports at 0 every series that `config` can produce and that no event has
+    /// created yet: each group's decisions at its current mode (mutate and validate),
+    /// its conflicts at its `onConflict` resolution, its placed pods matching no node,
+    /// the namespace guard's decisions for its label value, the decisions without a
+    /// group (skipped, error), the latency histograms, and the reload and reconcile
+    /// results. Called at start and after each reload (a group flipped to enforce gets
+    /// its enforce series); counters are never reset.
+    pub fn initialise(&self, config: &Config) {
+        let decisions = |group: &str, mode: &str, webhook: Webhook, decisions: &[Decision]| {
+            for decision in decisions {
+                let _ = self.decisions.get_or_create(&DecisionLabels {
+                    group: group.to_owned(),
+                    mode: mode.to_owned(),
+                    decision: decision.as_str().to_owned(),
+                    webhook: webhook.as_str().to_owned(),
+                });
+            }
+        };
+        for webhook in [Webhook::Mutate, Webhook::Validate] {
+            decisions("", "", webhook, &[Decision::Skipped, Decision::Error]);
+        }
+        decisions(
+            "",
+            "",
+            Webhook::ValidateNamespace,
+            &[Decision::Skipped, Decision::Error],
+        );
+        let guard = config.namespace_guard.mode;
+        let guard_denial = if guard == Mode::Enforce {
+            Decision::Denied
+        } else {
+            Decision::WouldDeny
+        };
+        decisions("", guard.as_str(), Webhook::ValidateNamespace, &[Decision::Noop]);
+        for (name, group) in &config.groups {
+            let mode = config.mode_of(group);
+            let of_mode: &[Decision] = if mode == Mode::Enforce {
+                &[Decision::Patched, Decision::Denied, Decision::Noop, Decision::Skipped]
+            } else {
+                &[
+                    Decision::WouldPatch,
+                    Decision::WouldDeny,
+                    Decision::Noop,
+                    Decision::Skipped,
+                ]
+            };
+            for webhook in [Webhook::Mutate, Webhook::Validate] {
+                decisions(name, mode.as_str(), webhook, of_mode);
+            }
+            decisions(
+                name,
+                guard.as_str(),
+                Webhook::ValidateNamespace,
+                &[Decision::Noop, guard_denial],
+            );
+            let resolution = match group.on_conflict {
+                OnConflict::Reject => Resolution::Rejected,
+                OnConflict::Override => Resolution::Overridden,
+                OnConflict::Ignore => Resolution::Ignored,
+            };
+            let _ = self.conflicts.get_or_create(&ConflictLabels {
+                group: name.clone(),
+                mode: mode.as_str().to_owned(),
+                resolution: resolution.as_str().to_owned(),
+                webhook: Webhook::Mutate.as_str().to_owned(),
+            });
+            let _ = self.no_feasible_node.get_or_create(&GroupModeLabels {
+                group: name.clone(),
+                mode: mode.as_str().to_owned(),
+                webhook: Webhook::Mutate.as_str().to_owned(),
+            });
+        }
+        for webhook in Webhook::ALL {
+            let _ = self.latency.get_or_create(&WebhookLabels {
+                webhook: webhook.as_str().to_owned(),
+            });
+        }
+        for result in [ReloadResult::Success, ReloadResult::Error] {
+            let labels = ResultLabels {
+                result: result.as_str().to_owned(),
+            };
+            let _ = self.config_reloads.get_or_create(&labels);
+            let _ = self.tls_reloads.get_or_create(&labels);
+        }
+        for result in [
+            ReconcileResult::Patched,
+            ReconcileResult::Unchanged,
+            ReconcileResult::Error,
+        ] {
+            let _ = self.webhook_reconciles.get_or_create(&ResultLabels {
+                result: result.as_str().to_owned(),
+            });
+        }
+    }
+
+    /// Exports at 0 the `unknown_group` decisions of group label values that namespaces
+    /// select but the config does not define (the orphaned groups), so that the first pod
+    /// of such a namespace is counted too (see [`Metrics::initialise`]).
+    /// At most [`crate::orphans::MAX_SERIES`] groups, as the orphaned-group gauge.
+    pub fn initialise_unknown_groups<'a>(&self, groups: impl IntoIterator<Item = &'a str>) {
+        for group in groups.into_iter().take(crate::orphans::MAX_SERIES) {
+            // Such a pod has no placement; it may match no node.
+            let _ = self.no_feasible_node.get_or_create(&GroupModeLabels {
+                group: group.to_owned(),
+                mode: String::new(),
+                webhook: Webhook::Mutate.as_str().to_owned(),
+            });
+            for webhook in [Webhook::Mutate, Webhook::Validate] {
+                let _ = self.decisions.get_or_create(&DecisionLabels {
+                    group: group.to_owned(),
+                    mode: String::new(),
+                    decision: Decision::UnknownGroup.as_str().to_owned(),
+                    webhook: webhook.as_str().to_owned(),
+                });
+            }
+        }
+    }
+
     /// Counts one decision and its latency.
     pub fn observe_decision(&self, outcome: &Outcome, latency: Duration) {
         self.observe_traced_decision(outcome, latency, None);
@@ -719,5 +843,84 @@ pod_director_build_info{version=\"VERSION\"} 1
             !text.contains("pod_director_conflicts_total{"),
             "no conflict, no sample: {text}"
         );
+    }
+
+    fn config(yaml: &str) -> Config {
+        Config::from_yaml(yaml, "test", Vec::new())
+            .unwrap_or_else(|e| panic!("a valid test config: {e}"))
+            .config
+    }
+
+    const TWO_GROUPS: &str = "namespaceLabel: pod-director/group
+groups:
+  ci: {mode: enforce, onConflict: override, nodeSelector: {pool: ci}}
+  web: {nodeSelector: {pool: web}}
+";
+
+    #[test]
+    fn every_series_a_group_can_produce_exists_at_zero_before_its_first_event() {
+        let metrics = Metrics::new();
+        metrics.initialise(&config(TWO_GROUPS));
+        let text = metrics.encode();
+        for sample in [
+            r#"pod_director_decisions_total{group="ci",mode="enforce",decision="patched",webhook="mutate"} 0"#,
+            r#"pod_director_decisions_total{group="ci",mode="enforce",decision="denied",webhook="validate"} 0"#,
+            r#"pod_director_decisions_total{group="web",mode="dryRun",decision="would_patch",webhook="mutate"} 0"#,
+            r#"pod_director_decisions_total{group="web",mode="dryRun",decision="noop",webhook="mutate"} 0"#,
+            r#"pod_director_decisions_total{group="",mode="",decision="skipped",webhook="mutate"} 0"#,
+            r#"pod_director_decisions_total{group="",mode="",decision="error",webhook="validate"} 0"#,
+            r#"pod_director_decisions_total{group="web",mode="dryRun",decision="would_deny",webhook="validate-namespace"} 0"#,
+            r#"pod_director_conflicts_total{group="ci",mode="enforce",resolution="overridden",webhook="mutate"} 0"#,
+            r#"pod_director_conflicts_total{group="web",mode="dryRun",resolution="rejected",webhook="mutate"} 0"#,
+            r#"pod_director_no_feasible_node_total{group="web",mode="dryRun",webhook="mutate"} 0"#,
+            r#"pod_director_admission_duration_seconds_count{webhook="validate-namespace"} 0"#,
+            r#"pod_director_config_reloads_total{result="error"} 0"#,
+            r#"pod_director_tls_reloads_total{result="error"} 0"#,
+            r#"pod_director_webhook_reconciles_total{result="error"} 0"#,
+        ] {
+            assert!(text.contains(sample), "missing {sample} in\n{text}");
+        }
+        for absent in [
+            r#"group="web",mode="dryRun",decision="patched""#,
+            r#"group="ci",mode="enforce",decision="would_patch""#,
+            r#"group="ci",mode="enforce",resolution="rejected""#,
+        ] {
+            assert!(!text.contains(absent), "a series its mode never produces: {absent}");
+        }
+    }
+
+    #[test]
+    fn a_group_flipped_to_enforce_gets_its_enforce_series_and_keeps_its_counts() {
+        let metrics = Metrics::new();
+        metrics.initialise(&config(TWO_GROUPS));
+        metrics.observe_decision(
+            &outcome(Some("web"), Some(Mode::DryRun), Decision::WouldPatch),
+            Duration::ZERO,
+        );
+        metrics.initialise(&config(&TWO_GROUPS.replace("web: {", "web: {mode: enforce, ")));
+        let text = metrics.encode();
+        assert!(
+            text.contains(r#"{group="web",mode="enforce",decision="patched",webhook="mutate"} 0"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"{group="web",mode="dryRun",decision="would_patch",webhook="mutate"} 1"#),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn unknown_groups_that_namespaces_select_are_counted_from_zero() {
+        let metrics = Metrics::new();
+        metrics.initialise_unknown_groups(["gone"]);
+        let text = metrics.encode();
+        for webhook in ["mutate", "validate"] {
+            let sample = format!(
+                r#"pod_director_decisions_total{{group="gone",mode="",decision="unknown_group",webhook="{webhook}"}} 0"#
+            );
+            assert!(text.contains(&sample), "missing {sample} in\n{text}");
+        }
+        let sample = r#"pod_director_no_feasible_node_total{group="gone",mode="",webhook="mutate"} 0"#;
+        assert!(text.contains(sample), "missing {sample} in\n{text}");
     }
 }

@@ -264,6 +264,7 @@ pub async fn start_with_nodes(
             "configuration overridden from the environment"
         );
     }
+    metrics.initialise(&loaded.config);
     let (config_changed, config_changes) = watch::channel(loaded.revision.clone());
     let config = Arc::new(ArcSwap::from_pointee(loaded));
     let (shutdown, shutdown_rx) = watch::channel(false);

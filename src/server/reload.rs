@@ -108,6 +108,7 @@ impl Reload for ConfigReload {
                 );
                 warn_about(&loaded);
                 let revision = loaded.revision.clone();
+                self.metrics.initialise(&loaded.config);
                 self.live.store(Arc::new(loaded));
                 self.metrics.config_reloaded(ReloadResult::Success);
                 // Nobody listening (no reporter, no reconciler) is fine.

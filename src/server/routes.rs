@@ -167,7 +167,9 @@ pub fn probes(
     });
     let metrics = warp::path("metrics").and(warp::path::end()).map(move || {
         metrics.set_namespace_cache_size(cache.cached_namespaces());
-        metrics.set_orphaned_groups(&cache.orphaned_groups());
+        let orphaned = cache.orphaned_groups();
+        metrics.initialise_unknown_groups(orphaned.keys().map(String::as_str));
+        metrics.set_orphaned_groups(&orphaned);
         if let Some(nodes) = cache.cached_nodes() {
             metrics.set_node_cache_size(nodes);
         }
