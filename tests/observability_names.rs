@@ -714,7 +714,21 @@ fn the_collector_config_names_only_emitted_attributes_and_values() {
         }
     }
     for (name, processor) in config["processors"].as_object().into_iter().flatten() {
-        for policy in processor["policies"].as_array().into_iter().flatten() {
+        // Policies, and the sub-policies of `and` and `composite` policies.
+        let mut policies: Vec<&Value> = processor["policies"].as_array().into_iter().flatten().collect();
+        let mut i = 0;
+        while i < policies.len() {
+            let policy = policies[i];
+            policies.extend(policy["and"]["and_sub_policy"].as_array().into_iter().flatten());
+            policies.extend(
+                policy["composite"]["composite_sub_policy"]
+                    .as_array()
+                    .into_iter()
+                    .flatten(),
+            );
+            i += 1;
+        }
+        for policy in policies {
             let at = format!("processor {name} policy {}", policy["name"]);
             for kind in ["string_attribute", "numeric_attribute", "boolean_attribute"] {
                 if let Some(key) = policy[kind]["key"].as_str() {
