@@ -23,9 +23,14 @@
 
 pub mod certs;
 pub mod chart;
+// Used by the observability e2e (e2e/tracing), which shares this harness.
+#[allow(dead_code)]
+pub mod jaeger;
 pub mod k8s;
 pub mod logs;
 pub mod process;
+#[allow(dead_code)]
+pub mod prometheus;
 pub mod proxy;
 pub mod stub;
 
@@ -217,6 +222,8 @@ pub fn suite_config(values_file: &Path) -> Config {
 pub struct Options {
     /// Latency added to pod-director's connection to the API server (both ways).
     pub api_latency: Option<Duration>,
+    /// Extra environment of the pod-director process, e.g. its `OTEL_*` exporter settings.
+    pub env: Vec<(String, String)>,
 }
 
 /// Webhook configurations and namespaces to delete when the scenario ends.
@@ -333,6 +340,7 @@ impl Env {
             addr,
             own_namespace: &settings.namespace,
             webhook_configuration: &settings.fullname,
+            env: &options.env,
         });
         pod_director.wait_ready().await;
 

@@ -101,6 +101,9 @@ pub struct Spawn<'a> {
     pub own_namespace: &'a str,
     /// The chart's webhook configurations' name, which pod-director keeps in step with its config.
     pub webhook_configuration: &'a str,
+    /// Extra environment (e.g. `OTEL_*` for the tracing e2e); the test's own `POD_DIRECTOR_*`
+    /// and `OTEL_*` variables are never passed on.
+    pub env: &'a [(String, String)],
 }
 
 /// A running pod-director; stopped (and reaped) on drop.
@@ -171,6 +174,7 @@ impl PodDirector {
                 command.env_remove(name);
             }
         }
+        command.envs(spawn.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
         // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
         // The child dies with the thread that spawned it (the scenario's), even when
         // the test binary is killed and Drop never runs.
@@ -265,9 +269,10 @@ impl PodDirector {
         lines[lines.len().saturating_sub(n)..].join("\n")
     }
 
-    /// SIGTERM (pod-director drains and exits), SIGKILL after 10 s; reaps the process.
-    pub fn stop(&mut self) {
-        let Some(mut child) = self.child.take() else { return };
+    /// SIGTERM (pod-director drains and exits), SIGKILL after 10 s; reaps the process and
+    /// returns its exit status (`None` when it was already stopped).
+    pub fn stop(&mut self) -> Option<std::process::ExitStatus> {
+        let mut child = self.child.take()?;
         if matches!(child.try_wait(), Ok(None)) {
             if let Ok(pid) = i32::try_from(child.id()) {
                 // SAFETY: plain kill(2) on our own child, which has not been reaped yet.
@@ -281,10 +286,11 @@ impl PodDirector {
             }
             let _ = child.kill();
         }
-        let _ = child.wait();
+        let status = child.wait().ok();
         if let Some(reader) = self.reader.take() {
             let _ = reader.join();
         }
+        status
     }
 }
 

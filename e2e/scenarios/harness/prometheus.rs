@@ -1,0 +1,232 @@
+//! A real Prometheus (built by `e2e/tools.sh`), started on loopback to scrape one
+//! pod-director, and its HTTP API (`/api/v1/query`, `query_range`,
+//! `query_exemplars`). Killed and reaped on drop.
+
+use std::net::SocketAddr;
+use std::os::unix::process::CommandExt as _;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::process::free_local_addr;
+use super::{PATIENCE, notice};
+
+/// The binary: `$E2E_PROMETHEUS`, else the one `e2e/tools.sh` builds (cached).
+pub fn binary() -> PathBuf {
+    if let Ok(path) = std::env::var("E2E_PROMETHEUS")
+        && !path.is_empty()
+    {
+        return PathBuf::from(path);
+    }
+    let tools = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("e2e/tools.sh");
+    let output = Command::new(&tools)
+        .args(["path", "prometheus"])
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", tools.display()));
+    assert!(output.status.success(), "e2e/tools.sh path prometheus failed");
+    PathBuf::from(String::from_utf8_lossy(&output.stdout).trim())
+}
+
+/// A running Prometheus.
+pub struct Prometheus {
+    pub url: String,
+    /// The scrape interval of its one job.
+    pub scrape_interval: Duration,
+    child: Child,
+    log: PathBuf,
+    http: reqwest::Client,
+    _dir: tempfile::TempDir,
+}
+
+/// An error answer of the HTTP API (`status: error`), or a transport failure.
+#[derive(Debug)]
+pub struct ApiError(pub String);
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Prometheus {
+    /// Starts Prometheus scraping `target`'s `/metrics` every `scrape_interval`, over
+    /// OpenMetrics (exemplars), with exemplar storage on; waits until the target is up.
+    pub async fn scrape(target: SocketAddr, scrape_interval: Duration) -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix("prometheus-")
+            .tempdir()
+            .expect("a scratch directory");
+        let interval = format!("{}ms", scrape_interval.as_millis());
+        let config = dir.path().join("prometheus.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "global:\n  scrape_interval: {interval}\n  evaluation_interval: {interval}\n\
+                 scrape_configs:\n  - job_name: pod-director\n    scrape_timeout: {interval}\n    \
+                 scrape_protocols: [OpenMetricsText1.0.0]\n    static_configs:\n      \
+                 - targets: ['{target}']\n        labels: {{pod: pod-director-e2e}}\n"
+            ),
+        )
+        .expect("prometheus.yml written");
+        let addr = free_local_addr();
+        let log = dir.path().join("prometheus.log");
+        let out = std::fs::File::create(&log).expect("prometheus log file");
+        let mut command = Command::new(binary());
+        command
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
+            .arg(format!("--web.listen-address={addr}"))
+            .arg("--enable-feature=exemplar-storage")
+            .arg("--log.level=warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(out.try_clone().expect("log handle")))
+            .stderr(Stdio::from(out));
+        // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+        unsafe {
+            command.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == -1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = command
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start Prometheus: {e}"));
+        let prometheus = Self {
+            url: format!("http://{addr}"),
+            scrape_interval,
+            child,
+            log,
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(10))
+                .build()
+                .expect("an HTTP client"),
+            _dir: dir,
+        };
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            if let Ok(result) = prometheus.query("up", None).await
+                && result["result"][0]["value"][1] == "1"
+            {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "Prometheus did not scrape {target} within {PATIENCE:?}:\n{}",
+                prometheus.log_tail()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        notice(&format!(
+            "Prometheus {} scraping http://{target}/metrics every {interval}",
+            prometheus.url
+        ));
+        prometheus
+    }
+
+    pub fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(30)..].join("\n")
+    }
+
+    async fn get(&self, path: &str, params: &[(&str, String)]) -> Result<Value, ApiError> {
+        let response = self
+            .http
+            .get(format!("{}{path}", self.url))
+            .query(params)
+            .send()
+            .await
+            .map_err(|e| ApiError(format!("GET {path}: {e}")))?;
+        let body: Value = response
+            .json()
+            .await
+            .map_err(|e| ApiError(format!("GET {path}: not JSON: {e}")))?;
+        if body["status"] != "success" {
+            return Err(ApiError(format!(
+                "{}: {}",
+                body["errorType"].as_str().unwrap_or("error"),
+                body["error"].as_str().unwrap_or_default()
+            )));
+        }
+        Ok(body["data"].clone())
+    }
+
+    /// An instant query at `time` (seconds since the epoch; `None`: now): `{resultType, result}`.
+    pub async fn query(&self, expr: &str, time: Option<f64>) -> Result<Value, ApiError> {
+        let mut params = vec![("query", expr.to_owned())];
+        if let Some(time) = time {
+            params.push(("time", format!("{time:.3}")));
+        }
+        self.get("/api/v1/query", &params).await
+    }
+
+    /// A range query: `{resultType: matrix, result}`.
+    pub async fn query_range(&self, expr: &str, start: f64, end: f64, step: Duration) -> Result<Value, ApiError> {
+        self.get(
+            "/api/v1/query_range",
+            &[
+                ("query", expr.to_owned()),
+                ("start", format!("{start:.3}")),
+                ("end", format!("{end:.3}")),
+                ("step", format!("{}ms", step.as_millis())),
+            ],
+        )
+        .await
+    }
+
+    /// `/api/v1/query_exemplars`: the exemplars of the series that `expr` selects.
+    pub async fn query_exemplars(&self, expr: &str, start: f64, end: f64) -> Result<Value, ApiError> {
+        self.get(
+            "/api/v1/query_exemplars",
+            &[
+                ("query", expr.to_owned()),
+                ("start", format!("{start:.3}")),
+                ("end", format!("{end:.3}")),
+            ],
+        )
+        .await
+    }
+
+    /// Waits until a scrape that started after this call has been stored: the
+    /// `timestamp()` of `up` moves past now.
+    pub async fn wait_for_next_scrape(&self) {
+        let now = unix_now();
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            if let Ok(result) = self.query("timestamp(up)", None).await
+                && let Some(at) = result["result"][0]["value"][1]
+                    .as_str()
+                    .and_then(|v| v.parse::<f64>().ok())
+                && at > now
+            {
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "Prometheus did not scrape again within {PATIENCE:?}:\n{}",
+                self.log_tail()
+            );
+            tokio::time::sleep(self.scrape_interval / 4).await;
+        }
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Seconds since the epoch.
+pub fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or_default()
+}
