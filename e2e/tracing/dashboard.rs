@@ -303,7 +303,7 @@ fn round_interval(ms: f64) -> u64 {
 
 fn duration(d: Duration) -> String {
     let ms = d.as_millis();
-    if ms % 1000 == 0 {
+    if ms.is_multiple_of(1000) {
         format!("{}s", ms / 1000)
     } else {
         format!("{ms}ms")
@@ -1118,13 +1118,11 @@ async fn instant(
                 }
             }
         }
-        Check::Gauge(..) => {
-            if &got != want {
-                problems.push(format!(
-                    "{at}: shows {shown}, pod-director exports {}: {expr:?}",
-                    show(want)
-                ));
-            }
+        Check::Gauge(..) if &got != want => {
+            problems.push(format!(
+                "{at}: shows {shown}, pod-director exports {}: {expr:?}",
+                show(want)
+            ));
         }
         _ => {}
     }

@@ -86,7 +86,7 @@ async fn the_shipped_tail_sampling_keeps_every_decision_that_changes_something_a
             .wait_for_trace(trace_id, &format!("the {decision} decision's trace"), |t| {
                 spans(t)
                     .iter()
-                    .any(|(s, span)| s == SERVICE && tags(span).get("placement.decision").is_some())
+                    .any(|(s, span)| s == SERVICE && tags(span).contains_key("placement.decision"))
             })
             .await;
         let span = spans(&trace)
