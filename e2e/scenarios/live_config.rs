@@ -303,7 +303,8 @@ async fn a_config_file_that_means_nothing_is_refused_and_the_old_revision_keeps_
     assert_eq!(
         env.metric(r#"pod_director_config_reloads_total{result="success"}"#)
             .await,
-        None
+        Some(0.0),
+        "no reload succeeded (the series is exported at 0 from the start)"
     );
 
     // No group on purpose is written `groups: {}`: accepted, with a WARN.
