@@ -1,0 +1,304 @@
+//! The continuous audit in `serve`: the same scan as `pod-director audit`,
+//! every `--audit-interval`, exported as gauges and one log line per group.
+//!
+//! **One replica scans.** The replicas elect one through a coordination.k8s.io
+//! Lease (`--audit-lease`, in pod-director's namespace), held with
+//! [`kube_lease_manager`] — a maintained crate built on kube 5 / k8s-openapi 0.29
+//! that renews the lease by server-side apply, so two replicas can never both
+//! hold it. The holder scans; the others wait for the lease. A replica that loses
+//! it stops exporting the audit gauges (Prometheus then sees one replica's
+//! series, the holder's), and on shutdown the holder releases the lease so
+//! another one takes over at once. Without `--namespace` there is no Lease and
+//! the replica scans on its own (local runs).
+//!
+//! The scan reads the live configuration and the Node cache (no extra node
+//! list), and every list it sends is bounded by the scan's request timeout. A
+//! failed scan is logged at WARN, counted
+//! (`pod_director_audit_scans_total{result="error"}`) and retried after
+//! [`RETRY_AFTER`] (or the interval, if shorter); the gauges keep the last
+//! completed scan meanwhile. The scan runs in its own task: admission never
+//! waits on it.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use kube::Client;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tracing::{info, warn};
+
+use super::{Audit, ScanOptions};
+use crate::config::Loaded;
+use crate::metrics::{Metrics, ScanResult};
+use crate::nodes::Nodes;
+
+/// How soon a failed scan is tried again (at most the interval).
+pub const RETRY_AFTER: Duration = Duration::from_secs(30);
+/// How long the Lease is valid after each renewal, and how early before that the holder renews it.
+const LEASE_DURATION_SECONDS: u64 = 30;
+const LEASE_GRACE_SECONDS: u64 = 5;
+/// Longest wait for the Lease to be created or read at start (retried).
+const LEASE_SETUP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// `serve`'s continuous audit flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct AuditArgs {
+    /// How often the running pods and workloads are audited (e.g. 10m, 30s); 0 turns the continuous audit off.
+    #[arg(long, env = "POD_DIRECTOR_AUDIT_INTERVAL", default_value = "10m", value_parser = crate::server::parse_duration)]
+    pub audit_interval: Duration,
+    /// The coordination.k8s.io Lease (in --namespace) that elects the one replica that audits.
+    #[arg(long, env = "POD_DIRECTOR_AUDIT_LEASE", default_value = "pod-director-audit")]
+    pub audit_lease: String,
+}
+
+/// Where the Lease lives.
+#[derive(Debug, Clone)]
+pub struct LeaseTarget {
+    pub namespace: String,
+    pub name: String,
+}
+
+/// Everything the continuous audit needs.
+pub struct Continuous {
+    pub client: Client,
+    pub config: Arc<ArcSwap<Loaded>>,
+    pub nodes: Arc<Nodes>,
+    pub metrics: Arc<Metrics>,
+    pub interval: Duration,
+    /// `None`: no election, this replica scans.
+    pub lease: Option<LeaseTarget>,
+    pub options: ScanOptions,
+}
+
+/// Starts the continuous audit; it ends (releasing the Lease) when `shutdown` turns true.
+pub fn spawn(continuous: Continuous, shutdown: watch::Receiver<bool>) -> JoinHandle<()> {
+    tokio::spawn(run(continuous, shutdown))
+}
+
+/// This replica's name in the Lease: the pod name (hostname) and the process id.
+fn identity() -> String {
+    let host = std::env::var("POD_NAME")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .unwrap_or_else(|_| "pod-director".to_owned());
+    format!("{host}-{}", std::process::id())
+}
+
+/// Waits for `shutdown` to turn true (or its sender to go).
+async fn stopped(shutdown: &mut watch::Receiver<bool>) {
+    let _ = shutdown.wait_for(|stop| *stop).await;
+}
+
+/// This replica's place in the election.
+struct Election {
+    /// Whether this replica holds the Lease.
+    leader: watch::Receiver<bool>,
+    /// Without a Lease: the sender of an always-true `leader`, kept open.
+    _always: Option<watch::Sender<bool>>,
+    /// The lease manager's task: it releases the Lease once `leader` is dropped.
+    task: Option<JoinHandle<kube_lease_manager::Result<kube_lease_manager::LeaseManager>>>,
+}
+
+/// Joins the election (retrying until the Lease can be set up), or `None` on shutdown.
+async fn elect(c: &Continuous, shutdown: &mut watch::Receiver<bool>) -> Option<Election> {
+    let Some(lease) = &c.lease else {
+        let (always, leader) = watch::channel(true);
+        return Some(Election {
+            leader,
+            _always: Some(always),
+            task: None,
+        });
+    };
+    let identity = identity();
+    let mut delay = Duration::from_secs(1);
+    loop {
+        let build = kube_lease_manager::LeaseManagerBuilder::new(c.client.clone(), &lease.name)
+            .with_namespace(&lease.namespace)
+            .with_identity(&identity)
+            .with_duration(LEASE_DURATION_SECONDS)
+            .with_grace(LEASE_GRACE_SECONDS)
+            .with_field_manager("pod-director-audit")
+            .build();
+        let failure = match tokio::time::timeout(LEASE_SETUP_TIMEOUT, build).await {
+            Ok(Ok(manager)) => {
+                info!(
+                    lease = lease.name.as_str(),
+                    namespace = lease.namespace.as_str(),
+                    identity = identity.as_str(),
+                    "audit: joined the election for the audit lease"
+                );
+                let (leader, task) = manager.watch().await;
+                return Some(Election {
+                    leader,
+                    _always: None,
+                    task: Some(task),
+                });
+            }
+            Ok(Err(err)) => err.to_string(),
+            Err(_) => format!("no answer within {LEASE_SETUP_TIMEOUT:?}"),
+        };
+        warn!(
+            lease = lease.name.as_str(),
+            namespace = lease.namespace.as_str(),
+            error = failure.as_str(),
+            "audit: cannot set up the audit lease; retrying"
+        );
+        tokio::select! {
+            () = tokio::time::sleep(delay) => {}
+            () = stopped(shutdown) => return None,
+        }
+        delay = (delay * 2).min(Duration::from_secs(30));
+    }
+}
+
+async fn run(c: Continuous, mut shutdown: watch::Receiver<bool>) {
+    let Some(Election {
+        mut leader,
+        _always,
+        task: lease_task,
+    }) = elect(&c, &mut shutdown).await
+    else {
+        return;
+    };
+    let mut leading = false;
+    loop {
+        let is_leader = *leader.borrow_and_update();
+        if is_leader != leading {
+            leading = is_leader;
+            if leading {
+                info!(
+                    identity = identity().as_str(),
+                    "audit: this replica holds the audit lease and audits"
+                );
+            } else {
+                c.metrics.clear_audit();
+                info!("audit: this replica does not hold the audit lease; another replica audits");
+            }
+        }
+        let wait = if !leading {
+            None
+        } else if !c.nodes.is_ready() {
+            Some(Duration::from_secs(1))
+        } else {
+            Some(scan_once(&c).await)
+        };
+        tokio::select! {
+            () = async { match wait { Some(d) => tokio::time::sleep(d).await, None => std::future::pending().await } } => {}
+            changed = leader.changed() => if changed.is_err() {
+                warn!("audit: the lease election ended; the continuous audit stops");
+                c.metrics.clear_audit();
+                return;
+            },
+            () = stopped(&mut shutdown) => break,
+        }
+    }
+    // Closing the channel makes the election task release the lease; bounded, shutdown must not hang on it.
+    drop(leader);
+    if let Some(task) = lease_task {
+        let _ = tokio::time::timeout(Duration::from_secs(2), task).await;
+    }
+}
+
+/// One scan into the gauges and the log; returns how long to wait before the next.
+async fn scan_once(c: &Continuous) -> Duration {
+    let loaded = c.config.load_full();
+    let view = c.nodes.view(None);
+    let started = Instant::now();
+    let result = super::scan(
+        &c.client,
+        &loaded.config,
+        Some(&view as &dyn crate::placement::NodeView),
+        &c.options,
+        &mut |_| {},
+    )
+    .await;
+    c.metrics.set_audit_duration(started.elapsed());
+    match result {
+        Ok(audit) => {
+            c.metrics.audit_scanned(ScanResult::Success);
+            c.metrics.set_audit(&audit);
+            log(&audit, &loaded.revision);
+            c.interval
+        }
+        Err(err) => {
+            c.metrics.audit_scanned(ScanResult::Error);
+            warn!(
+                error = err.to_string().as_str(),
+                "audit: scan failed; the audit gauges keep the last completed scan"
+            );
+            RETRY_AFTER.min(c.interval)
+        }
+    }
+}
+
+/// One line per group, then one for the scan.
+fn log(audit: &Audit, revision: &str) {
+    for g in &audit.groups {
+        info!(
+            placement.group = g.group.as_str(),
+            placement.mode = g.mode.as_str(),
+            audit.ready = g.verdict.ready,
+            audit.blockers = g.verdict.blockers.join("; ").as_str(),
+            audit.warnings = g.verdict.warnings.join("; ").as_str(),
+            audit.namespaces = g.namespaces,
+            audit.pods.compliant = g.pods.compliant,
+            audit.pods.would_patch = g.pods.would_patch,
+            audit.pods.would_deny = g.pods.would_deny,
+            audit.pods.skipped = g.pods.skipped,
+            audit.templates.would_patch = g.templates.would_patch,
+            audit.templates.would_deny = g.templates.would_deny,
+            audit.feasible_nodes = g.feasible_nodes.map(|n| n as u64),
+            config.revision = revision,
+            "audit: group verdict"
+        );
+    }
+    info!(
+        audit.namespaces = audit.namespaces_scanned,
+        audit.pods = audit.pods_scanned,
+        audit.templates = audit.templates_scanned,
+        elapsed_ms = audit.elapsed.as_millis() as u64,
+        "audit: scan completed"
+    );
+}
+
+/// Starts the continuous audit of `serve` as its flags say (`None` when `--audit-interval 0`).
+pub fn start(
+    args: &AuditArgs,
+    own_namespace: Option<String>,
+    client: &Client,
+    server: &crate::server::RunningServer,
+    nodes: Arc<Nodes>,
+    shutdown: watch::Receiver<bool>,
+) -> Option<JoinHandle<()>> {
+    if args.audit_interval.is_zero() {
+        info!("audit: the continuous audit is off (--audit-interval 0)");
+        return None;
+    }
+    let lease = match own_namespace {
+        Some(namespace) => Some(LeaseTarget {
+            namespace,
+            name: args.audit_lease.clone(),
+        }),
+        None => {
+            warn!("audit: no --namespace, so no audit lease: this replica audits whatever other replicas do");
+            None
+        }
+    };
+    info!(
+        interval_s = args.audit_interval.as_secs_f64(),
+        lease = args.audit_lease.as_str(),
+        "audit: continuous audit on"
+    );
+    Some(spawn(
+        Continuous {
+            client: client.clone(),
+            config: server.config.clone(),
+            nodes,
+            metrics: server.metrics.clone(),
+            interval: args.audit_interval,
+            lease,
+            options: ScanOptions::default(),
+        },
+        shutdown,
+    ))
+}
