@@ -22,6 +22,7 @@ async fn a_pod_created_right_after_its_namespace_is_placed_through_a_live_lookup
         "fresh",
         Options {
             api_latency: Some(latency),
+            ..Options::default()
         },
     )
     .await;

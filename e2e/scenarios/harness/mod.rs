@@ -217,6 +217,8 @@ pub fn suite_config(values_file: &Path) -> Config {
 pub struct Options {
     /// Latency added to pod-director's connection to the API server (both ways).
     pub api_latency: Option<Duration>,
+    /// `serve --audit-interval` (the continuous audit); `None`: off (`0`).
+    pub audit_interval: Option<Duration>,
 }
 
 /// Webhook configurations and namespaces to delete when the scenario ends.
@@ -333,6 +335,7 @@ impl Env {
             addr,
             own_namespace: &settings.namespace,
             webhook_configuration: &settings.fullname,
+            audit_interval: options.audit_interval,
         });
         pod_director.wait_ready().await;
 

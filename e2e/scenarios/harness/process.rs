@@ -101,6 +101,8 @@ pub struct Spawn<'a> {
     pub own_namespace: &'a str,
     /// The chart's webhook configurations' name, which pod-director keeps in step with its config.
     pub webhook_configuration: &'a str,
+    /// `--audit-interval`; `None`: the continuous audit is off.
+    pub audit_interval: Option<Duration>,
 }
 
 /// A running pod-director; stopped (and reaped) on drop.
@@ -159,6 +161,10 @@ impl PodDirector {
             // As the chart runs it (webhook.reconcile: true).
             .args(["--mutating-webhook-configuration", spawn.webhook_configuration])
             .args(["--validating-webhook-configuration", spawn.webhook_configuration])
+            .args([
+                "--audit-interval",
+                &format!("{}ms", spawn.audit_interval.map_or(0, |d| d.as_millis())),
+            ])
             .env("KUBECONFIG", spawn.kubeconfig)
             // The live namespace lookup (cache miss) is logged at debug.
             .env("RUST_LOG", "info,pod_director::namespaces=debug")

@@ -1,0 +1,305 @@
+//! `pod-director audit` and the continuous audit of `serve` on a real API
+//! server: pods running before their group is enforced, created by the
+//! controller-manager (a Deployment's ReplicaSet) and by a user, decided as
+//! enforce would decide their re-creation; a group whose pool has no node is not
+//! ready until a matching Node object joins, which the continuous audit sees
+//! within its interval.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use kube::api::{Api, ListParams, PostParams};
+use serde_json::{Value, json};
+
+use crate::harness::k8s::{IMAGE, eventually, pod_from};
+use crate::harness::process::BINARY;
+use crate::harness::{Env, Options, Target, suffix};
+
+/// The continuous audit's interval in these scenarios (cluster mode: e2e/scenarios/values.yaml).
+const INTERVAL: Duration = Duration::from_secs(2);
+/// The pool label of the audit groups, which only this scenario's nodes carry.
+const POOL: &str = "e2e.pod-director.io/audit-pool";
+
+/// The suite's configuration as a file `pod-director audit -c` reads.
+fn config_file(env: &Env) -> tempfile::NamedTempFile {
+    let text = std::fs::read_to_string(env.settings.values_file()).expect("values.yaml");
+    let values: Value = serde_saphyr::from_str(&text).expect("values.yaml is YAML");
+    let mut config = values["config"].clone();
+    if let Some(map) = config.as_object_mut()
+        && map.get("defaultGroup").is_some_and(|g| g.is_null() || g == "")
+    {
+        map.remove("defaultGroup");
+    }
+    let file = tempfile::Builder::new()
+        .suffix(".json")
+        .tempfile()
+        .expect("a temp file");
+    std::fs::write(file.path(), config.to_string()).expect("config written");
+    file
+}
+
+/// Runs `pod-director audit -o json ARGS` (KUBECONFIG from the test's environment):
+/// exit code and the report.
+async fn audit(config: &Path, args: &[&str]) -> (i32, Value) {
+    let mut command = Command::new(BINARY);
+    command
+        .arg("audit")
+        .arg("--config")
+        .arg(config)
+        .args(["-o", "json", "--quiet", "--request-timeout", "10s"])
+        .args(args);
+    for (name, _) in std::env::vars() {
+        if name.starts_with("POD_DIRECTOR_") {
+            command.env_remove(name);
+        }
+    }
+    let output = tokio::task::spawn_blocking(move || command.output())
+        .await
+        .expect("joined")
+        .expect("pod-director audit runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let code = output.status.code().expect("exited");
+    let report = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("audit printed no JSON ({e}), exit {code}:\n{stdout}\n{stderr}"));
+    (code, report)
+}
+
+fn node(name: &str, pool: &str) -> Node {
+    serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {POOL: pool, "kubernetes.io/os": "linux"}},
+        "spec": {"taints": [{"key": "e2e.pod-director.io/audit", "value": pool, "effect": "NoSchedule"}]},
+    }))
+    .expect("a Node")
+}
+
+fn finding<'a>(group: &'a Value, workload: &str, source: &str) -> Option<&'a Value> {
+    group["would_deny"]
+        .as_array()?
+        .iter()
+        .find(|f| f["workload"] == workload && f["source"] == source)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audit_names_the_workloads_whose_running_pods_enforce_would_refuse() {
+    let env = Env::start("audit").await;
+    let ns = env.namespace(Some("e2e-audit")).await;
+    // Created before enforce (the group is in dryRun): admitted as they are.
+    let conflicting = json!({"containers": [{"name": "app", "image": IMAGE}], "nodeSelector": {POOL: "green"}});
+    let deployment: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}}, "spec": conflicting},
+        },
+    }))
+    .expect("a Deployment");
+    Api::<Deployment>::namespaced(env.client.clone(), &ns)
+        .create(&PostParams::default(), &deployment)
+        .await
+        .expect("Deployment created");
+    env.create_admitted_pod(
+        &ns,
+        &pod_from(json!({"metadata": {"name": "debug"}, "spec": conflicting})),
+    )
+    .await;
+    env.create_admitted_pod(
+        &ns,
+        &pod_from(json!({"metadata": {"name": "plain"}, "spec": {"containers": [{"name": "app", "image": IMAGE}]}})),
+    )
+    .await;
+    eventually("the ReplicaSet's 2 pods", || async {
+        let pods: Vec<Pod> = env
+            .pods(&ns)
+            .list(&ListParams::default().labels("app=web"))
+            .await
+            .expect("pods listed")
+            .items;
+        (pods.len() == 2).then_some(())
+    })
+    .await;
+
+    let config = config_file(&env);
+    // One object per page: every list goes through `continue`.
+    let (code, report) = audit(
+        config.path(),
+        &["--group", "e2e-audit", "--page-size", "1", "--fail-on", "not-ready"],
+    )
+    .await;
+    assert_eq!(code, 1, "--fail-on not-ready: {report:#}");
+    assert_eq!(report["ready"], false);
+    let groups = report["groups"].as_array().expect("groups");
+    assert_eq!(groups.len(), 1, "--group audits that group only: {report:#}");
+    let group = &groups[0];
+    assert_eq!(group["group"], "e2e-audit");
+    assert_eq!(group["mode"], "dryRun");
+    assert_eq!(group["ready"], false);
+    assert_eq!(
+        group["pods"],
+        json!({"compliant": 0, "would_patch": 1, "would_deny": 3, "skipped": 0}),
+        "2 of the Deployment, debug, plain — every page read: {report:#}"
+    );
+    assert_eq!(
+        group["templates"]["would_deny"], 1,
+        "the Deployment's template: {report:#}"
+    );
+
+    let pods = finding(group, "Deployment/web", "pods").unwrap_or_else(|| panic!("Deployment/web listed: {report:#}"));
+    assert_eq!(pods["namespace"], ns.as_str());
+    assert_eq!(pods["pods"], 2, "both ReplicaSet pods, under their Deployment");
+    let reason = pods["reason"].as_str().expect("a reason");
+    assert!(
+        reason.contains(r#"nodeSelector["e2e.pod-director.io/audit-pool"]: pod has "green", group requires "violet""#),
+        "{reason}"
+    );
+    assert!(finding(group, "Deployment/web", "template").is_some(), "{report:#}");
+    assert!(
+        finding(group, "Pod/debug", "pods").is_some(),
+        "a bare pod is its own workload: {report:#}"
+    );
+
+    let blockers: Vec<&str> = group["blockers"]
+        .as_array()
+        .expect("blockers")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        blockers.iter().any(|b| b.starts_with("no node for the group: 0 of")),
+        "{blockers:?}"
+    );
+    assert!(
+        blockers.iter().any(
+            |b| b.starts_with("3 running pods and 1 workload template would be denied by enforce:")
+                && b.contains(&format!("{ns}/Deployment/web (2 pods)"))
+        ),
+        "{blockers:?}"
+    );
+}
+
+/// The namespace of the audit Lease in local mode (pod-director's own, `--namespace`).
+async fn ensure_namespace(client: &kube::Client, name: &str) {
+    let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).expect("a Namespace");
+    match Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &namespace)
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.is_already_exists() => {}
+        Err(e) => panic!("namespace {name}: {e}"),
+    }
+}
+
+/// The latest `audit: group verdict` line for `group`.
+async fn verdict_line(env: &Env, group: &str) -> Option<Value> {
+    env.logs
+        .messages("audit: group verdict")
+        .await
+        .into_iter()
+        .rfind(|l| l["placement.group"] == group)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_without_a_node_is_not_ready_until_a_matching_node_joins() {
+    let local = crate::harness::Settings::from_env().target == Target::Local;
+    if local {
+        let client = kube::Client::try_default().await.expect("a client");
+        ensure_namespace(&client, &crate::harness::Settings::from_env().namespace).await;
+    }
+    let env = Env::start_with(
+        "audit-pool",
+        Options {
+            audit_interval: Some(INTERVAL),
+            ..Options::default()
+        },
+    )
+    .await;
+    let ns = env.namespace(Some("e2e-audit-pool")).await;
+    env.create_admitted_pod(
+        &ns,
+        &pod_from(json!({"metadata": {"name": "plain"}, "spec": {"containers": [{"name": "app", "image": IMAGE}]}})),
+    )
+    .await;
+    let config = config_file(&env);
+
+    let (code, report) = audit(config.path(), &["--group", "e2e-audit-pool"]).await;
+    assert_eq!(code, 0, "without --fail-on a verdict is not a failure: {report:#}");
+    let group = &report["groups"][0];
+    assert_eq!(group["ready"], false, "{report:#}");
+    assert_eq!(group["nodes"]["feasible"], 0);
+    let blockers = group["blockers"].as_array().expect("blockers");
+    assert_eq!(blockers.len(), 1, "{report:#}");
+    assert!(
+        blockers[0]
+            .as_str()
+            .is_some_and(|b| b.starts_with("no node for the group: 0 of")),
+        "{blockers:?}"
+    );
+    assert_eq!(group["pods"]["would_patch"], 1, "{report:#}");
+
+    // The continuous audit says the same, in its log line (and gauge, locally).
+    let line = eventually("a not-ready verdict line", || async {
+        verdict_line(&env, "e2e-audit-pool")
+            .await
+            .filter(|l| l["audit.ready"] == false)
+    })
+    .await;
+    assert!(
+        line["audit.blockers"]
+            .as_str()
+            .is_some_and(|b| b.starts_with("no node for the group")),
+        "{line}"
+    );
+    assert_eq!(line["audit.pods.would_patch"], 1, "{line}");
+    if local {
+        assert_eq!(
+            env.metric(r#"pod_director_group_ready{group="e2e-audit-pool"}"#).await,
+            Some(0.0)
+        );
+        assert_eq!(
+            env.metric(r#"pod_director_group_blockers{group="e2e-audit-pool"}"#)
+                .await,
+            Some(1.0)
+        );
+        // One replica audits: this one holds the Lease.
+        let lease = Api::<Lease>::namespaced(env.client.clone(), &env.settings.namespace)
+            .get("pod-director-audit")
+            .await
+            .expect("the audit Lease exists");
+        let holder = lease.spec.and_then(|s| s.holder_identity).unwrap_or_default();
+        assert!(!holder.is_empty(), "someone holds the audit Lease");
+    }
+
+    env.create_node(&node(&format!("e2e-indigo-{}", suffix()), "indigo"))
+        .await;
+    let joined = tokio::time::Instant::now();
+    let line = eventually("a ready verdict line", || async {
+        verdict_line(&env, "e2e-audit-pool")
+            .await
+            .filter(|l| l["audit.ready"] == true)
+    })
+    .await;
+    let seen_after = joined.elapsed();
+    assert!(
+        seen_after < INTERVAL * 3 + Duration::from_secs(2),
+        "the continuous audit saw the node {seen_after:?} after it joined (interval {INTERVAL:?})"
+    );
+    assert_eq!(line["audit.feasible_nodes"], 1, "{line}");
+    assert_eq!(line["audit.blockers"], "", "{line}");
+    if local {
+        assert_eq!(
+            env.metric(r#"pod_director_group_ready{group="e2e-audit-pool"}"#).await,
+            Some(1.0)
+        );
+    }
+    let (code, report) = audit(config.path(), &["--group", "e2e-audit-pool", "--fail-on", "not-ready"]).await;
+    assert_eq!(code, 0, "ready: {report:#}");
+    assert_eq!(report["groups"][0]["ready"], true, "{report:#}");
+}
