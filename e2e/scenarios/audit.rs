@@ -245,10 +245,10 @@ async fn a_group_without_a_node_is_not_ready_until_a_matching_node_joins() {
     assert_eq!(group["pods"]["would_patch"], 1, "{report:#}");
 
     // The continuous audit says the same, in its log line (and gauge, locally).
-    let line = eventually("a not-ready verdict line", || async {
+    let line = eventually("a not-ready verdict line of a scan that saw the namespace", || async {
         verdict_line(&env, "e2e-audit-pool")
             .await
-            .filter(|l| l["audit.ready"] == false)
+            .filter(|l| l["audit.ready"] == false && l["audit.namespaces"] == 1)
     })
     .await;
     assert!(
