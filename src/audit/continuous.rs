@@ -152,16 +152,35 @@ async fn elect(c: &Continuous, shutdown: &mut watch::Receiver<bool>) -> Option<E
 }
 
 async fn run(c: Continuous, mut shutdown: watch::Receiver<bool>) {
-    let Some(Election {
+    // Rejoins the election if it ever ends (the lease manager's task stopped).
+    while let Some(election) = elect(&c, &mut shutdown).await {
+        if follow(&c, election, &mut shutdown).await == Ended::Shutdown {
+            return;
+        }
+        warn!("audit: the lease election ended; joining it again");
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_secs(1)) => {}
+            () = stopped(&mut shutdown) => return,
+        }
+    }
+}
+
+/// Why [`follow`] returned.
+#[derive(Debug, PartialEq, Eq)]
+enum Ended {
+    Shutdown,
+    ElectionEnded,
+}
+
+/// Scans while this replica leads, until shutdown or the end of the election.
+async fn follow(c: &Continuous, election: Election, shutdown: &mut watch::Receiver<bool>) -> Ended {
+    let Election {
         mut leader,
         _always,
         task: lease_task,
-    }) = elect(&c, &mut shutdown).await
-    else {
-        return;
-    };
+    } = election;
     let mut leading = false;
-    loop {
+    let ended = loop {
         let is_leader = *leader.borrow_and_update();
         if is_leader != leading {
             leading = is_leader;
@@ -180,23 +199,23 @@ async fn run(c: Continuous, mut shutdown: watch::Receiver<bool>) {
         } else if !c.nodes.is_ready() {
             Some(Duration::from_secs(1))
         } else {
-            Some(scan_once(&c).await)
+            Some(scan_once(c).await)
         };
         tokio::select! {
             () = async { match wait { Some(d) => tokio::time::sleep(d).await, None => std::future::pending().await } } => {}
             changed = leader.changed() => if changed.is_err() {
-                warn!("audit: the lease election ended; the continuous audit stops");
                 c.metrics.clear_audit();
-                return;
+                break Ended::ElectionEnded;
             },
-            () = stopped(&mut shutdown) => break,
+            () = stopped(shutdown) => break Ended::Shutdown,
         }
-    }
+    };
     // Closing the channel makes the election task release the lease; bounded, shutdown must not hang on it.
     drop(leader);
     if let Some(task) = lease_task {
         let _ = tokio::time::timeout(Duration::from_secs(2), task).await;
     }
+    ended
 }
 
 /// One scan into the gauges and the log; returns how long to wait before the next.
@@ -301,4 +320,29 @@ pub fn start(
         },
         shutdown,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser as _;
+
+    use crate::cli::{Cli, Command};
+
+    fn serve(args: &[&str]) -> super::AuditArgs {
+        let cli = Cli::try_parse_from([&["pod-director", "serve"], args].concat()).expect("parses");
+        let Command::Serve(serve) = cli.command else {
+            panic!("serve expected");
+        };
+        serve.audit
+    }
+
+    #[test]
+    fn the_continuous_audit_runs_every_ten_minutes_unless_told_otherwise() {
+        let defaults = serve(&[]);
+        assert_eq!(defaults.audit_interval, std::time::Duration::from_secs(600));
+        assert_eq!(defaults.audit_lease, "pod-director-audit");
+        let off = serve(&["--audit-interval", "0"]);
+        assert!(off.audit_interval.is_zero());
+        assert!(Cli::try_parse_from(["pod-director", "serve", "--audit-interval", "often"]).is_err());
+    }
 }
