@@ -303,3 +303,109 @@ async fn a_group_without_a_node_is_not_ready_until_a_matching_node_joins() {
     assert_eq!(code, 0, "ready: {report:#}");
     assert_eq!(report["groups"][0]["ready"], true, "{report:#}");
 }
+
+/// Two continuous audits as two replicas (in this process, with identities of their own).
+struct Replica {
+    metrics: std::sync::Arc<pod_director::metrics::Metrics>,
+    stop: tokio::sync::watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Replica {
+    fn exports(&self) -> bool {
+        self.metrics
+            .encode()
+            .contains(r#"pod_director_group_ready{group="e2e-audit-pool"}"#)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn of_two_replicas_only_the_lease_holder_audits_and_the_other_takes_over_when_it_stops() {
+    use std::sync::Arc;
+
+    use pod_director::audit::ScanOptions;
+    use pod_director::audit::continuous::{Continuous, LeaseTarget, spawn};
+    use pod_director::nodes::{KubeNodes, Nodes};
+
+    let env = Env::start("audit-lease").await;
+    let lease_ns = env.namespace(None).await;
+    env.namespace(Some("e2e-audit-pool")).await;
+    let config = config_file(&env);
+    let text = std::fs::read_to_string(config.path()).expect("config");
+    let loaded = pod_director::config::Config::from_yaml(&text, "values.yaml", Vec::new()).expect("valid");
+    let live = Arc::new(arc_swap::ArcSwap::from_pointee(loaded));
+    let nodes = Arc::new(Nodes::new(Arc::new(KubeNodes::start(env.client.clone()))));
+    let replica = |identity: &str| {
+        let metrics = Arc::new(pod_director::metrics::Metrics::new());
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let task = spawn(
+            Continuous {
+                client: env.client.clone(),
+                config: live.clone(),
+                nodes: nodes.clone(),
+                metrics: metrics.clone(),
+                interval: Duration::from_secs(1),
+                lease: Some(LeaseTarget {
+                    namespace: lease_ns.clone(),
+                    name: "e2e-audit".to_owned(),
+                    identity: identity.to_owned(),
+                }),
+                options: ScanOptions {
+                    group: Some("e2e-audit-pool".to_owned()),
+                    ..ScanOptions::default()
+                },
+            },
+            stopped,
+        );
+        Replica { metrics, stop, task }
+    };
+    let mut replicas = vec![replica("replica-a"), replica("replica-b")];
+
+    let leader = eventually("one replica exporting the audit", || async {
+        replicas.iter().position(Replica::exports)
+    })
+    .await;
+    // Several intervals later, still only one.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let exporting: Vec<bool> = replicas.iter().map(Replica::exports).collect();
+    assert_eq!(
+        exporting.iter().filter(|e| **e).count(),
+        1,
+        "exactly one replica audits: {exporting:?}"
+    );
+    assert!(exporting[leader], "the same one: {exporting:?}");
+    let lease = Api::<Lease>::namespaced(env.client.clone(), &lease_ns)
+        .get("e2e-audit")
+        .await
+        .expect("the Lease exists");
+    let holder = lease.spec.and_then(|s| s.holder_identity).unwrap_or_default();
+    assert_eq!(
+        holder,
+        ["replica-a", "replica-b"][leader],
+        "the exporter holds the Lease"
+    );
+
+    // The holder shuts down: it releases the Lease, the other one takes over.
+    let stopped = replicas.remove(leader);
+    let _ = stopped.stop.send(true);
+    tokio::time::timeout(Duration::from_secs(10), stopped.task)
+        .await
+        .expect("the holder stops within 10 s")
+        .expect("its task ends cleanly");
+    let other = &replicas[0];
+    // The other notices the released Lease when its term (15 s) ends.
+    let released = tokio::time::Instant::now();
+    let deadline = released + Duration::from_secs(60);
+    while !other.exports() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the other replica did not take over within 60 s"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    println!(
+        "the other replica audited {:?} after the holder stopped",
+        released.elapsed()
+    );
+    let _ = other.stop.send(true);
+}

@@ -7,8 +7,10 @@
 //! that renews the lease by server-side apply, so two replicas can never both
 //! hold it. The holder scans; the others wait for the lease. A replica that loses
 //! it stops exporting the audit gauges (Prometheus then sees one replica's
-//! series, the holder's), and on shutdown the holder releases the lease so
-//! another one takes over at once. Without `--namespace` there is no Lease and
+//! series, the holder's), and on shutdown the holder releases the lease. The
+//! others notice a released or expired lease when its term ends: a new holder
+//! audits within about one lease duration (15 s) of the old one stopping or
+//! dying (measured by the e2e scenario). Without `--namespace` there is no Lease and
 //! the replica scans on its own (local runs).
 //!
 //! The scan reads the live configuration and the Node cache (no extra node
@@ -36,7 +38,7 @@ use crate::nodes::Nodes;
 /// How soon a failed scan is tried again (at most the interval).
 pub const RETRY_AFTER: Duration = Duration::from_secs(30);
 /// How long the Lease is valid after each renewal, and how early before that the holder renews it.
-const LEASE_DURATION_SECONDS: u64 = 30;
+const LEASE_DURATION_SECONDS: u64 = 15;
 const LEASE_GRACE_SECONDS: u64 = 5;
 /// Longest wait for the Lease to be created or read at start (retried).
 const LEASE_SETUP_TIMEOUT: Duration = Duration::from_secs(10);
@@ -52,11 +54,13 @@ pub struct AuditArgs {
     pub audit_lease: String,
 }
 
-/// Where the Lease lives.
+/// Where the Lease lives, and who this replica is in it.
 #[derive(Debug, Clone)]
 pub struct LeaseTarget {
     pub namespace: String,
     pub name: String,
+    /// This replica's holder identity (unique among the replicas).
+    pub identity: String,
 }
 
 /// Everything the continuous audit needs.
@@ -77,7 +81,7 @@ pub fn spawn(continuous: Continuous, shutdown: watch::Receiver<bool>) -> JoinHan
 }
 
 /// This replica's name in the Lease: the pod name (hostname) and the process id.
-fn identity() -> String {
+pub fn identity() -> String {
     let host = std::env::var("POD_NAME")
         .or_else(|_| std::env::var("HOSTNAME"))
         .unwrap_or_else(|_| "pod-director".to_owned());
@@ -109,12 +113,12 @@ async fn elect(c: &Continuous, shutdown: &mut watch::Receiver<bool>) -> Option<E
             task: None,
         });
     };
-    let identity = identity();
+    let identity = &lease.identity;
     let mut delay = Duration::from_secs(1);
     loop {
         let build = kube_lease_manager::LeaseManagerBuilder::new(c.client.clone(), &lease.name)
             .with_namespace(&lease.namespace)
-            .with_identity(&identity)
+            .with_identity(identity)
             .with_duration(LEASE_DURATION_SECONDS)
             .with_grace(LEASE_GRACE_SECONDS)
             .with_field_manager("pod-director-audit")
@@ -186,7 +190,7 @@ async fn follow(c: &Continuous, election: Election, shutdown: &mut watch::Receiv
             leading = is_leader;
             if leading {
                 info!(
-                    identity = identity().as_str(),
+                    identity = c.lease.as_ref().map_or("", |l| l.identity.as_str()),
                     "audit: this replica holds the audit lease and audits"
                 );
             } else {
@@ -297,6 +301,7 @@ pub fn start(
         Some(namespace) => Some(LeaseTarget {
             namespace,
             name: args.audit_lease.clone(),
+            identity: identity(),
         }),
         None => {
             warn!("audit: no --namespace, so no audit lease: this replica audits whatever other replicas do");
