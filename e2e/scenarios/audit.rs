@@ -45,7 +45,16 @@ fn config_file(env: &Env) -> tempfile::NamedTempFile {
 /// Runs `pod-director audit -o json ARGS` (KUBECONFIG from the test's environment):
 /// exit code and the report.
 async fn audit(config: &Path, args: &[&str]) -> (i32, Value) {
+    let (code, report, _) = audit_as(None, config, args).await;
+    (code, report)
+}
+
+/// [`audit`] with another kubeconfig: exit code, the report (null when none) and standard error.
+async fn audit_as(kubeconfig: Option<&Path>, config: &Path, args: &[&str]) -> (i32, Value, String) {
     let mut command = Command::new(BINARY);
+    if let Some(kubeconfig) = kubeconfig {
+        command.env("KUBECONFIG", kubeconfig);
+    }
     command
         .arg("audit")
         .arg("--config")
@@ -64,9 +73,12 @@ async fn audit(config: &Path, args: &[&str]) -> (i32, Value) {
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     let code = output.status.code().expect("exited");
+    if code == 2 && kubeconfig.is_some() {
+        return (code, Value::Null, stderr.into_owned());
+    }
     let report = serde_json::from_str(&stdout)
         .unwrap_or_else(|e| panic!("audit printed no JSON ({e}), exit {code}:\n{stdout}\n{stderr}"));
-    (code, report)
+    (code, report, stderr.into_owned())
 }
 
 fn node(name: &str, pool: &str) -> Node {
@@ -408,4 +420,201 @@ async fn of_two_replicas_only_the_lease_holder_audits_and_the_other_takes_over_w
         released.elapsed()
     );
     let _ = other.stop.send(true);
+}
+
+/// The chart's RBAC (its ClusterRole and the audit's) is all the audit needs, and
+/// it reads only: run as the chart's ServiceAccount (impersonated), the audit
+/// completes; the same account may not change pods or workloads, nor touch any
+/// Lease but the audit's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_chart_s_audit_rbac_lets_the_service_account_audit_and_only_read() {
+    use k8s_openapi::api::authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+    use kube::api::{Patch, PatchParams};
+
+    let env = Env::start("audit-rbac").await;
+    let (release_ns, fullname) = (env.settings.namespace.clone(), env.settings.fullname.clone());
+    if env.settings.target == Target::Local {
+        // In cluster mode the chart installed them.
+        ensure_namespace(&env.client, &release_ns).await;
+        let apply = PatchParams::apply(crate::harness::FIELD_MANAGER).force();
+        let mut objects = crate::harness::chart::render_rbac(&env.settings);
+        objects.extend(crate::harness::chart::render_template(
+            &env.settings,
+            "templates/audit-rbac.yaml",
+        ));
+        for object in objects {
+            let name = object["metadata"]["name"].as_str().expect("named").to_owned();
+            let client = env.client.clone();
+            match object["kind"].as_str() {
+                Some("ClusterRole") => {
+                    let o: ClusterRole = serde_json::from_value(object).expect("a ClusterRole");
+                    Api::<ClusterRole>::all(client)
+                        .patch(&name, &apply, &Patch::Apply(&o))
+                        .await
+                        .map(drop)
+                }
+                Some("ClusterRoleBinding") => {
+                    let o: ClusterRoleBinding = serde_json::from_value(object).expect("a ClusterRoleBinding");
+                    Api::<ClusterRoleBinding>::all(client)
+                        .patch(&name, &apply, &Patch::Apply(&o))
+                        .await
+                        .map(drop)
+                }
+                Some("Role") => {
+                    let o: Role = serde_json::from_value(object).expect("a Role");
+                    Api::<Role>::namespaced(client, &release_ns)
+                        .patch(&name, &apply, &Patch::Apply(&o))
+                        .await
+                        .map(drop)
+                }
+                Some("RoleBinding") => {
+                    let o: RoleBinding = serde_json::from_value(object).expect("a RoleBinding");
+                    Api::<RoleBinding>::namespaced(client, &release_ns)
+                        .patch(&name, &apply, &Patch::Apply(&o))
+                        .await
+                        .map(drop)
+                }
+                other => panic!("unexpected RBAC object {other:?}"),
+            }
+            .unwrap_or_else(|e| panic!("{name} applied: {e}"));
+        }
+    }
+    let ns = env.namespace(Some("e2e-audit-pool")).await;
+    env.create_admitted_pod(
+        &ns,
+        &pod_from(json!({"metadata": {"name": "plain"}, "spec": {"containers": [{"name": "app", "image": IMAGE}]}})),
+    )
+    .await;
+
+    // A kubeconfig acting as the chart's ServiceAccount.
+    let account = format!("system:serviceaccount:{release_ns}:{fullname}");
+    let groups = [
+        "system:serviceaccounts".to_owned(),
+        format!("system:serviceaccounts:{release_ns}"),
+        "system:authenticated".to_owned(),
+    ];
+    let admin = std::env::var("KUBECONFIG").expect("KUBECONFIG");
+    let mut kubeconfig: Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(&admin).expect("kubeconfig")).expect("kubeconfig YAML");
+    for user in kubeconfig["users"].as_array_mut().expect("users") {
+        user["user"]["as"] = json!(account);
+        user["user"]["as-groups"] = json!(groups);
+    }
+    let impersonating = tempfile::Builder::new()
+        .suffix(".json")
+        .tempfile()
+        .expect("a temp file");
+    std::fs::write(impersonating.path(), kubeconfig.to_string()).expect("kubeconfig written");
+
+    // The kubeconfig really acts as the account: what the chart does not grant is refused.
+    let as_account = kube::Client::try_from(
+        kube::Config::from_custom_kubeconfig(
+            kube::config::Kubeconfig::read_from(impersonating.path()).expect("kubeconfig read"),
+            &kube::config::KubeConfigOptions::default(),
+        )
+        .await
+        .expect("a config"),
+    )
+    .expect("a client");
+    let secrets = Api::<k8s_openapi::api::core::v1::Secret>::namespaced(as_account, &ns)
+        .list(&ListParams::default())
+        .await;
+    assert!(
+        matches!(&secrets, Err(kube::Error::Api(status)) if status.is_forbidden()),
+        "the impersonated account may not list secrets: {secrets:?}"
+    );
+
+    let config = config_file(&env);
+    // The authorizer sees new roles through its informers: retry a refusal for a while.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let report = loop {
+        let (code, report, stderr) = audit_as(
+            Some(impersonating.path()),
+            config.path(),
+            &["--group", "e2e-audit-pool"],
+        )
+        .await;
+        if code == 0 {
+            break report;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the chart's ServiceAccount cannot audit (exit {code}): {stderr}"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    assert_eq!(report["groups"][0]["pods"]["would_patch"], 1, "{report:#}");
+
+    let reviews: Api<SubjectAccessReview> = Api::all(env.client.clone());
+    let can = |group: &str, resource: &str, verb: &str, namespace: Option<&str>, name: Option<&str>| {
+        let review = SubjectAccessReview {
+            spec: SubjectAccessReviewSpec {
+                user: Some(account.clone()),
+                groups: Some(groups.to_vec()),
+                resource_attributes: Some(ResourceAttributes {
+                    group: Some(group.to_owned()),
+                    resource: Some(resource.to_owned()),
+                    verb: Some(verb.to_owned()),
+                    namespace: namespace.map(str::to_owned),
+                    name: name.map(str::to_owned),
+                    ..ResourceAttributes::default()
+                }),
+                ..SubjectAccessReviewSpec::default()
+            },
+            ..SubjectAccessReview::default()
+        };
+        let reviews = reviews.clone();
+        async move {
+            reviews
+                .create(&PostParams::default(), &review)
+                .await
+                .expect("a SubjectAccessReview")
+                .status
+                .is_some_and(|s| s.allowed)
+        }
+    };
+    let lease = format!("{fullname}-audit");
+    assert!(
+        can(
+            "coordination.k8s.io",
+            "leases",
+            "patch",
+            Some(&release_ns),
+            Some(&lease)
+        )
+        .await
+    );
+    for (group, resource, verb, namespace, name) in [
+        ("", "pods", "delete", Some(ns.as_str()), Some("plain")),
+        ("", "pods", "create", Some(ns.as_str()), None),
+        ("apps", "deployments", "patch", Some(ns.as_str()), Some("web")),
+        ("batch", "jobs", "create", Some(ns.as_str()), None),
+        (
+            "coordination.k8s.io",
+            "leases",
+            "patch",
+            Some(release_ns.as_str()),
+            Some("kube-scheduler"),
+        ),
+        (
+            "coordination.k8s.io",
+            "leases",
+            "patch",
+            Some("kube-system"),
+            Some(lease.as_str()),
+        ),
+        (
+            "coordination.k8s.io",
+            "leases",
+            "delete",
+            Some(release_ns.as_str()),
+            Some(lease.as_str()),
+        ),
+    ] {
+        assert!(
+            !can(group, resource, verb, namespace, name).await,
+            "the chart's ServiceAccount may not {verb} {resource} {name:?} in {namespace:?}"
+        );
+    }
 }
