@@ -11,8 +11,11 @@
 //! - [`server`]: HTTPS serving, probes, hot reload of config and certificate.
 //! - [`metrics`], [`telemetry`]: Prometheus metrics; logs and traces.
 //! - [`webhooks`]: the webhook entries' namespaceSelectors, reconciled with the live configuration.
+//! - [`audit`]: is it safe to enforce a group? Running pods and workload templates decided as enforce
+//!   would, a readiness verdict per group (`pod-director audit`, and continuously in `serve`).
 //! - [`cli`]: the command line.
 pub mod admission;
+pub mod audit;
 pub mod cli;
 pub mod config;
 pub mod metrics;

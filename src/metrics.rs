@@ -18,6 +18,12 @@
 //! | `pod_director_connections_rejected_total` | `reason` (`limit`, `probe_limit`) |
 //! | `pod_director_connection_timeouts_total` | `timeout` (`handshake`, `first_byte`, `header_read`, `idle`) |
 //! | `pod_director_log_lines_dropped_total` | |
+//! | `pod_director_audit_pods` (gauge) | `group`, `decision` (`compliant`, `would_patch`, `would_deny`, `skipped`) |
+//! | `pod_director_audit_templates` (gauge) | `group`, `decision` |
+//! | `pod_director_group_ready` (gauge, 1 or 0) | `group` |
+//! | `pod_director_group_blockers` (gauge) | `group` |
+//! | `pod_director_audit_scans_total` | `result` (`success`, `error`) |
+//! | `pod_director_audit_duration_seconds` (gauge) | |
 //! | `pod_director_build_info` | `version` |
 //!
 //! `group` and `mode` are empty when no group applies (excluded namespace, no group).
@@ -79,6 +85,12 @@ struct GroupModeLabels {
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct GroupLabels {
     group: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct GroupDecisionLabels {
+    group: String,
+    decision: &'static str,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -202,6 +214,25 @@ impl ReloadResult {
     }
 }
 
+/// What one continuous audit scan ended with (`result` label).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScanResult {
+    Success,
+    /// The scan could not complete (the API server did not answer, RBAC); the gauges keep the last scan.
+    Error,
+}
+
+impl ScanResult {
+    pub const ALL: [ScanResult; 2] = [ScanResult::Success, ScanResult::Error];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ScanResult::Success => "success",
+            ScanResult::Error => "error",
+        }
+    }
+}
+
 /// How a node lookup (`spec.nodeName`) was answered (`result` label).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NodeLookupResult {
@@ -252,6 +283,12 @@ pub struct Metrics {
     connections_open: Gauge,
     connections_rejected: Family<ReasonLabels, Counter>,
     connection_timeouts: Family<TimeoutLabels, Counter>,
+    audit_pods: Family<GroupDecisionLabels, Gauge>,
+    audit_templates: Family<GroupDecisionLabels, Gauge>,
+    group_ready: Family<GroupLabels, Gauge>,
+    group_blockers: Family<GroupLabels, Gauge>,
+    audit_scans: Family<ResultLabels, Counter>,
+    audit_duration: Gauge<f64, std::sync::atomic::AtomicU64>,
 }
 
 impl Default for Metrics {
@@ -355,6 +392,39 @@ impl Metrics {
             "Connections closed by a connection timer, by timer",
             connection_timeouts.clone(),
         );
+        let audit_pods = Family::<GroupDecisionLabels, Gauge>::default();
+        registry.register(
+            "audit_pods",
+            "Running pods of each group by what enforce would decide for their re-creation (latest audit)",
+            audit_pods.clone(),
+        );
+        let audit_templates = Family::<GroupDecisionLabels, Gauge>::default();
+        registry.register(
+            "audit_templates",
+            "Workload pod templates of each group by what enforce would decide (latest audit)",
+            audit_templates.clone(),
+        );
+        let group_ready = Family::<GroupLabels, Gauge>::default();
+        registry.register(
+            "group_ready",
+            "1 when the latest audit found the group ready to enforce (no blocker), else 0",
+            group_ready.clone(),
+        );
+        let group_blockers = Family::<GroupLabels, Gauge>::default();
+        registry.register(
+            "group_blockers",
+            "Blockers the latest audit found for enforcing each group",
+            group_blockers.clone(),
+        );
+        let audit_scans = Family::<ResultLabels, Counter>::default();
+        registry.register("audit_scans", "Continuous audit scans by result", audit_scans.clone());
+        let audit_duration = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
+        registry.register_with_unit(
+            "audit_duration",
+            "Duration of the latest continuous audit scan",
+            Unit::Seconds,
+            audit_duration.clone(),
+        );
         registry.register(
             "log_lines_dropped",
             "Log lines dropped because standard output did not keep up",
@@ -384,6 +454,12 @@ impl Metrics {
             connections_open,
             connections_rejected,
             connection_timeouts,
+            audit_pods,
+            audit_templates,
+            group_ready,
+            group_blockers,
+            audit_scans,
+            audit_duration,
         }
     }
 
@@ -635,6 +711,49 @@ impl Metrics {
         }
     }
 
+    /// Sets the audit gauges to exactly this audit's groups (groups it did not audit disappear).
+    pub fn set_audit(&self, audit: &crate::audit::Audit) {
+        self.clear_audit();
+        let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        for g in &audit.groups {
+            for decision in crate::audit::AuditDecision::ALL {
+                let labels = GroupDecisionLabels {
+                    group: g.group.clone(),
+                    decision: decision.as_str(),
+                };
+                self.audit_pods.get_or_create(&labels).set(count(g.pods.get(decision)));
+                self.audit_templates
+                    .get_or_create(&labels)
+                    .set(count(g.templates.get(decision)));
+            }
+            let group = GroupLabels { group: g.group.clone() };
+            self.group_ready.get_or_create(&group).set(i64::from(g.verdict.ready));
+            self.group_blockers
+                .get_or_create(&group)
+                .set(count(g.verdict.blockers.len() as u64));
+        }
+    }
+
+    /// Removes every audit gauge series (this replica no longer audits).
+    pub fn clear_audit(&self) {
+        self.audit_pods.clear();
+        self.audit_templates.clear();
+        self.group_ready.clear();
+        self.group_blockers.clear();
+    }
+
+    pub fn audit_scanned(&self, result: ScanResult) {
+        self.audit_scans
+            .get_or_create(&ResultLabels {
+                result: result.as_str().to_owned(),
+            })
+            .inc();
+    }
+
+    pub fn set_audit_duration(&self, elapsed: Duration) {
+        self.audit_duration.set(elapsed.as_secs_f64());
+    }
+
     /// The registry as OpenMetrics text (see [`CONTENT_TYPE`]).
     pub fn encode(&self) -> String {
         let mut out = String::new();
@@ -737,6 +856,8 @@ mod tests {
         metrics.connections_open().set(3);
         metrics.connection_rejected(Rejection::ProbeLimit);
         metrics.connection_timed_out(ConnectionTimeout::HeaderRead);
+        metrics.audit_scanned(ScanResult::Success);
+        metrics.set_audit_duration(Duration::from_millis(1500));
         let expected = EXPOSITION
             .replace("VERSION", env!("CARGO_PKG_VERSION"))
             .replace("DROPPED", &crate::telemetry::log_lines_dropped().get().to_string());
@@ -806,6 +927,13 @@ pod_director_connections_rejected_total{reason=\"probe_limit\"} 1
 # HELP pod_director_connection_timeouts Connections closed by a connection timer, by timer.
 # TYPE pod_director_connection_timeouts counter
 pod_director_connection_timeouts_total{timeout=\"header_read\"} 1
+# HELP pod_director_audit_scans Continuous audit scans by result.
+# TYPE pod_director_audit_scans counter
+pod_director_audit_scans_total{result=\"success\"} 1
+# HELP pod_director_audit_duration_seconds Duration of the latest continuous audit scan.
+# TYPE pod_director_audit_duration_seconds gauge
+# UNIT pod_director_audit_duration_seconds seconds
+pod_director_audit_duration_seconds 1.5
 # HELP pod_director_log_lines_dropped Log lines dropped because standard output did not keep up.
 # TYPE pod_director_log_lines_dropped counter
 pod_director_log_lines_dropped_total DROPPED
@@ -831,6 +959,76 @@ pod_director_build_info{version=\"VERSION\"} 1
         );
         metrics.set_orphaned_groups(&Default::default());
         assert!(!metrics.encode().contains("pod_director_orphaned_group_namespaces{"));
+    }
+
+    fn audited(group: &str, ready: bool) -> crate::audit::Audit {
+        crate::audit::Audit {
+            groups: vec![crate::audit::GroupAudit {
+                group: group.to_owned(),
+                mode: Mode::DryRun,
+                namespaces: 2,
+                pods: crate::audit::Counts {
+                    compliant: 4,
+                    would_patch: 3,
+                    would_deny: 2,
+                    skipped: 1,
+                },
+                templates: crate::audit::Counts {
+                    would_deny: 1,
+                    ..Default::default()
+                },
+                feasible_nodes: Some(0),
+                would_deny: Default::default(),
+                no_feasible_node: Default::default(),
+                verdict: crate::audit::Verdict {
+                    ready,
+                    blockers: if ready {
+                        Vec::new()
+                    } else {
+                        vec!["a".to_owned(), "b".to_owned()]
+                    },
+                    warnings: Vec::new(),
+                },
+            }],
+            nodes: Some(3),
+            namespaces_scanned: 2,
+            pods_scanned: 10,
+            templates_scanned: 1,
+            elapsed: Duration::from_millis(5),
+            warnings: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_audit_gauges_follow_the_latest_scan_and_disappear_when_cleared() {
+        let metrics = Metrics::new();
+        metrics.set_audit(&audited("old", true));
+        metrics.set_audit(&audited("ci", false));
+        let text = metrics.encode();
+        for expected in [
+            r#"pod_director_audit_pods{group="ci",decision="compliant"} 4"#,
+            r#"pod_director_audit_pods{group="ci",decision="would_patch"} 3"#,
+            r#"pod_director_audit_pods{group="ci",decision="would_deny"} 2"#,
+            r#"pod_director_audit_pods{group="ci",decision="skipped"} 1"#,
+            r#"pod_director_audit_templates{group="ci",decision="would_deny"} 1"#,
+            r#"pod_director_group_ready{group="ci"} 0"#,
+            r#"pod_director_group_blockers{group="ci"} 2"#,
+        ] {
+            assert!(text.contains(expected), "missing {expected:?} in\n{text}");
+        }
+        assert!(
+            !text.contains(r#"group="old""#),
+            "a group the latest scan did not audit has no series: {text}"
+        );
+        metrics.clear_audit();
+        let text = metrics.encode();
+        for family in [
+            "pod_director_audit_pods{",
+            "pod_director_group_ready{",
+            "pod_director_group_blockers{",
+        ] {
+            assert!(!text.contains(family), "cleared: {text}");
+        }
     }
 
     #[test]

@@ -14,9 +14,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use pod_director::audit::{Audit, AuditDecision, Counts, GroupAudit, Verdict};
 use pod_director::config::Mode;
 use pod_director::metrics::{
-    ConnectionTimeout, EXEMPLAR_TRACE_LABEL, Metrics, ReconcileResult, Rejection, ReloadResult,
+    ConnectionTimeout, EXEMPLAR_TRACE_LABEL, Metrics, ReconcileResult, Rejection, ReloadResult, ScanResult,
 };
 use pod_director::placement::{Decision, Resolution, Webhook};
 use pod_director::telemetry::{DECISION_FIELDS, LOG_LINE_KEYS};
@@ -83,13 +84,19 @@ fn emitted() -> Emitted {
         &pod_director::placement::Outcome::new(Webhook::Validate, Decision::Noop),
         Duration::from_millis(1),
     );
+    others.set_audit(&audit());
+    for result in ScanResult::ALL {
+        others.audit_scanned(result);
+    }
+    others.set_audit_duration(Duration::from_millis(40));
     let mut samples = BTreeMap::new();
     let mut exemplar_labels = BTreeSet::new();
     for text in [&run.metrics, &others.encode()] {
         parse_exposition(text, &mut samples, &mut exemplar_labels);
     }
     let strings = |items: &[&str]| items.iter().map(|s| (*s).to_owned()).collect::<BTreeSet<_>>();
-    let decision = Decision::ALL.iter().map(|d| d.as_str().to_owned()).collect();
+    let mut decision: BTreeSet<String> = Decision::ALL.iter().map(|d| d.as_str().to_owned()).collect();
+    decision.extend(AuditDecision::ALL.iter().map(|d| d.as_str().to_owned()));
     let mode = strings(&[Mode::DryRun.as_str(), Mode::Warn.as_str(), Mode::Enforce.as_str()]);
     let webhook = Webhook::ALL.iter().map(|w| w.as_str().to_owned()).collect();
     let resolution = strings(&[
@@ -99,6 +106,7 @@ fn emitted() -> Emitted {
     ]);
     let mut result = strings(&[ReloadResult::Success.as_str(), ReloadResult::Error.as_str()]);
     result.extend(ReconcileResult::ALL.iter().map(|r| r.as_str().to_owned()));
+    result.extend(ScanResult::ALL.iter().map(|r| r.as_str().to_owned()));
     result.extend(
         pod_director::metrics::NodeLookupResult::ALL
             .iter()
@@ -123,6 +131,38 @@ fn emitted() -> Emitted {
         samples,
         exemplar_labels,
         values,
+    }
+}
+
+/// An audit of one group, for the audit gauges.
+fn audit() -> Audit {
+    Audit {
+        groups: vec![GroupAudit {
+            group: "shadow".to_owned(),
+            mode: Mode::DryRun,
+            namespaces: 1,
+            pods: Counts {
+                compliant: 1,
+                would_patch: 2,
+                would_deny: 1,
+                skipped: 0,
+            },
+            templates: Counts::default(),
+            feasible_nodes: Some(1),
+            would_deny: Default::default(),
+            no_feasible_node: Default::default(),
+            verdict: Verdict {
+                ready: false,
+                blockers: vec!["a blocker".to_owned()],
+                warnings: Vec::new(),
+            },
+        }],
+        nodes: Some(1),
+        namespaces_scanned: 1,
+        pods_scanned: 4,
+        templates_scanned: 0,
+        elapsed: Duration::from_millis(40),
+        warnings: Vec::new(),
     }
 }
 
@@ -607,6 +647,9 @@ fn the_dashboards_answer_the_rollout_questions() {
         r#"pod_director_webhook_reconciles_total{result=\"error\"}"#,
         "pod_director_node_cache_size",
         "pod_director_group_nodes{",
+        "pod_director_group_ready{",
+        "pod_director_group_blockers{",
+        "pod_director_audit_pods{",
         "pod_director_no_feasible_node_total{",
         r#"span.\"placement.no_feasible_node\" = true"#,
         r#"span.\"placement.decision\" = \"would_patch\""#,

@@ -182,3 +182,9 @@ service:
 caBundle: {{ . }}
 {{- end }}
 {{- end }}
+
+{{/* "true" when the continuous audit runs (audit.interval is not zero). */}}
+{{- define "pod-director.auditEnabled" -}}
+{{- $interval := toString .Values.audit.interval }}
+{{- if not (regexMatch "^0+(\\.0+)?(ms|s|m|h)?$" $interval) }}true{{ end }}
+{{- end }}

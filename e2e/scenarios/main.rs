@@ -30,6 +30,7 @@ mod fixtures;
 mod harness;
 
 mod affinity;
+mod audit;
 mod conflicts;
 mod lifecycle;
 mod live_config;

@@ -573,6 +573,39 @@ pub const EXPECTATIONS: &[Expectation] = &[
     },
     Expectation {
         dashboard: ROLLOUT,
+        panel: "Readiness verdict",
+        targets: &[(
+            "A",
+            Check::Gauge(&["group"], |o, s| {
+                o.gauge("pod_director_group_ready", &["group"], |x| s.admits(&x.labels["group"]))
+            }),
+        )],
+    },
+    Expectation {
+        dashboard: ROLLOUT,
+        panel: "Blockers, by group",
+        targets: &[(
+            "A",
+            Check::Gauge(&["group"], |o, s| {
+                o.gauge("pod_director_group_blockers", &["group"], |x| s.admits(&x.labels["group"]))
+            }),
+        )],
+    },
+    Expectation {
+        dashboard: ROLLOUT,
+        panel: "Running pods enforce would change / refuse",
+        targets: &[(
+            "A",
+            Check::Gauge(&["group", "decision"], |o, s| {
+                o.gauge("pod_director_audit_pods", &["group", "decision"], |x| {
+                    s.admits(&x.labels["group"])
+                        && ["would_patch", "would_deny"].contains(&x.labels["decision"].as_str())
+                })
+            }),
+        )],
+    },
+    Expectation {
+        dashboard: ROLLOUT,
         panel: "Nodes available to each group",
         targets: &[(
             "A",

@@ -9,8 +9,8 @@ use serde_json::{Value, json};
 use crate::dashboard::{self, Observed, Selection, parse_exposition};
 use crate::fixtures::{asking_for_pool, with_labels};
 use crate::harness::prometheus::{Prometheus, unix_now};
-use crate::harness::{Env, k8s::eventually, notice, pod};
-use crate::{KEPT, SERVICE, jaeger, otel_env, placed_pod, post_mutate, random_hex, start, undecidable_review};
+use crate::harness::{Env, Options, k8s::eventually, notice, pod};
+use crate::{KEPT, SERVICE, jaeger, otel_env, placed_pod, post_mutate, random_hex, undecidable_review};
 
 /// Prometheus' scrape interval here (and the Grafana datasource's "Scrape interval").
 const SCRAPE: Duration = Duration::from_millis(200);
@@ -145,7 +145,15 @@ async fn every_dashboard_panel_shows_what_a_real_rollout_did() {
         problems.join("\n")
     );
     let jaeger = jaeger().await;
-    let mut env = start("dashboards", otel_env()).await;
+    // The continuous audit scans once at start (its interval outlasts the test), so its
+    // gauges hold still while the panels are compared with pod-director's /metrics.
+    let options = Options {
+        env: otel_env(),
+        audit_interval: Some(Duration::from_secs(3600)),
+        ..Options::default()
+    };
+    let mut env = Env::start_with("dashboards", options).await;
+    metric_above(&env, r#"pod_director_audit_scans_total{result="success"}"#, 0.0).await;
     let probe = env.pod_director().probe_addr;
     let prometheus = Prometheus::scrape(probe, SCRAPE).await;
     // The time range starts at a scrape that saw everything before the rollout.

@@ -1,7 +1,8 @@
-//! Command line: `serve`, `explain`, `check-config`, `version`.
+//! Command line: `serve`, `explain`, `audit`, `check-config`, `version`.
 
+mod audit;
 mod check_config;
-mod explain;
+pub(crate) mod explain;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -27,6 +28,9 @@ pub enum Command {
     Serve(crate::server::ServeArgs),
     /// Show, offline, what pod-director would do to the pods in manifests.
     Explain(ExplainArgs),
+    /// Audit a live cluster: decide its running pods and workload templates as enforce would, and say per
+    /// group whether it is ready to enforce.
+    Audit(AuditArgs),
     /// Validate a configuration file; prints "ok" and one line per group, or every error.
     CheckConfig(CheckConfigArgs),
     /// Print the version.
@@ -73,6 +77,40 @@ pub struct ExplainArgs {
     pub nodes: Vec<PathBuf>,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AuditFailOn {
+    /// Exit 1 when any audited group is not ready to enforce.
+    NotReady,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct AuditArgs {
+    /// Configuration file (default: $POD_DIRECTOR_CONFIG, else /etc/pod-director/config.yaml).
+    #[arg(short, long)]
+    pub config: Option<PathBuf>,
+    /// Audit only this group.
+    #[arg(short, long)]
+    pub group: Option<String>,
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t = OutputFormat::Text)]
+    pub output: OutputFormat,
+    /// Exit 1 when a group is not ready to enforce (for pipelines).
+    #[arg(long, value_enum)]
+    pub fail_on: Option<AuditFailOn>,
+    /// Objects per list request (`limit`); the next page is asked with `continue`.
+    #[arg(long, default_value_t = crate::audit::DEFAULT_PAGE_SIZE, value_parser = clap::value_parser!(u32).range(1..))]
+    pub page_size: u32,
+    /// Longest wait for each request to the API server (e.g. 30s, 5s).
+    #[arg(long, default_value = "30s", value_parser = crate::server::parse_duration)]
+    pub request_timeout: std::time::Duration,
+    /// pod-director's own namespace, excluded as `serve` excludes it.
+    #[arg(long, env = "POD_NAMESPACE")]
+    pub pod_director_namespace: Option<String>,
+    /// No progress lines on standard error.
+    #[arg(short, long)]
+    pub quiet: bool,
+}
+
 #[derive(Debug, clap::Args)]
 pub struct CheckConfigArgs {
     /// Configuration file (default: $POD_DIRECTOR_CONFIG, else /etc/pod-director/config.yaml).
@@ -80,10 +118,12 @@ pub struct CheckConfigArgs {
     pub config: Option<PathBuf>,
 }
 
-/// Runs the offline subcommands; `serve` is run by `main` inside the tokio runtime.
+/// Runs the subcommands other than `serve` (which `main` runs inside its tokio
+/// runtime); `audit` starts a small runtime of its own.
 pub fn run_offline(command: &Command) -> ExitCode {
     match command {
         Command::Explain(args) => explain::run(args),
+        Command::Audit(args) => audit::run(args),
         Command::CheckConfig(args) => check_config::run(args),
         Command::Version => {
             println!("pod-director {}", env!("CARGO_PKG_VERSION"));

@@ -91,6 +91,8 @@ pub struct ServeArgs {
     pub shutdown_timeout: Duration,
     #[command(flatten)]
     pub webhooks: crate::webhooks::ReconcileArgs,
+    #[command(flatten)]
+    pub audit: crate::audit::continuous::AuditArgs,
     /// Longest TLS handshake; slower connections are dropped.
     #[arg(long, env = "POD_DIRECTOR_HANDSHAKE_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
     pub handshake_timeout: Duration,
@@ -464,7 +466,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .context("cannot configure a Kubernetes client (in-cluster service account or KUBECONFIG)")?;
     let namespaces = Arc::new(KubeNamespaces::start(client.clone()));
     let nodes = Arc::new(Nodes::new(Arc::new(KubeNodes::start(client.clone()))));
-    let server = start_with_nodes(settings, namespaces, Some(nodes)).await?;
+    let own_namespace = settings.own_namespace.clone();
+    let server = start_with_nodes(settings, namespaces, Some(nodes.clone())).await?;
+    let (stop_audit, audit_stopped) = watch::channel(false);
+    let audit = crate::audit::continuous::start(&args.audit, own_namespace, &client, &server, nodes, audit_stopped);
     let targets = args.webhooks.targets();
     let (stop_reconciler, stopped) = watch::channel(false);
     let reconciler = if targets.is_empty() {
@@ -491,7 +496,12 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     if let Some(task) = reconciler {
         task.abort();
     }
+    // The audit releases its Lease (bounded) while the server drains.
+    let _ = stop_audit.send(true);
     server.shutdown().await;
+    if let Some(task) = audit {
+        let _ = tokio::time::timeout(Duration::from_secs(3), task).await;
+    }
     info!("pod-director stopped");
     Ok(())
 }

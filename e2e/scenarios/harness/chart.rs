@@ -86,6 +86,11 @@ pub fn render(settings: &Settings, url: &str, ca_pem: &[u8]) -> Rendered {
 
 /// The chart's RBAC objects (ClusterRole, ClusterRoleBinding) for the suite's release.
 pub fn render_rbac(settings: &Settings) -> Vec<Value> {
+    render_template(settings, "templates/rbac.yaml")
+}
+
+/// The objects of one chart template for the suite's release.
+pub fn render_template(settings: &Settings, template: &str) -> Vec<Value> {
     let output = Command::new(helm(settings))
         .arg("template")
         .arg(&settings.release)
@@ -96,7 +101,7 @@ pub fn render_rbac(settings: &Settings) -> Vec<Value> {
         .args(["--set", "certificates.source=existingSecret"])
         .args(["--set", "certificates.existingSecret.name=pod-director-e2e-tls"])
         .args(["--set", "certificates.existingSecret.caBundle=Q0EK"])
-        .args(["--show-only", "templates/rbac.yaml"])
+        .args(["--show-only", template])
         .output()
         .expect("helm runs");
     assert!(

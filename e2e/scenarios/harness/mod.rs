@@ -224,6 +224,8 @@ pub struct Options {
     pub api_latency: Option<Duration>,
     /// Extra environment of the pod-director process, e.g. its `OTEL_*` exporter settings.
     pub env: Vec<(String, String)>,
+    /// `serve --audit-interval` (the continuous audit); `None`: off (`0`).
+    pub audit_interval: Option<Duration>,
 }
 
 /// Webhook configurations and namespaces to delete when the scenario ends.
@@ -341,6 +343,7 @@ impl Env {
             own_namespace: &settings.namespace,
             webhook_configuration: &settings.fullname,
             env: &options.env,
+            audit_interval: options.audit_interval,
         });
         pod_director.wait_ready().await;
 

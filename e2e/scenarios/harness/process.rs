@@ -104,6 +104,8 @@ pub struct Spawn<'a> {
     /// Extra environment (e.g. `OTEL_*` for the tracing e2e); the test's own `POD_DIRECTOR_*`
     /// and `OTEL_*` variables are never passed on.
     pub env: &'a [(String, String)],
+    /// `--audit-interval`; `None`: the continuous audit is off.
+    pub audit_interval: Option<Duration>,
 }
 
 /// A running pod-director; stopped (and reaped) on drop.
@@ -162,6 +164,10 @@ impl PodDirector {
             // As the chart runs it (webhook.reconcile: true).
             .args(["--mutating-webhook-configuration", spawn.webhook_configuration])
             .args(["--validating-webhook-configuration", spawn.webhook_configuration])
+            .args([
+                "--audit-interval",
+                &format!("{}ms", spawn.audit_interval.map_or(0, |d| d.as_millis())),
+            ])
             .env("KUBECONFIG", spawn.kubeconfig)
             // The live namespace lookup (cache miss) is logged at debug.
             .env("RUST_LOG", "info,pod_director::namespaces=debug")

@@ -1,0 +1,368 @@
+//! The audit's one door into the placement engine, and who the audit decides as.
+//!
+//! **Who is asking.** A running pod was admitted before its group was enforced;
+//! what matters is what enforce will do when the pod is created *again* — by its
+//! controller at the next rollout or eviction, by its node for a static pod, by a
+//! user for a bare pod. So the audit decides each pod as enforce would decide that
+//! re-creation, with the requester that would send it:
+//!
+//! | the pod | requester of its re-creation |
+//! |---|---|
+//! | controlled by a ReplicaSet (e.g. a Deployment's) | the ReplicaSet controller |
+//! | controlled by a StatefulSet | the StatefulSet controller |
+//! | controlled by a DaemonSet | the DaemonSet controller (`daemonSetController`) |
+//! | controlled by a Job (e.g. a CronJob's) | the Job controller |
+//! | a static pod's mirror (annotation `kubernetes.io/config.mirror`) | its node, `system:node:<spec.nodeName>` |
+//! | anything else (a bare pod) | a user: no requester-keyed exemption |
+//!
+//! The pod's own fields are never trusted for this: an owner reference counts only
+//! when it names (kind, name **and uid**) a workload the audit listed from the API
+//! server in the pod's namespace, and a mirror annotation only when `spec.nodeName`
+//! names a Node the API server has. A forged owner reference or annotation gets the
+//! requester of a bare pod — a user — which is also who would re-create it.
+//! Controllers run with their own service accounts
+//! (`system:serviceaccount:kube-system:<controller>`, kube-controller-manager's
+//! `--use-service-account-credentials`) when `daemonSetController` is one of them;
+//! otherwise every controller is `daemonSetController` (shared credentials, e.g.
+//! `system:kube-controller-manager`).
+//!
+//! **The engine.** [`decide`] is the only function here that calls
+//! [`crate::placement`]: the pod type the audit lists (`k8s_openapi` `Pod`) and the
+//! one the engine decides meet in it alone.
+
+use std::collections::HashMap;
+
+use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
+use crate::config::Config;
+use crate::placement::{self, Context, Namespace, NodeLookup, NodeView, Outcome, Requester};
+
+/// The username prefix of kube-controller-manager's per-controller service accounts.
+const CONTROLLER_PREFIX: &str = "system:serviceaccount:kube-system:";
+const NODES_GROUP: &str = placement::NODES_GROUP;
+
+/// What is decided: a running pod, or a workload's pod template.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Subject {
+    /// A pod, or a template made into the pod its controller creates from it.
+    Pod,
+    /// A DaemonSet's template, decided as the DaemonSet object is at `/mutate`.
+    DaemonSet,
+}
+
+/// The one call into the placement engine: the `/mutate` decision enforce
+/// would take for `pod` (or a DaemonSet's template) requested by `requester`.
+pub(crate) fn decide(
+    config: &Config,
+    ns: &Namespace<'_>,
+    pod: &Pod,
+    subject: Subject,
+    requester: Requester,
+    nodes: Option<&dyn NodeView>,
+) -> Outcome {
+    let ctx = Context { requester, nodes: None }.with_nodes(nodes);
+    match subject {
+        Subject::Pod => placement::mutate(config, ns, pod, &ctx),
+        Subject::DaemonSet => placement::mutate_daemon_set(config, ns, pod, None, &ctx),
+    }
+}
+
+/// A workload template as the pod its controller creates: its metadata and spec,
+/// with the controller owner reference those pods get.
+pub(crate) fn template_pod(template: &PodTemplateSpec, owner: Option<(&str, &str, &str)>) -> Pod {
+    let mut pod = placement::template_pod(template);
+    if let Some((api_version, kind, name)) = owner {
+        pod.metadata.owner_references = Some(vec![OwnerReference {
+            api_version: api_version.to_owned(),
+            kind: kind.to_owned(),
+            name: name.to_owned(),
+            controller: Some(true),
+            ..OwnerReference::default()
+        }]);
+    }
+    pod
+}
+
+/// The controllers that create pods, by the kind of their object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum ControllerKind {
+    ReplicaSet,
+    StatefulSet,
+    DaemonSet,
+    Job,
+}
+
+impl ControllerKind {
+    pub(crate) fn of(api_version: &str, kind: &str) -> Option<Self> {
+        match (api_version, kind) {
+            ("apps/v1", "ReplicaSet") => Some(Self::ReplicaSet),
+            ("apps/v1", "StatefulSet") => Some(Self::StatefulSet),
+            ("apps/v1", "DaemonSet") => Some(Self::DaemonSet),
+            ("batch/v1", "Job") => Some(Self::Job),
+            _ => None,
+        }
+    }
+
+    /// kube-controller-manager's controller name (and service account).
+    fn controller(self) -> &'static str {
+        match self {
+            Self::ReplicaSet => "replicaset-controller",
+            Self::StatefulSet => "statefulset-controller",
+            Self::DaemonSet => "daemon-set-controller",
+            Self::Job => "job-controller",
+        }
+    }
+
+    pub(crate) fn kind(self) -> &'static str {
+        match self {
+            Self::ReplicaSet => "ReplicaSet",
+            Self::StatefulSet => "StatefulSet",
+            Self::DaemonSet => "DaemonSet",
+            Self::Job => "Job",
+        }
+    }
+}
+
+/// The requester of the pods a controller of `kind` creates.
+pub(crate) fn controller_requester(config: &Config, kind: ControllerKind) -> Requester {
+    let username = if kind == ControllerKind::DaemonSet || !config.daemon_set_controller.starts_with(CONTROLLER_PREFIX)
+    {
+        config.daemon_set_controller.clone()
+    } else {
+        format!("{CONTROLLER_PREFIX}{}", kind.controller())
+    };
+    Requester {
+        username,
+        groups: vec!["system:serviceaccounts".to_owned(), "system:authenticated".to_owned()],
+    }
+}
+
+/// A controller object the audit listed in a namespace.
+#[derive(Debug, Clone)]
+struct Controller {
+    uid: String,
+    /// The workload that owns it (a Deployment's ReplicaSet, a CronJob's Job), as `Kind/name`.
+    owner: Option<String>,
+}
+
+/// The controllers of one namespace, as listed from the API server: what a pod's
+/// owner reference is checked against.
+#[derive(Debug, Default)]
+pub(crate) struct Controllers {
+    by_name: HashMap<(ControllerKind, String), Controller>,
+}
+
+impl Controllers {
+    /// Records a listed controller object; `owner` is its own controlling owner (`Kind/name`).
+    pub(crate) fn insert(&mut self, kind: ControllerKind, name: &str, uid: &str, owner: Option<String>) {
+        self.by_name.insert(
+            (kind, name.to_owned()),
+            Controller {
+                uid: uid.to_owned(),
+                owner,
+            },
+        );
+    }
+
+    /// The verified controller of `pod`: its `controller: true` owner reference,
+    /// when it names a listed object of that kind, name and uid.
+    fn verified<'p>(&self, pod: &'p Pod) -> Option<(ControllerKind, &'p str, Option<&str>)> {
+        let owner = pod
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|o| o.controller == Some(true))?;
+        let kind = ControllerKind::of(&owner.api_version, &owner.kind)?;
+        let listed = self.by_name.get(&(kind, owner.name.clone()))?;
+        (listed.uid == owner.uid).then_some((kind, owner.name.as_str(), listed.owner.as_deref()))
+    }
+}
+
+/// Who would re-create a running pod, and the workload it belongs to (`Kind/name`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Recreation {
+    pub requester: Requester,
+    pub workload: String,
+}
+
+/// The requester of `pod`'s re-creation and its workload (see the module's table).
+pub(crate) fn recreation(
+    config: &Config,
+    pod: &Pod,
+    controllers: &Controllers,
+    nodes: Option<&dyn NodeView>,
+) -> Recreation {
+    let name = pod.metadata.name.as_deref().unwrap_or_default();
+    if let Some((kind, owner, top)) = controllers.verified(pod) {
+        return Recreation {
+            requester: controller_requester(config, kind),
+            workload: top.map_or_else(|| format!("{}/{owner}", kind.kind()), str::to_owned),
+        };
+    }
+    let node = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .filter(|n| !n.is_empty());
+    if let (true, Some(node), Some(nodes)) = (placement::has_mirror_annotation(pod), node, nodes)
+        && matches!(nodes.node(node), NodeLookup::Found(_))
+    {
+        return Recreation {
+            requester: Requester {
+                username: format!("{}{node}", placement::NODE_USER_PREFIX),
+                groups: vec![NODES_GROUP.to_owned(), "system:authenticated".to_owned()],
+            },
+            workload: format!("Pod/{name}"),
+        };
+    }
+    Recreation {
+        requester: Requester::unknown(),
+        workload: format!("Pod/{name}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::placement::{Decision, NodeInfo, SkipReason};
+
+    fn config() -> Config {
+        Config::from_yaml(
+            r#"
+groups:
+  agents:
+    mode: enforce
+    allowDaemonSets: true
+    nodeSelector: {pool: agents}
+  ci:
+    mode: dryRun
+    nodeSelector: {pool: ci}
+"#,
+            "test.yaml",
+            Vec::new(),
+        )
+        .expect("valid")
+        .config
+    }
+
+    fn pod(value: serde_json::Value) -> Pod {
+        serde_json::from_value(value).expect("a pod")
+    }
+
+    fn owned_by(kind: &str, name: &str, uid: &str) -> Pod {
+        pod(json!({
+            "metadata": {"name": "p", "ownerReferences": [
+                {"apiVersion": "apps/v1", "kind": kind, "name": name, "uid": uid, "controller": true}
+            ]},
+            "spec": {"containers": [{"name": "c", "image": "i"}]}
+        }))
+    }
+
+    fn labels(group: &str) -> std::collections::BTreeMap<String, String> {
+        [("pod-director/group".to_owned(), group.to_owned())].into()
+    }
+
+    #[test]
+    fn a_deployment_s_pod_is_recreated_by_the_replicaset_controller_and_belongs_to_the_deployment() {
+        let config = config();
+        let mut controllers = Controllers::default();
+        controllers.insert(
+            ControllerKind::ReplicaSet,
+            "web-7c9f",
+            "u1",
+            Some("Deployment/web".to_owned()),
+        );
+        let found = recreation(&config, &owned_by("ReplicaSet", "web-7c9f", "u1"), &controllers, None);
+        assert_eq!(
+            found.requester.username,
+            "system:serviceaccount:kube-system:replicaset-controller"
+        );
+        assert_eq!(found.workload, "Deployment/web");
+    }
+
+    #[test]
+    fn an_owner_reference_with_another_uid_is_a_user_s_pod() {
+        let config = config();
+        let mut controllers = Controllers::default();
+        controllers.insert(ControllerKind::DaemonSet, "agent", "real-uid", None);
+        let forged = owned_by("DaemonSet", "agent", "forged-uid");
+        let found = recreation(&config, &forged, &controllers, None);
+        assert_eq!(found.requester, Requester::unknown());
+        assert_eq!(found.workload, "Pod/p");
+        let ns = Namespace {
+            name: "team",
+            labels: &labels("agents"),
+        };
+        let outcome = decide(&config, &ns, &forged, Subject::Pod, found.requester, None);
+        assert_eq!(
+            outcome.decision,
+            Decision::Patched,
+            "a forged DaemonSet owner does not exempt: {outcome:?}"
+        );
+    }
+
+    #[test]
+    fn a_real_daemonset_s_pod_is_skipped_in_a_group_that_allows_daemonsets() {
+        let config = config();
+        let mut controllers = Controllers::default();
+        controllers.insert(ControllerKind::DaemonSet, "agent", "u2", None);
+        let real = owned_by("DaemonSet", "agent", "u2");
+        let found = recreation(&config, &real, &controllers, None);
+        assert_eq!(found.requester.username, config.daemon_set_controller);
+        assert_eq!(found.workload, "DaemonSet/agent");
+        let ns = Namespace {
+            name: "team",
+            labels: &labels("agents"),
+        };
+        let outcome = decide(&config, &ns, &real, Subject::Pod, found.requester, None);
+        assert_eq!(outcome.skip_reason, Some(SkipReason::DaemonSetPod));
+    }
+
+    #[test]
+    fn shared_controller_credentials_make_every_controller_the_configured_user() {
+        let mut config = config();
+        config.daemon_set_controller = "system:kube-controller-manager".to_owned();
+        assert_eq!(
+            controller_requester(&config, ControllerKind::Job).username,
+            "system:kube-controller-manager"
+        );
+    }
+
+    #[test]
+    fn a_mirror_pod_is_its_node_s_only_when_the_node_exists() {
+        let config = config();
+        let mirror = pod(json!({
+            "metadata": {"name": "etcd-n1", "annotations": {"kubernetes.io/config.mirror": "x"}},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "i"}]}
+        }));
+        let nodes: Vec<Arc<NodeInfo>> = vec![Arc::new(NodeInfo::new("n1", Vec::new(), Vec::new(), false))];
+        let found = recreation(&config, &mirror, &Controllers::default(), Some(&nodes as &dyn NodeView));
+        assert_eq!(found.requester.node_name(), Some("n1"));
+        let none: Vec<Arc<NodeInfo>> = Vec::new();
+        let found = recreation(&config, &mirror, &Controllers::default(), Some(&none as &dyn NodeView));
+        assert_eq!(
+            found.requester,
+            Requester::unknown(),
+            "a node that does not exist mirrors nothing"
+        );
+    }
+
+    #[test]
+    fn a_template_gets_the_owner_its_pods_will_have() {
+        let template: PodTemplateSpec = serde_json::from_value(json!({
+            "metadata": {"labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "c", "image": "i"}]}
+        }))
+        .expect("a template");
+        let made = template_pod(&template, Some(("batch/v1", "Job", "nightly")));
+        let owner = &made.metadata.owner_references.as_ref().expect("owned")[0];
+        assert_eq!((owner.kind.as_str(), owner.controller), ("Job", Some(true)));
+        assert!(made.spec.is_some());
+    }
+}

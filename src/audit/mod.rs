@@ -1,0 +1,751 @@
+//! "Is it safe to enforce this group?" — the audit of the cluster as it runs.
+//!
+//! dryRun reports the pods created while it watches; the pods already running
+//! were admitted before, and their controllers will re-create them under the new
+//! rules at the next rollout. The audit decides every running pod and every
+//! workload template (Deployments, StatefulSets, DaemonSets, ReplicaSets not
+//! owned by a Deployment, Jobs not owned by a CronJob, CronJobs) of each group's
+//! namespaces exactly as enforce would decide its re-creation now — the same
+//! engine, the same skip rules, the requester its re-creation would have (see
+//! [`engine`]) — counts compliant / would_patch / would_deny / skipped, names the
+//! workloads behind each would_deny, counts the nodes the group can use, and gives
+//! a [`Verdict`] per group (see [`verdict`]).
+//!
+//! Lists are paginated (`limit` / `continue`) and aggregated page by page: a
+//! scan holds one page of objects and one namespace's controllers, never all
+//! pods. Every request is bounded by a timeout: an API server that stops
+//! answering ends the scan with [`AuditError::Timeout`].
+//!
+//! `pod-director audit` (src/cli/audit.rs) runs one scan; `serve` repeats it
+//! ([`continuous`]) into gauges, on the replica holding a Lease.
+
+pub mod continuous;
+pub(crate) mod engine;
+pub mod report;
+pub(crate) mod verdict;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::batch::v1::{CronJob, Job};
+use k8s_openapi::api::core::v1::{Namespace as CoreNamespace, Node, Pod};
+use kube::api::{Api, ListParams, ObjectMeta};
+use kube::{Client, Resource};
+use serde::de::DeserializeOwned;
+
+use self::engine::{ControllerKind, Controllers, Subject};
+pub use self::verdict::Verdict;
+use crate::config::{Config, Mode};
+use crate::placement::{Decision, Namespace, NodeView, Outcome, Placement, Requester, Selection, select_group};
+
+/// Objects per list request (the `limit` of each page), as kubectl's default chunk size.
+pub const DEFAULT_PAGE_SIZE: u32 = 500;
+/// Longest wait for one list request.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// Most workloads listed per group and finding kind; the others are counted.
+pub const MAX_FINDINGS: usize = 100;
+
+/// How a running pod or template fares under enforce (`decision` label of the audit gauges).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum AuditDecision {
+    /// Nothing to change.
+    Compliant,
+    /// Enforce would patch its re-creation.
+    WouldPatch,
+    /// Enforce would refuse its re-creation.
+    WouldDeny,
+    /// Not pod-director's business (a skip rule applies).
+    Skipped,
+}
+
+impl AuditDecision {
+    pub const ALL: [AuditDecision; 4] = [
+        AuditDecision::Compliant,
+        AuditDecision::WouldPatch,
+        AuditDecision::WouldDeny,
+        AuditDecision::Skipped,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuditDecision::Compliant => "compliant",
+            AuditDecision::WouldPatch => "would_patch",
+            AuditDecision::WouldDeny => "would_deny",
+            AuditDecision::Skipped => "skipped",
+        }
+    }
+
+    /// The engine's decision, whatever the group's mode: what enforce would do.
+    fn of(decision: Decision) -> Self {
+        match decision {
+            Decision::Noop => AuditDecision::Compliant,
+            Decision::Patched | Decision::WouldPatch => AuditDecision::WouldPatch,
+            // An undecidable pod is one enforce would not admit.
+            Decision::Denied | Decision::WouldDeny | Decision::Error => AuditDecision::WouldDeny,
+            Decision::Skipped | Decision::UnknownGroup => AuditDecision::Skipped,
+        }
+    }
+}
+
+impl fmt::Display for AuditDecision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Counts by [`AuditDecision`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Counts {
+    pub compliant: u64,
+    pub would_patch: u64,
+    pub would_deny: u64,
+    pub skipped: u64,
+}
+
+impl Counts {
+    fn add(&mut self, decision: AuditDecision) {
+        *self.slot(decision) += 1;
+    }
+
+    fn slot(&mut self, decision: AuditDecision) -> &mut u64 {
+        match decision {
+            AuditDecision::Compliant => &mut self.compliant,
+            AuditDecision::WouldPatch => &mut self.would_patch,
+            AuditDecision::WouldDeny => &mut self.would_deny,
+            AuditDecision::Skipped => &mut self.skipped,
+        }
+    }
+
+    pub fn get(&self, decision: AuditDecision) -> u64 {
+        match decision {
+            AuditDecision::Compliant => self.compliant,
+            AuditDecision::WouldPatch => self.would_patch,
+            AuditDecision::WouldDeny => self.would_deny,
+            AuditDecision::Skipped => self.skipped,
+        }
+    }
+
+    pub fn total(&self) -> u64 {
+        self.compliant + self.would_patch + self.would_deny + self.skipped
+    }
+}
+
+/// Whether a finding is about running pods or a workload's template.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    /// Running pods of the workload.
+    Pods,
+    /// The workload's pod template.
+    Template,
+}
+
+/// One workload behind a would_deny (or a placed pod that fits no node).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Finding {
+    pub namespace: String,
+    /// `Kind/name`: `Deployment/web`, `CronJob/nightly`, `Pod/debug` for a bare pod.
+    pub workload: String,
+    pub source: Source,
+    /// Running pods concerned (0 for a template).
+    pub pods: u64,
+    /// One of them, by name (the template's workload name for a template).
+    pub example: String,
+    /// Why (the denial enforce would send), for the first one seen.
+    pub reason: String,
+}
+
+/// Findings of one kind for one group, at most [`MAX_FINDINGS`] workloads.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Findings {
+    by_workload: BTreeMap<(String, String, Source), Finding>,
+    /// Pods and templates of workloads beyond [`MAX_FINDINGS`].
+    pub omitted: u64,
+}
+
+impl Findings {
+    fn add(&mut self, namespace: &str, workload: &str, source: Source, example: &str, reason: impl FnOnce() -> String) {
+        let key = (namespace.to_owned(), workload.to_owned(), source);
+        if let Some(found) = self.by_workload.get_mut(&key) {
+            found.pods += u64::from(source == Source::Pods);
+            return;
+        }
+        if self.by_workload.len() >= MAX_FINDINGS {
+            self.omitted += 1;
+            return;
+        }
+        self.by_workload.insert(
+            key,
+            Finding {
+                namespace: namespace.to_owned(),
+                workload: workload.to_owned(),
+                source,
+                pods: u64::from(source == Source::Pods),
+                example: example.to_owned(),
+                reason: reason(),
+            },
+        );
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Finding> {
+        self.by_workload.values()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_workload.is_empty() && self.omitted == 0
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_workload.len()
+    }
+}
+
+/// The audit of one group.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupAudit {
+    pub group: String,
+    /// The group's mode now (the audit decides as enforce would, whatever it is).
+    pub mode: Mode,
+    /// Namespaces that select the group.
+    pub namespaces: usize,
+    pub pods: Counts,
+    pub templates: Counts,
+    /// Nodes that satisfy the group's own placement; `None` without node data.
+    pub feasible_nodes: Option<usize>,
+    /// Workloads whose pods or template enforce would refuse.
+    pub would_deny: Findings,
+    /// Workloads whose placed pods would fit no node (admitted, but left Pending).
+    pub no_feasible_node: Findings,
+    pub verdict: Verdict,
+}
+
+impl GroupAudit {
+    fn new(group: String, mode: Mode) -> Self {
+        Self {
+            group,
+            mode,
+            namespaces: 0,
+            pods: Counts::default(),
+            templates: Counts::default(),
+            feasible_nodes: None,
+            would_deny: Findings::default(),
+            no_feasible_node: Findings::default(),
+            verdict: Verdict::default(),
+        }
+    }
+
+    /// Counts one decided pod or template, and keeps its workload when it is a finding.
+    fn record(&mut self, namespace: &str, workload: &str, source: Source, example: &str, outcome: &Outcome) {
+        let decision = AuditDecision::of(outcome.decision);
+        match source {
+            Source::Pods => self.pods.add(decision),
+            Source::Template => self.templates.add(decision),
+        }
+        let reason = || {
+            outcome
+                .message
+                .as_deref()
+                .unwrap_or(&outcome.summary)
+                .trim_start_matches("pod-director: ")
+                .to_owned()
+        };
+        if decision == AuditDecision::WouldDeny {
+            self.would_deny.add(namespace, workload, source, example, reason);
+        } else if outcome.no_feasible_node && decision != AuditDecision::Skipped {
+            self.no_feasible_node
+                .add(namespace, workload, source, example, || outcome.summary.clone());
+        }
+    }
+}
+
+/// The whole audit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Audit {
+    /// One per group of the configuration (or the one `--group` names), in name order.
+    pub groups: Vec<GroupAudit>,
+    /// Nodes seen; `None` without node data.
+    pub nodes: Option<usize>,
+    /// Namespaces scanned (those selecting an audited group).
+    pub namespaces_scanned: usize,
+    pub pods_scanned: u64,
+    pub templates_scanned: u64,
+    pub elapsed: Duration,
+    /// About the cluster rather than one group (namespaces selecting undefined groups).
+    pub warnings: Vec<String>,
+}
+
+impl Audit {
+    /// Whether every audited group is ready to enforce.
+    pub fn all_ready(&self) -> bool {
+        self.groups.iter().all(|g| g.verdict.ready)
+    }
+}
+
+/// Why a scan could not complete.
+#[derive(Debug, thiserror::Error)]
+pub enum AuditError {
+    #[error(
+        "the API server did not answer within {timeout:?} while listing {what}: check that it is reachable \
+         (KUBECONFIG or the in-cluster service account), or raise --request-timeout"
+    )]
+    Timeout { what: String, timeout: Duration },
+    #[error("cannot list {what}: {}{hint}", chain(source))]
+    List {
+        what: String,
+        #[source]
+        source: kube::Error,
+        hint: &'static str,
+    },
+    #[error("cannot list {what}: the API server sent the same continue token twice")]
+    Pagination { what: String },
+    #[error("cannot configure a Kubernetes client (KUBECONFIG or the in-cluster service account): {0}")]
+    Client(String),
+    #[error("--group {0:?} is not a group of the configuration (groups: {1})")]
+    UnknownGroup(String, String),
+}
+
+/// An error with its causes, `outer: inner: innermost` (kube's own text stops at the outer one).
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// How one scan lists.
+#[derive(Debug, Clone)]
+pub struct ScanOptions {
+    /// Only this group (all groups when `None`).
+    pub group: Option<String>,
+    /// `limit` of each list request.
+    pub page_size: u32,
+    /// Longest wait for one list request.
+    pub request_timeout: Duration,
+}
+
+impl Default for ScanOptions {
+    fn default() -> Self {
+        Self {
+            group: None,
+            page_size: DEFAULT_PAGE_SIZE,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+        }
+    }
+}
+
+/// How far a scan has come (for progress lines).
+#[derive(Debug, Clone, Copy)]
+pub struct Progress {
+    pub namespaces_done: usize,
+    pub namespaces_total: usize,
+    pub pods: u64,
+    pub templates: u64,
+    pub elapsed: Duration,
+}
+
+/// Lists `api` page by page (`limit` / `continue`), handing every object to
+/// `each`; `after_page` is told how many objects each page had.
+pub(crate) async fn for_each_page<K>(
+    api: &Api<K>,
+    what: &str,
+    options: &ScanOptions,
+    mut each: impl FnMut(K),
+    mut after_page: impl FnMut(u64),
+) -> Result<(), AuditError>
+where
+    K: Resource + Clone + DeserializeOwned + fmt::Debug,
+{
+    let mut token: Option<String> = None;
+    loop {
+        let mut params = ListParams::default().limit(options.page_size.max(1));
+        if let Some(token) = &token {
+            params = params.continue_token(token);
+        }
+        let page = tokio::time::timeout(options.request_timeout, api.list(&params))
+            .await
+            .map_err(|_| AuditError::Timeout {
+                what: what.to_owned(),
+                timeout: options.request_timeout,
+            })?
+            .map_err(|source| AuditError::List {
+                what: what.to_owned(),
+                hint: forbidden_hint(&source),
+                source,
+            })?;
+        let next = page.metadata.continue_.filter(|t| !t.is_empty());
+        let count = page.items.len() as u64;
+        page.items.into_iter().for_each(&mut each);
+        after_page(count);
+        match next {
+            None => return Ok(()),
+            Some(next) if token.as_deref() == Some(next.as_str()) => {
+                return Err(AuditError::Pagination { what: what.to_owned() });
+            }
+            Some(next) => token = Some(next),
+        }
+    }
+}
+
+fn forbidden_hint(error: &kube::Error) -> &'static str {
+    match error {
+        kube::Error::Api(status) if status.is_forbidden() => {
+            "; the audit reads namespaces, nodes, pods, deployments, replicasets, statefulsets, daemonsets, jobs \
+             and cronjobs (get/list): grant them to whoever runs it (the chart does when audit.interval is not 0)"
+        }
+        _ => "",
+    }
+}
+
+/// Every Node, as placement sees it (for the CLI; `serve` has its Node cache).
+pub(crate) async fn list_nodes(
+    client: &Client,
+    options: &ScanOptions,
+) -> Result<Vec<crate::placement::NodeInfo>, AuditError> {
+    let mut nodes = Vec::new();
+    for_each_page(
+        &Api::<Node>::all(client.clone()),
+        "nodes",
+        options,
+        |node| {
+            nodes.push(crate::placement::NodeInfo::from_node(&node));
+        },
+        |_| {},
+    )
+    .await?;
+    Ok(nodes)
+}
+
+/// The controlling owner of an object, as `Kind/name`.
+fn controlling_owner(meta: &ObjectMeta) -> Option<(&str, &str)> {
+    meta.owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true))
+        .map(|o| (o.kind.as_str(), o.name.as_str()))
+}
+
+fn name_of(meta: &ObjectMeta) -> &str {
+    meta.name.as_deref().unwrap_or_default()
+}
+
+/// One scan of the cluster: every group's namespaces, their workloads and pods,
+/// decided as enforce would; `nodes` gives the feasibility counts (`None`: none).
+/// `progress` is called after every page and namespace.
+pub async fn scan(
+    client: &Client,
+    config: &Config,
+    nodes: Option<&dyn NodeView>,
+    options: &ScanOptions,
+    progress: &mut (dyn FnMut(Progress) + Send),
+) -> Result<Audit, AuditError> {
+    let started = Instant::now();
+    if let Some(g) = &options.group
+        && !config.groups.contains_key(g)
+    {
+        let names: Vec<&str> = config.groups.keys().map(String::as_str).collect();
+        return Err(AuditError::UnknownGroup(g.clone(), names.join(", ")));
+    }
+    let mut groups: BTreeMap<String, GroupAudit> = config
+        .groups
+        .iter()
+        .filter(|(name, _)| options.group.as_ref().is_none_or(|g| g == *name))
+        .map(|(name, group)| (name.clone(), GroupAudit::new(name.clone(), config.mode_of(group))))
+        .collect();
+
+    // Which namespace selects which group (labels only; dropped once grouped).
+    let mut selected: Vec<(String, BTreeMap<String, String>, String)> = Vec::new();
+    let mut undefined: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for_each_page(
+        &Api::<CoreNamespace>::all(client.clone()),
+        "namespaces",
+        options,
+        |namespace| {
+            let name = name_of(&namespace.metadata).to_owned();
+            let labels = namespace.metadata.labels.unwrap_or_default();
+            let choice = select_group(
+                config,
+                &Namespace {
+                    name: &name,
+                    labels: &labels,
+                },
+            );
+            match choice {
+                Selection::Group { name: group, .. } if groups.contains_key(group) => {
+                    let group = group.to_owned();
+                    selected.push((name, labels, group));
+                }
+                Selection::Unknown { name: group } if options.group.is_none() => {
+                    undefined.entry(group).or_default().push(name);
+                }
+                _ => {}
+            }
+        },
+        |_| {},
+    )
+    .await?;
+    selected.sort_by(|a, b| a.0.cmp(&b.0));
+
+    let mut audit = Audit {
+        groups: Vec::new(),
+        nodes: nodes.and_then(NodeView::total),
+        namespaces_scanned: 0,
+        pods_scanned: 0,
+        templates_scanned: 0,
+        elapsed: Duration::ZERO,
+        warnings: undefined
+            .iter()
+            .map(|(group, namespaces)| {
+                format!(
+                    "{} namespace(s) select group {group:?}, which the configuration does not define ({}): their \
+                     pods are decided by unknownGroup ({}): {}",
+                    namespaces.len(),
+                    config.namespace_label,
+                    match config.unknown_group {
+                        crate::config::UnknownGroup::Allow => "allow: admitted unplaced",
+                        crate::config::UnknownGroup::Deny => "deny: refused",
+                    },
+                    namespaces.join(", ")
+                )
+            })
+            .collect(),
+    };
+    let total = selected.len();
+    for (done, (namespace, labels, group_name)) in selected.iter().enumerate() {
+        let Some(group) = groups.get_mut(group_name) else {
+            continue;
+        };
+        group.namespaces += 1;
+        let ns = Namespace {
+            name: namespace,
+            labels,
+        };
+        scan_namespace(
+            client,
+            config,
+            &ns,
+            group,
+            nodes,
+            options,
+            &mut audit,
+            &mut |a: &Audit| {
+                progress(Progress {
+                    namespaces_done: done,
+                    namespaces_total: total,
+                    pods: a.pods_scanned,
+                    templates: a.templates_scanned,
+                    elapsed: started.elapsed(),
+                })
+            },
+        )
+        .await?;
+        audit.namespaces_scanned += 1;
+        progress(Progress {
+            namespaces_done: done + 1,
+            namespaces_total: total,
+            pods: audit.pods_scanned,
+            templates: audit.templates_scanned,
+            elapsed: started.elapsed(),
+        });
+    }
+    for (name, mut group) in groups {
+        if let (Some(nodes), Some(definition)) = (nodes, config.groups.get(&name)) {
+            group.feasible_nodes = nodes.feasible(&Placement::of_group(definition));
+        }
+        group.verdict = verdict::verdict(config, &group, audit.nodes);
+        audit.groups.push(group);
+    }
+    audit.elapsed = started.elapsed();
+    Ok(audit)
+}
+
+/// Decides the workload templates and the pods of one namespace into `group`.
+#[allow(clippy::too_many_arguments)]
+async fn scan_namespace(
+    client: &Client,
+    config: &Config,
+    ns: &Namespace<'_>,
+    group: &mut GroupAudit,
+    nodes: Option<&dyn NodeView>,
+    options: &ScanOptions,
+    audit: &mut Audit,
+    progress: &mut (dyn FnMut(&Audit) + Send),
+) -> Result<(), AuditError> {
+    let name = ns.name;
+    let what = |kind: &str| format!("{kind} in namespace {name}");
+    let mut controllers = Controllers::default();
+    let mut templates = 0u64;
+    let replica_sets = engine::controller_requester(config, ControllerKind::ReplicaSet);
+    let mut template = |group: &mut GroupAudit, workload: String, pod: &Pod, subject: Subject, requester: Requester| {
+        let outcome = engine::decide(config, ns, pod, subject, requester, nodes);
+        group.record(name, &workload, Source::Template, &workload, &outcome);
+        templates += 1;
+    };
+
+    for_each_page(
+        &Api::<Deployment>::namespaced(client.clone(), name),
+        &what("deployments"),
+        options,
+        |d| {
+            let workload = format!("Deployment/{}", name_of(&d.metadata));
+            let Some(spec) = &d.spec else { return };
+            let pod = engine::template_pod(&spec.template, Some(("apps/v1", "ReplicaSet", name_of(&d.metadata))));
+            template(group, workload, &pod, Subject::Pod, replica_sets.clone());
+        },
+        |_| {},
+    )
+    .await?;
+    for_each_page(
+        &Api::<ReplicaSet>::namespaced(client.clone(), name),
+        &what("replicasets"),
+        options,
+        |rs| {
+            let rs_name = name_of(&rs.metadata);
+            let owner = controlling_owner(&rs.metadata);
+            let deployment = owner
+                .filter(|(kind, _)| *kind == "Deployment")
+                .map(|(kind, owner)| format!("{kind}/{owner}"));
+            let uid = rs.metadata.uid.as_deref().unwrap_or_default();
+            controllers.insert(ControllerKind::ReplicaSet, rs_name, uid, deployment.clone());
+            if deployment.is_none()
+                && let Some(t) = rs.spec.as_ref().and_then(|s| s.template.as_ref())
+            {
+                let pod = engine::template_pod(t, Some(("apps/v1", "ReplicaSet", rs_name)));
+                template(
+                    group,
+                    format!("ReplicaSet/{rs_name}"),
+                    &pod,
+                    Subject::Pod,
+                    replica_sets.clone(),
+                );
+            }
+        },
+        |_| {},
+    )
+    .await?;
+    let stateful = engine::controller_requester(config, ControllerKind::StatefulSet);
+    for_each_page(
+        &Api::<StatefulSet>::namespaced(client.clone(), name),
+        &what("statefulsets"),
+        options,
+        |s| {
+            let s_name = name_of(&s.metadata);
+            controllers.insert(
+                ControllerKind::StatefulSet,
+                s_name,
+                s.metadata.uid.as_deref().unwrap_or_default(),
+                None,
+            );
+            if let Some(spec) = &s.spec {
+                let pod = engine::template_pod(&spec.template, Some(("apps/v1", "StatefulSet", s_name)));
+                template(
+                    group,
+                    format!("StatefulSet/{s_name}"),
+                    &pod,
+                    Subject::Pod,
+                    stateful.clone(),
+                );
+            }
+        },
+        |_| {},
+    )
+    .await?;
+    for_each_page(
+        &Api::<DaemonSet>::namespaced(client.clone(), name),
+        &what("daemonsets"),
+        options,
+        |d| {
+            let d_name = name_of(&d.metadata);
+            controllers.insert(
+                ControllerKind::DaemonSet,
+                d_name,
+                d.metadata.uid.as_deref().unwrap_or_default(),
+                None,
+            );
+            if let Some(spec) = &d.spec {
+                // Decided as the DaemonSet object is at /mutate: whoever updates it is a user.
+                let pod = engine::template_pod(&spec.template, None);
+                template(
+                    group,
+                    format!("DaemonSet/{d_name}"),
+                    &pod,
+                    Subject::DaemonSet,
+                    Requester::unknown(),
+                );
+            }
+        },
+        |_| {},
+    )
+    .await?;
+    let jobs = engine::controller_requester(config, ControllerKind::Job);
+    for_each_page(
+        &Api::<CronJob>::namespaced(client.clone(), name),
+        &what("cronjobs"),
+        options,
+        |c| {
+            let c_name = name_of(&c.metadata);
+            if let Some(t) = c
+                .spec
+                .as_ref()
+                .and_then(|s| s.job_template.spec.as_ref())
+                .map(|s| &s.template)
+            {
+                let pod = engine::template_pod(t, Some(("batch/v1", "Job", c_name)));
+                template(group, format!("CronJob/{c_name}"), &pod, Subject::Pod, jobs.clone());
+            }
+        },
+        |_| {},
+    )
+    .await?;
+    for_each_page(
+        &Api::<Job>::namespaced(client.clone(), name),
+        &what("jobs"),
+        options,
+        |j| {
+            let j_name = name_of(&j.metadata);
+            let cron = controlling_owner(&j.metadata)
+                .filter(|(kind, _)| *kind == "CronJob")
+                .map(|(kind, owner)| format!("{kind}/{owner}"));
+            controllers.insert(
+                ControllerKind::Job,
+                j_name,
+                j.metadata.uid.as_deref().unwrap_or_default(),
+                cron.clone(),
+            );
+            if cron.is_none()
+                && let Some(spec) = &j.spec
+            {
+                let pod = engine::template_pod(&spec.template, Some(("batch/v1", "Job", j_name)));
+                template(group, format!("Job/{j_name}"), &pod, Subject::Pod, jobs.clone());
+            }
+        },
+        |_| {},
+    )
+    .await?;
+    audit.templates_scanned += templates;
+
+    // Pods: page by page, each decided as its re-creation would be.
+    for_each_page(
+        &Api::<Pod>::namespaced(client.clone(), name),
+        &what("pods"),
+        options,
+        |pod| {
+            let found = engine::recreation(config, &pod, &controllers, nodes);
+            let outcome = engine::decide(config, ns, &pod, Subject::Pod, found.requester, nodes);
+            group.record(name, &found.workload, Source::Pods, name_of(&pod.metadata), &outcome);
+        },
+        |count| {
+            audit.pods_scanned += count;
+            progress(audit);
+        },
+    )
+    .await
+}

@@ -1,0 +1,295 @@
+//! The audit as text (a table, then each group's verdict and findings) or JSON.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use super::{Audit, Counts, Finding, Findings, GroupAudit};
+use crate::cli::explain::FEASIBILITY_SCOPE;
+
+#[derive(Debug, Serialize)]
+struct JsonAudit<'a> {
+    ready: bool,
+    groups: Vec<JsonGroup<'a>>,
+    scanned: JsonScanned,
+    warnings: &'a [String],
+}
+
+#[derive(Debug, Serialize)]
+struct JsonGroup<'a> {
+    group: &'a str,
+    mode: &'a str,
+    ready: bool,
+    blockers: &'a [String],
+    warnings: &'a [String],
+    namespaces: usize,
+    nodes: JsonNodes,
+    pods: Counts,
+    templates: Counts,
+    would_deny: Vec<&'a Finding>,
+    would_deny_omitted: u64,
+    no_feasible_node: Vec<&'a Finding>,
+    no_feasible_node_omitted: u64,
+}
+
+#[derive(Debug, Serialize)]
+struct JsonNodes {
+    /// Nodes satisfying the group's own placement.
+    feasible: Option<usize>,
+    total: Option<usize>,
+}
+
+#[derive(Debug, Serialize)]
+struct JsonScanned {
+    namespaces: usize,
+    pods: u64,
+    templates: u64,
+    seconds: f64,
+}
+
+/// The audit as pretty-printed JSON.
+pub fn json(audit: &Audit) -> Result<String, serde_json::Error> {
+    let groups = audit
+        .groups
+        .iter()
+        .map(|g| JsonGroup {
+            group: &g.group,
+            mode: g.mode.as_str(),
+            ready: g.verdict.ready,
+            blockers: &g.verdict.blockers,
+            warnings: &g.verdict.warnings,
+            namespaces: g.namespaces,
+            nodes: JsonNodes {
+                feasible: g.feasible_nodes,
+                total: audit.nodes,
+            },
+            pods: g.pods,
+            templates: g.templates,
+            would_deny: g.would_deny.iter().collect(),
+            would_deny_omitted: g.would_deny.omitted,
+            no_feasible_node: g.no_feasible_node.iter().collect(),
+            no_feasible_node_omitted: g.no_feasible_node.omitted,
+        })
+        .collect();
+    serde_json::to_string_pretty(&JsonAudit {
+        ready: audit.all_ready(),
+        groups,
+        scanned: JsonScanned {
+            namespaces: audit.namespaces_scanned,
+            pods: audit.pods_scanned,
+            templates: audit.templates_scanned,
+            seconds: (audit.elapsed.as_secs_f64() * 1000.0).round() / 1000.0,
+        },
+        warnings: &audit.warnings,
+    })
+}
+
+fn table(rows: &[Vec<String>]) -> String {
+    let mut widths = vec![0usize; rows.first().map_or(0, Vec::len)];
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for row in rows {
+        let line: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}", w = *w))
+            .collect();
+        out.push_str(line.join("  ").trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+fn findings(out: &mut String, label: &str, findings: &Findings) {
+    for f in findings.iter() {
+        let _ = match f.source {
+            super::Source::Pods => writeln!(
+                out,
+                "  {label}: {}/{}: {} pod{} (e.g. {}): {}",
+                f.namespace,
+                f.workload,
+                f.pods,
+                if f.pods == 1 { "" } else { "s" },
+                f.example,
+                f.reason
+            ),
+            super::Source::Template => {
+                writeln!(out, "  {label}: {}/{}: template: {}", f.namespace, f.workload, f.reason)
+            }
+        };
+    }
+    if findings.omitted > 0 {
+        let _ = writeln!(
+            out,
+            "  {label}: {} more pods and templates (workloads beyond the first {})",
+            findings.omitted,
+            super::MAX_FINDINGS
+        );
+    }
+}
+
+fn nodes(group: &GroupAudit, total: Option<usize>) -> String {
+    match (group.feasible_nodes, total) {
+        (Some(feasible), Some(total)) => format!("{feasible}/{total}"),
+        _ => "-".to_owned(),
+    }
+}
+
+/// The audit as text: one row per group, then each group's verdict, blockers,
+/// warnings and the workloads behind them.
+pub fn text(audit: &Audit) -> String {
+    if audit.groups.is_empty() {
+        return "no groups in the configuration: nothing to audit\n".to_owned();
+    }
+    let mut rows = vec![
+        [
+            "GROUP",
+            "MODE",
+            "READY",
+            "NAMESPACES",
+            "NODES",
+            "PODS",
+            "COMPLIANT",
+            "WOULD_PATCH",
+            "WOULD_DENY",
+            "SKIPPED",
+            "TEMPLATES",
+            "TEMPLATES_WOULD_DENY",
+        ]
+        .map(str::to_owned)
+        .to_vec(),
+    ];
+    for g in &audit.groups {
+        rows.push(vec![
+            g.group.clone(),
+            g.mode.as_str().to_owned(),
+            if g.verdict.ready { "yes" } else { "no" }.to_owned(),
+            g.namespaces.to_string(),
+            nodes(g, audit.nodes),
+            g.pods.total().to_string(),
+            g.pods.compliant.to_string(),
+            g.pods.would_patch.to_string(),
+            g.pods.would_deny.to_string(),
+            g.pods.skipped.to_string(),
+            g.templates.total().to_string(),
+            g.templates.would_deny.to_string(),
+        ]);
+    }
+    let mut out = table(&rows);
+    for g in &audit.groups {
+        let _ = writeln!(
+            out,
+            "\n{} ({}): {}",
+            g.group,
+            g.mode.as_str(),
+            if g.verdict.ready {
+                "ready to enforce"
+            } else {
+                "NOT READY"
+            }
+        );
+        for blocker in &g.verdict.blockers {
+            let _ = writeln!(out, "  blocker: {blocker}");
+        }
+        for warning in &g.verdict.warnings {
+            let _ = writeln!(out, "  warning: {warning}");
+        }
+        findings(&mut out, "would_deny", &g.would_deny);
+        findings(&mut out, "no feasible node", &g.no_feasible_node);
+    }
+    for warning in &audit.warnings {
+        let _ = writeln!(out, "\nwarning: {warning}");
+    }
+    let _ = writeln!(
+        out,
+        "\nscanned {} namespaces, {} pods, {} workload templates in {:.1} s; decided as enforce would decide their \
+         re-creation now; nodes: {FEASIBILITY_SCOPE}",
+        audit.namespaces_scanned,
+        audit.pods_scanned,
+        audit.templates_scanned,
+        audit.elapsed.as_secs_f64()
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::audit::{AuditDecision, Source, Verdict};
+    use crate::config::Mode;
+
+    fn audit() -> Audit {
+        let mut g = GroupAudit::new("ci".to_owned(), Mode::DryRun);
+        g.namespaces = 1;
+        g.feasible_nodes = Some(0);
+        g.pods.add(AuditDecision::WouldDeny);
+        g.would_deny.add("team-a", "Deployment/web", Source::Pods, "web-1", || {
+            "the pod conflicts with placement group \"ci\"".to_owned()
+        });
+        g.verdict = Verdict {
+            ready: false,
+            blockers: vec!["no node for the group".to_owned()],
+            warnings: Vec::new(),
+        };
+        Audit {
+            groups: vec![g],
+            nodes: Some(2),
+            namespaces_scanned: 1,
+            pods_scanned: 1,
+            templates_scanned: 0,
+            elapsed: Duration::from_millis(1234),
+            warnings: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_text_report_has_a_row_per_group_then_its_blockers_and_workloads() {
+        let text = text(&audit());
+        let mut lines = text.lines();
+        assert_eq!(
+            lines.next(),
+            Some(
+                "GROUP  MODE    READY  NAMESPACES  NODES  PODS  COMPLIANT  WOULD_PATCH  WOULD_DENY  SKIPPED  TEMPLATES  \
+                 TEMPLATES_WOULD_DENY"
+            )
+        );
+        assert_eq!(
+            lines.next(),
+            Some(
+                "ci     dryRun  no     1           0/2    1     0          0            1           0        0          0"
+            )
+        );
+        assert!(
+            text.contains("\nci (dryRun): NOT READY\n  blocker: no node for the group\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("  would_deny: team-a/Deployment/web: 1 pod (e.g. web-1): the pod conflicts with"),
+            "{text}"
+        );
+        assert!(
+            text.contains("scanned 1 namespaces, 1 pods, 0 workload templates in 1.2 s"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn the_json_report_carries_the_verdict_counts_and_workloads() {
+        let value: serde_json::Value = serde_json::from_str(&json(&audit()).expect("renders")).expect("JSON");
+        assert_eq!(value["ready"], false);
+        let group = &value["groups"][0];
+        assert_eq!(group["group"], "ci");
+        assert_eq!(group["ready"], false);
+        assert_eq!(group["nodes"], serde_json::json!({"feasible": 0, "total": 2}));
+        assert_eq!(group["pods"]["would_deny"], 1);
+        assert_eq!(group["would_deny"][0]["workload"], "Deployment/web");
+        assert_eq!(group["would_deny"][0]["source"], "pods");
+        assert_eq!(value["scanned"]["seconds"], 1.234);
+    }
+}
