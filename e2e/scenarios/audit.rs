@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::{Value, json};
 
@@ -196,19 +196,6 @@ async fn audit_names_the_workloads_whose_running_pods_enforce_would_refuse() {
     );
 }
 
-/// The namespace of the audit Lease in local mode (pod-director's own, `--namespace`).
-async fn ensure_namespace(client: &kube::Client, name: &str) {
-    let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).expect("a Namespace");
-    match Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &namespace)
-        .await
-    {
-        Ok(_) => {}
-        Err(kube::Error::Api(status)) if status.is_already_exists() => {}
-        Err(e) => panic!("namespace {name}: {e}"),
-    }
-}
-
 /// The latest `audit: group verdict` line for `group`.
 async fn verdict_line(env: &Env, group: &str) -> Option<Value> {
     env.logs
@@ -221,10 +208,6 @@ async fn verdict_line(env: &Env, group: &str) -> Option<Value> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_group_without_a_node_is_not_ready_until_a_matching_node_joins() {
     let local = crate::harness::Settings::from_env().target == Target::Local;
-    if local {
-        let client = kube::Client::try_default().await.expect("a client");
-        ensure_namespace(&client, &crate::harness::Settings::from_env().namespace).await;
-    }
     let env = Env::start_with(
         "audit-pool",
         Options {
@@ -436,7 +419,7 @@ async fn the_chart_s_audit_rbac_lets_the_service_account_audit_and_only_read() {
     let (release_ns, fullname) = (env.settings.namespace.clone(), env.settings.fullname.clone());
     if env.settings.target == Target::Local {
         // In cluster mode the chart installed them.
-        ensure_namespace(&env.client, &release_ns).await;
+        crate::harness::ensure_namespace(&env.client, &release_ns).await;
         let apply = PatchParams::apply(crate::harness::FIELD_MANAGER).force();
         let mut objects = crate::harness::chart::render_rbac(&env.settings);
         objects.extend(crate::harness::chart::render_template(

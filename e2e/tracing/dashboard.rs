@@ -587,7 +587,9 @@ pub const EXPECTATIONS: &[Expectation] = &[
         targets: &[(
             "A",
             Check::Gauge(&["group"], |o, s| {
-                o.gauge("pod_director_group_blockers", &["group"], |x| s.admits(&x.labels["group"]))
+                o.gauge("pod_director_group_blockers", &["group"], |x| {
+                    s.admits(&x.labels["group"])
+                })
             }),
         )],
     },

@@ -313,6 +313,11 @@ impl Env {
         serial: tokio::sync::MutexGuard<'static, ()>,
     ) -> Env {
         let state_dir = settings.state_dir.clone().expect("local mode has a state dir");
+        if options.audit_interval.is_some() {
+            // The continuous audit's Lease lives in pod-director's own namespace (in cluster
+            // mode the chart's release namespace).
+            ensure_namespace(&client, &settings.namespace).await;
+        }
         let webhook_dir = state_dir.join("webhook");
         let read = |name: &str| {
             std::fs::read(webhook_dir.join(name)).unwrap_or_else(|e| panic!("cannot read webhook/{name}: {e}"))
@@ -759,5 +764,18 @@ async fn delete(created: Cleanup) {
         if let Err(e) = namespaces.delete(name, &dp).await {
             eprintln!("cleanup: namespace {name}: {e}");
         }
+    }
+}
+
+/// Creates namespace `name` unless it exists (e.g. pod-director's own, in local mode).
+pub async fn ensure_namespace(client: &Client, name: &str) {
+    let namespace: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).expect("a Namespace");
+    match Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &namespace)
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.is_already_exists() => {}
+        Err(e) => panic!("namespace {name}: {e}"),
     }
 }
