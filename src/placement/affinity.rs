@@ -8,7 +8,101 @@
 
 use std::collections::BTreeSet;
 
-use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm};
+use k8s_openapi::api::core::v1::{
+    Affinity, NodeSelectorRequirement, NodeSelectorTerm, PodAffinityTerm, WeightedPodAffinityTerm,
+};
+
+/// podAffinity or podAntiAffinity: k8s-openapi types them apart, but the engine treats
+/// them alike (the group's terms must be present; nothing is ever removed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PodKind {
+    Affinity,
+    AntiAffinity,
+}
+
+/// The terms of one [`PodKind`] of an affinity.
+#[derive(Clone, Copy)]
+pub struct PodTerms<'a> {
+    pub required: Option<&'a Vec<PodAffinityTerm>>,
+    pub preferred: Option<&'a Vec<WeightedPodAffinityTerm>>,
+}
+
+impl PodKind {
+    pub const ALL: [PodKind; 2] = [PodKind::Affinity, PodKind::AntiAffinity];
+
+    /// The key under `spec.affinity`.
+    pub fn key(self) -> &'static str {
+        match self {
+            PodKind::Affinity => "podAffinity",
+            PodKind::AntiAffinity => "podAntiAffinity",
+        }
+    }
+
+    /// How reasons name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            PodKind::Affinity => "pod affinity",
+            PodKind::AntiAffinity => "pod anti-affinity",
+        }
+    }
+
+    /// This kind's terms in `affinity`, when it has the kind at all.
+    pub fn terms(self, affinity: &Affinity) -> Option<PodTerms<'_>> {
+        match self {
+            PodKind::Affinity => affinity.pod_affinity.as_ref().map(|a| PodTerms {
+                required: a.required_during_scheduling_ignored_during_execution.as_ref(),
+                preferred: a.preferred_during_scheduling_ignored_during_execution.as_ref(),
+            }),
+            PodKind::AntiAffinity => affinity.pod_anti_affinity.as_ref().map(|a| PodTerms {
+                required: a.required_during_scheduling_ignored_during_execution.as_ref(),
+                preferred: a.preferred_during_scheduling_ignored_during_execution.as_ref(),
+            }),
+        }
+    }
+
+    /// This kind of `affinity` as JSON (`null` when absent).
+    pub fn json(self, affinity: &Affinity) -> serde_json::Value {
+        let value = match self {
+            PodKind::Affinity => affinity.pod_affinity.as_ref().map(serde_json::to_value),
+            PodKind::AntiAffinity => affinity.pod_anti_affinity.as_ref().map(serde_json::to_value),
+        };
+        value.and_then(Result::ok).unwrap_or_default()
+    }
+}
+
+impl<'a> PodTerms<'a> {
+    /// The required terms, none when absent.
+    pub fn required(&self) -> &'a [PodAffinityTerm] {
+        self.required.map(Vec::as_slice).unwrap_or_default()
+    }
+
+    /// The preferred terms, none when absent.
+    pub fn preferred(&self) -> &'a [WeightedPodAffinityTerm] {
+        self.preferred.map(Vec::as_slice).unwrap_or_default()
+    }
+
+    /// The group's required terms `self` lacks.
+    pub fn missing_required(&self, wanted: &PodTerms<'_>) -> Vec<PodAffinityTerm> {
+        let present = self.required();
+        wanted
+            .required()
+            .iter()
+            .filter(|t| !present.contains(t))
+            .cloned()
+            .collect()
+    }
+
+    /// The group's preferred terms `self` lacks (whatever their weight).
+    pub fn missing_preferred(&self, wanted: &PodTerms<'_>) -> Vec<WeightedPodAffinityTerm> {
+        let present = self.preferred();
+        wanted
+            .preferred()
+            .iter()
+            .filter(|w| !present.iter().any(|p| p.pod_affinity_term == w.pod_affinity_term))
+            .cloned()
+            .collect()
+    }
+}
 
 fn values(r: &NodeSelectorRequirement) -> BTreeSet<&str> {
     r.values.iter().flatten().map(String::as_str).collect()

@@ -15,14 +15,11 @@
 
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, Patch, PatchOperation, ReplaceOperation};
-use k8s_openapi::api::core::v1::{
-    Affinity, NodeAffinity, NodeSelector, NodeSelectorTerm, Pod, PodAffinity, PodAffinityTerm, PodAntiAffinity,
-    PodSpec, Toleration, WeightedPodAffinityTerm,
-};
+use k8s_openapi::api::core::v1::{Affinity, NodeAffinity, NodeSelector, NodeSelectorTerm, Pod, PodSpec, Toleration};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::affinity::{and_terms, describe_term, matches_no_node, overridden, term_implies};
+use super::affinity::{PodKind, and_terms, describe_term, matches_no_node, overridden, term_implies};
 use super::tolerations::{describe, is_tolerated, normalized, same};
 use super::{Conflict, Resolution};
 use crate::config::{Group, OnConflict};
@@ -388,79 +385,38 @@ impl Planner<'_> {
     }
 
     fn pod_affinity(&mut self, existing: &Affinity, wanted: &Affinity) {
-        type Lists<'a> = (
-            Option<&'a Vec<PodAffinityTerm>>,
-            Option<&'a Vec<WeightedPodAffinityTerm>>,
-        );
-        fn lists_of_affinity(a: Option<&PodAffinity>) -> Lists<'_> {
-            (
-                a.and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref()),
-                a.and_then(|a| a.preferred_during_scheduling_ignored_during_execution.as_ref()),
-            )
-        }
-        fn lists_of_anti(a: Option<&PodAntiAffinity>) -> Lists<'_> {
-            (
-                a.and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref()),
-                a.and_then(|a| a.preferred_during_scheduling_ignored_during_execution.as_ref()),
-            )
-        }
-        let kinds = [
-            (
-                "podAffinity",
-                Field::PodAffinity,
-                "pod affinity",
-                wanted.pod_affinity.is_some(),
-                existing.pod_affinity.is_some(),
-                lists_of_affinity(wanted.pod_affinity.as_ref()),
-                lists_of_affinity(existing.pod_affinity.as_ref()),
-                wanted.pod_affinity.as_ref().map(json),
-            ),
-            (
-                "podAntiAffinity",
-                Field::PodAntiAffinity,
-                "pod anti-affinity",
-                wanted.pod_anti_affinity.is_some(),
-                existing.pod_anti_affinity.is_some(),
-                lists_of_anti(wanted.pod_anti_affinity.as_ref()),
-                lists_of_anti(existing.pod_anti_affinity.as_ref()),
-                wanted.pod_anti_affinity.as_ref().map(json),
-            ),
-        ];
-        for (key, field, name, wanted_some, have_some, (want_req, want_pref), (have_req, have_pref), whole) in kinds {
-            if !wanted_some {
+        for kind in PodKind::ALL {
+            let field = match kind {
+                PodKind::Affinity => Field::PodAffinity,
+                PodKind::AntiAffinity => Field::PodAntiAffinity,
+            };
+            let (key, name) = (kind.key(), kind.name());
+            let Some(want) = kind.terms(wanted) else {
                 continue;
-            }
-            if !have_some {
+            };
+            let Some(have) = kind.terms(existing) else {
                 self.change(
                     field,
-                    add(&["spec", "affinity", key], whole.unwrap_or(Value::Null)),
+                    add(&["spec", "affinity", key], kind.json(wanted)),
                     format!("set {name}"),
                 );
                 continue;
-            }
-            if let Some(want) = want_req {
-                let present = have_req.map(Vec::as_slice).unwrap_or_default();
-                let missing: Vec<PodAffinityTerm> = want.iter().filter(|t| !present.contains(t)).cloned().collect();
+            };
+            if want.required.is_some() {
                 self.append(
                     field,
                     &["spec", "affinity", key, REQUIRED],
-                    have_req.is_some(),
-                    &missing,
+                    have.required.is_some(),
+                    &have.missing_required(&want),
                     |t| format!("required {name} on {}", t.topology_key),
                 );
             }
-            if let Some(want) = want_pref {
-                let present = have_pref.map(Vec::as_slice).unwrap_or_default();
-                let missing: Vec<WeightedPodAffinityTerm> = want
-                    .iter()
-                    .filter(|w| !present.iter().any(|p| p.pod_affinity_term == w.pod_affinity_term))
-                    .cloned()
-                    .collect();
+            if want.preferred.is_some() {
                 self.append(
                     field,
                     &["spec", "affinity", key, PREFERRED],
-                    have_pref.is_some(),
-                    &missing,
+                    have.preferred.is_some(),
+                    &have.missing_preferred(&want),
                     |w| format!("preferred {name} on {}", w.pod_affinity_term.topology_key),
                 );
             }
