@@ -12,6 +12,7 @@
 //! - [`metrics`], [`telemetry`]: Prometheus metrics; logs and traces.
 //! - [`webhooks`]: the webhook entries' namespaceSelectors, reconciled with the live configuration.
 //! - [`cli`]: the command line.
+//! - `support` (hidden): what tests and benchmarks share (log capture); not an API.
 pub mod admission;
 pub mod cli;
 pub mod config;
@@ -22,5 +23,7 @@ pub mod nodes;
 pub mod orphans;
 pub mod placement;
 pub mod server;
+#[doc(hidden)]
+pub mod support;
 pub mod telemetry;
 pub mod webhooks;
