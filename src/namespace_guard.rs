@@ -44,7 +44,7 @@ impl Change<'_> {
 }
 
 /// Whether the guard lets this requester change group labels.
-pub fn is_allowed(guard: &NamespaceGuard, requester: &Requester) -> bool {
+pub(crate) fn is_allowed(guard: &NamespaceGuard, requester: &Requester) -> bool {
     if !requester.is_known() {
         return false;
     }

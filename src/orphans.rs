@@ -26,10 +26,10 @@ use crate::namespaces::NamespaceSource;
 
 /// How many groups get a series of their own; the rest are summed into [`OTHER_GROUPS`].
 /// Label values are written by whoever may label namespaces: the gauge's size must not be theirs to choose.
-pub const MAX_SERIES: usize = 50;
+pub(crate) const MAX_SERIES: usize = 50;
 /// The `group` of the series summing the orphaned groups beyond [`MAX_SERIES`]
 /// (not a valid label value, so no real group can be named so).
-pub const OTHER_GROUPS: &str = "(other)";
+pub(crate) const OTHER_GROUPS: &str = "(other)";
 
 /// How often the reporter checks whether the namespace cache has synced.
 const READY_POLL: Duration = Duration::from_millis(200);
@@ -83,7 +83,7 @@ pub fn report(loaded: &Loaded, namespaces: &dyn NamespaceSource) {
 
 /// Reports orphaned groups once the namespace cache has synced, then after every
 /// configuration change announced on `changed`, until `shutdown`.
-pub fn spawn_reporter(
+pub(crate) fn spawn_reporter(
     live: Arc<ArcSwap<Loaded>>,
     namespaces: Arc<dyn NamespaceSource>,
     mut changed: watch::Receiver<String>,

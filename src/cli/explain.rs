@@ -23,12 +23,12 @@ use crate::config::{Config, syntax};
 use crate::placement::{self, Context, Decision, Namespace, NodeInfo, NodeView, Selection, SkipReason};
 
 /// Where `explain` says what the feasible-node counts leave out.
-pub const FEASIBILITY_SCOPE: &str = "placement only: nodeSelector, required node affinity, NoSchedule/NoExecute taints, cordons; \
+pub(crate) const FEASIBILITY_SCOPE: &str = "placement only: nodeSelector, required node affinity, NoSchedule/NoExecute taints, cordons; \
      resources, pod affinity and topology spread are not counted";
 
 /// Bad input: exit code 2, nothing printed as success.
 #[derive(Debug, thiserror::Error)]
-pub enum InputError {
+pub(crate) enum InputError {
     #[error("{0}")]
     Config(#[from] crate::config::ConfigError),
     #[error("cannot read {path}: {source}")]

@@ -31,7 +31,7 @@ macro_rules! string_schema {
 
 /// A label key (qualified name): optional DNS-subdomain prefix and `/`, then a name.
 #[derive(Default, Deserialize)]
-pub struct LabelKey(String);
+pub(crate) struct LabelKey(String);
 string_schema!(LabelKey, "labelKey", {
     "type": "string",
     "description": "A Kubernetes label key: optional DNS-subdomain prefix and '/', then a name of at most 63 characters of [A-Za-z0-9-_.] starting and ending with an alphanumeric character",
@@ -41,7 +41,7 @@ string_schema!(LabelKey, "labelKey", {
 
 /// A label value: empty, or at most 63 characters.
 #[derive(Default, Deserialize)]
-pub struct LabelValue(String);
+pub(crate) struct LabelValue(String);
 string_schema!(LabelValue, "labelValue", {
     "type": "string",
     "description": "A Kubernetes label value: empty, or at most 63 characters of [A-Za-z0-9-_.] starting and ending with an alphanumeric character",
@@ -51,7 +51,7 @@ string_schema!(LabelValue, "labelValue", {
 
 /// A group name: a namespace label value, not empty.
 #[derive(Default, Deserialize)]
-pub struct GroupName(String);
+pub(crate) struct GroupName(String);
 string_schema!(GroupName, "groupName", {
     "type": "string",
     "description": "A group name: the value of the namespace label (a label value, not empty)",
@@ -62,7 +62,7 @@ string_schema!(GroupName, "groupName", {
 
 /// A namespace name (DNS-1123 label).
 #[derive(Default, Deserialize)]
-pub struct NamespaceName(String);
+pub(crate) struct NamespaceName(String);
 string_schema!(NamespaceName, "namespaceName", {
     "type": "string",
     "description": "A namespace name (DNS-1123 label)",
@@ -72,7 +72,7 @@ string_schema!(NamespaceName, "namespaceName", {
 
 /// A Kubernetes user or group name, as `request.userInfo` carries it.
 #[derive(Default, Deserialize)]
-pub struct RequesterName(String);
+pub(crate) struct RequesterName(String);
 string_schema!(RequesterName, "requesterName", {
     "type": "string",
     "description": "A Kubernetes user or group name, as request.userInfo carries it",
@@ -81,7 +81,7 @@ string_schema!(RequesterName, "requesterName", {
 });
 
 /// A list of user or group names, each once.
-pub struct RequesterNames;
+pub(crate) struct RequesterNames;
 impl JsonSchema for RequesterNames {
     fn inline_schema() -> bool {
         true
@@ -96,7 +96,7 @@ impl JsonSchema for RequesterNames {
 
 /// A ServiceAccount as `namespace/name`.
 #[derive(Default, Deserialize)]
-pub struct ServiceAccountName(String);
+pub(crate) struct ServiceAccountName(String);
 string_schema!(ServiceAccountName, "serviceAccountName", {
     "type": "string",
     "description": "namespace/name of a ServiceAccount",
@@ -105,7 +105,7 @@ string_schema!(ServiceAccountName, "serviceAccountName", {
 
 /// A toleration key: a label key, or empty (with operator Exists: every taint).
 #[derive(Default, Deserialize)]
-pub struct TolerationKey(String);
+pub(crate) struct TolerationKey(String);
 impl JsonSchema for TolerationKey {
     fn schema_name() -> Cow<'static, str> {
         "tolerationKey".into()
@@ -118,7 +118,7 @@ impl JsonSchema for TolerationKey {
 /// A toleration operator.
 #[derive(Default, Deserialize, JsonSchema)]
 #[schemars(rename = "tolerationOperator")]
-pub enum TolerationOperator {
+pub(crate) enum TolerationOperator {
     #[default]
     Equal,
     Exists,
@@ -127,7 +127,7 @@ pub enum TolerationOperator {
 /// A taint effect; empty in a toleration matches every effect.
 #[derive(Default, Deserialize, JsonSchema)]
 #[schemars(rename = "taintEffect")]
-pub enum TaintEffect {
+pub(crate) enum TaintEffect {
     #[default]
     #[serde(rename = "")]
     Any,
@@ -174,7 +174,7 @@ fn toleration_rules(schema: &mut Schema) {
 /// A node selector operator.
 #[derive(Default, Deserialize, JsonSchema)]
 #[schemars(rename = "nodeSelectorOperator")]
-pub enum NodeSelectorOperator {
+pub(crate) enum NodeSelectorOperator {
     #[default]
     In,
     NotIn,
@@ -187,7 +187,7 @@ pub enum NodeSelectorOperator {
 /// A label selector operator.
 #[derive(Default, Deserialize, JsonSchema)]
 #[schemars(rename = "labelSelectorOperator")]
-pub enum LabelSelectorOperator {
+pub(crate) enum LabelSelectorOperator {
     #[default]
     In,
     NotIn,
@@ -252,7 +252,7 @@ pub struct NodeAffinity {
 #[derive(Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 #[schemars(rename = "labelSelectorRequirement", transform = super::schema::ordered::<LabelSelectorRequirement>)]
-pub struct LabelSelectorRequirement {
+pub(crate) struct LabelSelectorRequirement {
     key: LabelKey,
     operator: LabelSelectorOperator,
     #[serde(default)]
@@ -322,7 +322,7 @@ pub struct WeightedPodAffinityTerm {
 #[derive(Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[schemars(rename = "podAffinity", transform = super::schema::ordered::<PodAffinity>)]
-pub struct PodAffinity {
+pub(crate) struct PodAffinity {
     #[serde(default)]
     required_during_scheduling_ignored_during_execution: Vec<PodAffinityTerm>,
     #[serde(default)]

@@ -23,9 +23,9 @@ pub use env::PREFIX as ENV_PREFIX;
 
 /// Where the configuration is read from when neither `--config` nor
 /// `$POD_DIRECTOR_CONFIG` names a file.
-pub const DEFAULT_CONFIG_PATH: &str = "/etc/pod-director/config.yaml";
+pub(crate) const DEFAULT_CONFIG_PATH: &str = "/etc/pod-director/config.yaml";
 /// The environment variable naming the configuration file.
-pub const CONFIG_PATH_ENV: &str = "POD_DIRECTOR_CONFIG";
+pub(crate) const CONFIG_PATH_ENV: &str = "POD_DIRECTOR_CONFIG";
 /// Largest configuration file accepted.
 const MAX_CONFIG_BYTES: u64 = 4 * 1024 * 1024;
 
@@ -174,9 +174,9 @@ fn default_daemon_set_controller() -> String {
 
 /// The username kube-controller-manager's DaemonSet controller creates pods as
 /// (with `--use-service-account-credentials`, as kubeadm, kind and managed clusters run it).
-pub const DEFAULT_DAEMON_SET_CONTROLLER: &str = "system:serviceaccount:kube-system:daemon-set-controller";
+pub(crate) const DEFAULT_DAEMON_SET_CONTROLLER: &str = "system:serviceaccount:kube-system:daemon-set-controller";
 /// The group allowed to change namespace group labels by default.
-pub const DEFAULT_GUARD_GROUP: &str = "system:masters";
+pub(crate) const DEFAULT_GUARD_GROUP: &str = "system:masters";
 
 /// Who may set, change or remove a namespace's group label (the namespace label guard,
 /// `/validate-namespace`).
@@ -218,7 +218,7 @@ impl Default for NamespaceGuard {
 
 impl NamespaceGuard {
     /// The usernames of `allowedServiceAccounts` (`system:serviceaccount:NS:NAME`).
-    pub fn service_account_usernames(&self) -> impl Iterator<Item = String> + '_ {
+    pub(crate) fn service_account_usernames(&self) -> impl Iterator<Item = String> + '_ {
         self.allowed_service_accounts.iter().filter_map(|sa| {
             sa.split_once('/')
                 .map(|(ns, name)| format!("system:serviceaccount:{ns}:{name}"))
@@ -330,7 +330,8 @@ fn render(errors: &[FieldError]) -> String {
 
 impl ConfigError {
     /// The individual field errors, when the problem is validation.
-    pub fn field_errors(&self) -> &[FieldError] {
+    #[cfg(test)]
+    pub(crate) fn field_errors(&self) -> &[FieldError] {
         match self {
             ConfigError::Invalid { errors, .. } => errors,
             _ => &[],
@@ -352,7 +353,7 @@ pub struct Loaded {
 }
 
 /// The warning of a configuration that defines no group.
-pub const NO_GROUPS_WARNING: &str =
+pub(crate) const NO_GROUPS_WARNING: &str =
     "groups is empty: no group is defined, so pod-director places no pod and every pod is admitted untouched";
 
 /// Why `text` holds no document at all: only whitespace, comments and document markers.
@@ -451,7 +452,7 @@ impl Config {
     }
 
     /// The file to read: `--config`, else `$POD_DIRECTOR_CONFIG`, else the default path.
-    pub fn resolve_path(flag: Option<&FsPath>) -> PathBuf {
+    pub(crate) fn resolve_path(flag: Option<&FsPath>) -> PathBuf {
         flag.map(FsPath::to_owned)
             .or_else(|| {
                 std::env::var_os(CONFIG_PATH_ENV)
@@ -469,23 +470,23 @@ impl Config {
     }
 
     /// The mode a group runs in.
-    pub fn mode_of(&self, group: &Group) -> Mode {
+    pub(crate) fn mode_of(&self, group: &Group) -> Mode {
         group.mode.unwrap_or(self.default_mode)
     }
 
     /// What a group does when no node could take a pod after its placement.
-    pub fn on_no_feasible_node_of(&self, group: &Group) -> OnNoFeasibleNode {
+    pub(crate) fn on_no_feasible_node_of(&self, group: &Group) -> OnNoFeasibleNode {
         group.on_no_feasible_node.unwrap_or(self.on_no_feasible_node)
     }
 
     /// Whether a group's DaemonSets are left alone: `allowDaemonSets`, unless the
     /// deprecated `skipDaemonSetPods: false` turned the DaemonSet skip off everywhere.
-    pub fn allows_daemon_sets(&self, group: &Group) -> bool {
+    pub(crate) fn allows_daemon_sets(&self, group: &Group) -> bool {
         group.allow_daemon_sets && self.skip_daemon_set_pods
     }
 
     /// One line per group, for `check-config` and start-up logs.
-    pub fn group_summaries(&self) -> Vec<String> {
+    pub(crate) fn group_summaries(&self) -> Vec<String> {
         self.groups
             .iter()
             .map(|(name, g)| {

@@ -14,7 +14,7 @@ use std::sync::LazyLock;
 use schemars::generate::SchemaSettings;
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::de::{self, Deserialize, Deserializer, Visitor};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::{Config, Group, kubernetes};
 
@@ -128,7 +128,7 @@ static SCHEMA: LazyLock<Value> = LazyLock::new(|| {
 
 /// The JSON Schema of the configuration file (draft-07), as `config-schema` prints it and
 /// the chart embeds it.
-pub fn schema_json() -> Value {
+pub(crate) fn schema_json() -> Value {
     let mut schema = SCHEMA.clone();
     strip(&mut schema, KEYS);
     schema
@@ -230,7 +230,7 @@ impl Node {
     }
 
     /// A mapping of fixed shape: its keys are the schema's, not the file's.
-    pub fn is_fixed_mapping(&self) -> bool {
+    pub(crate) fn is_fixed_mapping(&self) -> bool {
         !self.keys().is_empty()
     }
 
@@ -239,7 +239,7 @@ impl Node {
     }
 
     /// A list of strings.
-    pub fn is_string_list(&self) -> bool {
+    pub(crate) fn is_string_list(&self) -> bool {
         self.is("array") && self.item().is_some_and(|i| i.is("string"))
     }
 
@@ -248,32 +248,12 @@ impl Node {
     }
 
     /// The values of an enumeration (`enum`), in declaration order.
-    pub fn variants(&self) -> Vec<&'static str> {
+    pub(crate) fn variants(&self) -> Vec<&'static str> {
         match self.non_null().get("enum") {
             Some(Value::Array(values)) => values.iter().filter_map(Value::as_str).collect(),
             _ => Vec::new(),
         }
     }
-}
-
-/// The `config` part of `chart/values.schema.json`: the schema of the file, plus what the
-/// chart requires (its templates read `namespaceLabel`), and the definitions it refers to.
-pub fn chart_config() -> (Value, Map<String, Value>) {
-    let mut schema = schema_json();
-    let definitions = match schema.as_object_mut().and_then(|s| s.remove("definitions")) {
-        Some(Value::Object(definitions)) => definitions,
-        _ => Map::new(),
-    };
-    if let Value::Object(map) = &mut schema {
-        map.remove("$schema");
-        map.remove("title");
-        map.insert("required".to_owned(), serde_json::json!(["namespaceLabel"]));
-        map.insert(
-            "description".to_owned(),
-            "pod-director's configuration (the server's config file)".into(),
-        );
-    }
-    (schema, definitions)
 }
 
 #[cfg(test)]

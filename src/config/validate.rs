@@ -64,7 +64,7 @@ fn edit_distance(a: &str, b: &str) -> usize {
 
 /// The allowed key a misspelt `key` most likely meant: the nearest by edit
 /// distance, when it is near enough (a third of its length, at least 1, at most 3).
-pub fn closest<'a>(key: &str, allowed: &[&'a str]) -> Option<&'a str> {
+pub(crate) fn closest<'a>(key: &str, allowed: &[&'a str]) -> Option<&'a str> {
     allowed
         .iter()
         .map(|candidate| (edit_distance(key, candidate), *candidate))
@@ -822,7 +822,7 @@ impl Checker {
 }
 
 /// Settings of a valid document that load but should be changed, with what to do instead.
-pub fn deprecations(document: &Value) -> Vec<FieldError> {
+pub(crate) fn deprecations(document: &Value) -> Vec<FieldError> {
     let mut warnings = Vec::new();
     if let Some(value) = document.get("skipDaemonSetPods") {
         let effect = if value == &Value::Bool(false) {

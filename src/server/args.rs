@@ -82,7 +82,7 @@ pub struct ServeArgs {
 /// Not `kube::core::Duration`: it refuses a bare number of seconds (`--idle-timeout 120`
 /// works today), and panics on values that overflow (`99999999999999999999h`), where this
 /// says what to write.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     let text = text.trim();
     let split = text
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
@@ -121,7 +121,7 @@ pub struct Settings {
 }
 
 impl Settings {
-    pub fn from_args(args: &ServeArgs) -> Self {
+    pub(crate) fn from_args(args: &ServeArgs) -> Self {
         Self {
             config_path: Config::resolve_path(args.config.as_deref()),
             addr: args.addr,

@@ -41,12 +41,15 @@ use anyhow::Context as _;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
-pub use self::args::{ServeArgs, Settings, parse_duration};
+pub(crate) use self::args::parse_duration;
+pub use self::args::{ServeArgs, Settings};
 pub use self::connection::Timeouts;
 pub use self::reload::load_config;
 use self::start::Respond;
-pub use self::start::{CannedServer, RunningServer, start, start_canned, start_with_nodes};
-pub use self::tls::{TlsError, TlsFiles};
+pub(crate) use self::start::start_with_nodes;
+pub use self::start::{CannedServer, RunningServer, start, start_canned};
+pub(crate) use self::tls::TlsError;
+pub use self::tls::TlsFiles;
 use crate::config::ConfigError;
 use crate::namespaces::KubeNamespaces;
 use crate::nodes::{KubeNodes, Nodes};
@@ -108,7 +111,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
 }
 
 /// Resolves on SIGTERM (what Kubernetes sends) or SIGINT (Ctrl-C).
-pub async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     let interrupt = async {
         if let Err(err) = tokio::signal::ctrl_c().await {
             warn!(error = %err, "cannot listen for SIGINT");

@@ -67,7 +67,7 @@ pub async fn start(settings: Settings, namespaces: Arc<dyn NamespaceSource>) -> 
 
 /// [`start`], with node data for feasibility counts, the `spec.nodeName`
 /// check and `pod_director_group_nodes`.
-pub async fn start_with_nodes(
+pub(crate) async fn start_with_nodes(
     settings: Settings,
     namespaces: Arc<dyn NamespaceSource>,
     nodes: Option<Arc<Nodes>>,
