@@ -12,9 +12,12 @@
 //! - [`metrics`], [`telemetry`]: Prometheus metrics; logs and traces.
 //! - [`webhooks`]: the webhook entries' namespaceSelectors, reconciled with the live configuration.
 //! - [`cli`]: the command line.
+//! - `fixtures` (hidden): the AdmissionReview builder of the tests and benches.
 pub mod admission;
 pub mod cli;
 pub mod config;
+#[doc(hidden)]
+pub mod fixtures;
 pub mod metrics;
 pub mod namespace_guard;
 pub mod namespaces;

@@ -16,15 +16,15 @@
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, Patch, PatchOperation, ReplaceOperation};
 use k8s_openapi::api::core::v1::{
-    Affinity, NodeAffinity, NodeSelector, NodeSelectorTerm, Pod, PodAffinity, PodAffinityTerm, PodAntiAffinity,
-    PodSpec, Toleration, WeightedPodAffinityTerm,
+    Affinity, NodeAffinity, NodeSelector, NodeSelectorTerm, PodAffinity, PodAffinityTerm, PodAntiAffinity, Toleration,
+    WeightedPodAffinityTerm,
 };
 use serde::Serialize;
 use serde_json::Value;
 
 use super::affinity::{and_terms, describe_term, matches_no_node, overridden, term_implies};
 use super::tolerations::{describe, is_tolerated, normalized, same};
-use super::{Conflict, Resolution};
+use super::{Conflict, Pod, PodSpec, Resolution};
 use crate::config::{Group, OnConflict};
 
 /// Which placement field a change touches.
