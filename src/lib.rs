@@ -13,9 +13,12 @@
 //! - [`webhooks`]: the webhook entries' namespaceSelectors, reconciled with the live configuration.
 //! - [`cli`]: the command line.
 //! - `support` (hidden): what tests and benchmarks share (log capture); not an API.
+//! - `fixtures` (hidden): the AdmissionReview builder of the tests and benches.
 pub mod admission;
 pub mod cli;
 pub mod config;
+#[doc(hidden)]
+pub mod fixtures;
 pub mod metrics;
 pub mod namespace_guard;
 pub mod namespaces;

@@ -511,8 +511,8 @@ impl NodeSource for StaticNodes {
 mod tests {
     use std::sync::Mutex as StdMutex;
 
+    use crate::placement::PodSpec;
     use http::{Request, Response, StatusCode};
-    use k8s_openapi::api::core::v1::PodSpec;
     use kube::client::Body;
     use serde_json::json;
 

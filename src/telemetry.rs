@@ -407,28 +407,53 @@ impl opentelemetry::propagation::Extractor for HeaderExtractor<'_> {
 
 /// Named values, each already encoded as JSON text, in the order their names
 /// were first set; setting a name again replaces the value. Values are encoded
-/// once, when recorded, and copied into each line as text.
+/// once, when recorded, into one buffer (one allocation for a span's fields,
+/// not one per field), and copied into each line as text.
 #[derive(Debug, Default, Clone)]
-struct Fields(Vec<(&'static str, String)>);
+struct Fields {
+    /// Each name and where its JSON text is in `json`.
+    names: Vec<(&'static str, std::ops::Range<usize>)>,
+    json: Vec<u8>,
+}
 
 impl Fields {
-    fn set(&mut self, name: &'static str, json: String) {
-        match self.0.iter_mut().find(|(n, _)| *n == name) {
-            Some(slot) => slot.1 = json,
-            None => self.0.push((name, json)),
+    /// A buffer sized for a decision span's fields.
+    fn with_capacity(names: usize, bytes: usize) -> Self {
+        Self {
+            names: Vec::with_capacity(names),
+            json: Vec::with_capacity(bytes),
         }
     }
 
-    fn take(&mut self, name: &str) -> Option<String> {
-        let at = self.0.iter().position(|(n, _)| *n == name)?;
-        Some(self.0.remove(at).1)
+    /// Sets `name` to the JSON text `write` appends to the buffer. A replaced
+    /// value's text stays in the buffer unused (values are rarely set twice).
+    fn set(&mut self, name: &'static str, write: impl FnOnce(&mut Vec<u8>)) {
+        let start = self.json.len();
+        write(&mut self.json);
+        let range = start..self.json.len();
+        match self.names.iter_mut().find(|(n, _)| *n == name) {
+            Some(slot) => slot.1 = range,
+            None => self.names.push((name, range)),
+        }
     }
 
-    fn insert(&mut self, field: &Field, json: String) {
+    fn get(&self, name: &str) -> Option<&[u8]> {
+        let (_, range) = self.names.iter().find(|(n, _)| *n == name)?;
+        self.json.get(range.clone())
+    }
+
+    /// Every name with its JSON text.
+    fn iter(&self) -> impl Iterator<Item = (&'static str, &[u8])> {
+        self.names
+            .iter()
+            .map(|(name, range)| (*name, self.json.get(range.clone()).unwrap_or_default()))
+    }
+
+    fn insert(&mut self, field: &Field, write: impl FnOnce(&mut Vec<u8>)) {
         let name = field.name();
         // `otel.*` fields steer the exporter (span name, kind); they are not log fields.
         if !name.starts_with("otel.") {
-            self.set(name, json);
+            self.set(name, write);
         }
     }
 }
@@ -439,45 +464,62 @@ fn json_string(text: &str) -> String {
     serde_json::to_string(text).unwrap_or_else(|_| "null".to_owned())
 }
 
-/// `text` as a JSON value when it is JSON (kept on one line), else as a string.
-fn json_value(text: &str) -> String {
+/// Appends `text` as a JSON string.
+fn write_json_string(out: &mut Vec<u8>, text: &str) {
+    // Serializing a string into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, text);
+}
+
+/// Appends `text` as a JSON value when it is JSON (kept on one line), else as a string.
+fn write_json_value(out: &mut Vec<u8>, text: &str) {
     if serde_json::from_str::<serde::de::IgnoredAny>(text).is_err() {
-        return json_string(text);
+        return write_json_string(out, text);
     }
     if text.contains(['\n', '\r']) {
         // Valid JSON with line breaks between tokens: re-encoded compactly so the line stays one line.
-        return serde_json::from_str::<serde_json::Value>(text)
-            .map(|value| value.to_string())
-            .unwrap_or_else(|_| json_string(text));
+        match serde_json::from_str::<serde_json::Value>(text) {
+            Ok(value) => {
+                let _ = serde_json::to_writer(&mut *out, &value);
+            }
+            Err(_) => write_json_string(out, text),
+        }
+        return;
     }
-    text.trim().to_owned()
+    out.extend_from_slice(text.trim().as_bytes());
 }
 
 impl Visit for Fields {
     fn record_str(&mut self, field: &Field, value: &str) {
-        let json = if JSON_FIELDS.contains(&field.name()) {
-            json_value(value)
+        if JSON_FIELDS.contains(&field.name()) {
+            self.insert(field, |out| write_json_value(out, value));
         } else {
-            json_string(value)
-        };
-        self.insert(field, json);
+            self.insert(field, |out| write_json_string(out, value));
+        }
     }
 
     fn record_bool(&mut self, field: &Field, value: bool) {
-        self.insert(field, value.to_string());
+        self.insert(field, |out| {
+            out.extend_from_slice(if value { b"true" } else { b"false" })
+        });
     }
 
     fn record_i64(&mut self, field: &Field, value: i64) {
-        self.insert(field, value.to_string());
+        self.insert(field, |out| {
+            let _ = serde_json::to_writer(out, &value);
+        });
     }
 
     fn record_u64(&mut self, field: &Field, value: u64) {
-        self.insert(field, value.to_string());
+        self.insert(field, |out| {
+            let _ = serde_json::to_writer(out, &value);
+        });
     }
 
     fn record_f64(&mut self, field: &Field, value: f64) {
         // JSON has no NaN or infinity; serde_json writes them as null.
-        self.insert(field, serde_json::Value::from(value).to_string());
+        self.insert(field, |out| {
+            let _ = serde_json::to_writer(out, &value);
+        });
     }
 
     fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
@@ -508,7 +550,9 @@ where
 {
     fn on_new_span(&self, attrs: &span::Attributes<'_>, id: &span::Id, ctx: Context<'_, S>) {
         if let Some(span) = ctx.span(id) {
-            let mut fields = Fields::default();
+            // Room for every field the span declares (a decision span's line is about 1.5 KB).
+            let declared = attrs.metadata().fields().len();
+            let mut fields = Fields::with_capacity(declared, declared * 40);
             attrs.record(&mut fields);
             span.extensions_mut().insert(fields);
         }
@@ -524,58 +568,60 @@ where
 
     fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
         let meta = event.metadata();
-        let mut own = Fields::default();
+        let mut own = Fields::with_capacity(4, 256);
         event.record(&mut own);
-        let mut timestamp = String::new();
-        let timestamp = SystemTime
-            .format_time(&mut tracing_subscriber::fmt::format::Writer::new(&mut timestamp))
-            .is_ok()
-            .then(|| json_string(&timestamp));
-        let level = json_string(meta.level().as_str());
-        let target = json_string(meta.target());
-        let message = own.take("message");
         // Enclosing spans' fields are read in place, under their extension guards.
         let spans: Vec<_> = ctx
             .event_scope(event)
             .map(|scope| scope.from_root().collect())
             .unwrap_or_default();
         let extensions: Vec<_> = spans.iter().map(|span| span.extensions()).collect();
+        let sources: Vec<&Fields> = extensions
+            .iter()
+            .filter_map(|extensions| extensions.get::<Fields>())
+            .chain([&own])
+            .collect();
 
-        // timestamp, level, target, message first; then span fields (outermost first), then the event's.
-        let mut entries: Vec<(&'static str, &str)> = Vec::with_capacity(48);
-        fn put<'a>(entries: &mut Vec<(&'static str, &'a str)>, name: &'static str, json: &'a str) {
-            match entries.iter_mut().find(|(n, _)| *n == name) {
-                Some(slot) => slot.1 = json,
-                None => entries.push((name, json)),
+        // timestamp, level, target, message first; then span fields (outermost first), then the
+        // event's. A name set again later replaces the earlier value in place.
+        let mut entries: Vec<(&'static str, &[u8])> =
+            Vec::with_capacity(sources.iter().map(|f| f.names.len()).sum::<usize>());
+        for (at, fields) in sources.iter().enumerate() {
+            for (name, json) in fields.iter() {
+                if name == "message" {
+                    continue;
+                }
+                // The first source's names are unique; later ones may repeat an earlier name.
+                match (at > 0).then(|| entries.iter_mut().find(|(n, _)| *n == name)).flatten() {
+                    Some(slot) => slot.1 = json,
+                    None => entries.push((name, json)),
+                }
             }
         }
-        if let Some(timestamp) = &timestamp {
-            put(&mut entries, "timestamp", timestamp.as_str());
+        let size = entries.iter().map(|(n, v)| n.len() + v.len() + 4).sum::<usize>();
+        let mut line = Vec::with_capacity(size + 160);
+        line.extend_from_slice(b"{\"timestamp\":\"");
+        let mut timestamp = String::with_capacity(32);
+        if SystemTime
+            .format_time(&mut tracing_subscriber::fmt::format::Writer::new(&mut timestamp))
+            .is_ok()
+        {
+            line.extend_from_slice(timestamp.as_bytes());
         }
-        put(&mut entries, "level", level.as_str());
-        put(&mut entries, "target", target.as_str());
-        if let Some(message) = &message {
-            put(&mut entries, "message", message.as_str());
+        line.extend_from_slice(b"\",\"level\":");
+        write_json_string(&mut line, meta.level().as_str());
+        line.extend_from_slice(b",\"target\":");
+        write_json_string(&mut line, meta.target());
+        if let Some(message) = own.get("message") {
+            line.extend_from_slice(b",\"message\":");
+            line.extend_from_slice(message);
         }
-        for fields in extensions.iter().filter_map(|extensions| extensions.get::<Fields>()) {
-            for (name, json) in &fields.0 {
-                put(&mut entries, name, json.as_str());
-            }
-        }
-        for (name, json) in &own.0 {
-            put(&mut entries, name, json.as_str());
-        }
-
-        let mut line = Vec::with_capacity(entries.iter().map(|(n, v)| n.len() + v.len() + 4).sum::<usize>() + 3);
-        line.push(b'{');
-        for (at, (name, json)) in entries.iter().enumerate() {
-            if at > 0 {
-                line.push(b',');
-            }
-            // Field names are identifiers from the source; escaped all the same (cannot fail into a Vec).
-            let _ = serde_json::to_writer(&mut line, name);
+        for (name, json) in &entries {
+            line.push(b',');
+            // Field names are identifiers from the source; escaped all the same.
+            write_json_string(&mut line, name);
             line.push(b':');
-            line.extend_from_slice(json.as_bytes());
+            line.extend_from_slice(json);
         }
         line.extend_from_slice(b"}\n");
         // A log line that cannot be written has nowhere else to go.

@@ -62,7 +62,8 @@ struct Candidate {
     name: String,
     kind: String,
     source: String,
-    pod: Pod,
+    /// Read as a full Pod (explain checks manifests strictly), decided through its placement fields.
+    pod: placement::Pod,
 }
 
 #[derive(Debug, Serialize)]
@@ -375,7 +376,7 @@ fn collect(
                 name,
                 kind: kind.to_owned(),
                 source: where_,
-                pod,
+                pod: placement::Pod::from(&pod),
             });
         }
         _ => {
@@ -411,7 +412,7 @@ fn collect(
                 name,
                 kind: kind.to_owned(),
                 source: where_,
-                pod,
+                pod: placement::Pod::from(&pod),
             });
         }
     }

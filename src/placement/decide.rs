@@ -4,12 +4,10 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Pod, PodSpec};
-
 use super::feasible::{NodeLookup, NodeView, Placement, combine, group_fingerprint, unmet_by_labels_or_taints};
 use super::{
-    Context, Decision, MAX_SUMMARY_CHARS, Outcome, SkipReason, Violation, Webhook, plan::plan, truncate_chars,
-    verify::verify,
+    Context, Decision, MAX_SUMMARY_CHARS, Outcome, Pod, PodSpec, SkipReason, Violation, Webhook, plan::plan,
+    truncate_chars, verify::verify,
 };
 use crate::config::{Config, Group, Mode, OnNoFeasibleNode, UnknownGroup};
 
@@ -289,7 +287,6 @@ fn mutate_object(
 /// the patch does not apply (it always does to the pod it was planned for).
 fn patched_spec(spec: &PodSpec, patch: &json_patch::Patch) -> Option<PodSpec> {
     let mut placement = serde_json::Map::new();
-    placement.insert("containers".to_owned(), serde_json::Value::Array(Vec::new()));
     if let Some(selector) = &spec.node_selector {
         placement.insert("nodeSelector".to_owned(), serde_json::to_value(selector).ok()?);
     }

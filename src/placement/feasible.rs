@@ -23,8 +23,9 @@ use std::collections::BTreeMap;
 use std::hash::{BuildHasher as _, Hash, Hasher};
 use std::sync::LazyLock;
 
-use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm, PodSpec, Toleration};
+use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm, Toleration};
 
+use super::PodSpec;
 use super::tolerations::tolerates_taint;
 use crate::config::Group;
 

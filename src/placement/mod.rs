@@ -12,6 +12,7 @@ mod decide;
 pub mod feasible;
 mod patch;
 mod plan;
+mod pod;
 mod tolerations;
 mod verify;
 
@@ -25,6 +26,8 @@ pub use decide::{
 pub use feasible::{NodeInfo, NodeLookup, NodeTaint, NodeView, Placement};
 pub use patch::escape_pointer_token;
 pub use plan::{Change, Field, Plan, plan};
+pub(crate) use pod::{DaemonSetSeed, Key, Nullable, PodSeed};
+pub use pod::{Pod, PodMetadata, PodSpec, Trail};
 pub use verify::verify;
 
 use crate::config::Mode;
@@ -309,16 +312,12 @@ pub const DAEMON_SET_TEMPLATE: &[&str] = &["spec", "template"];
 
 /// A DaemonSet's pod template as the pod the engine decides: the template's
 /// metadata and spec (the pods the controller creates from it carry both).
-pub fn template_pod(template: &k8s_openapi::api::core::v1::PodTemplateSpec) -> k8s_openapi::api::core::v1::Pod {
-    k8s_openapi::api::core::v1::Pod {
-        metadata: template.metadata.clone().unwrap_or_default(),
-        spec: template.spec.clone(),
-        status: None,
-    }
+pub fn template_pod(template: &k8s_openapi::api::core::v1::PodTemplateSpec) -> Pod {
+    Pod::from_template(template)
 }
 
 /// The pod's spec; an empty one for a pod without (its patch then needs a spec to apply to).
-fn spec_of(pod: &k8s_openapi::api::core::v1::Pod) -> std::borrow::Cow<'_, k8s_openapi::api::core::v1::PodSpec> {
+fn spec_of(pod: &Pod) -> std::borrow::Cow<'_, PodSpec> {
     match &pod.spec {
         Some(spec) => std::borrow::Cow::Borrowed(spec),
         None => std::borrow::Cow::Owned(Default::default()),

@@ -4,7 +4,6 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
 use super::feasible::{NodeInfo, NodeLookup, NodeTaint, NodeView, Placement};

@@ -15,13 +15,13 @@
 
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, Patch, PatchOperation, ReplaceOperation};
-use k8s_openapi::api::core::v1::{Affinity, NodeAffinity, NodeSelector, NodeSelectorTerm, Pod, PodSpec, Toleration};
+use k8s_openapi::api::core::v1::{Affinity, NodeAffinity, NodeSelector, NodeSelectorTerm, Toleration};
 use serde::Serialize;
 use serde_json::Value;
 
 use super::affinity::{PodKind, and_terms, describe_term, matches_no_node, overridden, term_implies};
 use super::tolerations::{describe, is_tolerated, normalized, same};
-use super::{Conflict, Resolution};
+use super::{Conflict, Pod, PodSpec, Resolution};
 use crate::config::{Group, OnConflict};
 
 /// Which placement field a change touches.

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{NodeSelectorTerm, Pod};
+use k8s_openapi::api::core::v1::NodeSelectorTerm;
 use serde_json::{Value, json};
 
 use super::affinity::{requirement_implies, unsatisfiable};

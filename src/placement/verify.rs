@@ -2,11 +2,11 @@
 //! group? Written independently of the planner, on the same semantics, so that
 //! "a planned pod always verifies" is a real check.
 
-use k8s_openapi::api::core::v1::{NodeAffinity, NodeSelectorTerm, Pod, PodSpec, PreferredSchedulingTerm};
+use k8s_openapi::api::core::v1::{NodeAffinity, NodeSelectorTerm, PreferredSchedulingTerm};
 
-use super::Violation;
 use super::affinity::{PodKind, PodTerms, and_terms, describe_term, matches_no_node, term_implies};
 use super::tolerations::{describe, is_tolerated};
+use super::{Pod, PodSpec, Violation};
 use crate::config::{Group, OnConflict};
 
 fn violation(field: impl Into<String>, message: impl Into<String>) -> Violation {

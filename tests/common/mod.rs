@@ -257,37 +257,13 @@ pub fn pod(namespace: &str, extra_spec: Value) -> Value {
     pod
 }
 
-/// An AdmissionReview exactly as kube-apiserver sends it.
+/// A pod AdmissionReview exactly as kube-apiserver sends it ([`pod_director::fixtures::Review`]).
 pub fn review(uid: &str, operation: &str, object: &Value, old_object: Option<&Value>) -> Value {
-    let namespace = object["metadata"]["namespace"].clone();
-    let options_kind = match operation {
-        "CREATE" => "CreateOptions",
-        "UPDATE" => "UpdateOptions",
-        _ => "DeleteOptions",
-    };
-    json!({
-        "kind": "AdmissionReview",
-        "apiVersion": "admission.k8s.io/v1",
-        "request": {
-            "uid": uid,
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
-            "requestResource": {"group": "", "version": "v1", "resource": "pods"},
-            "name": object["metadata"]["name"].as_str().unwrap_or(""),
-            "namespace": namespace,
-            "operation": operation,
-            "userInfo": {
-                "username": "system:serviceaccount:kube-system:replicaset-controller",
-                "uid": "b4ac6e8f-8d6e-4b4f-9a1e-3f1e2d3c4b5a",
-                "groups": ["system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"]
-            },
-            "object": object,
-            "oldObject": old_object.cloned().unwrap_or(Value::Null),
-            "dryRun": false,
-            "options": {"kind": options_kind, "apiVersion": "meta.k8s.io/v1"}
-        }
-    })
+    let review = pod_director::fixtures::Review::pod(operation, object.clone()).uid(uid);
+    match old_object {
+        Some(old) => review.old(old.clone()).value(),
+        None => review.value(),
+    }
 }
 
 /// The response's patch, base64-decoded.
