@@ -400,7 +400,7 @@ fn render_with_patch(
     patch: &str,
 ) -> Result<AdmissionReview<DynamicObject>, AdmissionError> {
     let mut response = AdmissionResponse::from(request);
-    if !outcome.allowed {
+    if !outcome.allowed() {
         let message = outcome
             .message
             .clone()
@@ -409,7 +409,7 @@ fn render_with_patch(
         response.result.status = Some(StatusSummary::Failure);
         response.result.code = StatusCode::FORBIDDEN.as_u16();
         response.result.reason = "Forbidden".to_owned();
-    } else if outcome.apply_patch && !outcome.patch.0.is_empty() {
+    } else if outcome.apply_patch() && !outcome.patch.0.is_empty() {
         // with_patch sets `patchType: JSONPatch`; the bytes are the outcome's patch, serialized once.
         response = response
             .with_patch(json_patch::Patch(Vec::new()))
@@ -585,7 +585,7 @@ impl Admission {
                 // An error review carries no patch and serializes; fall back to the bare message anyway.
                 let body = to_wire(review).unwrap_or_else(|_| rejected.error.to_string().into_bytes());
                 (
-                    bare_outcome(webhook, Decision::Error),
+                    Outcome::new(webhook, Decision::Error),
                     "[]".to_owned(),
                     Reply { status, body },
                     Some(rejected.error),
@@ -721,16 +721,9 @@ impl Admission {
 }
 
 fn skipped(webhook: Webhook, why: &str) -> Outcome {
-    let mut outcome = bare_outcome(webhook, Decision::Skipped);
+    let mut outcome = Outcome::new(webhook, Decision::Skipped);
     outcome.skip_reason = Some(SkipReason::NotApplicable(why.to_owned()));
     outcome.summary = format!("skipped: {why}");
-    outcome
-}
-
-/// An outcome decided without the engine (skips and errors).
-fn bare_outcome(webhook: Webhook, decision: Decision) -> Outcome {
-    let mut outcome = Outcome::new(webhook, decision);
-    outcome.allowed = decision != Decision::Error;
     outcome
 }
 

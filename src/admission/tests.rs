@@ -471,7 +471,7 @@ fn request() -> AdmissionRequest<DynamicObject> {
 }
 
 fn outcome(mode: Mode, decision: Decision) -> Outcome {
-    let mut outcome = bare_outcome(Webhook::Mutate, decision);
+    let mut outcome = Outcome::new(Webhook::Mutate, decision);
     outcome.group = Some("ci".to_owned());
     outcome.mode = Some(mode);
     outcome.patch = Patch(vec![PatchOperation::Add(AddOperation {
@@ -489,8 +489,7 @@ fn wire(outcome: &Outcome) -> Value {
 
 #[test]
 fn the_patch_is_sent_as_base64_as_the_api_server_expects() {
-    let mut enforce = outcome(Mode::Enforce, Decision::Patched);
-    enforce.apply_patch = true;
+    let enforce = outcome(Mode::Enforce, Decision::Patched);
     let response = &wire(&enforce)["response"];
     assert_eq!(response["patchType"], "JSONPatch");
     let encoded = response["patch"].as_str().expect("patch is a base64 string");
@@ -523,7 +522,6 @@ fn a_dry_run_decision_carries_no_patch_but_annotates_the_would_be_patch() {
 #[test]
 fn a_denial_is_forbidden_with_the_engines_message_and_warning() {
     let mut denied = outcome(Mode::Enforce, Decision::Denied);
-    denied.allowed = false;
     denied.message = Some("pod-director: group ci: nodeSelector[\"node-pool\"]: pod has gpu".to_owned());
     denied.warning = Some("pod-director[ci]: denied".to_owned());
     let response = &wire(&denied)["response"];
@@ -541,7 +539,7 @@ fn a_denial_is_forbidden_with_the_engines_message_and_warning() {
 
 #[test]
 fn responses_without_a_group_have_no_audit_annotations() {
-    let response = &wire(&bare_outcome(Webhook::Mutate, Decision::Skipped))["response"];
+    let response = &wire(&Outcome::new(Webhook::Mutate, Decision::Skipped))["response"];
     assert!(response.get("auditAnnotations").is_none());
     assert_eq!(response["allowed"], true);
 }
@@ -632,32 +630,10 @@ async fn an_update_at_mutate_is_admitted_untouched() {
     assert!(value["response"].get("patch").is_none());
 }
 
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        if let Ok(mut bytes) = self.0.lock() {
-            bytes.extend_from_slice(buf);
-        }
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'w> tracing_subscriber::fmt::MakeWriter<'w> for Captured {
-    type Writer = Captured;
-    fn make_writer(&'w self) -> Self::Writer {
-        self.clone()
-    }
-}
-
 #[test]
 fn each_review_writes_one_decision_line_with_the_documented_fields() {
     use tracing_subscriber::layer::SubscriberExt as _;
-    let captured = Captured::default();
+    let captured = crate::support::LogCapture::default();
     let subscriber = tracing_subscriber::registry().with(telemetry::JsonLayer::new(captured.clone()));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -671,7 +647,7 @@ fn each_review_writes_one_decision_line_with_the_documented_fields() {
             &bytes(&body),
         ));
     });
-    let text = String::from_utf8(captured.0.lock().map(|b| b.clone()).unwrap_or_default()).expect("UTF-8");
+    let text = captured.text();
     let decisions: Vec<Value> = text
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())

@@ -489,7 +489,7 @@ fn decide(
         .and_then(|s| s.node_name.as_deref())
         .filter(|n| !n.is_empty());
     let mut decision = mutation.decision;
-    if mutation.allowed
+    if mutation.allowed()
         && mutation.decision != Decision::Skipped
         && validation.violations.iter().any(|v| v.field == "spec.nodeName")
         && matches!(validation.decision, Decision::Denied | Decision::WouldDeny)

@@ -218,11 +218,9 @@ pub struct Outcome {
     pub decision: Decision,
     pub skip_reason: Option<SkipReason>,
     /// The patch enforce applies; in dryRun/warn the would-be patch, byte-for-byte the same.
+    /// Whether the response carries it and whether the pod is admitted follow from
+    /// `decision` ([`Outcome::apply_patch`], [`Outcome::allowed`]).
     pub patch: json_patch::Patch,
-    /// Whether the admission response must carry `patch` (enforce only).
-    pub apply_patch: bool,
-    /// Whether the pod is admitted.
-    pub allowed: bool,
     /// The denial (or would-be denial) message.
     pub message: Option<String>,
     /// Admission warning for the client, at most 120 characters.
@@ -251,8 +249,6 @@ impl Outcome {
             decision,
             skip_reason: None,
             patch: json_patch::Patch(Vec::new()),
-            apply_patch: false,
-            allowed: true,
             message: None,
             warning: None,
             conflicts: Vec::new(),
@@ -262,6 +258,41 @@ impl Outcome {
             feasible_nodes_before: None,
             no_feasible_node: false,
         }
+    }
+
+    /// Whether the pod is admitted: unless it is denied or the request could not be decided.
+    pub fn allowed(&self) -> bool {
+        !matches!(self.decision, Decision::Denied | Decision::Error)
+    }
+
+    /// Whether the admission response carries `patch`: only when enforce patches.
+    pub fn apply_patch(&self) -> bool {
+        self.decision == Decision::Patched
+    }
+
+    /// Patches the pod (enforce) or reports the patch it would apply (dryRun, warn).
+    pub fn patch_with(&mut self, enforce: bool, patch: json_patch::Patch) {
+        self.decision = if enforce {
+            Decision::Patched
+        } else {
+            Decision::WouldPatch
+        };
+        self.patch = patch;
+    }
+
+    /// Denies the pod (enforce) or reports the denial it would get (dryRun, warn), with
+    /// `message` for the client; no patch is applied or reported.
+    pub fn deny(&mut self, enforce: bool, message: String) {
+        self.decision = if enforce { Decision::Denied } else { Decision::WouldDeny };
+        self.message = Some(message);
+        self.patch = json_patch::Patch(Vec::new());
+    }
+
+    /// A request that could not be decided (the admission layer answers it with an error status).
+    pub fn undecidable(webhook: Webhook, message: String) -> Self {
+        let mut out = Self::new(webhook, Decision::Error);
+        out.message = Some(message);
+        out
     }
 
     /// The patch as JSON (an array of RFC 6902 operations).
