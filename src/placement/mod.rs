@@ -10,7 +10,6 @@ mod affinity;
 mod context;
 mod decide;
 pub mod feasible;
-mod patch;
 mod plan;
 mod pod;
 mod tolerations;
@@ -24,8 +23,7 @@ pub use decide::{
     mutate_daemon_set, needs_bound_node, select_group, validate, validate_daemon_set,
 };
 pub use feasible::{NodeInfo, NodeLookup, NodeTaint, NodeView, Placement};
-pub use patch::escape_pointer_token;
-pub use plan::{Change, Field, Plan, plan};
+pub use plan::{Change, Plan, plan};
 pub(crate) use pod::{DaemonSetSeed, Key, Nullable, PodSeed};
 pub use pod::{Pod, PodMetadata, PodSpec, Trail};
 pub use verify::verify;

@@ -24,21 +24,9 @@ use super::tolerations::{describe, is_tolerated, normalized, same};
 use super::{Conflict, Pod, PodSpec, Resolution};
 use crate::config::{Group, OnConflict};
 
-/// Which placement field a change touches.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Field {
-    NodeSelector,
-    Tolerations,
-    NodeAffinityRequired,
-    NodeAffinityPreferred,
-    PodAffinity,
-    PodAntiAffinity,
-}
-
 /// One placement change: the patch operation and why.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Change {
-    pub field: Field,
     pub operation: PatchOperation,
     pub reason: String,
 }
@@ -120,12 +108,8 @@ pub fn plan(pod: &Pod, group: &Group) -> Plan {
 }
 
 impl Planner<'_> {
-    fn change(&mut self, field: Field, operation: PatchOperation, reason: String) {
-        self.plan.changes.push(Change {
-            field,
-            operation,
-            reason,
-        });
+    fn change(&mut self, operation: PatchOperation, reason: String) {
+        self.plan.changes.push(Change { operation, reason });
     }
 
     fn conflict(&mut self, field: String, pod: String, group: String) -> Resolution {
@@ -151,7 +135,6 @@ impl Planner<'_> {
         let Some(existing) = &self.spec.node_selector else {
             let pairs: Vec<String> = wanted.iter().map(|(k, v)| format!("{k}={v}")).collect();
             self.change(
-                Field::NodeSelector,
                 add(&["spec", "nodeSelector"], json(wanted)),
                 format!("set nodeSelector {}", pairs.join(",")),
             );
@@ -160,7 +143,6 @@ impl Planner<'_> {
         for (key, value) in wanted {
             match existing.get(key) {
                 None => self.change(
-                    Field::NodeSelector,
                     add(&["spec", "nodeSelector", key], Value::String(value.clone())),
                     format!("set nodeSelector {key}={value}"),
                 ),
@@ -173,7 +155,6 @@ impl Planner<'_> {
                     );
                     if resolution == Resolution::Overridden {
                         self.change(
-                            Field::NodeSelector,
                             replace(&["spec", "nodeSelector", key], Value::String(value.clone())),
                             format!("override nodeSelector {key}={have} with {value}"),
                         );
@@ -198,7 +179,6 @@ impl Planner<'_> {
         if self.spec.tolerations.is_none() {
             let names: Vec<String> = missing.iter().map(describe).collect();
             self.change(
-                Field::Tolerations,
                 add(&["spec", "tolerations"], json(&missing)),
                 format!("add toleration {}", names.join(", ")),
             );
@@ -206,7 +186,6 @@ impl Planner<'_> {
         }
         for t in missing {
             self.change(
-                Field::Tolerations,
                 add(&["spec", "tolerations", "-"], json(&t)),
                 format!("add toleration {}", describe(&t)),
             );
@@ -229,13 +208,7 @@ impl Planner<'_> {
                 reasons.push("pod anti-affinity");
             }
             if !reasons.is_empty() {
-                let field = if wanted.node_affinity.is_some() {
-                    Field::NodeAffinityRequired
-                } else {
-                    Field::PodAffinity
-                };
                 self.change(
-                    field,
                     add(&["spec", "affinity"], json(wanted)),
                     format!("set {}", reasons.join(" and ")),
                 );
@@ -251,7 +224,6 @@ impl Planner<'_> {
     fn node_affinity(&mut self, existing: &Affinity, wanted: &NodeAffinity) {
         let Some(have) = &existing.node_affinity else {
             self.change(
-                Field::NodeAffinityRequired,
                 add(&["spec", "affinity", "nodeAffinity"], json(wanted)),
                 "set node affinity".to_owned(),
             );
@@ -272,7 +244,6 @@ impl Planner<'_> {
                 .collect();
             let base = ["spec", "affinity", "nodeAffinity", PREFERRED];
             self.append(
-                Field::NodeAffinityPreferred,
                 &base,
                 have.preferred_during_scheduling_ignored_during_execution.is_some(),
                 &missing,
@@ -282,14 +253,7 @@ impl Planner<'_> {
     }
 
     /// Appends `missing` to a list at `base`: item by item when the list exists, whole otherwise.
-    fn append<T: Serialize>(
-        &mut self,
-        field: Field,
-        base: &[&str],
-        exists: bool,
-        missing: &[T],
-        describe: impl Fn(&T) -> String,
-    ) {
+    fn append<T: Serialize>(&mut self, base: &[&str], exists: bool, missing: &[T], describe: impl Fn(&T) -> String) {
         if missing.is_empty() {
             return;
         }
@@ -297,11 +261,11 @@ impl Planner<'_> {
             let mut path = base.to_vec();
             path.push("-");
             for item in missing {
-                self.change(field, add(&path, json(item)), format!("add {}", describe(item)));
+                self.change(add(&path, json(item)), format!("add {}", describe(item)));
             }
         } else {
             let names: Vec<String> = missing.iter().map(describe).collect();
-            self.change(field, add(base, json(&missing)), format!("add {}", names.join(", ")));
+            self.change(add(base, json(&missing)), format!("add {}", names.join(", ")));
         }
     }
 
@@ -322,11 +286,7 @@ impl Planner<'_> {
                 Some(_) => replace(&[&base[..], &["nodeSelectorTerms"]].concat(), json(group_terms)),
             };
             let names: Vec<String> = group_terms.iter().map(describe_term).collect();
-            self.change(
-                Field::NodeAffinityRequired,
-                operation,
-                format!("require nodes {}", names.join(" or ")),
-            );
+            self.change(operation, format!("require nodes {}", names.join(" or ")));
             return;
         }
         let mut result: Vec<NodeSelectorTerm> = Vec::new();
@@ -377,7 +337,6 @@ impl Planner<'_> {
         if changed {
             let names: Vec<String> = group_terms.iter().map(describe_term).collect();
             self.change(
-                Field::NodeAffinityRequired,
                 replace(&[&base[..], &["nodeSelectorTerms"]].concat(), json(&result)),
                 format!("require nodes {} in every term", names.join(" or ")),
             );
@@ -386,17 +345,12 @@ impl Planner<'_> {
 
     fn pod_affinity(&mut self, existing: &Affinity, wanted: &Affinity) {
         for kind in PodKind::ALL {
-            let field = match kind {
-                PodKind::Affinity => Field::PodAffinity,
-                PodKind::AntiAffinity => Field::PodAntiAffinity,
-            };
             let (key, name) = (kind.key(), kind.name());
             let Some(want) = kind.terms(wanted) else {
                 continue;
             };
             let Some(have) = kind.terms(existing) else {
                 self.change(
-                    field,
                     add(&["spec", "affinity", key], kind.json(wanted)),
                     format!("set {name}"),
                 );
@@ -404,7 +358,6 @@ impl Planner<'_> {
             };
             if want.required.is_some() {
                 self.append(
-                    field,
                     &["spec", "affinity", key, REQUIRED],
                     have.required.is_some(),
                     &have.missing_required(&want),
@@ -413,7 +366,6 @@ impl Planner<'_> {
             }
             if want.preferred.is_some() {
                 self.append(
-                    field,
                     &["spec", "affinity", key, PREFERRED],
                     have.preferred.is_some(),
                     &have.missing_preferred(&want),

@@ -187,11 +187,6 @@ pub struct Telemetry {
 }
 
 impl Telemetry {
-    /// Whether spans are exported over OTLP.
-    pub fn exporting(&self) -> bool {
-        self.provider.is_some()
-    }
-
     /// Flushes and stops the trace exporter, then writes out the buffered log lines.
     pub fn shutdown(self) {
         if let Some(provider) = self.provider
