@@ -14,7 +14,7 @@
 //! resident memory and CPU time are its own: pod-director is
 //! `server::start` with a [`StaticNamespaces`] cache and JSON decision logs
 //! written to a file, exactly as `pod-director serve` runs minus the
-//! Kubernetes client; the floor is `server::start_canned`. Both trust a
+//! Kubernetes client; the floor is `support::start_canned`. Both trust a
 //! certificate made here with rcgen and listen on 127.0.0.1 only.
 //!
 //! `--no-telemetry` runs pod-director without a tracing subscriber (no span,
@@ -215,7 +215,7 @@ fn child(role: &str, dir: &Path) {
             "floor" => {
                 for group in GROUPS {
                     let canned = std::fs::read(dir.join(format!("canned-{}.json", group.mode))).expect("canned");
-                    let floor = server::start_canned(any, &tls, max_body_bytes, Bytes::from(canned))
+                    let floor = pod_director::support::start_canned(any, &tls, max_body_bytes, Bytes::from(canned))
                         .await
                         .expect("floor starts");
                     addrs.insert(group.mode, floor.addr);

@@ -20,7 +20,7 @@ use tracing::{info, warn};
 use warp::{Filter, Reply};
 
 use super::connection::{Listener, Tracker};
-use super::{ServerError, Settings, Timeouts, TlsFiles, limits, reload, routes, serve, tls};
+use super::{ServerError, Settings, Timeouts, limits, reload, routes, serve, tls};
 use crate::admission::Admission;
 use crate::config::Loaded;
 use crate::metrics::{Metrics, Rejection};
@@ -228,76 +228,21 @@ fn tls_acceptor(
     Ok(Some(TlsAcceptor::from(Arc::new(server_config))))
 }
 
-async fn bind(addr: SocketAddr) -> Result<TcpListener, ServerError> {
+pub(crate) async fn bind(addr: SocketAddr) -> Result<TcpListener, ServerError> {
     TcpListener::bind(addr)
         .await
         .map_err(|source| ServerError::Bind { addr, source })
 }
 
-/// A server on the admission port's exact stack — TLS from `tls`, hyper-util's
-/// auto builder, the request deadline, warp routing and body handling — that
-/// answers `canned` to every review without reviewing anything: the floor the
-/// load harness (`benches/load.rs`) compares pod-director with.
-#[doc(hidden)]
-pub async fn start_canned(
-    addr: SocketAddr,
-    tls: &TlsFiles,
-    max_body_bytes: u64,
-    canned: bytes::Bytes,
-) -> Result<CannedServer, ServerError> {
-    let resolver = Arc::new(tls::CertResolver::new(tls::load(tls)?));
-    let acceptor = TlsAcceptor::from(Arc::new(tls::server_config(resolver)?));
-    let listener = bind(addr).await?;
-    let addr = local_addr(&listener, addr);
-    let (shutdown, shutdown_rx) = watch::channel(false);
-    let routes = respond(routes::canned(canned, max_body_bytes), Duration::from_secs(10));
-    let timeouts = Timeouts::default();
-    let metrics = Arc::new(Metrics::new());
-    let task = tokio::spawn(serve::serve(
-        listener,
-        Arc::new(Listener {
-            name: "floor",
-            tls: Some(acceptor),
-            respond: routes,
-            builder: builder(&timeouts),
-            timeouts,
-            metrics: metrics.clone(),
-            tracker: Arc::new(Tracker::new(None, Rejection::Limit)),
-        }),
-        usize::MAX,
-        shutdown_rx,
-        Duration::from_secs(10),
-    ));
-    Ok(CannedServer { addr, shutdown, task })
-}
-
-/// A started [`start_canned`] server.
-#[doc(hidden)]
-pub struct CannedServer {
-    pub addr: SocketAddr,
-    shutdown: watch::Sender<bool>,
-    task: JoinHandle<()>,
-}
-
-impl CannedServer {
-    /// Stops accepting and drains in-flight requests.
-    pub async fn shutdown(self) {
-        let _ = self.shutdown.send(true);
-        if let Err(err) = self.task.await {
-            warn!(error = %err, "the canned server ended abnormally");
-        }
-    }
-}
-
-fn local_addr(listener: &TcpListener, fallback: SocketAddr) -> SocketAddr {
+pub(crate) fn local_addr(listener: &TcpListener, fallback: SocketAddr) -> SocketAddr {
     listener.local_addr().unwrap_or(fallback)
 }
 
-pub(super) type Respond =
+pub(crate) type Respond =
     Arc<dyn Fn(http::Request<Incoming>) -> BoxFuture<'static, warp::reply::Response> + Send + Sync>;
 
 /// Wraps a warp filter as a request → response function with a deadline.
-fn respond<F, R>(filter: F, timeout: Duration) -> Respond
+pub(crate) fn respond<F, R>(filter: F, timeout: Duration) -> Respond
 where
     F: Filter<Extract = (R,), Error = std::convert::Infallible> + Clone + Send + Sync + 'static,
     R: Reply,
@@ -322,7 +267,7 @@ where
 
 /// hyper's HTTP/1.1 and HTTP/2 settings for `timeouts`. hyper's own HTTP/1 header-read timeout is off:
 /// it also runs while a keep-alive connection is idle; the connection watchdog times heads instead.
-fn builder(timeouts: &Timeouts) -> auto::Builder<TokioExecutor> {
+pub(crate) fn builder(timeouts: &Timeouts) -> auto::Builder<TokioExecutor> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder.http1().timer(TokioTimer::new()).header_read_timeout(None);
     builder

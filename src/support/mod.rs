@@ -1,5 +1,10 @@
 //! Test and benchmark support: shared by the unit tests, `tests/`, `benches/` and `e2e/`,
 //! never used by pod-director itself, and not part of its API (hidden from the docs).
+//! `mod.rs`: the log capture; `floor.rs`: the load harness's no-work floor server.
+
+mod floor;
+
+pub use floor::{CannedServer, start_canned};
 
 use std::io;
 use std::sync::{Arc, Mutex};
