@@ -12,7 +12,7 @@
 //! - [`metrics`], [`telemetry`]: Prometheus metrics; logs and traces.
 //! - [`webhooks`]: the webhook entries' namespaceSelectors, reconciled with the live configuration.
 //! - [`cli`]: the command line.
-//! - `support` (hidden): what tests and benchmarks share (log capture); not an API.
+//! - `support` (hidden): what tests and benchmarks share (log capture, the load floor server); not an API.
 //! - `fixtures` (hidden): the AdmissionReview builder of the tests and benches.
 pub mod admission;
 pub mod cli;

@@ -1,6 +1,15 @@
 //! The one typed configuration: loaded from YAML, overridden by environment
-//! variables, validated completely, then frozen. See `validate` for the rules
-//! and `env` for the override naming rule.
+//! variables, validated completely, then frozen.
+//!
+//! | file | what |
+//! |---|---|
+//! | `mod.rs` | the types ([`Config`], [`Group`], …), loading, the revision |
+//! | `schema.rs` | the schema derived from the types: keys, values, types; `check-config --print-schema` |
+//! | `kubernetes.rs` | the Kubernetes shapes a group embeds (tolerations, affinity, label keys…), for the schema |
+//! | `validate.rs` | every rule beyond the shape, every error in one run with its path |
+//! | `env.rs` | environment overrides and their naming rule |
+//! | `path.rs` | paths as errors name them (`groups.ci.tolerations[0].operator`) |
+//! | `syntax.rs` | Kubernetes name syntax (label keys and values, DNS names) |
 
 mod env;
 mod kubernetes;
