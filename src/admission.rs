@@ -426,7 +426,7 @@ fn render_with_patch(
 }
 
 /// The response for a request that could not be decided.
-pub fn render_error(uid: Option<&str>, error: &AdmissionError) -> AdmissionReview<DynamicObject> {
+pub(crate) fn render_error(uid: Option<&str>, error: &AdmissionError) -> AdmissionReview<DynamicObject> {
     let mut response = AdmissionResponse::invalid(error);
     response.uid = uid.unwrap_or_default().to_owned();
     let status = error.status();
@@ -439,7 +439,8 @@ pub fn render_error(uid: Option<&str>, error: &AdmissionError) -> AdmissionRevie
 
 /// Audit annotations for a response concerning a group (the API server prefixes
 /// each key with the webhook's name). Values are bounded to [`MAX_ANNOTATION_BYTES`].
-pub fn audit_annotations(outcome: &Outcome, revision: &str) -> HashMap<String, String> {
+#[cfg(test)]
+pub(crate) fn audit_annotations(outcome: &Outcome, revision: &str) -> HashMap<String, String> {
     annotations(outcome, revision, &outcome.patch_text())
 }
 
@@ -705,17 +706,17 @@ impl Admission {
     }
 
     /// How many nodes the Node cache holds (`None` without one).
-    pub fn cached_nodes(&self) -> Option<usize> {
+    pub(crate) fn cached_nodes(&self) -> Option<usize> {
         self.nodes.as_ref().map(|n| n.cached_count())
     }
 
     /// How many namespaces the namespace cache holds.
-    pub fn cached_namespaces(&self) -> usize {
+    pub(crate) fn cached_namespaces(&self) -> usize {
         self.namespaces.cached_count()
     }
 
     /// Groups that cached namespaces select but the live configuration does not define.
-    pub fn orphaned_groups(&self) -> std::collections::BTreeMap<String, usize> {
+    pub(crate) fn orphaned_groups(&self) -> std::collections::BTreeMap<String, usize> {
         crate::orphans::count(&self.config.load().config, self.namespaces.as_ref())
     }
 }

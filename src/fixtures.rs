@@ -13,7 +13,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 /// The requester of [`Review::pod`]: the ReplicaSet controller, as kube-controller-manager runs it.
-pub const REPLICA_SET_CONTROLLER: &str = "system:serviceaccount:kube-system:replicaset-controller";
+pub(crate) const REPLICA_SET_CONTROLLER: &str = "system:serviceaccount:kube-system:replicaset-controller";
 
 /// An AdmissionReview (`admission.k8s.io/v1`) request, built field by field.
 #[derive(Debug, Clone, Serialize)]

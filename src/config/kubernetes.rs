@@ -127,7 +127,7 @@ pub(crate) enum TolerationOperator {
 /// A taint effect; empty in a toleration matches every effect.
 #[derive(Default, Deserialize, JsonSchema)]
 #[schemars(rename = "taintEffect")]
-pub(crate) enum TaintEffect {
+pub enum TaintEffect {
     #[default]
     #[serde(rename = "")]
     Any,

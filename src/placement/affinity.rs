@@ -22,7 +22,7 @@ pub enum PodKind {
 
 /// The terms of one [`PodKind`] of an affinity.
 #[derive(Clone, Copy)]
-pub struct PodTerms<'a> {
+pub(crate) struct PodTerms<'a> {
     pub required: Option<&'a Vec<PodAffinityTerm>>,
     pub preferred: Option<&'a Vec<WeightedPodAffinityTerm>>,
 }
@@ -82,7 +82,7 @@ impl<'a> PodTerms<'a> {
     }
 
     /// The group's required terms `self` lacks.
-    pub fn missing_required(&self, wanted: &PodTerms<'_>) -> Vec<PodAffinityTerm> {
+    pub(crate) fn missing_required(&self, wanted: &PodTerms<'_>) -> Vec<PodAffinityTerm> {
         let present = self.required();
         wanted
             .required()
@@ -93,7 +93,7 @@ impl<'a> PodTerms<'a> {
     }
 
     /// The group's preferred terms `self` lacks (whatever their weight).
-    pub fn missing_preferred(&self, wanted: &PodTerms<'_>) -> Vec<WeightedPodAffinityTerm> {
+    pub(crate) fn missing_preferred(&self, wanted: &PodTerms<'_>) -> Vec<WeightedPodAffinityTerm> {
         let present = self.preferred();
         wanted
             .preferred()
@@ -113,7 +113,7 @@ fn int_value(r: &NodeSelectorRequirement) -> Option<i64> {
 }
 
 /// Whether every node satisfying `p` also satisfies `g` (same key only).
-pub fn requirement_implies(p: &NodeSelectorRequirement, g: &NodeSelectorRequirement) -> bool {
+pub(crate) fn requirement_implies(p: &NodeSelectorRequirement, g: &NodeSelectorRequirement) -> bool {
     if p.key != g.key {
         return false;
     }
@@ -157,14 +157,14 @@ pub fn is_empty(t: &NodeSelectorTerm) -> bool {
 }
 
 /// Whether no node can match the term: it is empty, or its requirements contradict.
-pub fn matches_no_node(t: &NodeSelectorTerm) -> bool {
+pub(crate) fn matches_no_node(t: &NodeSelectorTerm) -> bool {
     is_empty(t) || unsatisfiable(t).is_some()
 }
 
 /// Whether every node matching `pod` also matches `group` (syntactic, per
 /// requirement). A pod term matching no node implies anything; a group term
 /// matching no node is implied by nothing else.
-pub fn term_implies(pod: &NodeSelectorTerm, group: &NodeSelectorTerm) -> bool {
+pub(crate) fn term_implies(pod: &NodeSelectorTerm, group: &NodeSelectorTerm) -> bool {
     if matches_no_node(pod) {
         return true;
     }
@@ -190,7 +190,7 @@ fn and_lists(
 /// `pod AND group` as one term: the pod's requirements plus the group's that
 /// the pod's do not already imply. When either term is empty (matches no node)
 /// the result is the empty term: it matches no node either.
-pub fn and_terms(pod: &NodeSelectorTerm, group: &NodeSelectorTerm) -> NodeSelectorTerm {
+pub(crate) fn and_terms(pod: &NodeSelectorTerm, group: &NodeSelectorTerm) -> NodeSelectorTerm {
     if is_empty(pod) || is_empty(group) {
         return NodeSelectorTerm::default();
     }
@@ -213,7 +213,7 @@ pub fn overridden(pod: &NodeSelectorTerm, group: &NodeSelectorTerm) -> NodeSelec
 }
 
 /// The pod's term without its requirements on the keys the group's term constrains.
-pub fn without_keys_of(pod: &NodeSelectorTerm, group: &NodeSelectorTerm) -> NodeSelectorTerm {
+pub(crate) fn without_keys_of(pod: &NodeSelectorTerm, group: &NodeSelectorTerm) -> NodeSelectorTerm {
     let strip = |p: &[NodeSelectorRequirement], g: &[NodeSelectorRequirement]| {
         let keys: BTreeSet<&str> = g.iter().map(|r| r.key.as_str()).collect();
         let kept: Vec<NodeSelectorRequirement> = p.iter().filter(|r| !keys.contains(r.key.as_str())).cloned().collect();
@@ -292,12 +292,12 @@ fn contradiction(reqs: &[NodeSelectorRequirement]) -> Option<String> {
 }
 
 /// The first key (or field) on which no node can satisfy the term, if any.
-pub fn unsatisfiable(term: &NodeSelectorTerm) -> Option<String> {
+pub(crate) fn unsatisfiable(term: &NodeSelectorTerm) -> Option<String> {
     contradiction(expressions(term)).or_else(|| contradiction(fields(term)))
 }
 
 /// Short human form: `node-pool In (ci), cpu Gt 4`.
-pub fn describe_term(term: &NodeSelectorTerm) -> String {
+pub(crate) fn describe_term(term: &NodeSelectorTerm) -> String {
     let parts: Vec<String> = expressions(term)
         .iter()
         .chain(fields(term))

@@ -264,12 +264,12 @@ impl Outcome {
     }
 
     /// Whether the admission response carries `patch`: only when enforce patches.
-    pub fn apply_patch(&self) -> bool {
+    pub(crate) fn apply_patch(&self) -> bool {
         self.decision == Decision::Patched
     }
 
     /// Patches the pod (enforce) or reports the patch it would apply (dryRun, warn).
-    pub fn patch_with(&mut self, enforce: bool, patch: json_patch::Patch) {
+    pub(crate) fn patch_with(&mut self, enforce: bool, patch: json_patch::Patch) {
         self.decision = if enforce {
             Decision::Patched
         } else {
@@ -287,20 +287,20 @@ impl Outcome {
     }
 
     /// A request that could not be decided (the admission layer answers it with an error status).
-    pub fn undecidable(webhook: Webhook, message: String) -> Self {
+    pub(crate) fn undecidable(webhook: Webhook, message: String) -> Self {
         let mut out = Self::new(webhook, Decision::Error);
         out.message = Some(message);
         out
     }
 
     /// The patch as JSON (an array of RFC 6902 operations).
-    pub fn patch_json(&self) -> serde_json::Value {
+    pub(crate) fn patch_json(&self) -> serde_json::Value {
         serde_json::to_value(&self.patch).unwrap_or_else(|_| serde_json::Value::Array(Vec::new()))
     }
 
     /// The patch as compact JSON text: the bytes enforce sends, the same text as
     /// `patch_json().to_string()` without building the `Value`.
-    pub fn patch_text(&self) -> String {
+    pub(crate) fn patch_text(&self) -> String {
         serde_json::to_string(&self.patch).unwrap_or_else(|_| "[]".to_owned())
     }
 
@@ -354,10 +354,10 @@ fn spec_of(pod: &Pod) -> std::borrow::Cow<'_, PodSpec> {
 }
 
 /// Longest admission warning or summary, in characters.
-pub const MAX_SUMMARY_CHARS: usize = 120;
+pub(crate) const MAX_SUMMARY_CHARS: usize = 120;
 
 /// Cuts `text` to at most `max` characters, marking the cut with `…`.
-pub fn truncate_chars(text: &str, max: usize) -> String {
+pub(crate) fn truncate_chars(text: &str, max: usize) -> String {
     if text.chars().count() <= max {
         return text.to_owned();
     }

@@ -51,7 +51,7 @@ impl Plan {
 
     /// Short human summary of the changes, e.g.
     /// `set nodeSelector node-pool=ci, add toleration dedicated=ci:NoSchedule`.
-    pub fn describe_changes(&self) -> String {
+    pub(crate) fn describe_changes(&self) -> String {
         self.changes
             .iter()
             .map(|c| c.reason.as_str())

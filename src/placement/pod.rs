@@ -97,7 +97,7 @@ impl From<&k8s_openapi::api::core::v1::Pod> for Pod {
 impl Pod {
     /// A pod template (a DaemonSet's, a workload's) as the pod the engine
     /// decides: the template's metadata and spec (the pods created from it carry both).
-    pub fn from_template(template: &PodTemplateSpec) -> Self {
+    pub(crate) fn from_template(template: &PodTemplateSpec) -> Self {
         Self {
             metadata: template.metadata.as_ref().map(PodMetadata::from).unwrap_or_default(),
             spec: template.spec.as_ref().map(PodSpec::from),
@@ -236,7 +236,7 @@ impl<'t> PodSeed<'t> {
     }
 
     /// A DaemonSet's `spec.template`.
-    pub fn daemon_set_template(trail: &'t Trail) -> Self {
+    pub(crate) fn daemon_set_template(trail: &'t Trail) -> Self {
         Self {
             trail,
             typed: false,
