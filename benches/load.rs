@@ -15,7 +15,7 @@
 //! `server::start` with a [`StaticNamespaces`] cache and JSON decision logs
 //! written to a file, exactly as `pod-director serve` runs minus the
 //! Kubernetes client; the floor is `support::start_canned`. Both trust a
-//! certificate made here with rcgen and listen on 127.0.0.1 only.
+//! certificate made here with the test PKI (tests/common/pki.rs) and listen on 127.0.0.1 only.
 //!
 //! `--no-telemetry` runs pod-director without a tracing subscriber (no span,
 //! no decision log line): the difference is what observability costs.
@@ -53,7 +53,6 @@ use pod_director::namespaces::StaticNamespaces;
 use pod_director::placement::{self, Namespace};
 use pod_director::server::{self, Settings, TlsFiles};
 use pod_director::telemetry::{self, LogFormat};
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::rustls::{self, pki_types::CertificateDer, pki_types::ServerName};
@@ -62,6 +61,8 @@ use tokio_rustls::rustls::{self, pki_types::CertificateDer, pki_types::ServerNam
 mod pods;
 #[path = "support/stats.rs"]
 mod stats;
+#[path = "../tests/common/pki.rs"]
+mod test_pki;
 
 use stats::median;
 
@@ -644,20 +645,12 @@ struct Pki {
 
 /// A CA and a serving certificate for 127.0.0.1/localhost, written to `dir`.
 fn make_certificates(dir: &Path) -> Pki {
-    let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    params
-        .distinguished_name
-        .push(DnType::CommonName, "pod-director load CA");
-    let ca = CertifiedIssuer::self_signed(params, KeyPair::generate().expect("CA key")).expect("CA");
-    let mut params = CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()]).expect("leaf params");
-    params.distinguished_name.push(DnType::CommonName, "pod-director");
-    let key = KeyPair::generate().expect("leaf key");
-    let leaf = params.signed_by(&key, &ca).expect("leaf");
-    std::fs::write(dir.join("tls.crt"), leaf.pem()).expect("write certificate");
-    std::fs::write(dir.join("tls.key"), key.serialize_pem()).expect("write key");
+    let ca = test_pki::Pki::named("pod-director load CA");
+    let leaf = ca.leaf("pod-director");
+    std::fs::write(dir.join("tls.crt"), leaf.cert_pem).expect("write certificate");
+    std::fs::write(dir.join("tls.key"), leaf.key_pem).expect("write key");
     Pki {
-        ca_der: ca.der().clone(),
+        ca_der: CertificateDer::from(ca.ca_der()),
     }
 }
 

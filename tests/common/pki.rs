@@ -39,6 +39,11 @@ impl Pki {
         self.ca.pem()
     }
 
+    /// The CA certificate, DER.
+    pub fn ca_der(&self) -> Vec<u8> {
+        self.ca.der().to_vec()
+    }
+
     /// A serving certificate for 127.0.0.1 and localhost.
     pub fn leaf(&self, common_name: &str) -> Leaf {
         self.leaf_for(common_name, &["localhost", "127.0.0.1"])
