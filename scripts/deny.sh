@@ -15,8 +15,8 @@ set -euo pipefail
 CARGO_DENY_VERSION=0.20.2  # renovate: datasource=crate depName=cargo-deny
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-CACHE="${POD_DIRECTOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pod-director}"
-DIR="$CACHE/tools/cargo-deny-$CARGO_DENY_VERSION"
+# shellcheck source=scripts/cargo-tool.sh
+source "$ROOT/scripts/cargo-tool.sh"
 
 log() { printf '[deny] %s\n' "$*" >&2; }
 die() {
@@ -29,27 +29,7 @@ ensure() {
     echo "$CARGO_DENY"
     return
   fi
-  local bin="$DIR/bin/cargo-deny" lock
-  if [[ ! -x "$bin" ]]; then
-    command -v cargo >/dev/null || die "cargo is needed to install cargo-deny $CARGO_DENY_VERSION"
-    mkdir -p "$CACHE/tools"
-    exec {lock}>"$CACHE/tools/.cargo-deny.lock"
-    flock "$lock"
-    if [[ ! -x "$bin" ]]; then
-      local start=$SECONDS tmp="$DIR.tmp.$$"
-      log "installing cargo-deny $CARGO_DENY_VERSION from crates.io into $DIR (once)"
-      rm -rf "$tmp"
-      cargo install cargo-deny --version "$CARGO_DENY_VERSION" --locked --root "$tmp" --quiet >&2 || {
-        rm -rf "$tmp"
-        die "cargo install cargo-deny $CARGO_DENY_VERSION failed"
-      }
-      rm -rf "$DIR"
-      mv "$tmp" "$DIR"
-      log "installed cargo-deny in $((SECONDS - start))s"
-    fi
-    exec {lock}>&-
-  fi
-  echo "$bin"
+  cargo_tool cargo-deny "$CARGO_DENY_VERSION"
 }
 
 main() {
