@@ -4,10 +4,8 @@
 //!
 //! `cargo bench --bench admission` (add `-- --quick` for a fast pass).
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::BTreeMap;
 use std::hint::black_box;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group};
 use pod_director::admission::{self, Subject};
@@ -17,34 +15,11 @@ use pod_director::placement::{self, Namespace};
 #[path = "support/pods.rs"]
 mod pods;
 
-/// Counts allocations so the bench can report them per review.
-struct Counting;
-
-static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
-static BYTES: AtomicU64 = AtomicU64::new(0);
-
-// SAFETY: forwards to the system allocator unchanged; only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        BYTES.fetch_add(layout.size() as u64, Ordering::Relaxed);
-        // SAFETY: same contract as the caller's.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as the caller's.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        BYTES.fetch_add(new_size as u64, Ordering::Relaxed);
-        // SAFETY: same contract as the caller's.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
+#[path = "support/alloc.rs"]
+mod alloc;
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: alloc::Counting = alloc::Counting;
 
 /// decode → decide → render → encode, as the server does minus I/O. Not inlined, so
 /// profilers (callgrind `--toggle-collect=*handle*`) can price one review.
@@ -83,15 +58,15 @@ fn report_allocations() {
     for group in ["ci", "shadow"] {
         let labels = BTreeMap::from([("pod-director/group".to_owned(), group.to_owned())]);
         for (name, body) in cases() {
-            let before = (ALLOCATIONS.load(Ordering::Relaxed), BYTES.load(Ordering::Relaxed));
+            let before = alloc::heap();
             let out = black_box(handle(&loaded, &labels, &body));
-            let after = (ALLOCATIONS.load(Ordering::Relaxed), BYTES.load(Ordering::Relaxed));
+            let used = alloc::heap() - before;
             println!(
                 "  {group:<6} {name:<8} request {:>7} B  response {:>5} B  {:>6} allocations  {:>9} B allocated",
                 body.len(),
                 out.len(),
-                after.0 - before.0,
-                after.1 - before.1
+                used.allocations,
+                used.allocated
             );
         }
     }

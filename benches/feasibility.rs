@@ -31,7 +31,7 @@ fn cache(count: usize) -> Nodes {
 
 fn bench(c: &mut Criterion) {
     let loaded = Config::from_yaml(pods::CONFIG, "bench", Vec::new()).expect("bench config is valid");
-    let pods: Vec<(&str, k8s_openapi::api::core::v1::Pod)> = pods::SIZES
+    let pods: Vec<(&str, placement::Pod)> = pods::SIZES
         .iter()
         .map(|&size| {
             let body = pods::review("705ab4f5-6393-11e8-b7cc-42010a800002", &pods::sized(size, "team-a"));

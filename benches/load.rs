@@ -14,8 +14,8 @@
 //! resident memory and CPU time are its own: pod-director is
 //! `server::start` with a [`StaticNamespaces`] cache and JSON decision logs
 //! written to a file, exactly as `pod-director serve` runs minus the
-//! Kubernetes client; the floor is `server::start_canned`. Both trust a
-//! certificate made here with rcgen and listen on 127.0.0.1 only.
+//! Kubernetes client; the floor is `support::start_canned`. Both trust a
+//! certificate made here with the test PKI (tests/common/pki.rs) and listen on 127.0.0.1 only.
 //!
 //! `--no-telemetry` runs pod-director without a tracing subscriber (no span,
 //! no decision log line): the difference is what observability costs.
@@ -53,13 +53,18 @@ use pod_director::namespaces::StaticNamespaces;
 use pod_director::placement::{self, Namespace};
 use pod_director::server::{self, Settings, TlsFiles};
 use pod_director::telemetry::{self, LogFormat};
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::rustls::{self, pki_types::CertificateDer, pki_types::ServerName};
 
 #[path = "support/pods.rs"]
 mod pods;
+#[path = "support/stats.rs"]
+mod stats;
+#[path = "../tests/common/pki.rs"]
+mod test_pki;
+
+use stats::median;
 
 /// Set in a re-executed child: which server it runs (`pod-director` | `floor`).
 const ROLE_VAR: &str = "POD_DIRECTOR_LOAD_ROLE";
@@ -70,10 +75,6 @@ const NO_TELEMETRY_VAR: &str = "POD_DIRECTOR_LOAD_NO_TELEMETRY";
 /// A command (and arguments) the servers are started under, e.g. a profiler.
 const WRAPPER_VAR: &str = "POD_DIRECTOR_LOAD_WRAPPER";
 const LABEL: &str = "pod-director/group";
-const USAGE: &str = "usage: cargo bench --bench load -- [--duration SECS] [--warmup SECS] [--rounds N] \
-[--concurrency 1,8,32,64] [--groups dryRun,enforce] [--pod small|typical|large] [--max-requests N] \
-[--client-threads N] [--http2] [--log PATH] [--no-telemetry]";
-
 /// A group measured: its mode's name, the config group and the namespace selecting it.
 #[derive(Debug, Clone, Copy)]
 struct Group {
@@ -95,87 +96,65 @@ const GROUPS: [Group; 2] = [
     },
 ];
 
-#[derive(Debug, Clone)]
+/// `cargo bench --bench load -- [OPTIONS]`
+#[derive(Debug, Clone, clap::Parser)]
+#[command(
+    name = "load",
+    about = "POST /mutate over TLS: pod-director against a no-work floor server"
+)]
 struct Options {
+    /// Seconds measured per group, concurrency and server.
+    #[arg(long, default_value = "3", value_parser = seconds)]
     duration: Duration,
+    /// Seconds of warm-up before each measurement.
+    #[arg(long, default_value = "0.5", value_parser = seconds)]
     warmup: Duration,
-    rounds: usize,
-    concurrency: Vec<usize>,
+    /// Rounds; the summary gives medians over them.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..))]
+    rounds: u16,
+    /// Connections (or HTTP/2 streams), comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,8,32,64", value_parser = clap::value_parser!(u16).range(1..))]
+    concurrency: Vec<u16>,
+    /// Groups measured, by mode: dryRun and/or enforce.
+    #[arg(long, value_delimiter = ',', default_value = "dryRun,enforce", value_parser = group)]
     groups: Vec<Group>,
+    /// The pod reviewed.
+    #[arg(long, default_value = "typical", value_parser = pods::SIZES)]
     pod: String,
+    /// Most requests per measurement.
+    #[arg(long, default_value_t = 2_000_000)]
     max_requests: u64,
-    client_threads: usize,
+    /// Threads of the load generator.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..))]
+    client_threads: u16,
+    /// One HTTP/2 connection with N streams instead of N HTTP/1.1 connections.
+    #[arg(long)]
     http2: bool,
+    /// Where pod-director writes its decision log (default: a temporary file).
+    #[arg(long)]
     log: Option<PathBuf>,
-    telemetry: bool,
+    /// pod-director without a tracing subscriber: no span, no decision log line.
+    #[arg(long)]
+    no_telemetry: bool,
+    /// Passed by `cargo bench`.
+    #[arg(long, hide = true)]
+    bench: bool,
 }
 
-impl Options {
-    fn parse() -> Result<Self, String> {
-        let mut options = Options {
-            duration: Duration::from_secs(3),
-            warmup: Duration::from_millis(500),
-            rounds: 3,
-            concurrency: vec![1, 8, 32, 64],
-            groups: GROUPS.to_vec(),
-            pod: "typical".to_owned(),
-            max_requests: 2_000_000,
-            client_threads: 2,
-            http2: false,
-            log: None,
-            telemetry: true,
-        };
-        let mut args = std::env::args().skip(1);
-        let seconds = |v: String| {
-            v.parse::<f64>()
-                .ok()
-                .and_then(|s| Duration::try_from_secs_f64(s).ok())
-                .ok_or_else(|| format!("{v:?} is not a number of seconds"))
-        };
-        let number = |v: String| v.parse::<u64>().map_err(|_| format!("{v:?} is not a number"));
-        while let Some(arg) = args.next() {
-            let mut value = || args.next().ok_or_else(|| format!("{arg} needs a value\n{USAGE}"));
-            match arg.as_str() {
-                // cargo bench passes --bench; libtest-style filters are ignored.
-                "--bench" => {}
-                "--duration" => options.duration = seconds(value()?)?,
-                "--warmup" => options.warmup = seconds(value()?)?,
-                "--rounds" => options.rounds = number(value()?)?.max(1) as usize,
-                "--max-requests" => options.max_requests = number(value()?)?,
-                "--client-threads" => options.client_threads = number(value()?)?.max(1) as usize,
-                "--concurrency" => {
-                    options.concurrency = value()?
-                        .split(',')
-                        .map(|c| number(c.trim().to_owned()).map(|n| n.max(1) as usize))
-                        .collect::<Result<_, _>>()?
-                }
-                "--groups" => {
-                    options.groups = value()?
-                        .split(',')
-                        .map(|g| {
-                            GROUPS
-                                .iter()
-                                .find(|known| known.mode.eq_ignore_ascii_case(g.trim()))
-                                .copied()
-                                .ok_or_else(|| format!("unknown group {g:?}; use dryRun and/or enforce"))
-                        })
-                        .collect::<Result<_, _>>()?
-                }
-                "--pod" => {
-                    options.pod = value()?;
-                    if !pods::SIZES.contains(&options.pod.as_str()) {
-                        return Err(format!("--pod must be one of {:?}", pods::SIZES));
-                    }
-                }
-                "--http2" => options.http2 = true,
-                "--no-telemetry" => options.telemetry = false,
-                "--log" => options.log = Some(PathBuf::from(value()?)),
-                "-h" | "--help" => return Err(USAGE.to_owned()),
-                other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
-            }
-        }
-        Ok(options)
-    }
+fn seconds(value: &str) -> Result<Duration, String> {
+    value
+        .parse::<f64>()
+        .ok()
+        .and_then(|s| Duration::try_from_secs_f64(s).ok())
+        .ok_or_else(|| format!("{value:?} is not a number of seconds"))
+}
+
+fn group(value: &str) -> Result<Group, String> {
+    GROUPS
+        .iter()
+        .find(|known| known.mode.eq_ignore_ascii_case(value.trim()))
+        .copied()
+        .ok_or_else(|| format!("unknown group {value:?}; use dryRun and/or enforce"))
 }
 
 fn main() {
@@ -184,14 +163,7 @@ fn main() {
         child(&role, &dir);
         return;
     }
-    let options = match Options::parse() {
-        Ok(options) => options,
-        Err(message) => {
-            eprintln!("{message}");
-            std::process::exit(2);
-        }
-    };
-    run(&options);
+    run(&<Options as clap::Parser>::parse());
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -244,7 +216,7 @@ fn child(role: &str, dir: &Path) {
             "floor" => {
                 for group in GROUPS {
                     let canned = std::fs::read(dir.join(format!("canned-{}.json", group.mode))).expect("canned");
-                    let floor = server::start_canned(any, &tls, max_body_bytes, Bytes::from(canned))
+                    let floor = pod_director::support::start_canned(any, &tls, max_body_bytes, Bytes::from(canned))
                         .await
                         .expect("floor starts");
                     addrs.insert(group.mode, floor.addr);
@@ -673,20 +645,12 @@ struct Pki {
 
 /// A CA and a serving certificate for 127.0.0.1/localhost, written to `dir`.
 fn make_certificates(dir: &Path) -> Pki {
-    let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    params
-        .distinguished_name
-        .push(DnType::CommonName, "pod-director load CA");
-    let ca = CertifiedIssuer::self_signed(params, KeyPair::generate().expect("CA key")).expect("CA");
-    let mut params = CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()]).expect("leaf params");
-    params.distinguished_name.push(DnType::CommonName, "pod-director");
-    let key = KeyPair::generate().expect("leaf key");
-    let leaf = params.signed_by(&key, &ca).expect("leaf");
-    std::fs::write(dir.join("tls.crt"), leaf.pem()).expect("write certificate");
-    std::fs::write(dir.join("tls.key"), key.serialize_pem()).expect("write key");
+    let ca = test_pki::Pki::named("pod-director load CA");
+    let leaf = ca.leaf("pod-director");
+    std::fs::write(dir.join("tls.crt"), leaf.cert_pem).expect("write certificate");
+    std::fs::write(dir.join("tls.key"), leaf.key_pem).expect("write key");
     Pki {
-        ca_der: ca.der().clone(),
+        ca_der: CertificateDer::from(ca.ca_der()),
     }
 }
 
@@ -720,42 +684,96 @@ fn canned(body: &[u8], group: Group) -> Vec<u8> {
     admission::to_wire(review).expect("encodes")
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    match values.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => values[n / 2],
-        n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
-    }
-}
-
 fn mib(kib: u64) -> f64 {
     kib as f64 / 1024.0
 }
 
-type Key = (&'static str, usize, &'static str);
+/// Samples of one measurement: (group mode, concurrency, server name).
+type Key = (&'static str, u16, &'static str);
+
+/// What the servers need on disk, and the bodies the clients send.
+struct Setup {
+    /// Certificate, key, config and canned answers (the servers' `DIR_VAR`).
+    dir: tempfile::TempDir,
+    /// Log files, not next to the configuration and certificate: their directories are watched.
+    logs: tempfile::TempDir,
+    /// pod-director's decision log.
+    log: PathBuf,
+    pki: Pki,
+    bodies: BTreeMap<&'static str, Arc<Vec<Bytes>>>,
+}
 
 fn run(options: &Options) {
+    let setup = prepare(options);
+    print_plan(options, &setup);
+    let started = Instant::now();
+    let floor = Server::spawn("floor", setup.dir.path(), &setup.logs.path().join("floor.log"), true);
+    let director = Server::spawn("pod-director", setup.dir.path(), &setup.log, !options.no_telemetry);
+    std::thread::sleep(Duration::from_millis(500));
+    let idle = (rss_kib(floor.pid()), rss_kib(director.pid()));
+    println!(
+        "idle RSS after start: floor {:.1} MiB, pod-director {:.1} MiB",
+        mib(idle.0),
+        mib(idle.1)
+    );
+    let samples = measure_rounds(options, &setup, [&floor, &director]);
+    let after_load = (rss_kib(floor.pid()), rss_kib(director.pid()));
+    floor.stop();
+    director.stop();
+    summarize(options, &samples);
+    println!(
+        "\nRSS: pod-director {:.1} MiB idle after start, {:.1} MiB idle after load; floor {:.1} → {:.1} MiB",
+        mib(idle.1),
+        mib(after_load.1),
+        mib(idle.0),
+        mib(after_load.0)
+    );
+    let (log_bytes, log_lines) = std::fs::read(&setup.log)
+        .map(|text| (text.len(), text.iter().filter(|&&b| b == b'\n').count()))
+        .unwrap_or_default();
+    let (requests, errors) = samples
+        .values()
+        .flatten()
+        .fold((0, 0), |(r, e), s| (r + s.requests, e + s.errors));
+    println!(
+        "{requests} requests measured, {errors} failed; decision log {:.1} MiB, {log_lines} lines ({:.0} B/line); {:.0} s; load average {} at end",
+        log_bytes as f64 / 1048576.0,
+        log_bytes as f64 / log_lines.max(1) as f64,
+        started.elapsed().as_secs_f64(),
+        load_average()
+    );
+}
+
+/// Writes the certificate, the config and the floor's canned answers; builds the bodies.
+fn prepare(options: &Options) -> Setup {
     let dir = tempfile::tempdir().expect("tempdir");
     let pki = make_certificates(dir.path());
     std::fs::write(dir.path().join("config.yaml"), pods::CONFIG).expect("write config");
-    let all_bodies: BTreeMap<&str, Arc<Vec<Bytes>>> =
+    let bodies: BTreeMap<&str, Arc<Vec<Bytes>>> =
         GROUPS.iter().map(|g| (g.mode, Arc::new(bodies(options, *g)))).collect();
     for group in GROUPS {
-        let answer = canned(&all_bodies[group.mode][0], group);
+        let answer = canned(&bodies[group.mode][0], group);
         std::fs::write(dir.path().join(format!("canned-{}.json", group.mode)), answer).expect("write canned");
     }
-    // Not next to the configuration and certificate: their directories are watched for changes.
     let logs = tempfile::tempdir().expect("tempdir");
     let log = options
         .log
         .clone()
         .unwrap_or_else(|| logs.path().join("pod-director.log"));
+    Setup {
+        dir,
+        logs,
+        log,
+        pki,
+        bodies,
+    }
+}
 
+fn print_plan(options: &Options, setup: &Setup) {
     println!(
         "load: {} pod ({} B request), {} × {:?} after {:?} warm-up per measurement, {} round(s), {}, {} client thread(s)",
         options.pod,
-        all_bodies["enforce"][0].len(),
+        setup.bodies["enforce"][0].len(),
         options.concurrency.len() * options.groups.len() * 2,
         options.duration,
         options.warmup,
@@ -772,24 +790,17 @@ fn run(options: &Options) {
         std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
         load_average()
     );
+}
 
-    let started = Instant::now();
-    let floor = Server::spawn("floor", dir.path(), &logs.path().join("floor.log"), true);
-    let director = Server::spawn("pod-director", dir.path(), &log, options.telemetry);
-    std::thread::sleep(Duration::from_millis(500));
-    let idle = (rss_kib(floor.pid()), rss_kib(director.pid()));
-    println!(
-        "idle RSS after start: floor {:.1} MiB, pod-director {:.1} MiB",
-        mib(idle.0),
-        mib(idle.1)
-    );
-
+/// Every round: for each group and concurrency, the floor and pod-director back to back
+/// (alternating which goes first), each line printed as it is measured.
+fn measure_rounds(options: &Options, setup: &Setup, [floor, director]: [&Server; 2]) -> BTreeMap<Key, Vec<Sample>> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(options.client_threads)
+        .worker_threads(usize::from(options.client_threads))
         .enable_all()
         .build()
         .expect("client runtime");
-    let client = Client::new(&pki.ca_der, options.http2);
+    let client = Client::new(&setup.pki.ca_der, options.http2);
     let mut samples: BTreeMap<Key, Vec<Sample>> = BTreeMap::new();
     println!(
         "\n{:<6} {:<8} {:>5} {:<12} {:>9} {:>8} {:>8} {:>9} {:>8} {:>9} {:>9} {:>6} {:>8}",
@@ -812,41 +823,14 @@ fn run(options: &Options) {
             for &group in &options.groups {
                 for &concurrency in &options.concurrency {
                     let order = if round % 2 == 0 {
-                        [&floor, &director]
+                        [floor, director]
                     } else {
-                        [&director, &floor]
+                        [director, floor]
                     };
                     for server in order {
-                        let sample = measure(
-                            &client,
-                            server,
-                            group,
-                            concurrency,
-                            &all_bodies[group.mode],
-                            options,
-                        )
-                        .await;
-                        println!(
-                            "{:<6} {:<8} {:>5} {:<12} {:>9.0} {:>8.3} {:>8.3} {:>9.3} {:>8.2} {:>9.1} {:>9.1} {:>6.2} {:>8.1}{}",
-                            round + 1,
-                            group.mode,
-                            concurrency,
-                            server.name,
-                            sample.throughput,
-                            sample.p50_ms,
-                            sample.p99_ms,
-                            sample.p999_ms,
-                            sample.max_ms,
-                            sample.server_cpu_us,
-                            sample.client_cpu_us,
-                            sample.other_cores,
-                            mib(sample.peak_rss_kib),
-                            if sample.errors > 0 {
-                                format!("  ({} errors)", sample.errors)
-                            } else {
-                                String::new()
-                            }
-                        );
+                        let bodies = &setup.bodies[group.mode];
+                        let sample = measure(&client, server, group, usize::from(concurrency), bodies, options).await;
+                        print_sample(round, group, concurrency, server, &sample);
                         samples
                             .entry((group.mode, concurrency, server.name))
                             .or_default()
@@ -856,13 +840,35 @@ fn run(options: &Options) {
             }
         }
     });
-    let after_load = (rss_kib(floor.pid()), rss_kib(director.pid()));
-    let (log_bytes, log_lines) = std::fs::read(&log)
-        .map(|text| (text.len(), text.iter().filter(|&&b| b == b'\n').count()))
-        .unwrap_or_default();
-    floor.stop();
-    director.stop();
+    samples
+}
 
+fn print_sample(round: u16, group: Group, concurrency: u16, server: &Server, sample: &Sample) {
+    println!(
+        "{:<6} {:<8} {:>5} {:<12} {:>9.0} {:>8.3} {:>8.3} {:>9.3} {:>8.2} {:>9.1} {:>9.1} {:>6.2} {:>8.1}{}",
+        round + 1,
+        group.mode,
+        concurrency,
+        server.name,
+        sample.throughput,
+        sample.p50_ms,
+        sample.p99_ms,
+        sample.p999_ms,
+        sample.max_ms,
+        sample.server_cpu_us,
+        sample.client_cpu_us,
+        sample.other_cores,
+        mib(sample.peak_rss_kib),
+        if sample.errors > 0 {
+            format!("  ({} errors)", sample.errors)
+        } else {
+            String::new()
+        }
+    );
+}
+
+/// The summary table: medians over rounds, and the median of the per-round ratios to the floor.
+fn summarize(options: &Options, samples: &BTreeMap<Key, Vec<Sample>>) {
     println!(
         "\nsummary: median of {} round(s); ratio = median of per-round pod-director/floor throughput",
         options.rounds
@@ -873,14 +879,10 @@ fn run(options: &Options) {
         "| group | conc. | floor req/s | pod-director req/s | ratio | p50 ms | p99 ms | p99.9 ms | floor p99 ms | CPU µs/review (floor) | peak RSS MiB |"
     );
     let _ = writeln!(table, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
-    let mut requests = 0;
-    let mut errors = 0;
     for &group in &options.groups {
         for &concurrency in &options.concurrency {
             let pd = &samples[&(group.mode, concurrency, "pod-director")];
             let fl = &samples[&(group.mode, concurrency, "floor")];
-            requests += pd.iter().chain(fl).map(|s| s.requests).sum::<u64>();
-            errors += pd.iter().chain(fl).map(|s| s.errors).sum::<u64>();
             let of = |set: &[Sample], f: fn(&Sample) -> f64| median(set.iter().map(f).collect());
             let ratio = median(pd.iter().zip(fl).map(|(p, f)| p.throughput / f.throughput).collect());
             let _ = writeln!(
@@ -902,18 +904,4 @@ fn run(options: &Options) {
         }
     }
     print!("{table}");
-    println!(
-        "\nRSS: pod-director {:.1} MiB idle after start, {:.1} MiB idle after load; floor {:.1} → {:.1} MiB",
-        mib(idle.1),
-        mib(after_load.1),
-        mib(idle.0),
-        mib(after_load.0)
-    );
-    println!(
-        "{requests} requests measured, {errors} failed; decision log {:.1} MiB, {log_lines} lines ({:.0} B/line); {:.0} s; load average {} at end",
-        log_bytes as f64 / 1048576.0,
-        log_bytes as f64 / log_lines.max(1) as f64,
-        started.elapsed().as_secs_f64(),
-        load_average()
-    );
 }

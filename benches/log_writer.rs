@@ -56,10 +56,10 @@ fn process_cpu_ns() -> u64 {
         .sum()
 }
 
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
-}
+#[path = "support/stats.rs"]
+mod stats;
+
+use stats::median;
 
 fn main() {
     let loaded = Config::from_yaml(pods::CONFIG, "bench", Vec::new()).expect("bench config is valid");
@@ -122,8 +122,8 @@ fn main() {
     );
     println!("  {:<18} {:>12} {:>12}", "", "wall/review", "cpu/review");
     for (i, (name, _)) in dispatchers.iter().enumerate() {
-        let wall = median(&mut samples[i].iter().map(|s| s.0).collect::<Vec<_>>());
-        let cpu = median(&mut samples[i].iter().map(|s| s.1).collect::<Vec<_>>());
+        let wall = median(samples[i].iter().map(|s| s.0).collect());
+        let cpu = median(samples[i].iter().map(|s| s.1).collect());
         println!("  {name:<18} {wall:>10.1}µs {cpu:>10.1}µs");
     }
     println!(

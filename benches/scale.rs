@@ -31,13 +31,11 @@
 //! (from the log line timestamps), and resident memory 2 s after ready. The
 //! namespaces are not deleted: use a throwaway cluster.
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::BTreeMap;
 use std::io::{Read as _, Write as _};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt as _;
@@ -47,32 +45,11 @@ use kube::runtime::reflector;
 use kube::runtime::watcher::Event;
 use serde_json::json;
 
-/// Counts live heap bytes, to price what the store holds.
-struct Counting;
-
-static LIVE: AtomicI64 = AtomicI64::new(0);
-
-// SAFETY: forwards to the system allocator unchanged; only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as i64, Ordering::Relaxed);
-        // SAFETY: same contract as the caller's.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as i64, Ordering::Relaxed);
-        // SAFETY: same contract as the caller's.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(new_size as i64 - layout.size() as i64, Ordering::Relaxed);
-        // SAFETY: same contract as the caller's.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
+#[path = "support/alloc.rs"]
+mod alloc;
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: alloc::Counting = alloc::Counting;
 
 #[path = "support/nodes.rs"]
 mod nodes;
@@ -164,7 +141,7 @@ fn store() {
     println!("| namespaces | heap held | per namespace | RSS growth |");
     println!("|--:|--:|--:|--:|");
     for count in COUNTS {
-        let (rss_before, live_before) = (rss_kib("self"), LIVE.load(Ordering::Relaxed));
+        let (rss_before, live_before) = (rss_kib("self"), alloc::heap().live);
         let items: Vec<NamespaceMeta> = (0..count).map(namespace_meta).collect();
         let (store, mut writer) = reflector::store::<NamespaceMeta>();
         writer.apply_watcher_event(&Event::Init);
@@ -173,7 +150,7 @@ fn store() {
         }
         writer.apply_watcher_event(&Event::InitDone);
         assert_eq!(store.len(), count);
-        let held = LIVE.load(Ordering::Relaxed) - live_before;
+        let held = alloc::heap().live - live_before;
         let rss = rss_kib("self").saturating_sub(rss_before);
         println!(
             "| {count} | {:.1} MiB | {:.0} B | {:.1} MiB |",
@@ -196,12 +173,12 @@ fn node_store() {
         .map(|n| serde_json::to_vec(n).map(|v| v.len()).unwrap_or(0))
         .sum::<usize>();
     // Counted from here: the store, and what each conversion leaves behind in it (temporaries are freed).
-    let live_before = LIVE.load(Ordering::Relaxed);
+    let live_before = alloc::heap().live;
     let store = NodeStore::new();
     for node in &raw {
         store.apply(NodeInfo::from_node(node));
     }
-    let held = LIVE.load(Ordering::Relaxed) - live_before;
+    let held = alloc::heap().live - live_before;
     drop(raw);
     assert_eq!(store.len(), NODES);
     let per_node = held as f64 / NODES as f64;
@@ -216,10 +193,10 @@ fn node_store() {
     );
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
-}
+#[path = "support/stats.rs"]
+mod stats;
+
+use stats::median;
 
 /// Creates `pd-scale-*` namespaces until there are `count`.
 async fn ensure_namespaces(api: &Api<Namespace>, count: usize) {

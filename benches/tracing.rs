@@ -24,11 +24,9 @@
 //!
 //! `cargo bench --bench tracing` (add `-- --quick` for a fast pass).
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
@@ -46,31 +44,11 @@ use tracing_subscriber::layer::SubscriberExt as _;
 #[path = "support/pods.rs"]
 mod pods;
 
-/// Counts allocations so the report can give them per review.
-struct Counting;
-
-static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
-
-// SAFETY: forwards to the system allocator unchanged; only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: same contract as the caller's.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as the caller's.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: same contract as the caller's.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
+#[path = "support/alloc.rs"]
+mod alloc;
 
 #[global_allocator]
-static GLOBAL: Counting = Counting;
+static GLOBAL: alloc::Counting = alloc::Counting;
 
 /// Drops every batch: measures the span pipeline, not a network.
 #[derive(Debug)]
@@ -137,10 +115,10 @@ fn process_cpu_ns() -> u64 {
         .sum()
 }
 
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
-}
+#[path = "support/stats.rs"]
+mod stats;
+
+use stats::median;
 
 /// The paired report (see the module docs).
 fn report_paired() {
@@ -173,7 +151,7 @@ fn report_paired() {
             let order: [usize; 2] = if round % 2 == 0 { [0, 1] } else { [1, 0] };
             for &i in &order {
                 let (_, dispatch) = &dispatchers[i];
-                let (cpu, allocations, wall) = (process_cpu_ns(), ALLOCATIONS.load(Ordering::Relaxed), Instant::now());
+                let (cpu, allocations, wall) = (process_cpu_ns(), alloc::heap().allocations, Instant::now());
                 tracing::dispatcher::with_default(dispatch, || {
                     for _ in 0..batch {
                         black_box(runtime.block_on(admission.review(Webhook::Mutate, &headers, black_box(&body))));
@@ -185,21 +163,14 @@ fn report_paired() {
                     samples[i].push((
                         per(wall.elapsed().as_secs_f64() * 1e6),
                         per(process_cpu_ns().saturating_sub(cpu) as f64 / 1e3),
-                        per((ALLOCATIONS.load(Ordering::Relaxed) - allocations) as f64),
+                        per((alloc::heap().allocations - allocations) as f64),
                     ));
                 }
             }
         }
-        let column =
-            |i: usize, f: fn(&(f64, f64, f64)) -> f64| median(&mut samples[i].iter().map(f).collect::<Vec<_>>());
+        let column = |i: usize, f: fn(&(f64, f64, f64)) -> f64| median(samples[i].iter().map(f).collect());
         let delta = |f: fn(&(f64, f64, f64)) -> f64| {
-            median(
-                &mut samples[0]
-                    .iter()
-                    .zip(&samples[1])
-                    .map(|(a, b)| f(b) - f(a))
-                    .collect::<Vec<_>>(),
-            )
+            median(samples[0].iter().zip(&samples[1]).map(|(a, b)| f(b) - f(a)).collect())
         };
         println!(
             "  {size:<8} {:>8.1}µs {:>8.1}µs {:>+8.1}µs {:>8.1}µs {:>8.1}µs {:>+8.1}µs {:>7.0} {:>7.0}",

@@ -19,8 +19,8 @@ set -euo pipefail
 GIT_CLIFF_VERSION=2.14.2  # renovate: datasource=crate depName=git-cliff
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-CACHE="${POD_DIRECTOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pod-director}"
-DIR="$CACHE/tools/git-cliff-$GIT_CLIFF_VERSION"
+# shellcheck source=scripts/cargo-tool.sh
+source "$ROOT/scripts/cargo-tool.sh"
 
 log() { printf '[changelog] %s\n' "$*" >&2; }
 die() {
@@ -33,29 +33,8 @@ ensure() {
     echo "$GIT_CLIFF"
     return
   fi
-  local bin="$DIR/bin/git-cliff" lock
-  if [[ ! -x "$bin" ]]; then
-    command -v cargo >/dev/null || die "cargo is needed to install git-cliff $GIT_CLIFF_VERSION"
-    mkdir -p "$CACHE/tools"
-    exec {lock}>"$CACHE/tools/.git-cliff.lock"
-    flock "$lock"
-    if [[ ! -x "$bin" ]]; then
-      local start=$SECONDS tmp="$DIR.tmp.$$"
-      log "installing git-cliff $GIT_CLIFF_VERSION from crates.io into $DIR (once)"
-      rm -rf "$tmp"
-      # No default features: no network integrations (GitHub/GitLab APIs), no update check.
-      cargo install git-cliff --version "$GIT_CLIFF_VERSION" --locked --no-default-features \
-        --root "$tmp" --quiet >&2 || {
-        rm -rf "$tmp"
-        die "cargo install git-cliff $GIT_CLIFF_VERSION failed"
-      }
-      rm -rf "$DIR"
-      mv "$tmp" "$DIR"
-      log "installed git-cliff in $((SECONDS - start))s"
-    fi
-    exec {lock}>&-
-  fi
-  echo "$bin"
+  # No default features: no network integrations (GitHub/GitLab APIs), no update check.
+  cargo_tool git-cliff "$GIT_CLIFF_VERSION" --no-default-features
 }
 
 generate() {

@@ -15,7 +15,7 @@
 #                                         unlabelled and excluded namespaces are admitted.
 #                                         Creates and deletes namespaces pd-outage-*.
 #
-# Steps: versions lint template unittest readme config selectors dashboards kind actionlint renovate hadolint changelog
+# Steps: versions lint template unittest readme config schema selectors dashboards kind actionlint renovate hadolint changelog
 #   versions    Chart.yaml version == appVersion == the crate version in Cargo.toml
 #   lint        helm lint --strict, with the default values and each chart/ci/*-values.yaml
 #   template    helm template with each value set; every document well-formed, no duplicates
@@ -23,6 +23,8 @@
 #   readme      chart/README.md's values table matches values.yaml (scripts/chart-readme.py)
 #   config      each value set's rendered config passes `pod-director check-config`
 #               (uses $POD_DIRECTOR_BIN, else target/debug/pod-director; skipped when neither exists)
+#   schema      values.schema.json's `config` part is the schema the binary derives from its Rust
+#               types (`check-config --print-schema`, scripts/config-schema.py; same binary as config)
 #   selectors   the pod webhook entries (namespaceSelector, failurePolicy) rendered for each value
 #               set of tests/webhook_selectors/ equal its golden, which tests/webhook_selectors.rs
 #               holds the server's selectors to: chart and server are one function of the config
@@ -51,7 +53,7 @@ TYPESCRIPT_VERSION=5.9.3  # renovate: datasource=npm depName=typescript
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CHART="$ROOT/chart"
 CACHE="${POD_DIRECTOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pod-director}"
-DEFAULT_STEPS=(versions lint template unittest readme config selectors dashboards kind actionlint renovate hadolint changelog)
+DEFAULT_STEPS=(versions lint template unittest readme config schema selectors dashboards kind actionlint renovate hadolint changelog)
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 
@@ -169,6 +171,17 @@ step_config() {
     }
   done < <(ci_values)
   log "config: pod-director check-config accepts the config of every value set"
+}
+
+step_schema() {
+  local bin=${POD_DIRECTOR_BIN:-$ROOT/target/debug/pod-director}
+  if [[ ! -x "$bin" ]]; then
+    log "schema: skipped: no pod-director binary (set POD_DIRECTOR_BIN or run cargo build)"
+    return 0
+  fi
+  python3 "$ROOT/scripts/config-schema.py" --check --bin "$bin" >&2 ||
+    fail "chart/values.schema.json's config part has drifted from the Rust types"
+  log "schema: values.schema.json's config part is the schema derived from the Rust config types"
 }
 
 step_selectors() {

@@ -1,7 +1,8 @@
 //! AdmissionReview in → AdmissionReview out.
 //!
-//! [`parse`] turns request bytes into a typed request (or says precisely what
-//! is wrong), the placement engine decides, [`render`] builds the response with
+//! [`parse`] turns request bytes into a typed request in one pass ([`wire`]:
+//! a pod's placement fields are built, the rest of it skipped), or says
+//! precisely what is wrong; the placement engine decides, [`render`] builds the response with
 //! kube-core's builders and [`to_wire`] serializes it the way the API server
 //! reads it. [`Admission::review`] strings these together with the namespace
 //! lookup, the decision log line, the span and the metrics.
@@ -14,7 +15,10 @@
 //! | an apps/v1 DaemonSet CREATE or UPDATE at /mutate or /validate | 200 | its pod template decided as a pod (patch under `/spec/template`) |
 //! | a Namespace CREATE or UPDATE at /validate-namespace | 200 | the namespace label guard's decision |
 //! | pod UPDATE at /mutate, DELETE, CONNECT, a subresource, another resource, or a resource at the wrong endpoint | 200 | allowed, untouched; logged as `skipped` / `not_applicable` |
-//! | unreadable: empty, not JSON, not an `admission.k8s.io/v1` AdmissionReview, no request/uid/object/namespace, a namespace that is not a DNS-1123 label, object not of its resource's kind, a Pod without a spec | 400 | an AdmissionReview whose `response.status` says what is wrong (uid copied whenever the body has one, even beyond serde_json's number and nesting limits) |
+//! | unreadable: empty, not JSON, not an `admission.k8s.io/v1` AdmissionReview, no request/uid/object/namespace, a namespace that is not a DNS-1123 label, object not of its resource's kind, a Pod without a spec, a field placement reads (metadata name, generateName, namespace, labels, annotations, ownerReferences; spec nodeName, nodeSelector, tolerations, affinity) of the wrong type | 400 | an AdmissionReview whose `response.status` says what is wrong, naming the field (uid copied whenever the body has one, even beyond serde_json's number limits) |
+//!
+//! The other fields of a pod (containers, volumes, status…) are checked as JSON
+//! syntax only: the API server validated the object before calling the webhook.
 //! | the namespace's labels cannot be read (API server unreachable) | 503 | likewise, with the lookup error |
 //! | an enforce group's pod names a node (`spec.nodeName`) that cannot be looked up | 503 | likewise, with the lookup error |
 //!
@@ -28,8 +32,7 @@ use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use http::StatusCode;
-use k8s_openapi::api::apps::v1::DaemonSet;
-use k8s_openapi::api::core::v1::{Namespace as NamespaceObject, Pod};
+use k8s_openapi::api::core::v1::Namespace as NamespaceObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 use kube::core::response::StatusSummary;
 use kube::core::{DynamicObject, TypeMeta};
@@ -43,12 +46,10 @@ use crate::metrics::Metrics;
 use crate::namespace_guard::{self, NamespaceWrite};
 use crate::namespaces::{self, Labels, LookupError, NamespaceSource};
 use crate::nodes::Nodes;
-use crate::placement::{self, Context, Decision, NodeView, Outcome, SkipReason, Webhook};
+use crate::placement::{self, Context, Decision, NodeView, Outcome, Pod, SkipReason, Trail, Webhook};
 use crate::telemetry::{self, DECISION_TARGET};
 
 mod wire;
-
-use wire::NotAPod;
 
 const API_VERSION: &str = "admission.k8s.io/v1";
 const KIND: &str = "AdmissionReview";
@@ -80,14 +81,15 @@ pub enum AdmissionError {
     InvalidNamespace { namespace: String, reason: String },
     #[error("request.{field} has no spec; expected a v1 Pod with a spec")]
     MissingSpec { field: &'static str },
-    #[error("request.object is not a valid v1 Pod: {0}")]
-    InvalidPod(#[source] serde_json::Error),
-    #[error("request.oldObject is not a valid v1 Pod: {0}")]
-    InvalidOldPod(#[source] serde_json::Error),
-    #[error("request.object is not a valid {0}: {1}")]
-    InvalidObject(&'static str, #[source] serde_json::Error),
-    #[error("request.oldObject is not a valid {0}: {1}")]
-    InvalidOldObject(&'static str, #[source] serde_json::Error),
+    /// `at`: the path of the field refused in the object (`spec.tolerations`), empty for the object itself.
+    #[error("request.{field} is not a valid {kind}: {}{source}", field_prefix(.at))]
+    InvalidObject {
+        field: &'static str,
+        kind: &'static str,
+        at: String,
+        #[source]
+        source: serde_json::Error,
+    },
     #[error("cannot determine the pod's group: {0}")]
     Namespace(#[from] LookupError),
     #[error("{0}")]
@@ -96,6 +98,15 @@ pub enum AdmissionError {
     Timeout(Duration),
     #[error("cannot encode the response: {0}")]
     Encode(#[source] serde_json::Error),
+}
+
+/// `spec.tolerations: ` before an error message, or nothing.
+fn field_prefix(at: &str) -> String {
+    if at.is_empty() {
+        String::new()
+    } else {
+        format!("{at}: ")
+    }
 }
 
 impl AdmissionError {
@@ -125,7 +136,7 @@ pub enum Subject {
     /// A pod being created or updated (`old` on UPDATE).
     Pod { pod: Box<Pod>, old: Option<Box<Pod>> },
     /// A DaemonSet being created or updated: its pod template made into a pod
-    /// ([`placement::template_pod`]), and the old one on UPDATE.
+    /// (as [`placement::template_pod`] does), and the old one on UPDATE.
     DaemonSet { template: Box<Pod>, old: Option<Box<Pod>> },
     /// A namespace being created or updated (`old` on UPDATE).
     Namespace {
@@ -152,138 +163,149 @@ impl Rejected {
     }
 }
 
-/// Decodes and checks an AdmissionReview body.
+/// Decodes and checks an AdmissionReview body, in one pass (see [`wire`]).
 ///
-/// A pod CREATE or UPDATE is decoded in one pass, its object straight into a
-/// [`Pod`]. Anything else — other resources, and every request with something
-/// wrong in it — is decoded with the object left raw, and checked in the order
-/// and with the errors of decoding the whole review as kube-core's
-/// `AdmissionReview<DynamicObject>`: an object that is not a Kubernetes object
-/// at all makes the body undecodable ([`AdmissionError::Decode`]), one that is
-/// not a valid v1 Pod is [`AdmissionError::InvalidPod`].
+/// A pod's placement fields are decoded with their Kubernetes types (a value
+/// of the wrong type is [`AdmissionError::InvalidObject`], naming the field);
+/// the rest of the pod is checked as JSON syntax only: the API server has
+/// validated the object's schema before calling the webhook.
 pub fn parse(body: &[u8]) -> Result<Parsed, Rejected> {
-    match parse_pod(body) {
-        Some(parsed) => Ok(parsed),
-        None => parse_checked(body),
-    }
-}
-
-/// A well-formed pod CREATE or UPDATE in one pass; `None` for anything else.
-fn parse_pod(body: &[u8]) -> Option<Parsed> {
-    // UTF-8 checked once for the whole body, rather than string by string by `from_slice`.
-    let review: wire::Review<'_, Pod> = serde_json::from_str(std::str::from_utf8(body).ok()?).ok()?;
-    if review.kind != KIND || review.api_version != API_VERSION {
-        return None;
-    }
-    let (request, pod, old) = review.request?.split(TypeMeta {
-        api_version: review.api_version,
-        kind: review.kind,
-    });
-    if request.uid.is_empty()
-        || Resource::of(&request) != Some(Resource::Pods)
-        || not_applicable(&request).is_some()
-        || namespace_error(&request).is_some()
-    {
-        return None;
-    }
-    let pod = pod.filter(|pod| wire::has_metadata(pod) && pod.spec.is_some())?;
-    let old = match (request.operation == Operation::Update, old) {
-        (true, Some(old)) => Some(Box::new(wire::pod(old).ok().filter(|old| old.spec.is_some())?)),
-        // An oldObject on CREATE is kept in the request, as a DynamicObject: the checked way.
-        (false, Some(_)) => return None,
-        (_, None) => None,
-    };
-    Some(Parsed {
-        request,
-        subject: Subject::Pod {
-            pod: Box::new(pod),
-            old,
-        },
-    })
-}
-
-/// Any request, checked step by step (see [`parse`]).
-fn parse_checked(body: &[u8]) -> Result<Parsed, Rejected> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(Rejected::new(None, AdmissionError::EmptyBody));
     }
-    let undecodable = |e| Rejected::new(uid_of(body).as_deref(), AdmissionError::Decode(e));
-    let review: wire::Review<'_, &RawValue> = serde_json::from_slice(body).map_err(undecodable)?;
-    let objects = review.request.as_ref().map(wire::Request::objects);
-    // Any error is preceded by the decode error the whole review would have had.
-    let reject = |uid: Option<&str>, error| match objects.as_ref().map(wire::RawObjects::dynamic) {
-        Some(Err(e)) => undecodable(e),
-        _ => Rejected::new(uid, error),
-    };
+    let undecodable = |error| Rejected::new(uid_of(body).as_deref(), AdmissionError::Decode(error));
+    // UTF-8 checked once for the whole body, rather than string by string.
+    let text = std::str::from_utf8(body).map_err(|e| {
+        undecodable(<serde_json::Error as serde::de::Error>::custom(format_args!(
+            "the body is not UTF-8: {e}"
+        )))
+    })?;
+    let reading = wire::Reading::default();
+    let review = wire::decode(text, &reading).map_err(|error| match reading.object.get() {
+        Some(field) if error.classify() == serde_json::error::Category::Data => {
+            Rejected::new(uid_of(body).as_deref(), invalid(field, POD, &reading.trail, error))
+        }
+        _ => undecodable(error),
+    })?;
     let uid = review.request.as_ref().map(|r| r.uid.as_str());
     if review.kind != KIND {
-        return Err(reject(uid, AdmissionError::WrongKind(review.kind)));
+        return Err(Rejected::new(uid, AdmissionError::WrongKind(review.kind)));
     }
     if review.api_version != API_VERSION {
-        return Err(reject(uid, AdmissionError::WrongApiVersion(review.api_version)));
+        return Err(Rejected::new(uid, AdmissionError::WrongApiVersion(review.api_version)));
     }
     let Some(request) = review.request else {
-        return Err(reject(None, AdmissionError::MissingRequest));
+        return Err(Rejected::new(None, AdmissionError::MissingRequest));
     };
-    let objects = request.objects();
-    let (mut request, ..) = request.split(TypeMeta {
+    let (request, object, old_object) = request.split(TypeMeta {
         api_version: review.api_version,
         kind: review.kind,
     });
     if request.uid.is_empty() {
-        return Err(reject(None, AdmissionError::MissingUid));
+        return Err(Rejected::new(None, AdmissionError::MissingUid));
     }
-    let reject = |request: &AdmissionRequest<DynamicObject>, error| reject(Some(&request.uid), error);
-    if let Some(why) = not_applicable(&request) {
-        (request.object, request.old_object) = objects.dynamic().map_err(undecodable)?;
-        return Ok(Parsed {
-            request,
-            subject: Subject::NotApplicable(why),
-        });
-    }
-    match Resource::of(&request) {
-        Some(Resource::DaemonSets) => return parse_daemon_set(request, objects, &reject_with(&undecodable)),
-        Some(Resource::Namespaces) => return parse_namespace(request, objects, &reject_with(&undecodable)),
-        _ => {}
-    }
-    if let Some(error) = namespace_error(&request) {
-        return Err(reject(&request, error));
-    }
-    let object = objects
-        .object
-        .ok_or_else(|| reject(&request, AdmissionError::MissingObject))?;
-    let pod = wire::pod(object).map_err(|e| match e {
-        NotAPod::Undecodable(e) => undecodable(e),
-        NotAPod::Invalid(e) => reject(&request, AdmissionError::InvalidPod(e)),
-    })?;
-    if pod.spec.is_none() {
-        return Err(reject(&request, AdmissionError::MissingSpec { field: "object" }));
-    }
-    let old = match (request.operation == Operation::Update, objects.old_object) {
-        (true, Some(old)) => {
-            let old = wire::pod(old).map_err(|e| match e {
-                NotAPod::Undecodable(e) => undecodable(e),
-                NotAPod::Invalid(e) => reject(&request, AdmissionError::InvalidOldPod(e)),
-            })?;
-            if old.spec.is_none() {
-                return Err(reject(&request, AdmissionError::MissingSpec { field: "oldObject" }));
-            }
-            Some(Box::new(old))
-        }
-        (false, Some(old)) => {
-            // Not looked at, but decoded and kept in the request as before.
-            request.old_object = Some(wire::dynamic(old).map_err(undecodable)?);
-            None
-        }
-        (_, None) => None,
+    let subject = match subject(&request, object, old_object, &reading.trail) {
+        Ok(subject) => subject,
+        Err(error) => return Err(Rejected::new(Some(&request.uid), error)),
     };
-    Ok(Parsed {
-        request,
-        subject: Subject::Pod {
-            pod: Box::new(pod),
-            old,
-        },
-    })
+    Ok(Parsed { request, subject })
+}
+
+const POD: &str = "v1 Pod";
+const DAEMON_SET: &str = "apps/v1 DaemonSet";
+const NAMESPACE: &str = "v1 Namespace";
+
+/// An object that is not a valid `kind`: where decoding stopped, and why.
+fn invalid(field: &'static str, kind: &'static str, trail: &Trail, source: serde_json::Error) -> AdmissionError {
+    AdmissionError::InvalidObject {
+        field,
+        kind,
+        at: trail.path(),
+        source,
+    }
+}
+
+/// What the request is about, its objects decoded (those read raw, now) and checked.
+fn subject<'a>(
+    request: &AdmissionRequest<DynamicObject>,
+    object: wire::Object<'a>,
+    old_object: wire::Object<'a>,
+    trail: &Trail,
+) -> Result<Subject, AdmissionError> {
+    use wire::Object;
+    if let Some(why) = not_applicable(request) {
+        return Ok(Subject::NotApplicable(why));
+    }
+    let update = request.operation == Operation::Update;
+    let resource = Resource::of(request);
+    if resource != Some(Resource::Namespaces)
+        && let Some(error) = namespace_error(request)
+    {
+        return Err(error);
+    }
+    let raw = |object: Object<'a>| -> Option<&'a RawValue> {
+        match object {
+            Object::Raw(raw) => Some(raw),
+            _ => None,
+        }
+    };
+    match resource {
+        Some(Resource::Pods) => {
+            let decode = |object: Object<'_>, field: &'static str| match object {
+                Object::Pod(pod) => Ok(Some(pod)),
+                Object::Raw(raw) => wire::pod(raw, trail)
+                    .map(|pod| Some(Box::new(pod)))
+                    .map_err(|e| invalid(field, POD, trail, e)),
+                Object::Absent | Object::Skipped => Ok(None),
+            };
+            let pod = decode(object, "object")?.ok_or(AdmissionError::MissingObject)?;
+            if pod.spec.is_none() {
+                return Err(AdmissionError::MissingSpec { field: "object" });
+            }
+            let old = match update {
+                true => decode(old_object, "oldObject")?,
+                false => None,
+            };
+            if old.as_ref().is_some_and(|old| old.spec.is_none()) {
+                return Err(AdmissionError::MissingSpec { field: "oldObject" });
+            }
+            Ok(Subject::Pod { pod, old })
+        }
+        Some(Resource::DaemonSets) => {
+            let template = |raw: &RawValue, field| {
+                wire::daemon_set_template(raw, trail)
+                    .map(Box::new)
+                    .map_err(|e| invalid(field, DAEMON_SET, trail, e))
+            };
+            let object = raw(object).ok_or(AdmissionError::MissingObject)?;
+            let old = match raw(old_object).filter(|_| update) {
+                Some(old) => Some(template(old, "oldObject")?),
+                None => None,
+            };
+            Ok(Subject::DaemonSet {
+                template: template(object, "object")?,
+                old,
+            })
+        }
+        Some(Resource::Namespaces) => {
+            let namespace = |raw: &RawValue, field| {
+                serde_json::from_str::<NamespaceObject>(raw.get())
+                    .map(Box::new)
+                    .map_err(|e| invalid(field, NAMESPACE, &Trail::default(), e))
+            };
+            let object = raw(object).ok_or(AdmissionError::MissingObject)?;
+            let old = match raw(old_object).filter(|_| update) {
+                Some(old) => Some(namespace(old, "oldObject")?),
+                None => None,
+            };
+            Ok(Subject::Namespace {
+                namespace: namespace(object, "object")?,
+                old,
+            })
+        }
+        // not_applicable names every other resource.
+        None => Ok(Subject::NotApplicable("not a resource pod-director decides".to_owned())),
+    }
 }
 
 /// The resources pod-director decides.
@@ -307,81 +329,6 @@ impl Resource {
             _ => None,
         }
     }
-}
-
-/// A rejection built from a decode error or an error of the request (see [`parse_checked`]).
-struct Reject<'a> {
-    undecodable: &'a dyn Fn(serde_json::Error) -> Rejected,
-}
-
-fn reject_with<'a>(undecodable: &'a dyn Fn(serde_json::Error) -> Rejected) -> Reject<'a> {
-    Reject { undecodable }
-}
-
-/// A raw object decoded as `T`: a Kubernetes object (else the review was undecodable) of that kind.
-fn decode_as<T: serde::de::DeserializeOwned>(
-    raw: &RawValue,
-    reject: &Reject<'_>,
-    invalid: impl FnOnce(serde_json::Error) -> Rejected,
-) -> Result<T, Rejected> {
-    wire::dynamic(raw).map_err(|e| (reject.undecodable)(e))?;
-    serde_json::from_str(raw.get()).map_err(invalid)
-}
-
-/// A DaemonSet CREATE or UPDATE: its pod template (and the old one) as pods.
-fn parse_daemon_set(
-    request: AdmissionRequest<DynamicObject>,
-    objects: wire::RawObjects<'_>,
-    reject: &Reject<'_>,
-) -> Result<Parsed, Rejected> {
-    const KIND: &str = "apps/v1 DaemonSet";
-    let uid = Some(request.uid.clone());
-    let rejected = |error| Rejected::new(uid.as_deref(), error);
-    if let Some(error) = namespace_error(&request) {
-        return Err(rejected(error));
-    }
-    let object = objects.object.ok_or_else(|| rejected(AdmissionError::MissingObject))?;
-    let template = |ds: DaemonSet| Box::new(placement::template_pod(&ds.spec.unwrap_or_default().template));
-    let daemon_set: DaemonSet = decode_as(object, reject, |e| rejected(AdmissionError::InvalidObject(KIND, e)))?;
-    let old = match (request.operation == Operation::Update, objects.old_object) {
-        (true, Some(old)) => Some(template(decode_as(old, reject, |e| {
-            rejected(AdmissionError::InvalidOldObject(KIND, e))
-        })?)),
-        _ => None,
-    };
-    Ok(Parsed {
-        request,
-        subject: Subject::DaemonSet {
-            template: template(daemon_set),
-            old,
-        },
-    })
-}
-
-/// A Namespace CREATE or UPDATE.
-fn parse_namespace(
-    request: AdmissionRequest<DynamicObject>,
-    objects: wire::RawObjects<'_>,
-    reject: &Reject<'_>,
-) -> Result<Parsed, Rejected> {
-    const KIND: &str = "v1 Namespace";
-    let uid = Some(request.uid.clone());
-    let rejected = |error| Rejected::new(uid.as_deref(), error);
-    let object = objects.object.ok_or_else(|| rejected(AdmissionError::MissingObject))?;
-    let namespace: NamespaceObject = decode_as(object, reject, |e| rejected(AdmissionError::InvalidObject(KIND, e)))?;
-    let old = match (request.operation == Operation::Update, objects.old_object) {
-        (true, Some(old)) => Some(Box::new(decode_as(old, reject, |e| {
-            rejected(AdmissionError::InvalidOldObject(KIND, e))
-        })?)),
-        _ => None,
-    };
-    Ok(Parsed {
-        request,
-        subject: Subject::Namespace {
-            namespace: Box::new(namespace),
-            old,
-        },
-    })
 }
 
 /// Why the request's namespace cannot be looked up, if it cannot: missing, or
@@ -453,7 +400,7 @@ fn render_with_patch(
     patch: &str,
 ) -> Result<AdmissionReview<DynamicObject>, AdmissionError> {
     let mut response = AdmissionResponse::from(request);
-    if !outcome.allowed {
+    if !outcome.allowed() {
         let message = outcome
             .message
             .clone()
@@ -462,7 +409,7 @@ fn render_with_patch(
         response.result.status = Some(StatusSummary::Failure);
         response.result.code = StatusCode::FORBIDDEN.as_u16();
         response.result.reason = "Forbidden".to_owned();
-    } else if outcome.apply_patch && !outcome.patch.0.is_empty() {
+    } else if outcome.apply_patch() && !outcome.patch.0.is_empty() {
         // with_patch sets `patchType: JSONPatch`; the bytes are the outcome's patch, serialized once.
         response = response
             .with_patch(json_patch::Patch(Vec::new()))
@@ -479,7 +426,7 @@ fn render_with_patch(
 }
 
 /// The response for a request that could not be decided.
-pub fn render_error(uid: Option<&str>, error: &AdmissionError) -> AdmissionReview<DynamicObject> {
+pub(crate) fn render_error(uid: Option<&str>, error: &AdmissionError) -> AdmissionReview<DynamicObject> {
     let mut response = AdmissionResponse::invalid(error);
     response.uid = uid.unwrap_or_default().to_owned();
     let status = error.status();
@@ -492,7 +439,8 @@ pub fn render_error(uid: Option<&str>, error: &AdmissionError) -> AdmissionRevie
 
 /// Audit annotations for a response concerning a group (the API server prefixes
 /// each key with the webhook's name). Values are bounded to [`MAX_ANNOTATION_BYTES`].
-pub fn audit_annotations(outcome: &Outcome, revision: &str) -> HashMap<String, String> {
+#[cfg(test)]
+pub(crate) fn audit_annotations(outcome: &Outcome, revision: &str) -> HashMap<String, String> {
     annotations(outcome, revision, &outcome.patch_text())
 }
 
@@ -638,7 +586,7 @@ impl Admission {
                 // An error review carries no patch and serializes; fall back to the bare message anyway.
                 let body = to_wire(review).unwrap_or_else(|_| rejected.error.to_string().into_bytes());
                 (
-                    bare_outcome(webhook, Decision::Error),
+                    Outcome::new(webhook, Decision::Error),
                     "[]".to_owned(),
                     Reply { status, body },
                     Some(rejected.error),
@@ -758,32 +706,25 @@ impl Admission {
     }
 
     /// How many nodes the Node cache holds (`None` without one).
-    pub fn cached_nodes(&self) -> Option<usize> {
+    pub(crate) fn cached_nodes(&self) -> Option<usize> {
         self.nodes.as_ref().map(|n| n.cached_count())
     }
 
     /// How many namespaces the namespace cache holds.
-    pub fn cached_namespaces(&self) -> usize {
+    pub(crate) fn cached_namespaces(&self) -> usize {
         self.namespaces.cached_count()
     }
 
     /// Groups that cached namespaces select but the live configuration does not define.
-    pub fn orphaned_groups(&self) -> std::collections::BTreeMap<String, usize> {
+    pub(crate) fn orphaned_groups(&self) -> std::collections::BTreeMap<String, usize> {
         crate::orphans::count(&self.config.load().config, self.namespaces.as_ref())
     }
 }
 
 fn skipped(webhook: Webhook, why: &str) -> Outcome {
-    let mut outcome = bare_outcome(webhook, Decision::Skipped);
+    let mut outcome = Outcome::new(webhook, Decision::Skipped);
     outcome.skip_reason = Some(SkipReason::NotApplicable(why.to_owned()));
     outcome.summary = format!("skipped: {why}");
-    outcome
-}
-
-/// An outcome decided without the engine (skips and errors).
-fn bare_outcome(webhook: Webhook, decision: Decision) -> Outcome {
-    let mut outcome = Outcome::new(webhook, decision);
-    outcome.allowed = decision != Decision::Error;
     outcome
 }
 

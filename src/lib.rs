@@ -14,10 +14,14 @@
 //! - [`audit`]: is it safe to enforce a group? Running pods and workload templates decided as enforce
 //!   would, a readiness verdict per group (`pod-director audit`, and continuously in `serve`).
 //! - [`cli`]: the command line.
+//! - `support` (hidden): what tests and benchmarks share (log capture, the load floor server); not an API.
+//! - `fixtures` (hidden): the AdmissionReview builder of the tests and benches.
 pub mod admission;
 pub mod audit;
 pub mod cli;
 pub mod config;
+#[doc(hidden)]
+pub mod fixtures;
 pub mod metrics;
 pub mod namespace_guard;
 pub mod namespaces;
@@ -25,5 +29,7 @@ pub mod nodes;
 pub mod orphans;
 pub mod placement;
 pub mod server;
+#[doc(hidden)]
+pub mod support;
 pub mod telemetry;
 pub mod webhooks;

@@ -588,7 +588,7 @@ impl Metrics {
 
     /// Counts one decision, its conflicts and its latency; `trace_id` (of an
     /// exported span) becomes the latency bucket's exemplar.
-    pub fn observe_traced_decision(&self, outcome: &Outcome, latency: Duration, trace_id: Option<&str>) {
+    pub(crate) fn observe_traced_decision(&self, outcome: &Outcome, latency: Duration, trace_id: Option<&str>) {
         let webhook = outcome.webhook.as_str();
         let group = outcome.group.as_deref().unwrap_or_default();
         let mode = outcome.mode.map(|m| m.as_str()).unwrap_or_default();
@@ -669,7 +669,7 @@ impl Metrics {
     }
 
     /// The open connections gauge of the admission port (moved by the server as connections come and go).
-    pub fn connections_open(&self) -> &Gauge {
+    pub(crate) fn connections_open(&self) -> &Gauge {
         &self.connections_open
     }
 

@@ -44,7 +44,7 @@ impl Change<'_> {
 }
 
 /// Whether the guard lets this requester change group labels.
-pub fn is_allowed(guard: &NamespaceGuard, requester: &Requester) -> bool {
+pub(crate) fn is_allowed(guard: &NamespaceGuard, requester: &Requester) -> bool {
     if !requester.is_known() {
         return false;
     }
@@ -125,20 +125,21 @@ pub fn decide(config: &Config, write: &NamespaceWrite<'_>, ctx: &Context) -> Out
     let undefined_note = undefined
         .map(|g| format!(", a group pod-director's config does not define ({g:?})"))
         .unwrap_or_default();
-    out.decision = if enforce { Decision::Denied } else { Decision::WouldDeny };
-    out.allowed = !enforce;
     out.violations = vec![Violation {
         field: format!("metadata.labels[{label:?}]"),
         message: format!("{what}{undefined_note}: not allowed for {}", requester.describe()),
     }];
-    out.message = Some(format!(
-        "pod-director: {} may not {what} of namespace {:?}{undefined_note}: the label chooses the placement \
-         group of the namespace's pods. Only {} may change it (namespaceGuard); leave the label as it is, \
-         or ask one of them to change it",
-        requester.describe(),
-        write.name,
-        who_may(guard)
-    ));
+    out.deny(
+        enforce,
+        format!(
+            "pod-director: {} may not {what} of namespace {:?}{undefined_note}: the label chooses the placement \
+             group of the namespace's pods. Only {} may change it (namespaceGuard); leave the label as it is, \
+             or ask one of them to change it",
+            requester.describe(),
+            write.name,
+            who_may(guard)
+        ),
+    );
     out.summary = truncate_chars(
         &format!(
             "{}{what}: not allowed for {}",

@@ -89,9 +89,9 @@ pub async fn lookup(source: &dyn NamespaceSource, name: &str) -> Result<Labels, 
 type NamespaceMeta = PartialObjectMeta<Namespace>;
 
 /// How long a live GET's "not found" is remembered (unless the reflector sees the namespace first).
-pub const ABSENT_TTL: Duration = Duration::from_secs(5);
+pub(crate) const ABSENT_TTL: Duration = Duration::from_secs(5);
 /// Longest wait for one live GET.
-pub const LIVE_GET_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const LIVE_GET_TIMEOUT: Duration = Duration::from_secs(5);
 /// Most "not found" answers remembered at once (reviews can name any namespace).
 const ABSENT_MAX: usize = 4096;
 
@@ -191,7 +191,7 @@ impl LiveLookups {
 }
 
 /// Namespace labels from the Kubernetes API: a reflector plus live GETs.
-pub struct KubeNamespaces {
+pub(crate) struct KubeNamespaces {
     store: Store<NamespaceMeta>,
     api: Api<Namespace>,
     ready: Arc<AtomicBool>,
@@ -244,7 +244,8 @@ impl KubeNamespaces {
     }
 
     /// A source reading `store` (fed by someone else) and fetching misses through `client`.
-    pub fn with_store(store: Store<NamespaceMeta>, client: Client) -> Self {
+    #[cfg(test)]
+    pub(crate) fn with_store(store: Store<NamespaceMeta>, client: Client) -> Self {
         Self {
             store,
             api: Api::all(client),

@@ -37,10 +37,10 @@ use crate::metrics::{Metrics, NodeLookupResult};
 use crate::placement::feasible::{self, NodeInfo, NodeLookup, NodeView, Placement};
 
 /// Longest wait for the live GET of a node that is not cached.
-pub const FETCH_TIMEOUT: Duration = Duration::from_secs(2);
+pub(crate) const FETCH_TIMEOUT: Duration = Duration::from_secs(2);
 /// Most distinct placements whose counts are memoised at once; the memo starts
 /// over when it is full (or when the nodes change).
-pub const MEMO_CAPACITY: usize = 4096;
+pub(crate) const MEMO_CAPACITY: usize = 4096;
 
 /// Why a node could not be looked up.
 #[derive(Debug, thiserror::Error)]
@@ -161,7 +161,8 @@ impl Nodes {
     }
 
     /// Bounds live GETs by `timeout` instead of [`FETCH_TIMEOUT`].
-    pub fn with_fetch_timeout(mut self, timeout: Duration) -> Self {
+    #[cfg(test)]
+    pub(crate) fn with_fetch_timeout(mut self, timeout: Duration) -> Self {
         self.fetch_timeout = timeout;
         self
     }
@@ -268,7 +269,7 @@ impl Nodes {
     }
 
     /// Per group: how many nodes satisfy the group's own placement (`None` until synced).
-    pub fn group_counts(&self, config: &Config) -> Option<Vec<(String, usize)>> {
+    pub(crate) fn group_counts(&self, config: &Config) -> Option<Vec<(String, usize)>> {
         config
             .groups
             .iter()
@@ -315,7 +316,7 @@ impl NodeView for RequestNodes<'_> {
 
 /// Keeps `pod_director_group_nodes{group}` current: recomputed when the nodes
 /// or the configuration change (checked every `every`), until `shutdown`.
-pub async fn keep_group_gauge(
+pub(crate) async fn keep_group_gauge(
     nodes: Arc<Nodes>,
     config: Arc<arc_swap::ArcSwap<crate::config::Loaded>>,
     metrics: Arc<Metrics>,
@@ -393,7 +394,8 @@ impl KubeNodes {
     }
 
     /// A source reading `store` (fed by someone else) and fetching misses through `client`.
-    pub fn with_store(store: Arc<NodeStore>, client: Client) -> Self {
+    #[cfg(test)]
+    pub(crate) fn with_store(store: Arc<NodeStore>, client: Client) -> Self {
         Self {
             store,
             api: Api::all(client),
@@ -509,8 +511,8 @@ impl NodeSource for StaticNodes {
 mod tests {
     use std::sync::Mutex as StdMutex;
 
+    use crate::placement::PodSpec;
     use http::{Request, Response, StatusCode};
-    use k8s_openapi::api::core::v1::PodSpec;
     use kube::client::Body;
     use serde_json::json;
 

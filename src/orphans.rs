@@ -26,10 +26,10 @@ use crate::namespaces::NamespaceSource;
 
 /// How many groups get a series of their own; the rest are summed into [`OTHER_GROUPS`].
 /// Label values are written by whoever may label namespaces: the gauge's size must not be theirs to choose.
-pub const MAX_SERIES: usize = 50;
+pub(crate) const MAX_SERIES: usize = 50;
 /// The `group` of the series summing the orphaned groups beyond [`MAX_SERIES`]
 /// (not a valid label value, so no real group can be named so).
-pub const OTHER_GROUPS: &str = "(other)";
+pub(crate) const OTHER_GROUPS: &str = "(other)";
 
 /// How often the reporter checks whether the namespace cache has synced.
 const READY_POLL: Duration = Duration::from_millis(200);
@@ -83,7 +83,7 @@ pub fn report(loaded: &Loaded, namespaces: &dyn NamespaceSource) {
 
 /// Reports orphaned groups once the namespace cache has synced, then after every
 /// configuration change announced on `changed`, until `shutdown`.
-pub fn spawn_reporter(
+pub(crate) fn spawn_reporter(
     live: Arc<ArcSwap<Loaded>>,
     namespaces: Arc<dyn NamespaceSource>,
     mut changed: watch::Receiver<String>,
@@ -116,6 +116,7 @@ pub fn spawn_reporter(
 mod tests {
     use super::*;
     use crate::namespaces::{Labels, StaticNamespaces};
+    use crate::support::LogCapture;
 
     fn labelled(group: &str) -> Labels {
         Labels::from([("pod-director/group".to_owned(), group.to_owned())])
@@ -156,34 +157,13 @@ mod tests {
         assert_eq!(count(&c, &namespaces), BTreeMap::from([("gone".to_owned(), 1)]));
     }
 
-    /// A `MakeWriter` appending to a shared buffer.
-    #[derive(Clone, Default)]
-    struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
-
-    impl std::io::Write for Captured {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            if let Ok(mut buffer) = self.0.lock() {
-                buffer.extend_from_slice(bytes);
-            }
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
-    impl Captured {
-        fn lines(&self, message: &str) -> Vec<serde_json::Value> {
-            let text = self
-                .0
-                .lock()
-                .map(|b| String::from_utf8_lossy(&b).into_owned())
-                .unwrap_or_default();
-            text.lines()
-                .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-                .filter(|l| l["fields"]["message"] == message)
-                .collect()
-        }
+    /// The JSON log lines with `message`.
+    fn lines(capture: &LogCapture, message: &str) -> Vec<serde_json::Value> {
+        capture
+            .json_lines()
+            .into_iter()
+            .filter(|l| l["fields"]["message"] == message)
+            .collect()
     }
 
     const WARNED: &str = "namespaces select a group that is not defined; their pods are decided by unknownGroup";
@@ -198,7 +178,7 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread")]
     async fn the_reporter_warns_once_the_cache_has_synced_and_after_each_reload() {
-        let captured = Captured::default();
+        let captured = LogCapture::default();
         let writer = captured.clone();
         let subscriber = tracing_subscriber::fmt()
             .json()
@@ -218,10 +198,13 @@ mod tests {
         let task = spawn_reporter(live.clone(), namespaces.clone(), changes, stopped);
 
         tokio::time::sleep(Duration::from_millis(300)).await;
-        assert!(captured.lines(WARNED).is_empty(), "nothing before the cache has synced");
+        assert!(
+            lines(&captured, WARNED).is_empty(),
+            "nothing before the cache has synced"
+        );
         namespaces.set_ready(true);
-        until("the WARN at start", || !captured.lines(WARNED).is_empty()).await;
-        let line = &captured.lines(WARNED)[0];
+        until("the WARN at start", || !lines(&captured, WARNED).is_empty()).await;
+        let line = &lines(&captured, WARNED)[0];
         assert_eq!(line["level"], "WARN");
         assert_eq!(line["fields"]["group"], "old");
         assert_eq!(line["fields"]["namespaces"], 2);
@@ -232,13 +215,13 @@ mod tests {
         ));
         changed.send_replace("2".to_owned());
         let settled = "every labelled namespace selects a defined group";
-        until("the reload is reported", || !captured.lines(settled).is_empty()).await;
-        assert_eq!(captured.lines(WARNED).len(), 1);
+        until("the reload is reported", || !lines(&captured, settled).is_empty()).await;
+        assert_eq!(lines(&captured, WARNED).len(), 1);
         live.store(Arc::new(
             Config::from_yaml("groups: {ci: {}}", "test", Vec::new()).expect("valid"),
         ));
         changed.send_replace("3".to_owned());
-        until("the WARN after the reload", || captured.lines(WARNED).len() == 2).await;
+        until("the WARN after the reload", || lines(&captured, WARNED).len() == 2).await;
 
         stop.send_replace(true);
         tokio::time::timeout(Duration::from_secs(5), task)

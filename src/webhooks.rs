@@ -49,13 +49,13 @@ use crate::config::{Config, Loaded, Mode};
 use crate::metrics::{Metrics, ReconcileResult};
 
 /// The label the API server sets on every namespace to the namespace's name.
-pub const METADATA_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+pub(crate) const METADATA_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 /// Excluded by every entry in addition to `excludedNamespaces` (as the chart does).
-pub const ALWAYS_EXCLUDED: &str = "kube-system";
+pub(crate) const ALWAYS_EXCLUDED: &str = "kube-system";
 /// What an entry with nothing to serve selects: `kubernetes.io/metadata.name In
 /// [none.pod-director.io]`. A valid label value that no namespace carries there —
 /// the API server sets that label to the namespace's name, and a namespace name has no dots.
-pub const NO_NAMESPACE: &str = "none.pod-director.io";
+pub(crate) const NO_NAMESPACE: &str = "none.pod-director.io";
 /// Field manager of the reconciler's patches.
 pub const FIELD_MANAGER: &str = "pod-director";
 /// Longest time one reconciliation (reads and patches) may take.
@@ -207,7 +207,7 @@ impl Kind {
 
 /// Why a webhook configuration could not be reconciled.
 #[derive(Debug, thiserror::Error)]
-pub enum ReconcileError {
+pub(crate) enum ReconcileError {
     #[error("cannot read {kind} {name}: {source}")]
     Read {
         kind: &'static str,
@@ -246,7 +246,7 @@ fn pointer(tokens: &[&str]) -> PointerBuf {
 /// `default-group`, and for the namespace label guard's entry). Entries
 /// pod-director does not own are never touched.
 /// Returns the operations and the names of the entries they change.
-pub fn plan_patch(
+pub(crate) fn plan_patch(
     kind: Kind,
     name: &str,
     webhooks: &[Value],
@@ -332,7 +332,7 @@ pub fn plan_patch(
 }
 
 /// The name of the chart's namespace label guard entry in configuration `name`.
-pub fn guard_entry_name(name: &str) -> String {
+pub(crate) fn guard_entry_name(name: &str) -> String {
     format!("namespace-guard.{name}.pod-director.io")
 }
 

@@ -785,3 +785,47 @@ fn explain_nodes_refuses_what_is_not_a_node() {
         stderr(&out)
     );
 }
+
+#[test]
+fn check_config_prints_the_json_schema_of_the_file_with_every_top_level_key() {
+    let out = run(&["check-config", "--print-schema"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let schema: Value = serde_json::from_slice(&out.stdout).expect("the schema is JSON");
+    assert_eq!(schema["$schema"], "http://json-schema.org/draft-07/schema#");
+    assert_eq!(schema["additionalProperties"], false);
+    let keys: Vec<&str> = schema["properties"]
+        .as_object()
+        .expect("properties")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    for key in [
+        "namespaceLabel",
+        "defaultMode",
+        "namespaceGuard",
+        "groups",
+        "onNoFeasibleNode",
+    ] {
+        assert!(keys.contains(&key), "{key} missing from {keys:?}");
+    }
+    assert_eq!(
+        schema["definitions"]["mode"]["enum"],
+        serde_json::json!(["dryRun", "warn", "enforce"])
+    );
+}
+
+#[test]
+fn the_chart_values_schema_embeds_the_schema_the_binary_prints() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = Command::new("python3")
+        .arg(root.join("scripts/config-schema.py"))
+        .args(["--check", "--bin", env!("CARGO_BIN_EXE_pod-director")])
+        .output()
+        .expect("python3 runs scripts/config-schema.py");
+    assert!(
+        out.status.success(),
+        "chart/values.schema.json has drifted from the config types; run scripts/config-schema.py:\n{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+}

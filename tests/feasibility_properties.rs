@@ -7,11 +7,11 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm, Pod, PodSpec, Toleration};
+use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm, Toleration};
 use pod_director::config::{Config, Group, Mode, OnConflict};
 use pod_director::nodes::{Nodes, StaticNodes};
 use pod_director::placement::feasible::{self, NodeInfo, NodeTaint, NodeView, Placement};
-use pod_director::placement::{self as engine, Context, Namespace};
+use pod_director::placement::{self as engine, Context, Namespace, Pod, PodSpec};
 use proptest::prelude::*;
 use serde_json::json;
 

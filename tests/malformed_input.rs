@@ -162,10 +162,14 @@ fn cases() -> Vec<Case> {
             "not a valid v1 Pod",
         ),
         case(
-            "a pod with a field of the wrong type",
-            json_bytes(&set(valid(), "/request/object/spec/containers", json!({"name": "web"}))),
+            "a pod with a placement field of the wrong type",
+            json_bytes(&{
+                let mut review = valid();
+                review["request"]["object"]["spec"]["tolerations"] = json!({"key": "dedicated"});
+                review
+            }),
             StatusCode::BAD_REQUEST,
-            "not a valid v1 Pod",
+            "not a valid v1 Pod: spec.tolerations: invalid type: map",
         ),
         case(
             "an unknown operation",
@@ -333,6 +337,23 @@ async fn every_kind_of_bad_request_gets_a_clear_error_and_never_a_hang() {
     let (status, body) = harness.post("/mutate", &valid()).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["response"]["allowed"], true);
+    harness.server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_whose_unread_fields_have_the_wrong_type_is_decided_like_any_other() {
+    let harness = Harness::start(CONFIG).await;
+    harness.label("ns", "ci");
+    let mut body = valid();
+    body["request"]["object"]["spec"]["containers"] = json!({"name": "web"});
+    body["request"]["object"]["status"] = json!("Running");
+    let (status, response) = harness.post("/mutate", &body).await;
+    assert_eq!(status, StatusCode::OK, "{response}");
+    assert_eq!(response["response"]["allowed"], true);
+    assert_eq!(
+        response["response"]["auditAnnotations"]["decision"], "patched",
+        "{response}"
+    );
     harness.server.shutdown().await;
 }
 

@@ -7,6 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::{Harness, eventually};
+use pod_director::fixtures::Review;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -18,16 +19,11 @@ fn relabel(username: &str, groups: &[&str]) -> Value {
         json!({"kind": "Namespace", "apiVersion": "v1", "metadata": {"name": "team-a",
             "labels": {"kubernetes.io/metadata.name": "team-a", "pod-director/group": group}}})
     };
-    json!({
-        "kind": "AdmissionReview", "apiVersion": "admission.k8s.io/v1",
-        "request": {
-            "uid": "6a1f", "kind": {"group": "", "version": "v1", "kind": "Namespace"},
-            "resource": {"group": "", "version": "v1", "resource": "namespaces"},
-            "name": "team-a", "namespace": "team-a", "operation": "UPDATE",
-            "userInfo": {"username": username, "groups": groups},
-            "object": object("gpu"), "oldObject": object("ci"), "dryRun": false
-        }
-    })
+    Review::namespace("UPDATE", object("gpu"))
+        .uid("6a1f")
+        .user(username, groups)
+        .old(object("ci"))
+        .value()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,12 +8,12 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Affinity, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, Pod, PodAffinityTerm,
-    PodAntiAffinity, PreferredSchedulingTerm, Toleration, WeightedPodAffinityTerm,
+    Affinity, NodeAffinity, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, PodAffinityTerm, PodAntiAffinity,
+    PreferredSchedulingTerm, Toleration, WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use pod_director::config::{Config, Group, Mode, OnConflict};
-use pod_director::placement::{self, Context, DAEMON_SET_TEMPLATE, Namespace, plan, verify};
+use pod_director::placement::{self, Context, DAEMON_SET_TEMPLATE, Namespace, Pod, plan, verify};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 

@@ -96,25 +96,9 @@ pub fn sized(size: &str, namespace: &str) -> Value {
     }
 }
 
-/// An AdmissionReview (pod CREATE) shaped like the API server's.
+/// An AdmissionReview (pod CREATE) as the API server sends it, fields in its order.
 pub fn review(uid: &str, pod: &Value) -> Vec<u8> {
-    serde_json::to_vec(&json!({
-        "kind": "AdmissionReview",
-        "apiVersion": "admission.k8s.io/v1",
-        "request": {
-            "uid": uid,
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
-            "requestResource": {"group": "", "version": "v1", "resource": "pods"},
-            "namespace": pod["metadata"]["namespace"],
-            "operation": "CREATE",
-            "userInfo": {"username": "system:serviceaccount:kube-system:replicaset-controller", "uid": "a1", "groups": ["system:serviceaccounts", "system:authenticated"]},
-            "object": pod,
-            "oldObject": null,
-            "dryRun": false,
-            "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"},
-        }
-    }))
-    .expect("review serializes")
+    pod_director::fixtures::Review::pod("CREATE", pod.clone())
+        .uid(uid)
+        .bytes()
 }

@@ -58,21 +58,12 @@ fn review(namespace: &str, node: Option<&str>) -> Vec<u8> {
     if let Some(node) = node {
         spec["nodeName"] = json!(node);
     }
-    serde_json::to_vec(&json!({
-        "kind": "AdmissionReview",
-        "apiVersion": "admission.k8s.io/v1",
-        "request": {
-            "uid": "u-1",
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "name": "web",
-            "namespace": namespace,
-            "operation": "CREATE",
-            "userInfo": {"username": "tenant"},
-            "object": {"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "web", "namespace": namespace}, "spec": spec},
-        }
-    }))
-    .unwrap_or_default()
+    let pod =
+        json!({"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "web", "namespace": namespace}, "spec": spec});
+    crate::fixtures::Review::pod("CREATE", pod)
+        .uid("u-1")
+        .user("tenant", &[])
+        .bytes()
 }
 
 async fn answer(admission: &Admission, webhook: Webhook, body: &[u8]) -> (StatusCode, Value) {

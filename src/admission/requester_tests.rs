@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::config::Config;
+use crate::fixtures::Review;
 use crate::namespaces::StaticNamespaces;
 
 const CONFIG: &str = r#"
@@ -65,37 +66,10 @@ fn controller() -> Value {
     )
 }
 
-fn review(resource: Value, kind: Value, namespace: &str, operation: &str, user_info: Value, object: Value) -> Value {
-    json!({
-        "kind": "AdmissionReview",
-        "apiVersion": "admission.k8s.io/v1",
-        "request": {
-            "uid": "3f0c9a52-7d1e-4b8a-9c3d-2e1f0a9b8c7d",
-            "kind": kind.clone(), "resource": resource.clone(),
-            "requestKind": kind, "requestResource": resource,
-            "name": object["metadata"]["name"].as_str().unwrap_or_default(),
-            "namespace": namespace,
-            "operation": operation,
-            "userInfo": user_info,
-            "object": object,
-            "oldObject": null,
-            "dryRun": false,
-            "options": {"kind": if operation == "CREATE" { "CreateOptions" } else { "UpdateOptions" }, "apiVersion": "meta.k8s.io/v1"}
-        }
-    })
-}
-
 fn pod_review(namespace: &str, user_info: Value, metadata: Value, spec: Value) -> Value {
     let mut object = json!({"kind": "Pod", "apiVersion": "v1", "metadata": metadata, "spec": spec, "status": {}});
     object["metadata"]["namespace"] = json!(namespace);
-    review(
-        json!({"group": "", "version": "v1", "resource": "pods"}),
-        json!({"group": "", "version": "v1", "kind": "Pod"}),
-        namespace,
-        "CREATE",
-        user_info,
-        object,
-    )
+    Review::pod("CREATE", object).user_info(user_info).value()
 }
 
 fn daemon_set_pod(namespace: &str, user_info: Value, controller: bool) -> Value {
@@ -131,16 +105,10 @@ fn daemon_set(name: &str, template_spec: Value) -> Value {
 }
 
 fn daemon_set_review(namespace: &str, operation: &str, object: Value, old: Value) -> Value {
-    let mut body = review(
-        json!({"group": "apps", "version": "v1", "resource": "daemonsets"}),
-        json!({"group": "apps", "version": "v1", "kind": "DaemonSet"}),
-        namespace,
-        operation,
-        tenant(),
-        object,
-    );
-    body["request"]["oldObject"] = old;
-    body
+    Review::daemon_set(namespace, operation, object)
+        .user_info(tenant())
+        .old(old)
+        .value()
 }
 
 fn namespace_review(operation: &str, user_info: Value, labels: Value, old_labels: Option<Value>) -> Value {
@@ -149,18 +117,11 @@ fn namespace_review(operation: &str, user_info: Value, labels: Value, old_labels
             "metadata": {"name": "team-ci", "uid": "7e6d5c4b", "labels": labels},
             "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}})
     };
-    let mut body = review(
-        json!({"group": "", "version": "v1", "resource": "namespaces"}),
-        json!({"group": "", "version": "v1", "kind": "Namespace"}),
-        "team-ci",
-        operation,
-        user_info,
-        object(labels),
-    );
-    if let Some(old) = old_labels {
-        body["request"]["oldObject"] = object(old);
+    let review = Review::namespace(operation, object(labels)).user_info(user_info);
+    match old_labels {
+        Some(old) => review.old(object(old)).value(),
+        None => review.value(),
     }
-    body
 }
 
 async fn answer(admission: &Admission, webhook: Webhook, body: &Value) -> Value {

@@ -9,60 +9,48 @@ use super::*;
 use crate::config::{Config, Mode};
 use crate::namespaces::StaticNamespaces;
 
-/// A pod CREATE exactly as kube-apiserver sends it (a ReplicaSet's pod, generateName, no name yet).
-fn review() -> Value {
+/// The pod of [`review`]: a ReplicaSet's pod, generateName, no name yet.
+fn pod_object() -> Value {
     json!({
-        "kind": "AdmissionReview",
-        "apiVersion": "admission.k8s.io/v1",
-        "request": {
-            "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
-            "requestResource": {"group": "", "version": "v1", "resource": "pods"},
-            "name": "",
+        "kind": "Pod",
+        "apiVersion": "v1",
+        "metadata": {
+            "generateName": "web-7c9f8d-",
             "namespace": "team-ci",
-            "operation": "CREATE",
-            "userInfo": {
-                "username": "system:serviceaccount:kube-system:replicaset-controller",
-                "uid": "b4ac6e8f-8d6e-4b4f-9a1e-3f1e2d3c4b5a",
-                "groups": ["system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"]
-            },
-            "object": {
-                "kind": "Pod",
-                "apiVersion": "v1",
-                "metadata": {
-                    "generateName": "web-7c9f8d-",
-                    "namespace": "team-ci",
-                    "creationTimestamp": null,
-                    "labels": {"app": "web", "pod-template-hash": "7c9f8d"},
-                    "ownerReferences": [{
-                        "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-7c9f8d",
-                        "uid": "0f8e3c1a-2b4d-4e6f-8a9b-1c2d3e4f5a6b", "controller": true, "blockOwnerDeletion": true
-                    }],
-                    "managedFields": [{"manager": "kube-controller-manager", "operation": "Update", "apiVersion": "v1",
-                        "time": "2026-11-02T10:00:00Z", "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {}}}]
-                },
-                "spec": {
-                    "containers": [{"name": "web", "image": "nginx:1.27", "resources": {},
-                        "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File", "imagePullPolicy": "IfNotPresent"}],
-                    "restartPolicy": "Always",
-                    "terminationGracePeriodSeconds": 30,
-                    "dnsPolicy": "ClusterFirst",
-                    "serviceAccountName": "default",
-                    "securityContext": {},
-                    "schedulerName": "default-scheduler",
-                    "enableServiceLinks": true,
-                    "preemptionPolicy": "PreemptLowerPriority",
-                    "priority": 0
-                },
-                "status": {}
-            },
-            "oldObject": null,
-            "dryRun": false,
-            "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"}
-        }
+            "creationTimestamp": null,
+            "labels": {"app": "web", "pod-template-hash": "7c9f8d"},
+            "ownerReferences": [{
+                "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-7c9f8d",
+                "uid": "0f8e3c1a-2b4d-4e6f-8a9b-1c2d3e4f5a6b", "controller": true, "blockOwnerDeletion": true
+            }],
+            "managedFields": [{"manager": "kube-controller-manager", "operation": "Update", "apiVersion": "v1",
+                "time": "2026-11-02T10:00:00Z", "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {}}}]
+        },
+        "spec": {
+            "containers": [{"name": "web", "image": "nginx:1.27", "resources": {},
+                "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File", "imagePullPolicy": "IfNotPresent"}],
+            "restartPolicy": "Always",
+            "terminationGracePeriodSeconds": 30,
+            "dnsPolicy": "ClusterFirst",
+            "serviceAccountName": "default",
+            "securityContext": {},
+            "schedulerName": "default-scheduler",
+            "enableServiceLinks": true,
+            "preemptionPolicy": "PreemptLowerPriority",
+            "priority": 0
+        },
+        "status": {}
     })
+}
+
+/// A pod CREATE exactly as kube-apiserver sends it, as a value to edit.
+fn review() -> Value {
+    crate::fixtures::Review::pod("CREATE", pod_object()).value()
+}
+
+/// The same pod CREATE as bytes in kube-apiserver's field order (the object decoded in the review's pass).
+fn api_server_bytes() -> Vec<u8> {
+    crate::fixtures::Review::pod("CREATE", pod_object()).bytes()
 }
 
 fn bytes(value: &Value) -> Vec<u8> {
@@ -99,6 +87,53 @@ fn a_pod_create_from_the_api_server_parses_into_a_pod() {
     };
     assert_eq!(pod.metadata.generate_name.as_deref(), Some("web-7c9f8d-"));
     assert!(old.is_none());
+}
+
+#[test]
+fn a_pod_in_the_api_server_s_field_order_parses_as_the_same_request_and_pod() {
+    let inline = parse(&api_server_bytes()).expect("parses");
+    let raw = parse(&bytes(&review())).expect("parses");
+    assert_eq!(format!("{:?}", inline.request), format!("{:?}", raw.request));
+    let (Subject::Pod { pod: a, .. }, Subject::Pod { pod: b, .. }) = (&inline.subject, &raw.subject) else {
+        panic!("pods")
+    };
+    assert_eq!(a, b);
+    assert_eq!(a.metadata.labels.as_ref().map(|l| l.len()), Some(2));
+}
+
+#[test]
+fn a_pod_field_of_the_wrong_type_is_refused_naming_it_in_either_field_order() {
+    let bad = |update: bool| {
+        let mut object = pod_object();
+        object["spec"]["affinity"] = json!({"nodeAffinity": "ci"});
+        let review = crate::fixtures::Review::pod(if update { "UPDATE" } else { "CREATE" }, object.clone());
+        if update {
+            review.old(object).bytes()
+        } else {
+            review.bytes()
+        }
+    };
+    for (name, body) in [
+        ("inline", bad(false)),
+        (
+            "raw",
+            bytes(&serde_json::from_slice::<Value>(&bad(false)).unwrap_or_default()),
+        ),
+        ("update", bad(true)),
+    ] {
+        let rejected = rejected(&body);
+        let text = rejected.error.to_string();
+        assert!(
+            text.starts_with("request.object is not a valid v1 Pod: spec.affinity: invalid type: string \"ci\""),
+            "{name}: {text}"
+        );
+        assert_eq!(
+            rejected.uid.as_deref(),
+            Some("705ab4f5-6393-11e8-b7cc-42010a800002"),
+            "{name}"
+        );
+        assert_eq!(rejected.error.status(), StatusCode::BAD_REQUEST, "{name}");
+    }
 }
 
 #[test]
@@ -210,13 +245,33 @@ fn each_kind_of_bad_request_gets_its_own_error_and_keeps_the_uid_when_readable()
         (
             "a Deployment sent as a pod",
             bytes(&with(review(), "/request/object/kind", json!("Deployment"))),
-            |e| matches!(e, AdmissionError::InvalidPod(_)),
+            |e| matches!(e, AdmissionError::InvalidObject { field: "object", at, .. } if at == "kind"),
             uid.clone(),
         ),
         (
-            "containers is a string",
-            bytes(&with(review(), "/request/object/spec/containers", json!("nginx"))),
-            |e| matches!(e, AdmissionError::InvalidPod(_)),
+            "tolerations is a string",
+            bytes(&{
+                let mut v = review();
+                v["request"]["object"]["spec"]["tolerations"] = json!("dedicated");
+                v
+            }),
+            |e| matches!(e, AdmissionError::InvalidObject { field: "object", at, .. } if at == "spec.tolerations"),
+            uid.clone(),
+        ),
+        (
+            "a label value is a number",
+            bytes(&with(review(), "/request/object/metadata/labels/app", json!(7))),
+            |e| matches!(e, AdmissionError::InvalidObject { field: "object", at, .. } if at == "metadata.labels"),
+            uid.clone(),
+        ),
+        (
+            "an old pod whose nodeSelector is a list",
+            bytes(&with(
+                with(review(), "/request/operation", json!("UPDATE")),
+                "/request/oldObject",
+                json!({"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "web"}, "spec": {"nodeSelector": []}}),
+            )),
+            |e| matches!(e, AdmissionError::InvalidObject { field: "oldObject", at, .. } if at == "spec.nodeSelector"),
             uid.clone(),
         ),
         (
@@ -289,33 +344,61 @@ fn each_kind_of_bad_request_gets_its_own_error_and_keeps_the_uid_when_readable()
 #[test]
 fn the_uid_is_echoed_from_valid_json_beyond_serde_jsons_limits() {
     let uid = "705ab4f5-6393-11e8-b7cc-42010a800002";
-    let text = bytes(&review());
-    let text = String::from_utf8(text).unwrap_or_default();
+    let text = String::from_utf8(bytes(&review())).unwrap_or_default();
     let huge_number = text.replace(
         "\"terminationGracePeriodSeconds\":30",
-        "\"terminationGracePeriodSeconds\":1e400",
+        "\"tolerations\":[{\"operator\":\"Exists\",\"tolerationSeconds\":1e400}],\"terminationGracePeriodSeconds\":30",
     );
-    let nested_options = text.replace(
-        "\"options\":{",
-        &format!(
-            "\"options\":{{\"deep\":{}1{},",
-            "{\"a\":".repeat(10_000),
-            "}".repeat(10_000)
+    assert_ne!(huge_number, text, "the body was changed");
+    let rejected = rejected(huge_number.as_bytes());
+    assert!(
+        matches!(&rejected.error, AdmissionError::InvalidObject { at, .. } if at == "spec.tolerations"),
+        "{:?}",
+        rejected.error
+    );
+    assert!(
+        rejected.error.to_string().contains("number out of range"),
+        "{}",
+        rejected.error
+    );
+    assert_eq!(rejected.uid.as_deref(), Some(uid));
+}
+
+#[test]
+fn fields_placement_does_not_read_are_checked_as_json_syntax_only() {
+    let text = String::from_utf8(bytes(&review())).unwrap_or_default();
+    let skipped = [
+        (
+            "1e400 in a pod field",
+            "\"terminationGracePeriodSeconds\":30",
+            "\"terminationGracePeriodSeconds\":1e400".to_owned(),
         ),
-    );
-    for (name, body) in [
-        ("1e400 in a pod field", huge_number),
-        ("10k nested objects in options", nested_options),
-    ] {
+        (
+            "containers is a string",
+            "\"containers\":[",
+            "\"containers\":\"nginx\",\"x\":[".to_owned(),
+        ),
+        (
+            "10k nested objects in options",
+            "\"options\":{",
+            format!(
+                "\"options\":{{\"deep\":{}1{},",
+                "{\"a\":".repeat(10_000),
+                "}".repeat(10_000)
+            ),
+        ),
+    ];
+    for (name, from, to) in skipped {
+        let body = text.replace(from, &to);
         assert_ne!(body, text, "{name}: the body was changed");
-        let rejected = rejected(body.as_bytes());
-        assert!(
-            matches!(rejected.error, AdmissionError::Decode(_)),
-            "{name}: {:?}",
-            rejected.error
-        );
-        assert_eq!(rejected.uid.as_deref(), Some(uid), "{name}");
+        let parsed = parse(body.as_bytes()).unwrap_or_else(|r| panic!("{name}: {:?}", r.error));
+        assert!(matches!(parsed.subject, Subject::Pod { .. }), "{name}");
     }
+    let broken = text.replace("\"containers\":[", "\"containers\":[,");
+    assert!(
+        matches!(rejected(broken.as_bytes()).error, AdmissionError::Decode(_)),
+        "still JSON"
+    );
 }
 
 #[tokio::test]
@@ -388,7 +471,7 @@ fn request() -> AdmissionRequest<DynamicObject> {
 }
 
 fn outcome(mode: Mode, decision: Decision) -> Outcome {
-    let mut outcome = bare_outcome(Webhook::Mutate, decision);
+    let mut outcome = Outcome::new(Webhook::Mutate, decision);
     outcome.group = Some("ci".to_owned());
     outcome.mode = Some(mode);
     outcome.patch = Patch(vec![PatchOperation::Add(AddOperation {
@@ -406,8 +489,7 @@ fn wire(outcome: &Outcome) -> Value {
 
 #[test]
 fn the_patch_is_sent_as_base64_as_the_api_server_expects() {
-    let mut enforce = outcome(Mode::Enforce, Decision::Patched);
-    enforce.apply_patch = true;
+    let enforce = outcome(Mode::Enforce, Decision::Patched);
     let response = &wire(&enforce)["response"];
     assert_eq!(response["patchType"], "JSONPatch");
     let encoded = response["patch"].as_str().expect("patch is a base64 string");
@@ -440,7 +522,6 @@ fn a_dry_run_decision_carries_no_patch_but_annotates_the_would_be_patch() {
 #[test]
 fn a_denial_is_forbidden_with_the_engines_message_and_warning() {
     let mut denied = outcome(Mode::Enforce, Decision::Denied);
-    denied.allowed = false;
     denied.message = Some("pod-director: group ci: nodeSelector[\"node-pool\"]: pod has gpu".to_owned());
     denied.warning = Some("pod-director[ci]: denied".to_owned());
     let response = &wire(&denied)["response"];
@@ -458,7 +539,7 @@ fn a_denial_is_forbidden_with_the_engines_message_and_warning() {
 
 #[test]
 fn responses_without_a_group_have_no_audit_annotations() {
-    let response = &wire(&bare_outcome(Webhook::Mutate, Decision::Skipped))["response"];
+    let response = &wire(&Outcome::new(Webhook::Mutate, Decision::Skipped))["response"];
     assert!(response.get("auditAnnotations").is_none());
     assert_eq!(response["allowed"], true);
 }
@@ -549,32 +630,10 @@ async fn an_update_at_mutate_is_admitted_untouched() {
     assert!(value["response"].get("patch").is_none());
 }
 
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        if let Ok(mut bytes) = self.0.lock() {
-            bytes.extend_from_slice(buf);
-        }
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'w> tracing_subscriber::fmt::MakeWriter<'w> for Captured {
-    type Writer = Captured;
-    fn make_writer(&'w self) -> Self::Writer {
-        self.clone()
-    }
-}
-
 #[test]
 fn each_review_writes_one_decision_line_with_the_documented_fields() {
     use tracing_subscriber::layer::SubscriberExt as _;
-    let captured = Captured::default();
+    let captured = crate::support::LogCapture::default();
     let subscriber = tracing_subscriber::registry().with(telemetry::JsonLayer::new(captured.clone()));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -588,7 +647,7 @@ fn each_review_writes_one_decision_line_with_the_documented_fields() {
             &bytes(&body),
         ));
     });
-    let text = String::from_utf8(captured.0.lock().map(|b| b.clone()).unwrap_or_default()).expect("UTF-8");
+    let text = captured.text();
     let decisions: Vec<Value> = text
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())

@@ -32,11 +32,11 @@
 
 use std::collections::HashMap;
 
-use k8s_openapi::api::core::v1::{Pod, PodTemplateSpec};
+use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
 use crate::config::Config;
-use crate::placement::{self, Context, Namespace, NodeLookup, NodeView, Outcome, Requester};
+use crate::placement::{self, Context, Namespace, NodeLookup, NodeView, Outcome, Pod, Requester};
 
 /// The username prefix of kube-controller-manager's per-controller service accounts.
 const CONTROLLER_PREFIX: &str = "system:serviceaccount:kube-system:";
@@ -252,7 +252,8 @@ groups:
     }
 
     fn pod(value: serde_json::Value) -> Pod {
-        serde_json::from_value(value).expect("a pod")
+        let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(value).expect("a pod");
+        Pod::from(&pod)
     }
 
     fn owned_by(kind: &str, name: &str, uid: &str) -> Pod {

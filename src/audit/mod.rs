@@ -584,7 +584,11 @@ async fn scan_namespace(
     let mut controllers = Controllers::default();
     let mut templates = 0u64;
     let replica_sets = engine::controller_requester(config, ControllerKind::ReplicaSet);
-    let mut template = |group: &mut GroupAudit, workload: String, pod: &Pod, subject: Subject, requester: Requester| {
+    let mut template = |group: &mut GroupAudit,
+                        workload: String,
+                        pod: &crate::placement::Pod,
+                        subject: Subject,
+                        requester: Requester| {
         let outcome = engine::decide(config, ns, pod, subject, requester, nodes);
         group.record(name, &workload, Source::Template, &workload, &outcome);
         templates += 1;
@@ -738,9 +742,11 @@ async fn scan_namespace(
         &what("pods"),
         options,
         |pod| {
+            let pod = crate::placement::Pod::from(&pod);
             let found = engine::recreation(config, &pod, &controllers, nodes);
             let outcome = engine::decide(config, ns, &pod, Subject::Pod, found.requester, nodes);
-            group.record(name, &found.workload, Source::Pods, name_of(&pod.metadata), &outcome);
+            let pod_name = pod.metadata.name.as_deref().unwrap_or_default();
+            group.record(name, &found.workload, Source::Pods, pod_name, &outcome);
         },
         |count| {
             audit.pods_scanned += count;

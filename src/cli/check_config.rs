@@ -1,11 +1,24 @@
-//! `pod-director check-config`: validate a file the way `serve` would.
+//! `pod-director check-config`: validate a file the way `serve` would, or print the
+//! JSON Schema files are checked against (`--print-schema`).
 
 use std::process::ExitCode;
 
 use super::CheckConfigArgs;
-use crate::config::Config;
+use crate::config::{Config, schema};
 
 pub fn run(args: &CheckConfigArgs) -> ExitCode {
+    if args.print_schema {
+        return match serde_json::to_string_pretty(&schema::schema_json()) {
+            Ok(text) => {
+                println!("{text}");
+                ExitCode::SUCCESS
+            }
+            Err(err) => {
+                eprintln!("error: cannot render the schema: {err}");
+                ExitCode::from(1)
+            }
+        };
+    }
     let path = Config::resolve_path(args.config.as_deref());
     match Config::load(&path) {
         Ok(loaded) => {

@@ -19,16 +19,16 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::{ExplainArgs, FailOn, OutputFormat};
-use crate::config::{Config, syntax};
-use crate::placement::{self, Context, Decision, Namespace, NodeInfo, NodeView, Selection, SkipReason};
+use crate::config::{Config, Mode, syntax};
+use crate::placement::{self, Context, Decision, Namespace, NodeInfo, NodeView, Resolution, Selection, SkipReason};
 
 /// Where `explain` says what the feasible-node counts leave out.
-pub const FEASIBILITY_SCOPE: &str = "placement only: nodeSelector, required node affinity, NoSchedule/NoExecute taints, cordons; \
+pub(crate) const FEASIBILITY_SCOPE: &str = "placement only: nodeSelector, required node affinity, NoSchedule/NoExecute taints, cordons; \
      resources, pod affinity and topology spread are not counted";
 
 /// Bad input: exit code 2, nothing printed as success.
 #[derive(Debug, thiserror::Error)]
-pub enum InputError {
+pub(crate) enum InputError {
     #[error("{0}")]
     Config(#[from] crate::config::ConfigError),
     #[error("cannot read {path}: {source}")]
@@ -62,7 +62,8 @@ struct Candidate {
     name: String,
     kind: String,
     source: String,
-    pod: Pod,
+    /// Read as a full Pod (explain checks manifests strictly), decided through its placement fields.
+    pod: placement::Pod,
 }
 
 #[derive(Debug, Serialize)]
@@ -72,8 +73,8 @@ struct Report {
     kind: String,
     source: String,
     group: Option<String>,
-    mode: Option<String>,
-    decision: String,
+    mode: Option<Mode>,
+    decision: Verdict,
     patch: Value,
     conflicts: Vec<ConflictView>,
     violations: Vec<ViolationView>,
@@ -89,12 +90,48 @@ struct Report {
     requester_dependent: Option<String>,
 }
 
+/// A pod's decision, or why it has none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verdict {
+    Decided(Decision),
+    /// Its namespace is not in the input (and no `--group`).
+    Unresolved,
+}
+
+impl Verdict {
+    fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Decided(decision) => decision.as_str(),
+            Verdict::Unresolved => "unresolved",
+        }
+    }
+
+    fn denies(self) -> bool {
+        matches!(self, Verdict::Decided(Decision::Denied | Decision::WouldDeny))
+    }
+
+    fn patches(self) -> bool {
+        matches!(self, Verdict::Decided(Decision::Patched | Decision::WouldPatch))
+    }
+}
+
+impl Serialize for Verdict {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+fn resolution<S: serde::Serializer>(resolution: &Resolution, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(resolution.as_str())
+}
+
 #[derive(Debug, Serialize)]
 struct ConflictView {
     field: String,
     pod: String,
     group: String,
-    resolution: String,
+    #[serde(serialize_with = "resolution")]
+    resolution: Resolution,
 }
 
 #[derive(Debug, Serialize)]
@@ -154,8 +191,8 @@ fn explain(args: &ExplainArgs) -> Result<(Vec<Report>, bool), InputError> {
         .collect();
     let failed = args.fail_on.is_some_and(|fail_on| {
         reports.iter().any(|r| match fail_on {
-            FailOn::Deny => matches!(r.decision.as_str(), "denied" | "would_deny"),
-            FailOn::Patch => matches!(r.decision.as_str(), "denied" | "would_deny" | "patched" | "would_patch"),
+            FailOn::Deny => r.decision.denies(),
+            FailOn::Patch => r.decision.denies() || r.decision.patches(),
         })
     });
     Ok((reports, failed))
@@ -339,7 +376,7 @@ fn collect(
                 name,
                 kind: kind.to_owned(),
                 source: where_,
-                pod,
+                pod: placement::Pod::from(&pod),
             });
         }
         _ => {
@@ -375,7 +412,7 @@ fn collect(
                 name,
                 kind: kind.to_owned(),
                 source: where_,
-                pod,
+                pod: placement::Pod::from(&pod),
             });
         }
     }
@@ -407,7 +444,7 @@ fn decide(
             source: c.source,
             group: None,
             mode: None,
-            decision: "unresolved".to_owned(),
+            decision: Verdict::Unresolved,
             patch: Value::Array(Vec::new()),
             conflicts: Vec::new(),
             violations: Vec::new(),
@@ -452,7 +489,7 @@ fn decide(
         .and_then(|s| s.node_name.as_deref())
         .filter(|n| !n.is_empty());
     let mut decision = mutation.decision;
-    if mutation.allowed
+    if mutation.allowed()
         && mutation.decision != Decision::Skipped
         && validation.violations.iter().any(|v| v.field == "spec.nodeName")
         && matches!(validation.decision, Decision::Denied | Decision::WouldDeny)
@@ -468,8 +505,8 @@ fn decide(
         kind: c.kind,
         source: c.source,
         group: mutation.group.clone(),
-        mode: mutation.mode.map(|m| m.as_str().to_owned()),
-        decision: decision.as_str().to_owned(),
+        mode: mutation.mode,
+        decision: Verdict::Decided(decision),
         patch: mutation.patch_json(),
         conflicts: mutation
             .conflicts
@@ -478,7 +515,7 @@ fn decide(
                 field: c.field.clone(),
                 pod: c.pod.clone(),
                 group: c.group.clone(),
-                resolution: c.resolution.as_str().to_owned(),
+                resolution: c.resolution,
             })
             .collect(),
         violations: if mutation.decision == Decision::Skipped {
@@ -552,8 +589,8 @@ fn render_text(reports: &[Report], with_nodes: bool) -> String {
                 r.name.clone(),
                 r.kind.clone(),
                 r.group.clone().unwrap_or_else(|| "-".to_owned()),
-                r.mode.clone().unwrap_or_else(|| "-".to_owned()),
-                r.decision.clone(),
+                r.mode.map_or("-", Mode::as_str).to_owned(),
+                r.decision.as_str().to_owned(),
             ];
             if with_nodes {
                 row.push(match (r.feasible_nodes_before, r.feasible_nodes) {
@@ -589,12 +626,19 @@ fn render_text(reports: &[Report], with_nodes: bool) -> String {
     for r in reports {
         out.push_str(&format!(
             "\n{}/{} ({}, {}): {}\n",
-            r.namespace, r.name, r.kind, r.decision, r.reason
+            r.namespace,
+            r.name,
+            r.kind,
+            r.decision.as_str(),
+            r.reason
         ));
         for c in &r.conflicts {
             out.push_str(&format!(
                 "  conflict: {}: pod has {}, group requires {} ({})\n",
-                c.field, c.pod, c.group, c.resolution
+                c.field,
+                c.pod,
+                c.group,
+                c.resolution.as_str()
             ));
         }
         for v in &r.violations {

@@ -116,6 +116,10 @@ pub struct CheckConfigArgs {
     /// Configuration file (default: $POD_DIRECTOR_CONFIG, else /etc/pod-director/config.yaml).
     #[arg(short, long)]
     pub config: Option<PathBuf>,
+    /// Print the JSON Schema (draft-07) of the configuration file instead of checking one
+    /// (the chart's values.schema.json embeds it as `config`).
+    #[arg(long, conflicts_with = "config")]
+    pub print_schema: bool,
 }
 
 /// Runs the subcommands other than `serve` (which `main` runs inside its tokio

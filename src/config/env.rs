@@ -21,13 +21,7 @@
 use serde_json::{Map, Value};
 
 use super::FieldError;
-use super::validate::{
-    BOOLEAN_FIELDS, GROUP_FIELDS, INTEGER_FIELDS, NAMESPACE_GUARD_FIELDS, NAMESPACE_GUARD_LISTS, ROOT_FIELDS,
-    TOLERATION_FIELDS,
-};
-
-/// Mappings of fixed shape a variable may set a key of even when the file does not have them.
-const CREATABLE_MAPPINGS: &[&str] = &["namespaceGuard"];
+use super::schema::Node;
 
 pub const PREFIX: &str = "POD_DIRECTOR__";
 
@@ -38,21 +32,27 @@ fn normalize(s: &str) -> String {
         .collect()
 }
 
-/// The keys a mapping may have at `path` (canonical keys so far), beyond those present.
-fn known_keys(path: &[String]) -> &'static [&'static str] {
-    match path {
-        [] => ROOT_FIELDS,
-        [guard] if guard == "namespaceGuard" => NAMESPACE_GUARD_FIELDS,
-        [groups, _] if groups == "groups" => GROUP_FIELDS,
-        [groups, _, tolerations, _] if groups == "groups" && tolerations == "tolerations" => TOLERATION_FIELDS,
-        _ => &[],
-    }
+/// The schema of the setting at `path` (canonical keys and list indexes), when it has one.
+fn schema_at(path: &[String]) -> Option<Node> {
+    path.iter().try_fold(Node::root(), |node, segment| {
+        if node.is("array") {
+            node.item()
+        } else {
+            node.child(segment)
+        }
+    })
+}
+
+/// The keys a mapping may have at `path` (canonical keys so far), beyond those present:
+/// those of a mapping of fixed shape (a group's settings, not its nodeSelector's labels).
+fn known_keys(path: &[String]) -> Vec<&'static str> {
+    schema_at(path).map(|node| node.keys()).unwrap_or_default()
 }
 
 fn resolve_key(map: &Map<String, Value>, path: &[String], segment: &str) -> Result<String, String> {
     let wanted = normalize(segment);
     let mut candidates: Vec<String> = map.keys().filter(|k| normalize(k) == wanted).cloned().collect();
-    for known in known_keys(path) {
+    for known in &known_keys(path) {
         if normalize(known) == wanted && !candidates.iter().any(|c| c == known) {
             candidates.push((*known).to_owned());
         }
@@ -62,7 +62,7 @@ fn resolve_key(map: &Map<String, Value>, path: &[String], segment: &str) -> Resu
         0 => {
             let mut names: Vec<&str> = map.keys().map(String::as_str).collect();
             for known in known_keys(path) {
-                if !names.contains(known) {
+                if !names.contains(&known) {
                     names.push(known);
                 }
             }
@@ -82,7 +82,8 @@ fn resolve_key(map: &Map<String, Value>, path: &[String], segment: &str) -> Resu
     }
 }
 
-fn typed_value(key: &str, existing: Option<&Value>, raw: &str) -> Result<Value, String> {
+/// `raw` as the type of the setting: what the file has there, else what the schema says.
+fn typed_value(key: &str, schema: Option<Node>, existing: Option<&Value>, raw: &str) -> Result<Value, String> {
     match existing {
         Some(Value::Object(_)) => return Err(format!("{key} is a mapping, not a scalar setting")),
         Some(Value::Array(items)) if items.iter().any(|i| !i.is_string()) => {
@@ -90,11 +91,10 @@ fn typed_value(key: &str, existing: Option<&Value>, raw: &str) -> Result<Value, 
         }
         _ => {}
     }
-    let is_bool = matches!(existing, Some(Value::Bool(_))) || BOOLEAN_FIELDS.contains(&key);
-    let is_int = matches!(existing, Some(Value::Number(_))) || INTEGER_FIELDS.contains(&key);
-    let is_list = matches!(existing, Some(Value::Array(_)))
-        || key == "excludedNamespaces"
-        || NAMESPACE_GUARD_LISTS.contains(&key);
+    let is = |kind: &str| schema.is_some_and(|s| s.is(kind));
+    let is_bool = matches!(existing, Some(Value::Bool(_))) || is("boolean");
+    let is_int = matches!(existing, Some(Value::Number(_))) || is("integer");
+    let is_list = matches!(existing, Some(Value::Array(_))) || schema.is_some_and(|s| s.is_string_list());
     if is_bool {
         return match raw.to_ascii_lowercase().as_str() {
             "true" => Ok(Value::Bool(true)),
@@ -118,7 +118,7 @@ fn typed_value(key: &str, existing: Option<&Value>, raw: &str) -> Result<Value, 
                 .collect(),
         ));
     }
-    if key == "defaultGroup" && (raw.is_empty() || raw == "null") {
+    if schema.is_some_and(|s| s.is_nullable()) && (raw.is_empty() || raw == "null") {
         return Ok(Value::Null);
     }
     Ok(Value::String(raw.to_owned()))
@@ -137,7 +137,9 @@ fn apply_one(document: &mut Value, name: &str, raw: &str) -> Result<String, Stri
         node = match node {
             Value::Object(map) => {
                 let key = resolve_key(map, &canonical, segment)?;
-                if canonical.is_empty() && CREATABLE_MAPPINGS.contains(&key.as_str()) {
+                // A top-level mapping of fixed shape (namespaceGuard) may be set key by key
+                // even when the file leaves it out; groups and lists cannot be invented.
+                if canonical.is_empty() && schema_at(std::slice::from_ref(&key)).is_some_and(|n| n.is_fixed_mapping()) {
                     map.entry(key.clone()).or_insert_with(|| Value::Object(Map::new()));
                 }
                 canonical.push(key.clone());
@@ -164,8 +166,8 @@ fn apply_one(document: &mut Value, name: &str, raw: &str) -> Result<String, Stri
     match node {
         Value::Object(map) => {
             let key = resolve_key(map, &canonical, last)?;
-            let value = typed_value(&key, map.get(&key), raw)?;
             canonical.push(key.clone());
+            let value = typed_value(&key, schema_at(&canonical), map.get(&key), raw)?;
             map.insert(key, value);
         }
         Value::Array(items) => {
@@ -174,8 +176,8 @@ fn apply_one(document: &mut Value, name: &str, raw: &str) -> Result<String, Stri
             let slot = items
                 .get_mut(index)
                 .ok_or_else(|| format!("index {index} is out of range (the list has {len} items)"))?;
-            *slot = typed_value("", Some(slot), raw)?;
             canonical.push(index.to_string());
+            *slot = typed_value("", schema_at(&canonical), Some(slot), raw)?;
         }
         _ => return Err(format!("{} is a scalar, it has no {last:?}", canonical.join("."))),
     }
@@ -287,6 +289,54 @@ mod tests {
         assert!(text.iter().any(|t| t.contains("index 3 is out of range")));
         assert!(text.iter().any(|t| t.contains("is a mapping, not a scalar")));
         assert!(text.iter().any(|t| t.contains("\"BOGUS\" matches no key")));
+    }
+
+    #[test]
+    fn settings_are_typed_by_the_schema_wherever_they_are() {
+        let mut doc = json!({"groups": {"ci": {"affinity": {"nodeAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 10, "preference": {}}]}}}}});
+        apply(
+            &mut doc,
+            vars(&[
+                (
+                    "POD_DIRECTOR__GROUPS__CI__AFFINITY__NODE_AFFINITY__PREFERRED_DURING_SCHEDULING_IGNORED_DURING_EXECUTION__0__WEIGHT",
+                    "20",
+                ),
+                ("POD_DIRECTOR__GROUPS__CI__ALLOW_DAEMON_SETS", "true"),
+                ("POD_DIRECTOR__NAMESPACE_GUARD__ALLOWED_GROUPS", "system:masters, platform"),
+            ]),
+        )
+        .unwrap();
+        let preferred =
+            &doc["groups"]["ci"]["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"];
+        assert_eq!(preferred[0]["weight"], 20, "an integer, not the string \"20\"");
+        assert_eq!(doc["groups"]["ci"]["allowDaemonSets"], true);
+        assert_eq!(
+            doc["namespaceGuard"]["allowedGroups"],
+            json!(["system:masters", "platform"])
+        );
+    }
+
+    #[test]
+    fn a_variable_cannot_invent_a_group_or_a_key_the_schema_does_not_have() {
+        let mut doc = json!({"groups": {"ci": {}}});
+        let errors = apply(
+            &mut doc,
+            vars(&[
+                ("POD_DIRECTOR__GROUPS__GPU__MODE", "enforce"),
+                ("POD_DIRECTOR__GROUPS__CI__NODE_SELECTR", "x"),
+            ]),
+        )
+        .unwrap_err();
+        let text: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            text,
+            [
+                "environment variable POD_DIRECTOR__GROUPS__CI__NODE_SELECTR: \"NODE_SELECTR\" matches no key here \
+                 (keys: mode, onConflict, allowPodExclusion, onNoFeasibleNode, allowDaemonSets, nodeSelector, tolerations, affinity)",
+                "environment variable POD_DIRECTOR__GROUPS__GPU__MODE: \"GPU\" matches no key here (keys: ci)",
+            ]
+        );
     }
 
     #[test]

@@ -1,9 +1,20 @@
 //! The one typed configuration: loaded from YAML, overridden by environment
-//! variables, validated completely, then frozen. See `validate` for the rules
-//! and `env` for the override naming rule.
+//! variables, validated completely, then frozen.
+//!
+//! | file | what |
+//! |---|---|
+//! | `mod.rs` | the types ([`Config`], [`Group`], …), loading, the revision |
+//! | `schema.rs` | the schema derived from the types: keys, values, types; `check-config --print-schema` |
+//! | `kubernetes.rs` | the Kubernetes shapes a group embeds (tolerations, affinity, label keys…), for the schema |
+//! | `validate.rs` | every rule beyond the shape, every error in one run with its path |
+//! | `env.rs` | environment overrides and their naming rule |
+//! | `path.rs` | paths as errors name them (`groups.ci.tolerations[0].operator`) |
+//! | `syntax.rs` | Kubernetes name syntax (label keys and values, DNS names) |
 
 mod env;
+mod kubernetes;
 mod path;
+pub mod schema;
 pub mod syntax;
 mod validate;
 
@@ -12,6 +23,7 @@ use std::fmt;
 use std::path::{Path as FsPath, PathBuf};
 
 use k8s_openapi::api::core::v1::{Affinity, Toleration};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -20,15 +32,16 @@ pub use env::PREFIX as ENV_PREFIX;
 
 /// Where the configuration is read from when neither `--config` nor
 /// `$POD_DIRECTOR_CONFIG` names a file.
-pub const DEFAULT_CONFIG_PATH: &str = "/etc/pod-director/config.yaml";
+pub(crate) const DEFAULT_CONFIG_PATH: &str = "/etc/pod-director/config.yaml";
 /// The environment variable naming the configuration file.
-pub const CONFIG_PATH_ENV: &str = "POD_DIRECTOR_CONFIG";
+pub(crate) const CONFIG_PATH_ENV: &str = "POD_DIRECTOR_CONFIG";
 /// Largest configuration file accepted.
 const MAX_CONFIG_BYTES: u64 = 4 * 1024 * 1024;
 
 /// How a group's decisions take effect.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(rename = "mode", transform = schema::variants_as_enum)]
 pub enum Mode {
     /// Report the would-be patch or denial; admit the pod untouched.
     #[default]
@@ -56,8 +69,9 @@ impl fmt::Display for Mode {
 }
 
 /// What happens when the pod asks for something the group contradicts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(rename = "onConflict", transform = schema::variants_as_enum)]
 pub enum OnConflict {
     /// Deny the pod (in enforce; reported as would_deny otherwise).
     #[default]
@@ -79,8 +93,9 @@ impl OnConflict {
 }
 
 /// What happens to pods of a namespace whose label names no defined group.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(rename = "unknownGroup", transform = schema::variants_as_enum)]
 pub enum UnknownGroup {
     /// Admit, with a warning and a log line.
     #[default]
@@ -90,8 +105,9 @@ pub enum UnknownGroup {
 }
 
 /// What happens when no node could take a pod after its group's placement.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(rename = "onNoFeasibleNode", transform = schema::variants_as_enum)]
 pub enum OnNoFeasibleNode {
     /// Admit, with a warning in warn and enforce (a cluster autoscaler may add a node).
     #[default]
@@ -110,11 +126,13 @@ impl OnNoFeasibleNode {
 }
 
 /// One group: the placement its pods must carry.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(rename = "group", transform = schema::ordered::<Group>)]
 pub struct Group {
     /// Overrides `defaultMode` for this group.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Mode")]
     pub mode: Option<Mode>,
     #[serde(default)]
     pub on_conflict: OnConflict,
@@ -123,16 +141,20 @@ pub struct Group {
     pub allow_pod_exclusion: bool,
     /// Overrides the top-level `onNoFeasibleNode` for this group.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "OnNoFeasibleNode")]
     pub on_no_feasible_node: Option<OnNoFeasibleNode>,
     /// Leave this group's DaemonSets alone: their objects are not decided, and
     /// the pods the DaemonSet controller creates for them are skipped.
     #[serde(default)]
     pub allow_daemon_sets: bool,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(with = "kubernetes::Labels")]
     pub node_selector: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(with = "Vec<kubernetes::Toleration>")]
     pub tolerations: Vec<Toleration>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "kubernetes::Affinity")]
     pub affinity: Option<Affinity>,
 }
 
@@ -161,26 +183,30 @@ fn default_daemon_set_controller() -> String {
 
 /// The username kube-controller-manager's DaemonSet controller creates pods as
 /// (with `--use-service-account-credentials`, as kubeadm, kind and managed clusters run it).
-pub const DEFAULT_DAEMON_SET_CONTROLLER: &str = "system:serviceaccount:kube-system:daemon-set-controller";
+pub(crate) const DEFAULT_DAEMON_SET_CONTROLLER: &str = "system:serviceaccount:kube-system:daemon-set-controller";
 /// The group allowed to change namespace group labels by default.
-pub const DEFAULT_GUARD_GROUP: &str = "system:masters";
+pub(crate) const DEFAULT_GUARD_GROUP: &str = "system:masters";
 
 /// Who may set, change or remove a namespace's group label (the namespace label guard,
 /// `/validate-namespace`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(rename = "namespaceGuard", transform = schema::ordered::<NamespaceGuard>)]
 pub struct NamespaceGuard {
     /// dryRun (default): report would-be denials; warn: also warn the client; enforce: deny.
     #[serde(default)]
     pub mode: Mode,
     /// Usernames allowed to change the label, as `request.userInfo.username` names them.
     #[serde(default)]
+    #[schemars(with = "kubernetes::RequesterNames")]
     pub allowed_users: Vec<String>,
     /// Groups whose members may change the label (default `system:masters`).
     #[serde(default = "default_guard_groups")]
+    #[schemars(with = "kubernetes::RequesterNames")]
     pub allowed_groups: Vec<String>,
     /// Service accounts allowed to change the label, as `namespace/name`.
     #[serde(default)]
+    #[schemars(with = "Vec<kubernetes::ServiceAccountName>", extend("uniqueItems" = true))]
     pub allowed_service_accounts: Vec<String>,
 }
 
@@ -201,7 +227,7 @@ impl Default for NamespaceGuard {
 
 impl NamespaceGuard {
     /// The usernames of `allowedServiceAccounts` (`system:serviceaccount:NS:NAME`).
-    pub fn service_account_usernames(&self) -> impl Iterator<Item = String> + '_ {
+    pub(crate) fn service_account_usernames(&self) -> impl Iterator<Item = String> + '_ {
         self.allowed_service_accounts.iter().filter_map(|sa| {
             sa.split_once('/')
                 .map(|(ns, name)| format!("system:serviceaccount:{ns}:{name}"))
@@ -209,18 +235,22 @@ impl NamespaceGuard {
     }
 }
 
-/// The whole configuration.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// pod-director's configuration: the server's config file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(rename = "config", transform = schema::ordered::<Config>)]
 pub struct Config {
     /// The namespace label whose value names the group.
     #[serde(default = "default_namespace_label")]
+    #[schemars(with = "kubernetes::LabelKey")]
     pub namespace_label: String,
     /// Group for namespaces without the label; none when absent.
     #[serde(default)]
+    #[schemars(with = "Option<kubernetes::GroupName>")]
     pub default_group: Option<String>,
     /// Namespaces never touched (pod-director's own namespace is added at run time).
     #[serde(default = "default_excluded_namespaces")]
+    #[schemars(with = "Vec<kubernetes::NamespaceName>", extend("uniqueItems" = true))]
     pub excluded_namespaces: Vec<String>,
     #[serde(default)]
     pub unknown_group: UnknownGroup,
@@ -228,6 +258,7 @@ pub struct Config {
     pub default_mode: Mode,
     /// Pod label that exempts a pod (value `"true"`) in groups with `allowPodExclusion`.
     #[serde(default = "default_exclusion_label")]
+    #[schemars(with = "kubernetes::LabelKey")]
     pub pod_exclusion_label: String,
     /// Deprecated: `false` turns the DaemonSet skip off in every group (`allowDaemonSets`
     /// then has no effect); `true` (the default) changes nothing.
@@ -239,11 +270,13 @@ pub struct Config {
     /// The username of the DaemonSet controller: pods it creates in groups with
     /// `allowDaemonSets` are skipped.
     #[serde(default = "default_daemon_set_controller")]
+    #[schemars(with = "kubernetes::RequesterName")]
     pub daemon_set_controller: String,
     /// Who may change namespace group labels.
     #[serde(default)]
     pub namespace_guard: NamespaceGuard,
     #[serde(default)]
+    #[schemars(with = "schema::Groups")]
     pub groups: BTreeMap<String, Group>,
 }
 
@@ -306,7 +339,8 @@ fn render(errors: &[FieldError]) -> String {
 
 impl ConfigError {
     /// The individual field errors, when the problem is validation.
-    pub fn field_errors(&self) -> &[FieldError] {
+    #[cfg(test)]
+    pub(crate) fn field_errors(&self) -> &[FieldError] {
         match self {
             ConfigError::Invalid { errors, .. } => errors,
             _ => &[],
@@ -328,7 +362,7 @@ pub struct Loaded {
 }
 
 /// The warning of a configuration that defines no group.
-pub const NO_GROUPS_WARNING: &str =
+pub(crate) const NO_GROUPS_WARNING: &str =
     "groups is empty: no group is defined, so pod-director places no pod and every pod is admitted untouched";
 
 /// Why `text` holds no document at all: only whitespace, comments and document markers.
@@ -427,7 +461,7 @@ impl Config {
     }
 
     /// The file to read: `--config`, else `$POD_DIRECTOR_CONFIG`, else the default path.
-    pub fn resolve_path(flag: Option<&FsPath>) -> PathBuf {
+    pub(crate) fn resolve_path(flag: Option<&FsPath>) -> PathBuf {
         flag.map(FsPath::to_owned)
             .or_else(|| {
                 std::env::var_os(CONFIG_PATH_ENV)
@@ -445,23 +479,23 @@ impl Config {
     }
 
     /// The mode a group runs in.
-    pub fn mode_of(&self, group: &Group) -> Mode {
+    pub(crate) fn mode_of(&self, group: &Group) -> Mode {
         group.mode.unwrap_or(self.default_mode)
     }
 
     /// What a group does when no node could take a pod after its placement.
-    pub fn on_no_feasible_node_of(&self, group: &Group) -> OnNoFeasibleNode {
+    pub(crate) fn on_no_feasible_node_of(&self, group: &Group) -> OnNoFeasibleNode {
         group.on_no_feasible_node.unwrap_or(self.on_no_feasible_node)
     }
 
     /// Whether a group's DaemonSets are left alone: `allowDaemonSets`, unless the
     /// deprecated `skipDaemonSetPods: false` turned the DaemonSet skip off everywhere.
-    pub fn allows_daemon_sets(&self, group: &Group) -> bool {
+    pub(crate) fn allows_daemon_sets(&self, group: &Group) -> bool {
         group.allow_daemon_sets && self.skip_daemon_set_pods
     }
 
     /// One line per group, for `check-config` and start-up logs.
-    pub fn group_summaries(&self) -> Vec<String> {
+    pub(crate) fn group_summaries(&self) -> Vec<String> {
         self.groups
             .iter()
             .map(|(name, g)| {

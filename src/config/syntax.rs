@@ -29,7 +29,7 @@ fn is_dns1123_label_chars(s: &str) -> bool {
 }
 
 /// A DNS-1123 label: namespace names.
-pub fn dns1123_label(s: &str) -> Option<String> {
+pub(crate) fn dns1123_label(s: &str) -> Option<String> {
     if s.len() > DNS1123_LABEL_MAX {
         return Some(format!("must be no more than {DNS1123_LABEL_MAX} characters"));
     }
@@ -43,7 +43,7 @@ pub fn dns1123_label(s: &str) -> Option<String> {
 }
 
 /// A DNS-1123 subdomain: label key prefixes.
-pub fn dns1123_subdomain(s: &str) -> Option<String> {
+pub(crate) fn dns1123_subdomain(s: &str) -> Option<String> {
     if s.len() > DNS1123_SUBDOMAIN_MAX {
         return Some(format!("must be no more than {DNS1123_SUBDOMAIN_MAX} characters"));
     }
@@ -57,7 +57,7 @@ pub fn dns1123_subdomain(s: &str) -> Option<String> {
 }
 
 /// A label key (qualified name): optional `prefix/` plus a name of at most 63 characters.
-pub fn label_key(s: &str) -> Option<String> {
+pub(crate) fn label_key(s: &str) -> Option<String> {
     let (prefix, name) = match s.split_once('/') {
         Some((prefix, name)) => (Some(prefix), name),
         None => (None, s),
@@ -88,7 +88,7 @@ pub fn label_key(s: &str) -> Option<String> {
 }
 
 /// A label value: empty, or at most 63 characters of the qualified-name alphabet.
-pub fn label_value(s: &str) -> Option<String> {
+pub(crate) fn label_value(s: &str) -> Option<String> {
     if s.is_empty() {
         return None;
     }

@@ -2,55 +2,22 @@
 //!
 //! The document is walked as untyped JSON *before* it is deserialized, so that
 //! every problem is reported in one run, each with its path and what to write
-//! instead: unknown keys, wrong types, unknown enum values, and everything the
-//! API server itself would refuse in a nodeSelector, toleration or affinity.
+//! instead. The shape — which keys each mapping allows, which settings are
+//! enumerations or booleans and their values — comes from the schema of the Rust
+//! types (`schema.rs`, `kubernetes.rs`); what is written here are the rules beyond
+//! the shape: everything the API server itself would refuse in a label, a
+//! nodeSelector, a toleration or an affinity, and the rules between settings.
 
 use serde_json::{Map, Value};
 
-use super::FieldError;
 use super::path::Path;
-use super::syntax;
+use super::schema::{self, Node};
+use super::{FieldError, kubernetes as k8s, syntax};
 
-pub const ROOT_FIELDS: &[&str] = &[
-    "namespaceLabel",
-    "defaultGroup",
-    "excludedNamespaces",
-    "unknownGroup",
-    "defaultMode",
-    "podExclusionLabel",
-    "skipDaemonSetPods",
-    "onNoFeasibleNode",
-    "daemonSetController",
-    "namespaceGuard",
-    "groups",
-];
-pub const GROUP_FIELDS: &[&str] = &[
-    "mode",
-    "onConflict",
-    "allowPodExclusion",
-    "onNoFeasibleNode",
-    "allowDaemonSets",
-    "nodeSelector",
-    "tolerations",
-    "affinity",
-];
-pub const NAMESPACE_GUARD_FIELDS: &[&str] = &["mode", "allowedUsers", "allowedGroups", "allowedServiceAccounts"];
-/// The settings of `namespaceGuard` that hold a list of strings, by name, for typing environment overrides.
-pub const NAMESPACE_GUARD_LISTS: &[&str] = &["allowedUsers", "allowedGroups", "allowedServiceAccounts"];
-pub const TOLERATION_FIELDS: &[&str] = &["key", "operator", "value", "effect", "tolerationSeconds"];
-pub const MODES: &[&str] = &["dryRun", "warn", "enforce"];
-pub const ON_CONFLICT: &[&str] = &["reject", "override", "ignore"];
-pub const UNKNOWN_GROUP: &[&str] = &["allow", "deny"];
-pub const ON_NO_FEASIBLE_NODE: &[&str] = &["warn", "deny"];
-pub const TOLERATION_OPERATORS: &[&str] = &["Equal", "Exists"];
-pub const TAINT_EFFECTS: &[&str] = &["NoSchedule", "PreferNoSchedule", "NoExecute"];
-pub const NODE_SELECTOR_OPERATORS: &[&str] = &["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"];
-pub const LABEL_SELECTOR_OPERATORS: &[&str] = &["In", "NotIn", "Exists", "DoesNotExist"];
-
-/// Fields that hold a boolean, by name, for typing environment overrides.
-pub const BOOLEAN_FIELDS: &[&str] = &["allowPodExclusion", "allowDaemonSets", "skipDaemonSetPods"];
-/// Fields that hold an integer, by name, for typing environment overrides.
-pub const INTEGER_FIELDS: &[&str] = &["tolerationSeconds", "weight"];
+/// The names Kubernetes allows for an enumeration of `kubernetes.rs` (operators, effects).
+fn allowed<'de, T: serde::Deserialize<'de>>() -> &'static [&'static str] {
+    schema::names::<T>()
+}
 
 struct Checker {
     errors: Vec<FieldError>,
@@ -97,7 +64,7 @@ fn edit_distance(a: &str, b: &str) -> usize {
 
 /// The allowed key a misspelt `key` most likely meant: the nearest by edit
 /// distance, when it is near enough (a third of its length, at least 1, at most 3).
-pub fn closest<'a>(key: &str, allowed: &[&'a str]) -> Option<&'a str> {
+pub(crate) fn closest<'a>(key: &str, allowed: &[&'a str]) -> Option<&'a str> {
     allowed
         .iter()
         .map(|candidate| (edit_distance(key, candidate), *candidate))
@@ -132,6 +99,22 @@ impl Checker {
             }
         }
         Some(map)
+    }
+
+    /// The settings of one of pod-director's own mappings that the schema types
+    /// completely: enumerations and booleans.
+    fn settings(&mut self, map: &Map<String, Value>, path: &Path, node: Node) {
+        for key in node.keys() {
+            let (Some(v), Some(setting)) = (map.get(key), node.child(key)) else {
+                continue;
+            };
+            let variants = setting.variants();
+            if !variants.is_empty() {
+                self.enumerated(v, &path.key(key), &variants);
+            } else if setting.is("boolean") {
+                self.boolean(v, &path.key(key));
+            }
+        }
     }
 
     /// A mapping with free keys.
@@ -243,32 +226,22 @@ impl Checker {
 
     fn root(&mut self, v: &Value) {
         let root = Path::root();
-        let Some(map) = self.object(v, &root, ROOT_FIELDS) else {
+        let node = Node::root();
+        let Some(map) = self.object(v, &root, &node.keys()) else {
             return;
         };
+        self.settings(map, &root, node);
         if let Some(v) = map.get("namespaceLabel") {
             self.label_key(v, &root.key("namespaceLabel"));
         }
         if let Some(v) = map.get("podExclusionLabel") {
             self.label_key(v, &root.key("podExclusionLabel"));
         }
-        if let Some(v) = map.get("skipDaemonSetPods") {
-            self.boolean(v, &root.key("skipDaemonSetPods"));
-        }
         if let Some(v) = map.get("daemonSetController") {
             self.username(v, &root.key("daemonSetController"));
         }
-        if let Some(v) = map.get("namespaceGuard") {
-            self.namespace_guard(v, &root.key("namespaceGuard"));
-        }
-        if let Some(v) = map.get("unknownGroup") {
-            self.enumerated(v, &root.key("unknownGroup"), UNKNOWN_GROUP);
-        }
-        if let Some(v) = map.get("onNoFeasibleNode") {
-            self.enumerated(v, &root.key("onNoFeasibleNode"), ON_NO_FEASIBLE_NODE);
-        }
-        if let Some(v) = map.get("defaultMode") {
-            self.enumerated(v, &root.key("defaultMode"), MODES);
+        if let (Some(v), Some(node)) = (map.get("namespaceGuard"), node.child("namespaceGuard")) {
+            self.namespace_guard(v, &root.key("namespaceGuard"), node);
         }
         if let Some(v) = map.get("excludedNamespaces") {
             let p = root.key("excludedNamespaces");
@@ -297,7 +270,9 @@ impl Checker {
                         format!("group name {name:?} cannot be a namespace label value: {reason}"),
                     );
                 }
-                self.group(group, &gp);
+                if let Some(node) = node.child("groups").and_then(|groups| groups.child(name)) {
+                    self.group(group, &gp, node);
+                }
                 if map.get("skipDaemonSetPods") == Some(&Value::Bool(false))
                     && group.get("allowDaemonSets") == Some(&Value::Bool(true))
                 {
@@ -335,25 +310,11 @@ impl Checker {
         }
     }
 
-    fn group(&mut self, v: &Value, path: &Path) {
-        let Some(map) = self.object(v, path, GROUP_FIELDS) else {
+    fn group(&mut self, v: &Value, path: &Path, node: Node) {
+        let Some(map) = self.object(v, path, &node.keys()) else {
             return;
         };
-        if let Some(v) = map.get("mode") {
-            self.enumerated(v, &path.key("mode"), MODES);
-        }
-        if let Some(v) = map.get("onConflict") {
-            self.enumerated(v, &path.key("onConflict"), ON_CONFLICT);
-        }
-        if let Some(v) = map.get("allowPodExclusion") {
-            self.boolean(v, &path.key("allowPodExclusion"));
-        }
-        if let Some(v) = map.get("onNoFeasibleNode") {
-            self.enumerated(v, &path.key("onNoFeasibleNode"), ON_NO_FEASIBLE_NODE);
-        }
-        if let Some(v) = map.get("allowDaemonSets") {
-            self.boolean(v, &path.key("allowDaemonSets"));
-        }
+        self.settings(map, path, node);
         if let Some(v) = map.get("nodeSelector") {
             self.label_map(v, &path.key("nodeSelector"));
         }
@@ -387,13 +348,11 @@ impl Checker {
         Some(s.to_owned())
     }
 
-    fn namespace_guard(&mut self, v: &Value, path: &Path) {
-        let Some(map) = self.object(v, path, NAMESPACE_GUARD_FIELDS) else {
+    fn namespace_guard(&mut self, v: &Value, path: &Path, node: Node) {
+        let Some(map) = self.object(v, path, &node.keys()) else {
             return;
         };
-        if let Some(v) = map.get("mode") {
-            self.enumerated(v, &path.key("mode"), MODES);
-        }
+        self.settings(map, path, node);
         let mut allowed = 0;
         for key in ["allowedUsers", "allowedGroups"] {
             let Some(v) = map.get(key) else {
@@ -486,19 +445,27 @@ impl Checker {
     }
 
     fn toleration(&mut self, v: &Value, path: &Path) {
-        let Some(map) = self.object(v, path, TOLERATION_FIELDS) else {
+        let Some(map) = self.object(v, path, allowed::<k8s::Toleration>()) else {
             return;
         };
         let key = self.optional_string(map, "key", path);
         let value = self.optional_string(map, "value", path);
         let operator = match map.get("operator") {
             None | Some(Value::Null) => Some("Equal".to_owned()),
-            Some(v) => self.enumerated(v, &path.key("operator"), TOLERATION_OPERATORS),
+            Some(v) => self.enumerated(v, &path.key("operator"), allowed::<k8s::TolerationOperator>()),
         };
         let effect = match map.get("effect") {
             None | Some(Value::Null) => Some(String::new()),
             Some(Value::String(s)) if s.is_empty() => Some(String::new()),
-            Some(v) => self.enumerated(v, &path.key("effect"), TAINT_EFFECTS),
+            Some(v) => {
+                // The empty effect (every effect) is taken above; the message lists the named ones.
+                let effects: Vec<&str> = allowed::<k8s::TaintEffect>()
+                    .iter()
+                    .copied()
+                    .filter(|e| !e.is_empty())
+                    .collect();
+                self.enumerated(v, &path.key("effect"), &effects)
+            }
         };
         if let Some(key) = &key {
             if key.is_empty() {
@@ -547,7 +514,7 @@ impl Checker {
     }
 
     fn affinity(&mut self, v: &Value, path: &Path) {
-        let Some(map) = self.object(v, path, &["nodeAffinity", "podAffinity", "podAntiAffinity"]) else {
+        let Some(map) = self.object(v, path, allowed::<k8s::Affinity>()) else {
             return;
         };
         if let Some(v) = map.get("nodeAffinity") {
@@ -563,12 +530,12 @@ impl Checker {
     fn node_affinity(&mut self, v: &Value, path: &Path) {
         const REQUIRED: &str = "requiredDuringSchedulingIgnoredDuringExecution";
         const PREFERRED: &str = "preferredDuringSchedulingIgnoredDuringExecution";
-        let Some(map) = self.object(v, path, &[REQUIRED, PREFERRED]) else {
+        let Some(map) = self.object(v, path, allowed::<k8s::NodeAffinity>()) else {
             return;
         };
         if let Some(v) = map.get(REQUIRED) {
             let p = path.key(REQUIRED);
-            if let Some(selector) = self.object(v, &p, &["nodeSelectorTerms"]) {
+            if let Some(selector) = self.object(v, &p, allowed::<k8s::NodeSelector>()) {
                 let tp = p.key("nodeSelectorTerms");
                 match selector.get("nodeSelectorTerms") {
                     None => self.err(&tp, "is required: list at least one term"),
@@ -590,7 +557,7 @@ impl Checker {
             if let Some(items) = self.list(v, &p) {
                 for (i, item) in items.iter().enumerate() {
                     let ip = p.index(i);
-                    if let Some(m) = self.object(item, &ip, &["weight", "preference"]) {
+                    if let Some(m) = self.object(item, &ip, allowed::<k8s::PreferredSchedulingTerm>()) {
                         self.weight(m, &ip);
                         match m.get("preference") {
                             Some(term) => self.node_selector_term(term, &ip.key("preference")),
@@ -617,7 +584,7 @@ impl Checker {
     }
 
     fn node_selector_term(&mut self, v: &Value, path: &Path) {
-        let Some(map) = self.object(v, path, &["matchExpressions", "matchFields"]) else {
+        let Some(map) = self.object(v, path, allowed::<k8s::NodeSelectorTerm>()) else {
             return;
         };
         let mut count = 0;
@@ -641,7 +608,7 @@ impl Checker {
     }
 
     fn node_selector_requirement(&mut self, v: &Value, path: &Path, field: bool) {
-        let Some(map) = self.object(v, path, &["key", "operator", "values"]) else {
+        let Some(map) = self.object(v, path, allowed::<k8s::NodeSelectorRequirement>()) else {
             return;
         };
         let kp = path.key("key");
@@ -665,7 +632,7 @@ impl Checker {
         let allowed: &[&str] = if field {
             &["In", "NotIn"]
         } else {
-            NODE_SELECTOR_OPERATORS
+            allowed::<k8s::NodeSelectorOperator>()
         };
         let operator = match map.get("operator") {
             None => {
@@ -729,7 +696,7 @@ impl Checker {
     fn pod_affinity(&mut self, v: &Value, path: &Path) {
         const REQUIRED: &str = "requiredDuringSchedulingIgnoredDuringExecution";
         const PREFERRED: &str = "preferredDuringSchedulingIgnoredDuringExecution";
-        let Some(map) = self.object(v, path, &[REQUIRED, PREFERRED]) else {
+        let Some(map) = self.object(v, path, allowed::<k8s::PodAffinity>()) else {
             return;
         };
         if let Some(v) = map.get(REQUIRED) {
@@ -745,7 +712,7 @@ impl Checker {
             if let Some(items) = self.list(v, &p) {
                 for (i, item) in items.iter().enumerate() {
                     let ip = p.index(i);
-                    if let Some(m) = self.object(item, &ip, &["weight", "podAffinityTerm"]) {
+                    if let Some(m) = self.object(item, &ip, allowed::<k8s::WeightedPodAffinityTerm>()) {
                         self.weight(m, &ip);
                         match m.get("podAffinityTerm") {
                             Some(term) => self.pod_affinity_term(term, &ip.key("podAffinityTerm")),
@@ -758,18 +725,7 @@ impl Checker {
     }
 
     fn pod_affinity_term(&mut self, v: &Value, path: &Path) {
-        let Some(map) = self.object(
-            v,
-            path,
-            &[
-                "labelSelector",
-                "namespaceSelector",
-                "namespaces",
-                "topologyKey",
-                "matchLabelKeys",
-                "mismatchLabelKeys",
-            ],
-        ) else {
+        let Some(map) = self.object(v, path, allowed::<k8s::PodAffinityTerm>()) else {
             return;
         };
         match map.get("topologyKey") {
@@ -804,7 +760,7 @@ impl Checker {
     }
 
     fn label_selector(&mut self, v: &Value, path: &Path) {
-        let Some(map) = self.object(v, path, &["matchLabels", "matchExpressions"]) else {
+        let Some(map) = self.object(v, path, allowed::<k8s::LabelSelector>()) else {
             return;
         };
         if let Some(v) = map.get("matchLabels") {
@@ -815,7 +771,7 @@ impl Checker {
             if let Some(items) = self.list(v, &p) {
                 for (i, item) in items.iter().enumerate() {
                     let ip = p.index(i);
-                    let Some(m) = self.object(item, &ip, &["key", "operator", "values"]) else {
+                    let Some(m) = self.object(item, &ip, allowed::<k8s::LabelSelectorRequirement>()) else {
                         continue;
                     };
                     match m.get("key") {
@@ -828,11 +784,14 @@ impl Checker {
                         None => {
                             self.err(
                                 &ip.key("operator"),
-                                format!("is required: one of {}", one_of(LABEL_SELECTOR_OPERATORS)),
+                                format!(
+                                    "is required: one of {}",
+                                    one_of(allowed::<k8s::LabelSelectorOperator>())
+                                ),
                             );
                             None
                         }
-                        Some(op) => self.enumerated(op, &ip.key("operator"), LABEL_SELECTOR_OPERATORS),
+                        Some(op) => self.enumerated(op, &ip.key("operator"), allowed::<k8s::LabelSelectorOperator>()),
                     };
                     let vp = ip.key("values");
                     let count = match m.get("values") {
@@ -863,7 +822,7 @@ impl Checker {
 }
 
 /// Settings of a valid document that load but should be changed, with what to do instead.
-pub fn deprecations(document: &Value) -> Vec<FieldError> {
+pub(crate) fn deprecations(document: &Value) -> Vec<FieldError> {
     let mut warnings = Vec::new();
     if let Some(value) = document.get("skipDaemonSetPods") {
         let effect = if value == &Value::Bool(false) {

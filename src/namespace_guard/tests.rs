@@ -42,9 +42,9 @@ fn the_default_guard_is_dry_run_and_allows_system_masters() {
     assert_eq!(c.namespace_guard.mode, Mode::DryRun);
     let admin = as_user("kubernetes-admin", &["system:masters", "system:authenticated"]);
     let out = decide_change(&c, Some(Some("ci")), Some("gpu"), &admin);
-    assert_eq!((out.decision, out.allowed), (Decision::Noop, true));
+    assert_eq!((out.decision, out.allowed()), (Decision::Noop, true));
     let out = decide_change(&c, Some(Some("ci")), Some("gpu"), &as_user("alice", &[]));
-    assert_eq!((out.decision, out.allowed), (Decision::WouldDeny, true));
+    assert_eq!((out.decision, out.allowed()), (Decision::WouldDeny, true));
     assert_eq!(out.warning, None, "dryRun does not warn the client");
     assert_eq!(out.group.as_deref(), Some("gpu"));
     assert_eq!(out.mode, Some(Mode::DryRun));
@@ -63,7 +63,7 @@ fn every_change_of_the_label_by_a_tenant_is_denied_in_enforce() {
     ] {
         let out = decide_change(&c, old, new, &alice);
         assert_eq!(
-            (out.decision, out.allowed),
+            (out.decision, out.allowed()),
             (Decision::Denied, false),
             "{old:?} -> {new:?}"
         );
@@ -84,7 +84,7 @@ fn a_write_that_keeps_the_label_is_never_denied() {
     for (old, new) in [(Some(Some("ci")), Some("ci")), (Some(None), None), (None, None)] {
         let out = decide_change(&c, old, new, &alice);
         assert_eq!(
-            (out.decision, out.allowed),
+            (out.decision, out.allowed()),
             (Decision::Noop, true),
             "{old:?} -> {new:?}"
         );
@@ -103,7 +103,7 @@ fn allowed_users_groups_and_service_accounts_may_change_it() {
         as_user("system:serviceaccount:argocd:argocd-application-controller", &[]),
     ] {
         assert!(
-            decide_change(&c, Some(Some("ci")), Some("gpu"), &ctx).allowed,
+            decide_change(&c, Some(Some("ci")), Some("gpu"), &ctx).allowed(),
             "{:?}",
             ctx.requester
         );
@@ -115,7 +115,7 @@ fn allowed_users_groups_and_service_accounts_may_change_it() {
         Context::offline(),
     ] {
         assert!(
-            !decide_change(&c, Some(Some("ci")), Some("gpu"), &ctx).allowed,
+            !decide_change(&c, Some(Some("ci")), Some("gpu"), &ctx).allowed(),
             "{:?}",
             ctx.requester
         );
@@ -126,7 +126,7 @@ fn allowed_users_groups_and_service_accounts_may_change_it() {
 fn warn_mode_admits_with_a_warning() {
     let c = config("namespaceGuard: {mode: warn}");
     let out = decide_change(&c, Some(Some("ci")), None, &as_user("alice", &[]));
-    assert_eq!((out.decision, out.allowed), (Decision::WouldDeny, true));
+    assert_eq!((out.decision, out.allowed()), (Decision::WouldDeny, true));
     let warning = out.warning.unwrap_or_default();
     assert!(
         warning.starts_with("pod-director namespaceGuard: would deny: remove label"),
@@ -149,7 +149,7 @@ fn excluded_namespaces_are_not_guarded() {
         &as_user("alice", &[]),
     );
     assert_eq!(out.skip_reason, Some(SkipReason::ExcludedNamespace));
-    assert!(out.allowed);
+    assert!(out.allowed());
 }
 
 #[test]

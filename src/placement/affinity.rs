@@ -8,7 +8,101 @@
 
 use std::collections::BTreeSet;
 
-use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm};
+use k8s_openapi::api::core::v1::{
+    Affinity, NodeSelectorRequirement, NodeSelectorTerm, PodAffinityTerm, WeightedPodAffinityTerm,
+};
+
+/// podAffinity or podAntiAffinity: k8s-openapi types them apart, but the engine treats
+/// them alike (the group's terms must be present; nothing is ever removed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PodKind {
+    Affinity,
+    AntiAffinity,
+}
+
+/// The terms of one [`PodKind`] of an affinity.
+#[derive(Clone, Copy)]
+pub(crate) struct PodTerms<'a> {
+    pub required: Option<&'a Vec<PodAffinityTerm>>,
+    pub preferred: Option<&'a Vec<WeightedPodAffinityTerm>>,
+}
+
+impl PodKind {
+    pub const ALL: [PodKind; 2] = [PodKind::Affinity, PodKind::AntiAffinity];
+
+    /// The key under `spec.affinity`.
+    pub fn key(self) -> &'static str {
+        match self {
+            PodKind::Affinity => "podAffinity",
+            PodKind::AntiAffinity => "podAntiAffinity",
+        }
+    }
+
+    /// How reasons name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            PodKind::Affinity => "pod affinity",
+            PodKind::AntiAffinity => "pod anti-affinity",
+        }
+    }
+
+    /// This kind's terms in `affinity`, when it has the kind at all.
+    pub fn terms(self, affinity: &Affinity) -> Option<PodTerms<'_>> {
+        match self {
+            PodKind::Affinity => affinity.pod_affinity.as_ref().map(|a| PodTerms {
+                required: a.required_during_scheduling_ignored_during_execution.as_ref(),
+                preferred: a.preferred_during_scheduling_ignored_during_execution.as_ref(),
+            }),
+            PodKind::AntiAffinity => affinity.pod_anti_affinity.as_ref().map(|a| PodTerms {
+                required: a.required_during_scheduling_ignored_during_execution.as_ref(),
+                preferred: a.preferred_during_scheduling_ignored_during_execution.as_ref(),
+            }),
+        }
+    }
+
+    /// This kind of `affinity` as JSON (`null` when absent).
+    pub fn json(self, affinity: &Affinity) -> serde_json::Value {
+        let value = match self {
+            PodKind::Affinity => affinity.pod_affinity.as_ref().map(serde_json::to_value),
+            PodKind::AntiAffinity => affinity.pod_anti_affinity.as_ref().map(serde_json::to_value),
+        };
+        value.and_then(Result::ok).unwrap_or_default()
+    }
+}
+
+impl<'a> PodTerms<'a> {
+    /// The required terms, none when absent.
+    pub fn required(&self) -> &'a [PodAffinityTerm] {
+        self.required.map(Vec::as_slice).unwrap_or_default()
+    }
+
+    /// The preferred terms, none when absent.
+    pub fn preferred(&self) -> &'a [WeightedPodAffinityTerm] {
+        self.preferred.map(Vec::as_slice).unwrap_or_default()
+    }
+
+    /// The group's required terms `self` lacks.
+    pub(crate) fn missing_required(&self, wanted: &PodTerms<'_>) -> Vec<PodAffinityTerm> {
+        let present = self.required();
+        wanted
+            .required()
+            .iter()
+            .filter(|t| !present.contains(t))
+            .cloned()
+            .collect()
+    }
+
+    /// The group's preferred terms `self` lacks (whatever their weight).
+    pub(crate) fn missing_preferred(&self, wanted: &PodTerms<'_>) -> Vec<WeightedPodAffinityTerm> {
+        let present = self.preferred();
+        wanted
+            .preferred()
+            .iter()
+            .filter(|w| !present.iter().any(|p| p.pod_affinity_term == w.pod_affinity_term))
+            .cloned()
+            .collect()
+    }
+}
 
 fn values(r: &NodeSelectorRequirement) -> BTreeSet<&str> {
     r.values.iter().flatten().map(String::as_str).collect()
@@ -19,7 +113,7 @@ fn int_value(r: &NodeSelectorRequirement) -> Option<i64> {
 }
 
 /// Whether every node satisfying `p` also satisfies `g` (same key only).
-pub fn requirement_implies(p: &NodeSelectorRequirement, g: &NodeSelectorRequirement) -> bool {
+pub(crate) fn requirement_implies(p: &NodeSelectorRequirement, g: &NodeSelectorRequirement) -> bool {
     if p.key != g.key {
         return false;
     }
@@ -63,14 +157,14 @@ pub fn is_empty(t: &NodeSelectorTerm) -> bool {
 }
 
 /// Whether no node can match the term: it is empty, or its requirements contradict.
-pub fn matches_no_node(t: &NodeSelectorTerm) -> bool {
+pub(crate) fn matches_no_node(t: &NodeSelectorTerm) -> bool {
     is_empty(t) || unsatisfiable(t).is_some()
 }
 
 /// Whether every node matching `pod` also matches `group` (syntactic, per
 /// requirement). A pod term matching no node implies anything; a group term
 /// matching no node is implied by nothing else.
-pub fn term_implies(pod: &NodeSelectorTerm, group: &NodeSelectorTerm) -> bool {
+pub(crate) fn term_implies(pod: &NodeSelectorTerm, group: &NodeSelectorTerm) -> bool {
     if matches_no_node(pod) {
         return true;
     }
@@ -96,7 +190,7 @@ fn and_lists(
 /// `pod AND group` as one term: the pod's requirements plus the group's that
 /// the pod's do not already imply. When either term is empty (matches no node)
 /// the result is the empty term: it matches no node either.
-pub fn and_terms(pod: &NodeSelectorTerm, group: &NodeSelectorTerm) -> NodeSelectorTerm {
+pub(crate) fn and_terms(pod: &NodeSelectorTerm, group: &NodeSelectorTerm) -> NodeSelectorTerm {
     if is_empty(pod) || is_empty(group) {
         return NodeSelectorTerm::default();
     }
@@ -119,7 +213,7 @@ pub fn overridden(pod: &NodeSelectorTerm, group: &NodeSelectorTerm) -> NodeSelec
 }
 
 /// The pod's term without its requirements on the keys the group's term constrains.
-pub fn without_keys_of(pod: &NodeSelectorTerm, group: &NodeSelectorTerm) -> NodeSelectorTerm {
+pub(crate) fn without_keys_of(pod: &NodeSelectorTerm, group: &NodeSelectorTerm) -> NodeSelectorTerm {
     let strip = |p: &[NodeSelectorRequirement], g: &[NodeSelectorRequirement]| {
         let keys: BTreeSet<&str> = g.iter().map(|r| r.key.as_str()).collect();
         let kept: Vec<NodeSelectorRequirement> = p.iter().filter(|r| !keys.contains(r.key.as_str())).cloned().collect();
@@ -198,12 +292,12 @@ fn contradiction(reqs: &[NodeSelectorRequirement]) -> Option<String> {
 }
 
 /// The first key (or field) on which no node can satisfy the term, if any.
-pub fn unsatisfiable(term: &NodeSelectorTerm) -> Option<String> {
+pub(crate) fn unsatisfiable(term: &NodeSelectorTerm) -> Option<String> {
     contradiction(expressions(term)).or_else(|| contradiction(fields(term)))
 }
 
 /// Short human form: `node-pool In (ci), cpu Gt 4`.
-pub fn describe_term(term: &NodeSelectorTerm) -> String {
+pub(crate) fn describe_term(term: &NodeSelectorTerm) -> String {
     let parts: Vec<String> = expressions(term)
         .iter()
         .chain(fields(term))

@@ -92,7 +92,7 @@ impl Requester {
     }
 
     /// `alice`, or `alice (groups: a, b)`, for messages.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let name = if self.is_known() {
             format!("{:?}", self.username)
         } else {

@@ -4,12 +4,10 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Pod, PodSpec};
-
 use super::feasible::{NodeLookup, NodeView, Placement, combine, group_fingerprint, unmet_by_labels_or_taints};
 use super::{
-    Context, Decision, MAX_SUMMARY_CHARS, Outcome, SkipReason, Violation, Webhook, plan::plan, truncate_chars,
-    verify::verify,
+    Context, Decision, MAX_SUMMARY_CHARS, Outcome, Pod, PodSpec, SkipReason, Violation, Webhook, plan::plan,
+    truncate_chars, verify::verify,
 };
 use crate::config::{Config, Group, Mode, OnNoFeasibleNode, UnknownGroup};
 
@@ -155,10 +153,8 @@ fn scope<'c>(
                     out.summary = truncate_chars(&format!("unknown group: {text}"), MAX_SUMMARY_CHARS);
                 }
                 UnknownGroup::Deny => {
-                    out.decision = Decision::Denied;
-                    out.allowed = false;
+                    out.deny(true, format!("pod-director: {text} (unknownGroup: deny)"));
                     out.summary = truncate_chars(&format!("denied: {text}"), MAX_SUMMARY_CHARS);
-                    out.message = Some(format!("pod-director: {text} (unknownGroup: deny)"));
                 }
             }
             Err(Box::new(out))
@@ -237,15 +233,16 @@ fn mutate_object(
         );
     } else if plan.rejected() {
         let conflicts: Vec<String> = plan.conflicts.iter().map(ToString::to_string).collect();
-        out.decision = if enforce { Decision::Denied } else { Decision::WouldDeny };
-        out.allowed = !enforce;
-        out.message = Some(format!(
-            "pod-director: {} conflicts with placement group {name:?}: {}; remove or change {}'s own placement \
-             (the group's onConflict is reject)",
-            object.noun(),
-            conflicts.join("; "),
-            object.noun()
-        ));
+        out.deny(
+            enforce,
+            format!(
+                "pod-director: {} conflicts with placement group {name:?}: {}; remove or change {}'s own placement \
+                 (the group's onConflict is reject)",
+                object.noun(),
+                conflicts.join("; "),
+                object.noun()
+            ),
+        );
         out.summary = truncate_chars(
             &format!(
                 "{}conflict: {}",
@@ -258,13 +255,7 @@ fn mutate_object(
         out.decision = Decision::Noop;
         out.summary = "compliant: nothing to change".to_owned();
     } else {
-        out.decision = if enforce {
-            Decision::Patched
-        } else {
-            Decision::WouldPatch
-        };
-        out.apply_patch = enforce;
-        out.patch = plan.patch();
+        out.patch_with(enforce, plan.patch());
         out.summary = truncate_chars(
             &format!("{}{}", verb(out.decision), plan.describe_changes()),
             MAX_SUMMARY_CHARS,
@@ -278,7 +269,7 @@ fn mutate_object(
     }
     let patch = out.patch.clone();
     out = with_feasibility(out, pod, ctx, Some((&patch, group)));
-    if out.no_feasible_node && out.allowed && out.decision != Decision::WouldDeny {
+    if out.no_feasible_node && out.allowed() && out.decision != Decision::WouldDeny {
         no_feasible_node(config, name, group, mode, &mut out, ctx);
     }
     out.warning = warning(mode, name, &out);
@@ -289,7 +280,6 @@ fn mutate_object(
 /// the patch does not apply (it always does to the pod it was planned for).
 fn patched_spec(spec: &PodSpec, patch: &json_patch::Patch) -> Option<PodSpec> {
     let mut placement = serde_json::Map::new();
-    placement.insert("containers".to_owned(), serde_json::Value::Array(Vec::new()));
     if let Some(selector) = &spec.node_selector {
         placement.insert("nodeSelector".to_owned(), serde_json::to_value(selector).ok()?);
     }
@@ -358,16 +348,15 @@ fn no_feasible_node(config: &Config, name: &str, group: &Group, mode: Mode, out:
         }
         OnNoFeasibleNode::Deny => {
             let enforce = mode == Mode::Enforce;
-            out.decision = if enforce { Decision::Denied } else { Decision::WouldDeny };
-            out.allowed = !enforce;
-            out.apply_patch = false;
-            out.patch = json_patch::Patch(Vec::new());
-            out.message = Some(format!(
-                "pod-director: no node could take this pod with placement group {name:?}: {counted} match its \
-                 nodeSelector, required node affinity, NoSchedule/NoExecute taints and cordons (resources not \
-                 counted). Label or untaint the group's nodes, fix the group's placement, or set \
-                 onNoFeasibleNode: warn to admit such pods (e.g. when a cluster autoscaler adds nodes)"
-            ));
+            out.deny(
+                enforce,
+                format!(
+                    "pod-director: no node could take this pod with placement group {name:?}: {counted} match its \
+                     nodeSelector, required node affinity, NoSchedule/NoExecute taints and cordons (resources not \
+                     counted). Label or untaint the group's nodes, fix the group's placement, or set \
+                     onNoFeasibleNode: warn to admit such pods (e.g. when a cluster autoscaler adds nodes)"
+                ),
+            );
             out.summary = truncate_chars(
                 &format!(
                     "{}no feasible node ({counted} match)",
@@ -385,7 +374,7 @@ fn warning(mode: Mode, group: &str, out: &Outcome) -> Option<String> {
     let speak = match mode {
         Mode::DryRun => false,
         Mode::Warn => out.decision != Decision::Noop || no_node,
-        Mode::Enforce => (!out.conflicts.is_empty() || no_node) && out.allowed,
+        Mode::Enforce => (!out.conflicts.is_empty() || no_node) && out.allowed(),
     };
     speak.then(|| truncate_chars(&format!("pod-director {group}: {}", out.summary), MAX_SUMMARY_CHARS))
 }
@@ -464,11 +453,12 @@ fn validate_object(
             }),
             Some(NodeLookup::Unavailable(reason)) => {
                 if enforce {
-                    let mut error = Outcome::new(Webhook::Validate, Decision::Error);
+                    let mut error = Outcome::undecidable(
+                        Webhook::Validate,
+                        format!("cannot check spec.nodeName {node_name:?}: {reason}"),
+                    );
                     error.group = out.group;
                     error.mode = out.mode;
-                    error.allowed = false;
-                    error.message = Some(format!("cannot check spec.nodeName {node_name:?}: {reason}"));
                     return error;
                 }
                 unchecked = Some(format!("spec.nodeName {node_name} not checked: {reason}"));
@@ -489,13 +479,14 @@ fn validate_object(
         };
     } else {
         let listed: Vec<String> = introduced.iter().map(ToString::to_string).collect();
-        out.decision = if enforce { Decision::Denied } else { Decision::WouldDeny };
-        out.allowed = !enforce;
-        out.message = Some(format!(
-            "pod-director: {} does not satisfy placement group {name:?}: {}",
-            object.noun(),
-            listed.join("; ")
-        ));
+        out.deny(
+            enforce,
+            format!(
+                "pod-director: {} does not satisfy placement group {name:?}: {}",
+                object.noun(),
+                listed.join("; ")
+            ),
+        );
         out.summary = truncate_chars(
             &format!("{}{}", if enforce { "" } else { "would deny: " }, listed.join("; ")),
             MAX_SUMMARY_CHARS,

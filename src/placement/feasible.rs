@@ -23,8 +23,9 @@ use std::collections::BTreeMap;
 use std::hash::{BuildHasher as _, Hash, Hasher};
 use std::sync::LazyLock;
 
-use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm, PodSpec, Toleration};
+use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm, Toleration};
 
+use super::PodSpec;
 use super::tolerations::tolerates_taint;
 use crate::config::Group;
 
@@ -81,7 +82,7 @@ impl NodeTaint {
     }
 
     /// `key=value:Effect` (`key:Effect` without a value).
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         if self.value.is_empty() {
             format!("{}:{}", self.key, self.effect.as_str())
         } else {
@@ -92,7 +93,7 @@ impl NodeTaint {
 
 /// The taint the node lifecycle controller puts on cordoned nodes; tolerating
 /// it lets a pod onto a cordoned node (DaemonSet pods do).
-pub const UNSCHEDULABLE_TAINT_KEY: &str = "node.kubernetes.io/unschedulable";
+pub(crate) const UNSCHEDULABLE_TAINT_KEY: &str = "node.kubernetes.io/unschedulable";
 
 /// The hasher of placement fingerprints: fast (foldhash), seeded once per
 /// process at random, so a pod's author cannot aim for another placement's key.
@@ -329,7 +330,7 @@ fn field_matches(r: &NodeSelectorRequirement, node: &NodeInfo) -> Option<bool> {
 
 /// Whether a node selector term matches the node. A term without requirements,
 /// or with a requirement the API would refuse, matches no node.
-pub fn term_matches(term: &NodeSelectorTerm, node: &NodeInfo) -> bool {
+pub(crate) fn term_matches(term: &NodeSelectorTerm, node: &NodeInfo) -> bool {
     let expressions = term.match_expressions.as_deref().unwrap_or_default();
     let fields = term.match_fields.as_deref().unwrap_or_default();
     if expressions.is_empty() && fields.is_empty() {
@@ -351,7 +352,7 @@ pub fn unmet(placement: &Placement<'_>, node: &NodeInfo) -> Option<Unmet> {
 /// [`unmet`] without the cordon: what a pod naming its node (`spec.nodeName`,
 /// no scheduler) must satisfy. A cordoned node usually carries the
 /// `node.kubernetes.io/unschedulable:NoSchedule` taint, which is checked.
-pub fn unmet_by_labels_or_taints(placement: &Placement<'_>, node: &NodeInfo) -> Option<Unmet> {
+pub(crate) fn unmet_by_labels_or_taints(placement: &Placement<'_>, node: &NodeInfo) -> Option<Unmet> {
     for (key, want) in placement.node_selector.into_iter().flatten() {
         let have = node.label(key);
         if have != Some(want.as_str()) {

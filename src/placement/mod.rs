@@ -10,8 +10,8 @@ mod affinity;
 mod context;
 mod decide;
 pub mod feasible;
-mod patch;
 mod plan;
+mod pod;
 mod tolerations;
 mod verify;
 
@@ -23,8 +23,9 @@ pub use decide::{
     mutate_daemon_set, needs_bound_node, select_group, validate, validate_daemon_set,
 };
 pub use feasible::{NodeInfo, NodeLookup, NodeTaint, NodeView, Placement};
-pub use patch::escape_pointer_token;
-pub use plan::{Change, Field, Plan, plan};
+pub use plan::{Change, Plan, plan};
+pub(crate) use pod::{DaemonSetSeed, Key, Nullable, PodSeed};
+pub use pod::{Pod, PodMetadata, PodSpec, Trail};
 pub use verify::verify;
 
 use crate::config::Mode;
@@ -215,11 +216,9 @@ pub struct Outcome {
     pub decision: Decision,
     pub skip_reason: Option<SkipReason>,
     /// The patch enforce applies; in dryRun/warn the would-be patch, byte-for-byte the same.
+    /// Whether the response carries it and whether the pod is admitted follow from
+    /// `decision` ([`Outcome::apply_patch`], [`Outcome::allowed`]).
     pub patch: json_patch::Patch,
-    /// Whether the admission response must carry `patch` (enforce only).
-    pub apply_patch: bool,
-    /// Whether the pod is admitted.
-    pub allowed: bool,
     /// The denial (or would-be denial) message.
     pub message: Option<String>,
     /// Admission warning for the client, at most 120 characters.
@@ -248,8 +247,6 @@ impl Outcome {
             decision,
             skip_reason: None,
             patch: json_patch::Patch(Vec::new()),
-            apply_patch: false,
-            allowed: true,
             message: None,
             warning: None,
             conflicts: Vec::new(),
@@ -261,14 +258,49 @@ impl Outcome {
         }
     }
 
+    /// Whether the pod is admitted: unless it is denied or the request could not be decided.
+    pub fn allowed(&self) -> bool {
+        !matches!(self.decision, Decision::Denied | Decision::Error)
+    }
+
+    /// Whether the admission response carries `patch`: only when enforce patches.
+    pub(crate) fn apply_patch(&self) -> bool {
+        self.decision == Decision::Patched
+    }
+
+    /// Patches the pod (enforce) or reports the patch it would apply (dryRun, warn).
+    pub(crate) fn patch_with(&mut self, enforce: bool, patch: json_patch::Patch) {
+        self.decision = if enforce {
+            Decision::Patched
+        } else {
+            Decision::WouldPatch
+        };
+        self.patch = patch;
+    }
+
+    /// Denies the pod (enforce) or reports the denial it would get (dryRun, warn), with
+    /// `message` for the client; no patch is applied or reported.
+    pub fn deny(&mut self, enforce: bool, message: String) {
+        self.decision = if enforce { Decision::Denied } else { Decision::WouldDeny };
+        self.message = Some(message);
+        self.patch = json_patch::Patch(Vec::new());
+    }
+
+    /// A request that could not be decided (the admission layer answers it with an error status).
+    pub(crate) fn undecidable(webhook: Webhook, message: String) -> Self {
+        let mut out = Self::new(webhook, Decision::Error);
+        out.message = Some(message);
+        out
+    }
+
     /// The patch as JSON (an array of RFC 6902 operations).
-    pub fn patch_json(&self) -> serde_json::Value {
+    pub(crate) fn patch_json(&self) -> serde_json::Value {
         serde_json::to_value(&self.patch).unwrap_or_else(|_| serde_json::Value::Array(Vec::new()))
     }
 
     /// The patch as compact JSON text: the bytes enforce sends, the same text as
     /// `patch_json().to_string()` without building the `Value`.
-    pub fn patch_text(&self) -> String {
+    pub(crate) fn patch_text(&self) -> String {
         serde_json::to_string(&self.patch).unwrap_or_else(|_| "[]".to_owned())
     }
 
@@ -309,16 +341,12 @@ pub const DAEMON_SET_TEMPLATE: &[&str] = &["spec", "template"];
 
 /// A DaemonSet's pod template as the pod the engine decides: the template's
 /// metadata and spec (the pods the controller creates from it carry both).
-pub fn template_pod(template: &k8s_openapi::api::core::v1::PodTemplateSpec) -> k8s_openapi::api::core::v1::Pod {
-    k8s_openapi::api::core::v1::Pod {
-        metadata: template.metadata.clone().unwrap_or_default(),
-        spec: template.spec.clone(),
-        status: None,
-    }
+pub fn template_pod(template: &k8s_openapi::api::core::v1::PodTemplateSpec) -> Pod {
+    Pod::from_template(template)
 }
 
 /// The pod's spec; an empty one for a pod without (its patch then needs a spec to apply to).
-fn spec_of(pod: &k8s_openapi::api::core::v1::Pod) -> std::borrow::Cow<'_, k8s_openapi::api::core::v1::PodSpec> {
+fn spec_of(pod: &Pod) -> std::borrow::Cow<'_, PodSpec> {
     match &pod.spec {
         Some(spec) => std::borrow::Cow::Borrowed(spec),
         None => std::borrow::Cow::Owned(Default::default()),
@@ -326,10 +354,10 @@ fn spec_of(pod: &k8s_openapi::api::core::v1::Pod) -> std::borrow::Cow<'_, k8s_op
 }
 
 /// Longest admission warning or summary, in characters.
-pub const MAX_SUMMARY_CHARS: usize = 120;
+pub(crate) const MAX_SUMMARY_CHARS: usize = 120;
 
 /// Cuts `text` to at most `max` characters, marking the cut with `…`.
-pub fn truncate_chars(text: &str, max: usize) -> String {
+pub(crate) fn truncate_chars(text: &str, max: usize) -> String {
     if text.chars().count() <= max {
         return text.to_owned();
     }

@@ -4,7 +4,6 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
 use super::feasible::{NodeInfo, NodeLookup, NodeTaint, NodeView, Placement};
@@ -168,7 +167,7 @@ fn no_feasible_node_warns_in_enforce_and_admits_the_patched_pod() {
     let nodes = cluster();
     let out = mutate_in("empty", plain(), &nodes);
     assert_eq!(
-        (out.decision, out.allowed, out.apply_patch),
+        (out.decision, out.allowed(), out.apply_patch()),
         (Decision::Patched, true, true)
     );
     assert_eq!(out.feasible_nodes, Some(0));
@@ -203,7 +202,7 @@ fn on_no_feasible_node_deny_denies_in_enforce_and_would_deny_in_dry_run() {
     let nodes = cluster();
     let out = mutate_in("strict", plain(), &nodes);
     assert_eq!(
-        (out.decision, out.allowed, out.apply_patch),
+        (out.decision, out.allowed(), out.apply_patch()),
         (Decision::Denied, false, false)
     );
     let message = out.message.expect("a message");
@@ -211,7 +210,7 @@ fn on_no_feasible_node_deny_denies_in_enforce_and_would_deny_in_dry_run() {
     assert!(message.contains("onNoFeasibleNode: warn"), "says what to do: {message}");
     assert!(message.contains("resources not counted"), "{message}");
     let out = mutate_in("strict-shadow", plain(), &nodes);
-    assert_eq!((out.decision, out.allowed), (Decision::WouldDeny, true));
+    assert_eq!((out.decision, out.allowed()), (Decision::WouldDeny, true));
     assert!(out.no_feasible_node);
 }
 
@@ -254,7 +253,7 @@ fn a_pod_bound_to_a_node_outside_its_group_is_denied_in_enforce_naming_node_and_
     spec["nodeSelector"] = json!({"node-pool": "ci"});
     spec["tolerations"] = json!([{"key": "dedicated", "operator": "Equal", "value": "ci", "effect": "NoSchedule"}]);
     let out = validate_in("ci", spec, None, Some(&nodes));
-    assert_eq!((out.decision, out.allowed), (Decision::Denied, false));
+    assert_eq!((out.decision, out.allowed()), (Decision::Denied, false));
     assert_eq!(out.violations.len(), 1, "{:?}", out.violations);
     let message = out.message.expect("a message");
     assert!(
@@ -298,7 +297,7 @@ fn in_dry_run_the_node_is_checked_against_the_pod_as_enforce_would_have_it() {
         out.violations
     );
     let out = validate_in("shadow", bound("gpu-1"), None, Some(&nodes));
-    assert_eq!((out.decision, out.allowed), (Decision::WouldDeny, true));
+    assert_eq!((out.decision, out.allowed()), (Decision::WouldDeny, true));
     assert!(
         out.violations
             .iter()
@@ -339,7 +338,7 @@ impl NodeView for Down {
 #[test]
 fn a_node_that_cannot_be_looked_up_makes_an_enforce_decision_undecidable() {
     let out = validate_in("ci", bound("fresh"), None, Some(&Down));
-    assert_eq!((out.decision, out.allowed), (Decision::Error, false));
+    assert_eq!((out.decision, out.allowed()), (Decision::Error, false));
     assert!(out.message.is_some_and(|m| m.contains("fresh")));
     let out = validate_in("shadow", bound("fresh"), None, Some(&Down));
     assert_ne!(out.decision, Decision::Error, "dryRun is never blocked");

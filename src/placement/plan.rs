@@ -15,33 +15,18 @@
 
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, Patch, PatchOperation, ReplaceOperation};
-use k8s_openapi::api::core::v1::{
-    Affinity, NodeAffinity, NodeSelector, NodeSelectorTerm, Pod, PodAffinity, PodAffinityTerm, PodAntiAffinity,
-    PodSpec, Toleration, WeightedPodAffinityTerm,
-};
+use k8s_openapi::api::core::v1::{Affinity, NodeAffinity, NodeSelector, NodeSelectorTerm, Toleration};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::affinity::{and_terms, describe_term, matches_no_node, overridden, term_implies};
+use super::affinity::{PodKind, and_terms, describe_term, matches_no_node, overridden, term_implies};
 use super::tolerations::{describe, is_tolerated, normalized, same};
-use super::{Conflict, Resolution};
+use super::{Conflict, Pod, PodSpec, Resolution};
 use crate::config::{Group, OnConflict};
-
-/// Which placement field a change touches.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Field {
-    NodeSelector,
-    Tolerations,
-    NodeAffinityRequired,
-    NodeAffinityPreferred,
-    PodAffinity,
-    PodAntiAffinity,
-}
 
 /// One placement change: the patch operation and why.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Change {
-    pub field: Field,
     pub operation: PatchOperation,
     pub reason: String,
 }
@@ -66,7 +51,7 @@ impl Plan {
 
     /// Short human summary of the changes, e.g.
     /// `set nodeSelector node-pool=ci, add toleration dedicated=ci:NoSchedule`.
-    pub fn describe_changes(&self) -> String {
+    pub(crate) fn describe_changes(&self) -> String {
         self.changes
             .iter()
             .map(|c| c.reason.as_str())
@@ -123,12 +108,8 @@ pub fn plan(pod: &Pod, group: &Group) -> Plan {
 }
 
 impl Planner<'_> {
-    fn change(&mut self, field: Field, operation: PatchOperation, reason: String) {
-        self.plan.changes.push(Change {
-            field,
-            operation,
-            reason,
-        });
+    fn change(&mut self, operation: PatchOperation, reason: String) {
+        self.plan.changes.push(Change { operation, reason });
     }
 
     fn conflict(&mut self, field: String, pod: String, group: String) -> Resolution {
@@ -154,7 +135,6 @@ impl Planner<'_> {
         let Some(existing) = &self.spec.node_selector else {
             let pairs: Vec<String> = wanted.iter().map(|(k, v)| format!("{k}={v}")).collect();
             self.change(
-                Field::NodeSelector,
                 add(&["spec", "nodeSelector"], json(wanted)),
                 format!("set nodeSelector {}", pairs.join(",")),
             );
@@ -163,7 +143,6 @@ impl Planner<'_> {
         for (key, value) in wanted {
             match existing.get(key) {
                 None => self.change(
-                    Field::NodeSelector,
                     add(&["spec", "nodeSelector", key], Value::String(value.clone())),
                     format!("set nodeSelector {key}={value}"),
                 ),
@@ -176,7 +155,6 @@ impl Planner<'_> {
                     );
                     if resolution == Resolution::Overridden {
                         self.change(
-                            Field::NodeSelector,
                             replace(&["spec", "nodeSelector", key], Value::String(value.clone())),
                             format!("override nodeSelector {key}={have} with {value}"),
                         );
@@ -201,7 +179,6 @@ impl Planner<'_> {
         if self.spec.tolerations.is_none() {
             let names: Vec<String> = missing.iter().map(describe).collect();
             self.change(
-                Field::Tolerations,
                 add(&["spec", "tolerations"], json(&missing)),
                 format!("add toleration {}", names.join(", ")),
             );
@@ -209,7 +186,6 @@ impl Planner<'_> {
         }
         for t in missing {
             self.change(
-                Field::Tolerations,
                 add(&["spec", "tolerations", "-"], json(&t)),
                 format!("add toleration {}", describe(&t)),
             );
@@ -232,13 +208,7 @@ impl Planner<'_> {
                 reasons.push("pod anti-affinity");
             }
             if !reasons.is_empty() {
-                let field = if wanted.node_affinity.is_some() {
-                    Field::NodeAffinityRequired
-                } else {
-                    Field::PodAffinity
-                };
                 self.change(
-                    field,
                     add(&["spec", "affinity"], json(wanted)),
                     format!("set {}", reasons.join(" and ")),
                 );
@@ -254,7 +224,6 @@ impl Planner<'_> {
     fn node_affinity(&mut self, existing: &Affinity, wanted: &NodeAffinity) {
         let Some(have) = &existing.node_affinity else {
             self.change(
-                Field::NodeAffinityRequired,
                 add(&["spec", "affinity", "nodeAffinity"], json(wanted)),
                 "set node affinity".to_owned(),
             );
@@ -275,7 +244,6 @@ impl Planner<'_> {
                 .collect();
             let base = ["spec", "affinity", "nodeAffinity", PREFERRED];
             self.append(
-                Field::NodeAffinityPreferred,
                 &base,
                 have.preferred_during_scheduling_ignored_during_execution.is_some(),
                 &missing,
@@ -285,14 +253,7 @@ impl Planner<'_> {
     }
 
     /// Appends `missing` to a list at `base`: item by item when the list exists, whole otherwise.
-    fn append<T: Serialize>(
-        &mut self,
-        field: Field,
-        base: &[&str],
-        exists: bool,
-        missing: &[T],
-        describe: impl Fn(&T) -> String,
-    ) {
+    fn append<T: Serialize>(&mut self, base: &[&str], exists: bool, missing: &[T], describe: impl Fn(&T) -> String) {
         if missing.is_empty() {
             return;
         }
@@ -300,11 +261,11 @@ impl Planner<'_> {
             let mut path = base.to_vec();
             path.push("-");
             for item in missing {
-                self.change(field, add(&path, json(item)), format!("add {}", describe(item)));
+                self.change(add(&path, json(item)), format!("add {}", describe(item)));
             }
         } else {
             let names: Vec<String> = missing.iter().map(describe).collect();
-            self.change(field, add(base, json(&missing)), format!("add {}", names.join(", ")));
+            self.change(add(base, json(&missing)), format!("add {}", names.join(", ")));
         }
     }
 
@@ -325,11 +286,7 @@ impl Planner<'_> {
                 Some(_) => replace(&[&base[..], &["nodeSelectorTerms"]].concat(), json(group_terms)),
             };
             let names: Vec<String> = group_terms.iter().map(describe_term).collect();
-            self.change(
-                Field::NodeAffinityRequired,
-                operation,
-                format!("require nodes {}", names.join(" or ")),
-            );
+            self.change(operation, format!("require nodes {}", names.join(" or ")));
             return;
         }
         let mut result: Vec<NodeSelectorTerm> = Vec::new();
@@ -380,7 +337,6 @@ impl Planner<'_> {
         if changed {
             let names: Vec<String> = group_terms.iter().map(describe_term).collect();
             self.change(
-                Field::NodeAffinityRequired,
                 replace(&[&base[..], &["nodeSelectorTerms"]].concat(), json(&result)),
                 format!("require nodes {} in every term", names.join(" or ")),
             );
@@ -388,79 +344,31 @@ impl Planner<'_> {
     }
 
     fn pod_affinity(&mut self, existing: &Affinity, wanted: &Affinity) {
-        type Lists<'a> = (
-            Option<&'a Vec<PodAffinityTerm>>,
-            Option<&'a Vec<WeightedPodAffinityTerm>>,
-        );
-        fn lists_of_affinity(a: Option<&PodAffinity>) -> Lists<'_> {
-            (
-                a.and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref()),
-                a.and_then(|a| a.preferred_during_scheduling_ignored_during_execution.as_ref()),
-            )
-        }
-        fn lists_of_anti(a: Option<&PodAntiAffinity>) -> Lists<'_> {
-            (
-                a.and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref()),
-                a.and_then(|a| a.preferred_during_scheduling_ignored_during_execution.as_ref()),
-            )
-        }
-        let kinds = [
-            (
-                "podAffinity",
-                Field::PodAffinity,
-                "pod affinity",
-                wanted.pod_affinity.is_some(),
-                existing.pod_affinity.is_some(),
-                lists_of_affinity(wanted.pod_affinity.as_ref()),
-                lists_of_affinity(existing.pod_affinity.as_ref()),
-                wanted.pod_affinity.as_ref().map(json),
-            ),
-            (
-                "podAntiAffinity",
-                Field::PodAntiAffinity,
-                "pod anti-affinity",
-                wanted.pod_anti_affinity.is_some(),
-                existing.pod_anti_affinity.is_some(),
-                lists_of_anti(wanted.pod_anti_affinity.as_ref()),
-                lists_of_anti(existing.pod_anti_affinity.as_ref()),
-                wanted.pod_anti_affinity.as_ref().map(json),
-            ),
-        ];
-        for (key, field, name, wanted_some, have_some, (want_req, want_pref), (have_req, have_pref), whole) in kinds {
-            if !wanted_some {
+        for kind in PodKind::ALL {
+            let (key, name) = (kind.key(), kind.name());
+            let Some(want) = kind.terms(wanted) else {
                 continue;
-            }
-            if !have_some {
+            };
+            let Some(have) = kind.terms(existing) else {
                 self.change(
-                    field,
-                    add(&["spec", "affinity", key], whole.unwrap_or(Value::Null)),
+                    add(&["spec", "affinity", key], kind.json(wanted)),
                     format!("set {name}"),
                 );
                 continue;
-            }
-            if let Some(want) = want_req {
-                let present = have_req.map(Vec::as_slice).unwrap_or_default();
-                let missing: Vec<PodAffinityTerm> = want.iter().filter(|t| !present.contains(t)).cloned().collect();
+            };
+            if want.required.is_some() {
                 self.append(
-                    field,
                     &["spec", "affinity", key, REQUIRED],
-                    have_req.is_some(),
-                    &missing,
+                    have.required.is_some(),
+                    &have.missing_required(&want),
                     |t| format!("required {name} on {}", t.topology_key),
                 );
             }
-            if let Some(want) = want_pref {
-                let present = have_pref.map(Vec::as_slice).unwrap_or_default();
-                let missing: Vec<WeightedPodAffinityTerm> = want
-                    .iter()
-                    .filter(|w| !present.iter().any(|p| p.pod_affinity_term == w.pod_affinity_term))
-                    .cloned()
-                    .collect();
+            if want.preferred.is_some() {
                 self.append(
-                    field,
                     &["spec", "affinity", key, PREFERRED],
-                    have_pref.is_some(),
-                    &missing,
+                    have.preferred.is_some(),
+                    &have.missing_preferred(&want),
                     |w| format!("preferred {name} on {}", w.pod_affinity_term.topology_key),
                 );
             }

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{NodeSelectorTerm, Pod};
+use k8s_openapi::api::core::v1::NodeSelectorTerm;
 use serde_json::{Value, json};
 
 use super::affinity::{requirement_implies, unsatisfiable};
@@ -136,7 +136,11 @@ fn pointer_tokens_escape_slash_and_tilde() {
         "/spec/nodeSelector/example.com~1a~0b"
     );
     assert_eq!(patched["spec"]["nodeSelector"]["example.com/a~b"], "x");
-    assert_eq!(escape_pointer_token("a/b~c"), "a~1b~0c");
+    // The escaping plan.rs relies on (json-patch's PointerBuf), for one token.
+    assert_eq!(
+        json_patch::jsonptr::PointerBuf::from_tokens(["a/b~c"]).to_string(),
+        "/a~1b~0c"
+    );
 }
 
 const TOLERATION_GROUP: &str = "tolerations:
@@ -753,10 +757,10 @@ fn dry_run_would_patch_with_exactly_the_enforce_patch() {
     let dry = decide(&c, "a", &[("pod-director/group", "shadow")], &plain_pod());
     let enforce = decide(&c, "a", &[("pod-director/group", "ci")], &plain_pod());
     assert_eq!(
-        (dry.decision, dry.mode, dry.apply_patch, dry.allowed),
+        (dry.decision, dry.mode, dry.apply_patch(), dry.allowed()),
         (Decision::WouldPatch, Some(Mode::DryRun), false, true)
     );
-    assert_eq!((enforce.decision, enforce.apply_patch), (Decision::Patched, true));
+    assert_eq!((enforce.decision, enforce.apply_patch()), (Decision::Patched, true));
     assert_eq!(
         serde_json::to_vec(&dry.patch).unwrap(),
         serde_json::to_vec(&enforce.patch).unwrap()
@@ -775,7 +779,7 @@ fn warn_mode_admits_untouched_and_warns_in_at_most_120_chars() {
     let c = config("");
     let out = decide(&c, "a", &[("pod-director/group", "loud")], &plain_pod());
     assert_eq!(
-        (out.decision, out.apply_patch, out.allowed),
+        (out.decision, out.apply_patch(), out.allowed()),
         (Decision::WouldPatch, false, true)
     );
     let w = out.warning.expect("warn mode warns");
@@ -807,7 +811,7 @@ fn conflicts_deny_in_enforce_and_would_deny_otherwise() {
     let c = config("");
     let gpu = pod(json!({"containers": containers(), "nodeSelector": {"node-pool": "gpu"}}));
     let out = decide(&c, "a", &[("pod-director/group", "ci")], &gpu);
-    assert_eq!((out.decision, out.allowed), (Decision::Denied, false));
+    assert_eq!((out.decision, out.allowed()), (Decision::Denied, false));
     assert!(
         out.message
             .as_deref()
@@ -816,7 +820,7 @@ fn conflicts_deny_in_enforce_and_would_deny_otherwise() {
     );
     assert!(out.patch.0.is_empty());
     let out = decide(&c, "a", &[("pod-director/group", "shadow")], &gpu);
-    assert_eq!((out.decision, out.allowed), (Decision::WouldDeny, true));
+    assert_eq!((out.decision, out.allowed()), (Decision::WouldDeny, true));
     assert!(out.message.is_some());
 }
 
@@ -886,7 +890,7 @@ fn every_skip_rule_has_its_reason() {
         let out = decide_as(&c, ns, l, &p, &ctx);
         assert_eq!(out.decision, Decision::Skipped, "{reason:?}");
         assert_eq!(out.skip_reason, Some(reason));
-        assert!(out.allowed && out.patch.0.is_empty());
+        assert!(out.allowed() && out.patch.0.is_empty());
     }
 }
 
@@ -1081,7 +1085,7 @@ fn a_daemonset_of_a_group_with_allow_daemonsets_is_left_alone() {
         validate_daemon_set(&c, &ns, &template, None, &tenant()),
     ] {
         assert_eq!(out.skip_reason, Some(SkipReason::DaemonSetAllowed));
-        assert!(out.allowed && out.patch.0.is_empty());
+        assert!(out.allowed() && out.patch.0.is_empty());
     }
 }
 
@@ -1117,7 +1121,7 @@ fn a_daemonset_update_reapplies_the_placement_and_denies_only_conflicts_it_intro
         t
     };
     let out = mutate_daemon_set(&c, &ns, &relabelled, Some(&gpu), &tenant());
-    assert_eq!((out.decision, out.allowed), (Decision::Noop, true));
+    assert_eq!((out.decision, out.allowed()), (Decision::Noop, true));
     assert!(out.summary.contains("predate this update"), "{}", out.summary);
     assert_eq!(
         validate_daemon_set(&c, &ns, &relabelled, Some(&gpu), &tenant()).decision,
@@ -1129,7 +1133,7 @@ fn a_daemonset_update_reapplies_the_placement_and_denies_only_conflicts_it_intro
 fn unknown_groups_warn_or_deny_per_policy() {
     let out = decide(&config(""), "a", &[("pod-director/group", "nope")], &plain_pod());
     assert_eq!(
-        (out.decision, out.allowed, out.group.as_deref()),
+        (out.decision, out.allowed(), out.group.as_deref()),
         (Decision::UnknownGroup, true, Some("nope"))
     );
     assert!(out.warning.unwrap().contains(r#"selects group "nope""#));
@@ -1139,7 +1143,7 @@ fn unknown_groups_warn_or_deny_per_policy() {
         &[("pod-director/group", "nope")],
         &plain_pod(),
     );
-    assert_eq!((out.decision, out.allowed), (Decision::Denied, false));
+    assert_eq!((out.decision, out.allowed()), (Decision::Denied, false));
     assert!(out.message.unwrap().contains("not defined"));
 }
 
@@ -1175,7 +1179,7 @@ fn validate_lists_every_violation_and_denies_only_in_enforce() {
     let l = labels(&[("pod-director/group", "ci")]);
     let ns = Namespace { name: "a", labels: &l };
     let out = validate(&c, &ns, &typed(&plain_pod()), None, &Context::default());
-    assert_eq!((out.decision, out.allowed), (Decision::Denied, false));
+    assert_eq!((out.decision, out.allowed()), (Decision::Denied, false));
     assert_eq!(out.violations.len(), 2);
     let msg = out.message.unwrap();
     assert!(
@@ -1192,7 +1196,7 @@ fn validate_lists_every_violation_and_denies_only_in_enforce() {
         None,
         &Context::default(),
     );
-    assert_eq!((out.decision, out.allowed), (Decision::WouldDeny, true));
+    assert_eq!((out.decision, out.allowed()), (Decision::WouldDeny, true));
 }
 
 #[test]

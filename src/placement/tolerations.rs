@@ -17,7 +17,7 @@ fn operator(t: &Toleration) -> &str {
 
 /// Same toleration, spelled the same way: empty operator becomes `Equal`,
 /// empty strings become absent.
-pub fn normalized(t: &Toleration) -> Toleration {
+pub(crate) fn normalized(t: &Toleration) -> Toleration {
     let keep = |s: &Option<String>| s.as_ref().filter(|s| !s.is_empty()).cloned();
     Toleration {
         key: keep(&t.key),
@@ -42,7 +42,7 @@ pub fn same(a: &Toleration, b: &Toleration) -> bool {
 }
 
 /// Whether `ss` tolerates every taint `t` tolerates (`isSuperset` of the in-tree code).
-pub fn is_superset(ss: &Toleration, t: &Toleration) -> bool {
+pub(crate) fn is_superset(ss: &Toleration, t: &Toleration) -> bool {
     if same(ss, t) {
         return true;
     }
@@ -70,14 +70,14 @@ pub fn is_superset(ss: &Toleration, t: &Toleration) -> bool {
 }
 
 /// Whether any of `existing` already tolerates everything `wanted` does.
-pub fn is_tolerated(existing: &[Toleration], wanted: &Toleration) -> bool {
+pub(crate) fn is_tolerated(existing: &[Toleration], wanted: &Toleration) -> bool {
     existing.iter().any(|e| is_superset(e, wanted))
 }
 
 /// Whether toleration `t` tolerates `taint` (the in-tree `ToleratesTaint`):
 /// an empty effect matches every effect, an empty key every key, an omitted
 /// operator is `Equal` (same value), `Exists` matches any value.
-pub fn tolerates_taint(t: &Toleration, taint: &super::feasible::NodeTaint) -> bool {
+pub(crate) fn tolerates_taint(t: &Toleration, taint: &super::feasible::NodeTaint) -> bool {
     let effect = text(&t.effect);
     if !effect.is_empty() && effect != taint.effect.as_str() {
         return false;
@@ -94,7 +94,7 @@ pub fn tolerates_taint(t: &Toleration, taint: &super::feasible::NodeTaint) -> bo
 }
 
 /// Short human form: `dedicated=ci:NoSchedule`, `nvidia.com/gpu:NoSchedule (Exists)`.
-pub fn describe(t: &Toleration) -> String {
+pub(crate) fn describe(t: &Toleration) -> String {
     let key = if text(&t.key).is_empty() { "*" } else { text(&t.key) };
     let mut out = match operator(t) {
         "Exists" => format!("{key} exists"),

@@ -53,9 +53,9 @@ use super::Respond;
 use crate::metrics::{ConnectionTimeout, Metrics, Rejection};
 
 /// After a timer closed a connection gracefully, how long it may take to go away.
-pub const CLOSE_GRACE: Duration = Duration::from_secs(1);
+pub(crate) const CLOSE_GRACE: Duration = Duration::from_secs(1);
 /// While draining, how long a connection must be quiet (no request, no byte) before it is closed.
-pub const DRAIN_QUIET: Duration = Duration::from_millis(500);
+pub(crate) const DRAIN_QUIET: Duration = Duration::from_millis(500);
 /// How often a draining connection checks whether it is quiet.
 const DRAIN_TICK: Duration = Duration::from_millis(50);
 
@@ -88,7 +88,7 @@ impl Default for Timeouts {
 
 /// The server's phase, watched by every connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Phase {
+pub(crate) enum Phase {
     Serving,
     /// Shutting down: answer what has arrived, then close.
     Draining,
@@ -98,7 +98,7 @@ pub enum Phase {
 
 /// The connections of one listener: how many are open, and what the drain did.
 #[derive(Debug)]
-pub struct Tracker {
+pub(crate) struct Tracker {
     open: AtomicUsize,
     closed: Notify,
     gauge: Option<Gauge>,
@@ -140,7 +140,7 @@ impl Tracker {
     }
 
     /// Counts a new connection until the returned guard is dropped.
-    pub fn enter(self: &Arc<Self>) -> Open {
+    pub(crate) fn enter(self: &Arc<Self>) -> Open {
         self.open.fetch_add(1, Ordering::SeqCst);
         if let Some(gauge) = &self.gauge {
             gauge.inc();
@@ -149,13 +149,13 @@ impl Tracker {
     }
 
     /// Marks the start of the drain.
-    pub fn begin_drain(&self) {
+    pub(crate) fn begin_drain(&self) {
         self.draining.store(true, Ordering::SeqCst);
         self.draining_connections.store(self.open() as u64, Ordering::SeqCst);
     }
 
     /// Resolves when no connection is open.
-    pub async fn all_closed(&self) {
+    pub(crate) async fn all_closed(&self) {
         loop {
             let notified = self.closed.notified();
             if self.open() == 0 {
@@ -168,7 +168,7 @@ impl Tracker {
 
 /// One open connection, counted by its [`Tracker`] until dropped.
 #[derive(Debug)]
-pub struct Open {
+pub(crate) struct Open {
     tracker: Arc<Tracker>,
 }
 
@@ -302,7 +302,7 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for CountingIo<I> {
 }
 
 /// Everything a connection task needs, shared by the listener's connections.
-pub struct Listener {
+pub(crate) struct Listener {
     /// `admission` or `probe`, for logs.
     pub name: &'static str,
     pub tls: Option<TlsAcceptor>,
@@ -314,7 +314,12 @@ pub struct Listener {
 }
 
 /// Serves one accepted connection until it closes, a timer closes it, or the drain ends.
-pub async fn run(stream: TcpStream, peer: std::net::SocketAddr, ctx: Arc<Listener>, phase: watch::Receiver<Phase>) {
+pub(crate) async fn run(
+    stream: TcpStream,
+    peer: std::net::SocketAddr,
+    ctx: Arc<Listener>,
+    phase: watch::Receiver<Phase>,
+) {
     match &ctx.tls {
         Some(acceptor) => {
             let mut cut = phase.clone();

@@ -16,18 +16,18 @@
 use tracing::warn;
 
 /// Descriptors kept for everything but connections.
-pub const RESERVED_DESCRIPTORS: u64 = 64;
+pub(crate) const RESERVED_DESCRIPTORS: u64 = 64;
 /// Connections the probe port (kubelet probes, Prometheus scrapes) may hold.
-pub const PROBE_MAX_CONNECTIONS: usize = 32;
+pub(crate) const PROBE_MAX_CONNECTIONS: usize = 32;
 /// The cap when the limit is so low that the reserve does not fit.
 const FLOOR: usize = 16;
 /// The highest derived cap: idle connections cost about 12 KiB (TLS done, nothing sent) to 32 KiB
 /// (HTTP/2 after a request) each, so 4096 of them stay near 130 MiB, inside the chart's 256 Mi limit.
 /// An API server keeps a few connections per replica.
-pub const MEMORY_CEILING: usize = 4096;
+pub(crate) const MEMORY_CEILING: usize = 4096;
 
 /// The soft `RLIMIT_NOFILE`; `None` when it cannot be read or is unlimited.
-pub fn open_files_limit() -> Option<u64> {
+pub(crate) fn open_files_limit() -> Option<u64> {
     let mut limit = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -41,7 +41,7 @@ pub fn open_files_limit() -> Option<u64> {
 }
 
 /// The admission port's connection cap for a soft descriptor limit of `soft`.
-pub fn derived_max_connections(soft: u64) -> usize {
+pub(crate) fn derived_max_connections(soft: u64) -> usize {
     let reserve = RESERVED_DESCRIPTORS + PROBE_MAX_CONNECTIONS as u64;
     let left = soft.saturating_sub(reserve);
     usize::try_from(left).unwrap_or(usize::MAX).clamp(FLOOR, MEMORY_CEILING)

@@ -26,7 +26,7 @@ use crate::metrics::{Metrics, ReloadResult};
 const SETTLE: Duration = Duration::from_millis(100);
 
 /// A digest of the files' content (or of the error reading them).
-pub type Fingerprint = [u8; 32];
+pub(crate) type Fingerprint = [u8; 32];
 
 pub fn fingerprint(paths: &[&Path]) -> Fingerprint {
     let mut hasher = Sha256::new();
@@ -58,7 +58,7 @@ pub fn load_config(path: &Path, own_namespace: Option<&str>) -> Result<Loaded, C
 }
 
 /// Logs the warnings of a configuration that was accepted (e.g. no groups defined).
-pub fn warn_about(loaded: &Loaded) {
+pub(crate) fn warn_about(loaded: &Loaded) {
     for warning in &loaded.warnings {
         warn!(
             config.revision = loaded.revision.as_str(),
@@ -69,14 +69,14 @@ pub fn warn_about(loaded: &Loaded) {
 }
 
 /// Something reloaded from files when they change.
-pub trait Reload: Send + 'static {
+pub(crate) trait Reload: Send + 'static {
     fn paths(&self) -> Vec<PathBuf>;
     /// Re-reads the files if their content changed.
     fn reload(&mut self);
 }
 
 /// Swaps in a new configuration when its file changes and validates.
-pub struct ConfigReload {
+pub(crate) struct ConfigReload {
     pub path: PathBuf,
     pub own_namespace: Option<String>,
     pub live: Arc<ArcSwap<Loaded>>,
@@ -128,7 +128,7 @@ impl Reload for ConfigReload {
 }
 
 /// Swaps in a new serving certificate when the pair changes and matches.
-pub struct TlsReload {
+pub(crate) struct TlsReload {
     pub files: TlsFiles,
     pub resolver: Arc<CertResolver>,
     pub metrics: Arc<Metrics>,

@@ -92,7 +92,7 @@ fn is_json(content_type: &str) -> bool {
 }
 
 /// A review posted to `/{name}`: its headers and its JSON body, within `max_body_bytes`.
-fn review_request(
+pub(crate) fn review_request(
     name: &'static str,
     max_body_bytes: u64,
 ) -> impl Filter<Extract = (http::HeaderMap, Bytes), Error = Rejection> + Clone {
@@ -105,7 +105,7 @@ fn review_request(
 }
 
 /// An AdmissionReview answer.
-fn review_reply(body: Vec<u8>, status: StatusCode) -> impl Reply {
+pub(crate) fn review_reply(body: Vec<u8>, status: StatusCode) -> impl Reply {
     warp::reply::with_status(warp::reply::with_header(body, CONTENT_TYPE, "application/json"), status)
 }
 
@@ -130,20 +130,6 @@ pub fn admission(
         .or(endpoint("validate-namespace", Webhook::ValidateNamespace))
         .unify()
         .recover(rejection)
-}
-
-/// `POST /mutate` and `POST /validate` answering `canned` (an AdmissionReview) to
-/// every request, after the same routing and body handling as [`admission`]:
-/// the load harness's floor (`benches/load.rs`), which reviews nothing.
-pub fn canned(canned: Bytes, max_body_bytes: u64) -> impl Filter<Extract = (impl Reply,), Error = Infallible> + Clone {
-    let endpoint = move |name: &'static str| {
-        let canned = canned.clone();
-        review_request(name, max_body_bytes).then(move |_headers: http::HeaderMap, _body: Bytes| {
-            let body = canned.to_vec();
-            async move { review_reply(body, StatusCode::OK) }
-        })
-    };
-    endpoint("mutate").or(endpoint("validate")).unify().recover(rejection)
 }
 
 /// `GET /healthz`, `/readyz`, `/metrics` (plain HTTP, separate port).
@@ -189,7 +175,7 @@ fn text(status: StatusCode, message: String) -> warp::reply::Response {
 }
 
 /// Maps each rejection to its own status with a message saying what to do.
-async fn rejection(rejection: Rejection) -> Result<warp::reply::Response, Infallible> {
+pub(crate) async fn rejection(rejection: Rejection) -> Result<warp::reply::Response, Infallible> {
     let reply = if rejection.is_not_found() {
         text(
             StatusCode::NOT_FOUND,

@@ -65,7 +65,7 @@ pub fn provider() -> Arc<CryptoProvider> {
 }
 
 /// Parses a certificate chain and its private key, checking that they belong together.
-pub fn certified_key(files: &TlsFiles, cert_pem: &[u8], key_pem: &[u8]) -> Result<CertifiedKey, TlsError> {
+pub(crate) fn certified_key(files: &TlsFiles, cert_pem: &[u8], key_pem: &[u8]) -> Result<CertifiedKey, TlsError> {
     let chain = CertificateDer::pem_slice_iter(cert_pem)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|source| TlsError::Pem {
@@ -101,7 +101,7 @@ pub fn load(files: &TlsFiles) -> Result<CertifiedKey, TlsError> {
 
 /// Hands out the current certificate to each new handshake.
 #[derive(Debug)]
-pub struct CertResolver {
+pub(crate) struct CertResolver {
     current: ArcSwap<CertifiedKey>,
 }
 
@@ -125,7 +125,7 @@ impl ResolvesServerCert for CertResolver {
 }
 
 /// A server configuration using `resolver`, offering HTTP/2 and HTTP/1.1 (ALPN).
-pub fn server_config(resolver: Arc<CertResolver>) -> Result<rustls::ServerConfig, TlsError> {
+pub(crate) fn server_config(resolver: Arc<CertResolver>) -> Result<rustls::ServerConfig, TlsError> {
     let mut config = rustls::ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .map_err(TlsError::Config)?

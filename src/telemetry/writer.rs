@@ -25,9 +25,9 @@ use tracing_subscriber::fmt::MakeWriter;
 use super::LogFormat;
 
 /// Most bytes of log lines held while the output is slow.
-pub const BUFFER_BYTES: usize = 2 * 1024 * 1024;
+pub(crate) const BUFFER_BYTES: usize = 2 * 1024 * 1024;
 /// At most one "log lines dropped" warning per interval.
-pub const WARN_INTERVAL: Duration = Duration::from_secs(10);
+pub(crate) const WARN_INTERVAL: Duration = Duration::from_secs(10);
 /// How long the writer waits for more lines before parking.
 const LINGER: Duration = Duration::from_millis(2);
 

@@ -11,54 +11,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub mod child;
+mod pki;
+
+pub use pki::Pki;
 
 use base64::Engine as _;
 use pod_director::namespaces::{NamespaceSource, StaticNamespaces};
 use pod_director::server::{RunningServer, Settings, Timeouts, TlsFiles};
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-
-/// A test certificate authority issuing serving certificates for 127.0.0.1/localhost.
-pub struct Pki {
-    ca: CertifiedIssuer<'static, KeyPair>,
-}
-
-impl Pki {
-    pub fn new() -> Self {
-        let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params
-            .distinguished_name
-            .push(DnType::CommonName, "pod-director test CA");
-        let ca = CertifiedIssuer::self_signed(params, KeyPair::generate().expect("CA key")).expect("CA");
-        Self { ca }
-    }
-
-    pub fn ca_pem(&self) -> String {
-        self.ca.pem()
-    }
-
-    /// A serving certificate (PEM) and its key (PEM), DER of the certificate.
-    pub fn leaf(&self, common_name: &str) -> Leaf {
-        let mut params =
-            CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()]).expect("leaf params");
-        params.distinguished_name.push(DnType::CommonName, common_name);
-        let key = KeyPair::generate().expect("leaf key");
-        let cert = params.signed_by(&key, &self.ca).expect("signed leaf");
-        Leaf {
-            cert_pem: cert.pem(),
-            key_pem: key.serialize_pem(),
-            der: cert.der().to_vec(),
-        }
-    }
-}
-
-pub struct Leaf {
-    pub cert_pem: String,
-    pub key_pem: String,
-    pub der: Vec<u8>,
-}
 
 /// A directory laid out like a kubelet ConfigMap/Secret volume:
 /// `name -> ..data/name`, `..data -> ..<generation>/`; updates swap `..data` atomically.
@@ -296,37 +257,13 @@ pub fn pod(namespace: &str, extra_spec: Value) -> Value {
     pod
 }
 
-/// An AdmissionReview exactly as kube-apiserver sends it.
+/// A pod AdmissionReview exactly as kube-apiserver sends it ([`pod_director::fixtures::Review`]).
 pub fn review(uid: &str, operation: &str, object: &Value, old_object: Option<&Value>) -> Value {
-    let namespace = object["metadata"]["namespace"].clone();
-    let options_kind = match operation {
-        "CREATE" => "CreateOptions",
-        "UPDATE" => "UpdateOptions",
-        _ => "DeleteOptions",
-    };
-    json!({
-        "kind": "AdmissionReview",
-        "apiVersion": "admission.k8s.io/v1",
-        "request": {
-            "uid": uid,
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "requestKind": {"group": "", "version": "v1", "kind": "Pod"},
-            "requestResource": {"group": "", "version": "v1", "resource": "pods"},
-            "name": object["metadata"]["name"].as_str().unwrap_or(""),
-            "namespace": namespace,
-            "operation": operation,
-            "userInfo": {
-                "username": "system:serviceaccount:kube-system:replicaset-controller",
-                "uid": "b4ac6e8f-8d6e-4b4f-9a1e-3f1e2d3c4b5a",
-                "groups": ["system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"]
-            },
-            "object": object,
-            "oldObject": old_object.cloned().unwrap_or(Value::Null),
-            "dryRun": false,
-            "options": {"kind": options_kind, "apiVersion": "meta.k8s.io/v1"}
-        }
-    })
+    let review = pod_director::fixtures::Review::pod(operation, object.clone()).uid(uid);
+    match old_object {
+        Some(old) => review.old(old.clone()).value(),
+        None => review.value(),
+    }
 }
 
 /// The response's patch, base64-decoded.

@@ -17,6 +17,7 @@ use pod_director::metrics::Metrics;
 use pod_director::namespaces::StaticNamespaces;
 use pod_director::nodes::{Nodes, StaticNodes};
 use pod_director::placement::{NodeInfo, NodeTaint, Webhook};
+use pod_director::support::LogCapture;
 use pod_director::telemetry::{self, DECISION_TARGET, JsonLayer};
 use serde_json::{Value, json};
 use tracing_subscriber::layer::SubscriberExt as _;
@@ -103,29 +104,6 @@ impl SpanExporter for Exported {
     }
 }
 
-/// Collects log output.
-#[derive(Clone, Default)]
-pub struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        if let Ok(mut bytes) = self.0.lock() {
-            bytes.extend_from_slice(buf);
-        }
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'w> tracing_subscriber::fmt::MakeWriter<'w> for Captured {
-    type Writer = Captured;
-    fn make_writer(&'w self) -> Self::Writer {
-        self.clone()
-    }
-}
-
 /// One request to review.
 pub struct Request {
     pub webhook: Webhook,
@@ -207,7 +185,7 @@ pub fn review(requests: Vec<Request>) -> Emitted {
     )
     .with_nodes(Arc::new(Nodes::new(Arc::new(nodes()))));
     let exported = Exported::default();
-    let captured = Captured::default();
+    let captured = LogCapture::default();
     let provider = telemetry::provider_builder()
         .with_simple_exporter(exported.clone())
         .build();
@@ -224,7 +202,7 @@ pub fn review(requests: Vec<Request>) -> Emitted {
         }
     });
     let _ = provider.shutdown();
-    let text = String::from_utf8(captured.0.lock().map(|b| b.clone()).unwrap_or_default()).expect("UTF-8 logs");
+    let text = captured.text();
     Emitted {
         spans: exported.spans.lock().map(|s| s.clone()).unwrap_or_default(),
         resource: exported.resource.lock().map(|r| r.clone()).unwrap_or_default(),

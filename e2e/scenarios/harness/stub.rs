@@ -14,11 +14,14 @@ use hyper_util::rt::TokioIo;
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
+
+#[path = "../../../tests/common/pki.rs"]
+mod pki;
+use pki::Pki;
 
 /// Given the pod (as JSON), the JSON Patch to answer with (`None`: no change).
 pub type Handler = Arc<dyn Fn(&Value) -> Option<Value> + Send + Sync>;
@@ -162,26 +165,16 @@ impl ToWire for AdmissionReview<DynamicObject> {
 
 /// A CA of its own and a serving certificate for `host`: (CA PEM, acceptor).
 fn tls(host: IpAddr) -> (String, TlsAcceptor) {
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, "pod-director e2e test webhook CA");
-    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().expect("CA key")).expect("CA");
-    let mut params = CertificateParams::new(vec![host.to_string()]).expect("leaf params");
-    params
-        .distinguished_name
-        .push(DnType::CommonName, "pod-director e2e test webhook");
-    let key = KeyPair::generate().expect("leaf key");
-    let cert = params.signed_by(&key, &ca).expect("leaf signed");
+    let ca = Pki::named("pod-director e2e test webhook CA");
+    let leaf = ca.leaf_for("pod-director e2e test webhook", &[&host.to_string()]);
     let config = tokio_rustls::rustls::ServerConfig::builder_with_provider(pod_director::server::tls::provider())
         .with_safe_default_protocol_versions()
         .expect("TLS versions")
         .with_no_client_auth()
         .with_single_cert(
-            vec![cert.der().clone()],
-            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+            vec![leaf.der.into()],
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(leaf.key_der)),
         )
         .expect("a TLS server config");
-    (ca.pem(), TlsAcceptor::from(Arc::new(config)))
+    (ca.ca_pem(), TlsAcceptor::from(Arc::new(config)))
 }

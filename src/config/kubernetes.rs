@@ -1,0 +1,343 @@
+//! The Kubernetes shapes a group embeds — core/v1 `Toleration` and `Affinity`, label
+//! keys and values, namespace and user names — as types the schema is derived from.
+//!
+//! The server deserializes a group's tolerations and affinity into `k8s_openapi`'s types
+//! (what the engine works on); these mirror types exist for their shape only: the keys
+//! of each mapping (in the order error messages list them), the operators and effects
+//! Kubernetes allows, and the JSON Schema the chart validates values with. The rules
+//! the API server applies beyond the shape (operator ↔ value counts, label syntax in
+//! full) are in `validate.rs`.
+
+#![allow(dead_code)] // Fields are read through serde and schemars, never in code.
+
+use std::borrow::Cow;
+
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::Deserialize;
+
+/// A JSON Schema for a string type, registered once under `name` in the definitions.
+macro_rules! string_schema {
+    ($type:ident, $name:literal, $schema:tt) => {
+        impl JsonSchema for $type {
+            fn schema_name() -> Cow<'static, str> {
+                $name.into()
+            }
+            fn json_schema(_: &mut SchemaGenerator) -> Schema {
+                json_schema!($schema)
+            }
+        }
+    };
+}
+
+/// A label key (qualified name): optional DNS-subdomain prefix and `/`, then a name.
+#[derive(Default, Deserialize)]
+pub(crate) struct LabelKey(String);
+string_schema!(LabelKey, "labelKey", {
+    "type": "string",
+    "description": "A Kubernetes label key: optional DNS-subdomain prefix and '/', then a name of at most 63 characters of [A-Za-z0-9-_.] starting and ending with an alphanumeric character",
+    "pattern": "^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$",
+    "maxLength": 317
+});
+
+/// A label value: empty, or at most 63 characters.
+#[derive(Default, Deserialize)]
+pub(crate) struct LabelValue(String);
+string_schema!(LabelValue, "labelValue", {
+    "type": "string",
+    "description": "A Kubernetes label value: empty, or at most 63 characters of [A-Za-z0-9-_.] starting and ending with an alphanumeric character",
+    "pattern": "^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$",
+    "maxLength": 63
+});
+
+/// A group name: a namespace label value, not empty.
+#[derive(Default, Deserialize)]
+pub(crate) struct GroupName(String);
+string_schema!(GroupName, "groupName", {
+    "type": "string",
+    "description": "A group name: the value of the namespace label (a label value, not empty)",
+    "minLength": 1,
+    "maxLength": 63,
+    "pattern": "^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$"
+});
+
+/// A namespace name (DNS-1123 label).
+#[derive(Default, Deserialize)]
+pub(crate) struct NamespaceName(String);
+string_schema!(NamespaceName, "namespaceName", {
+    "type": "string",
+    "description": "A namespace name (DNS-1123 label)",
+    "pattern": "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$",
+    "maxLength": 63
+});
+
+/// A Kubernetes user or group name, as `request.userInfo` carries it.
+#[derive(Default, Deserialize)]
+pub(crate) struct RequesterName(String);
+string_schema!(RequesterName, "requesterName", {
+    "type": "string",
+    "description": "A Kubernetes user or group name, as request.userInfo carries it",
+    "minLength": 1,
+    "pattern": "^\\S+$"
+});
+
+/// A list of user or group names, each once.
+pub(crate) struct RequesterNames;
+impl JsonSchema for RequesterNames {
+    fn inline_schema() -> bool {
+        true
+    }
+    fn schema_name() -> Cow<'static, str> {
+        "requesterNames".into()
+    }
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        json_schema!({"type": "array", "uniqueItems": true, "items": generator.subschema_for::<RequesterName>()})
+    }
+}
+
+/// A ServiceAccount as `namespace/name`.
+#[derive(Default, Deserialize)]
+pub(crate) struct ServiceAccountName(String);
+string_schema!(ServiceAccountName, "serviceAccountName", {
+    "type": "string",
+    "description": "namespace/name of a ServiceAccount",
+    "pattern": "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?/[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$"
+});
+
+/// A toleration key: a label key, or empty (with operator Exists: every taint).
+#[derive(Default, Deserialize)]
+pub(crate) struct TolerationKey(String);
+impl JsonSchema for TolerationKey {
+    fn schema_name() -> Cow<'static, str> {
+        "tolerationKey".into()
+    }
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        json_schema!({"anyOf": [generator.subschema_for::<LabelKey>(), {"const": ""}]})
+    }
+}
+
+/// A toleration operator.
+#[derive(Default, Deserialize, JsonSchema)]
+#[schemars(rename = "tolerationOperator")]
+pub(crate) enum TolerationOperator {
+    #[default]
+    Equal,
+    Exists,
+}
+
+/// A taint effect; empty in a toleration matches every effect.
+#[derive(Default, Deserialize, JsonSchema)]
+#[schemars(rename = "taintEffect")]
+pub enum TaintEffect {
+    #[default]
+    #[serde(rename = "")]
+    Any,
+    NoSchedule,
+    PreferNoSchedule,
+    NoExecute,
+}
+
+/// core/v1 Toleration.
+#[derive(Default, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(rename = "toleration", transform = toleration_rules, transform = super::schema::ordered::<Toleration>)]
+pub struct Toleration {
+    #[serde(default)]
+    key: TolerationKey,
+    #[serde(default)]
+    operator: TolerationOperator,
+    #[serde(default)]
+    value: LabelValue,
+    #[serde(default)]
+    effect: TaintEffect,
+    #[serde(default)]
+    toleration_seconds: i64,
+}
+
+/// What the schema can say of a toleration beyond its fields: `Exists` takes no value,
+/// and an empty key needs `Exists`.
+fn toleration_rules(schema: &mut Schema) {
+    schema.insert(
+        "allOf".to_owned(),
+        serde_json::json!([
+            {
+                "if": {"required": ["operator"], "properties": {"operator": {"const": "Exists"}}},
+                "then": {"properties": {"value": {"const": ""}}}
+            },
+            {
+                "if": {"anyOf": [{"not": {"required": ["key"]}}, {"properties": {"key": {"const": ""}}}]},
+                "then": {"required": ["operator"], "properties": {"operator": {"const": "Exists"}}}
+            }
+        ]),
+    );
+}
+
+/// A node selector operator.
+#[derive(Default, Deserialize, JsonSchema)]
+#[schemars(rename = "nodeSelectorOperator")]
+pub(crate) enum NodeSelectorOperator {
+    #[default]
+    In,
+    NotIn,
+    Exists,
+    DoesNotExist,
+    Gt,
+    Lt,
+}
+
+/// A label selector operator.
+#[derive(Default, Deserialize, JsonSchema)]
+#[schemars(rename = "labelSelectorOperator")]
+pub(crate) enum LabelSelectorOperator {
+    #[default]
+    In,
+    NotIn,
+    Exists,
+    DoesNotExist,
+}
+
+/// core/v1 NodeSelectorRequirement (in matchExpressions: a label key; in matchFields: a field).
+#[derive(Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(rename = "nodeSelectorRequirement", transform = super::schema::ordered::<NodeSelectorRequirement>)]
+pub struct NodeSelectorRequirement {
+    #[schemars(length(min = 1))]
+    key: String,
+    operator: NodeSelectorOperator,
+    #[serde(default)]
+    values: Vec<String>,
+}
+
+/// core/v1 NodeSelectorTerm: its requirements are ANDed.
+#[derive(Default, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(rename = "nodeSelectorTerm", transform = super::schema::ordered::<NodeSelectorTerm>)]
+pub struct NodeSelectorTerm {
+    #[serde(default)]
+    match_expressions: Vec<NodeSelectorRequirement>,
+    #[serde(default)]
+    match_fields: Vec<NodeSelectorRequirement>,
+}
+
+/// core/v1 NodeSelector: its terms are ORed.
+#[derive(Default, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(rename = "nodeSelector", transform = super::schema::ordered::<NodeSelector>)]
+pub struct NodeSelector {
+    #[schemars(length(min = 1))]
+    node_selector_terms: Vec<NodeSelectorTerm>,
+}
+
+/// core/v1 PreferredSchedulingTerm.
+#[derive(Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(rename = "preferredSchedulingTerm", transform = super::schema::ordered::<PreferredSchedulingTerm>)]
+pub struct PreferredSchedulingTerm {
+    #[schemars(range(min = 1, max = 100))]
+    weight: i32,
+    preference: NodeSelectorTerm,
+}
+
+/// core/v1 NodeAffinity.
+#[derive(Default, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(rename = "nodeAffinity", transform = super::schema::ordered::<NodeAffinity>)]
+pub struct NodeAffinity {
+    #[serde(default)]
+    required_during_scheduling_ignored_during_execution: NodeSelector,
+    #[serde(default)]
+    preferred_during_scheduling_ignored_during_execution: Vec<PreferredSchedulingTerm>,
+}
+
+/// metav1 LabelSelectorRequirement.
+#[derive(Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(rename = "labelSelectorRequirement", transform = super::schema::ordered::<LabelSelectorRequirement>)]
+pub(crate) struct LabelSelectorRequirement {
+    key: LabelKey,
+    operator: LabelSelectorOperator,
+    #[serde(default)]
+    values: Vec<String>,
+}
+
+/// metav1 LabelSelector.
+#[derive(Default, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(rename = "labelSelector", transform = super::schema::ordered::<LabelSelector>)]
+pub struct LabelSelector {
+    #[serde(default)]
+    #[schemars(with = "Labels")]
+    match_labels: (),
+    #[serde(default)]
+    match_expressions: Vec<LabelSelectorRequirement>,
+}
+
+/// A label map: label keys to label values.
+pub struct Labels;
+impl JsonSchema for Labels {
+    fn inline_schema() -> bool {
+        true
+    }
+    fn schema_name() -> Cow<'static, str> {
+        "labels".into()
+    }
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "type": "object",
+            "propertyNames": generator.subschema_for::<LabelKey>(),
+            "additionalProperties": generator.subschema_for::<LabelValue>()
+        })
+    }
+}
+
+/// core/v1 PodAffinityTerm.
+#[derive(Default, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(rename = "podAffinityTerm", transform = super::schema::ordered::<PodAffinityTerm>)]
+pub struct PodAffinityTerm {
+    #[serde(default)]
+    label_selector: LabelSelector,
+    #[serde(default)]
+    namespace_selector: LabelSelector,
+    #[serde(default)]
+    namespaces: Vec<NamespaceName>,
+    #[schemars(length(min = 1))]
+    topology_key: String,
+    #[serde(default)]
+    match_label_keys: Vec<String>,
+    #[serde(default)]
+    mismatch_label_keys: Vec<String>,
+}
+
+/// core/v1 WeightedPodAffinityTerm.
+#[derive(Default, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(rename = "weightedPodAffinityTerm", transform = super::schema::ordered::<WeightedPodAffinityTerm>)]
+pub struct WeightedPodAffinityTerm {
+    #[schemars(range(min = 1, max = 100))]
+    weight: i32,
+    pod_affinity_term: PodAffinityTerm,
+}
+
+/// core/v1 PodAffinity and PodAntiAffinity (the same shape).
+#[derive(Default, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(rename = "podAffinity", transform = super::schema::ordered::<PodAffinity>)]
+pub(crate) struct PodAffinity {
+    #[serde(default)]
+    required_during_scheduling_ignored_during_execution: Vec<PodAffinityTerm>,
+    #[serde(default)]
+    preferred_during_scheduling_ignored_during_execution: Vec<WeightedPodAffinityTerm>,
+}
+
+/// core/v1 Affinity.
+#[derive(Default, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(rename = "affinity", transform = super::schema::ordered::<Affinity>)]
+pub struct Affinity {
+    #[serde(default)]
+    node_affinity: NodeAffinity,
+    #[serde(default)]
+    pod_affinity: PodAffinity,
+    #[serde(default)]
+    pod_anti_affinity: PodAffinity,
+}

@@ -1,0 +1,192 @@
+//! AdmissionReview bodies shaped like kube-apiserver's, for tests and benches:
+//! the one review builder of the tree (unit tests, `tests/`, `benches/`).
+//!
+//! [`Review::bytes`] writes the fields in the order kube-apiserver's Go
+//! encoder writes them (`uid`, `kind`, `resource`, … `operation`, `userInfo`,
+//! `object`, `oldObject`, `dryRun`, `options`): the order the one-pass decoder
+//! is built for. [`Review::value`] gives the same review as a JSON value to
+//! edit; bytes serialized from an edited `Value` have their keys sorted
+//! (`object` before `operation` and `resource`), which takes the decoder's
+//! path for objects that come before their request's resource.
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+/// The requester of [`Review::pod`]: the ReplicaSet controller, as kube-controller-manager runs it.
+pub(crate) const REPLICA_SET_CONTROLLER: &str = "system:serviceaccount:kube-system:replicaset-controller";
+
+/// An AdmissionReview (`admission.k8s.io/v1`) request, built field by field.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Review {
+    kind: &'static str,
+    api_version: &'static str,
+    pub request: Request,
+}
+
+/// The review's request, fields in kube-apiserver's order.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Request {
+    pub uid: String,
+    pub kind: Value,
+    pub resource: Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sub_resource: Option<String>,
+    pub request_kind: Value,
+    pub request_resource: Value,
+    pub name: String,
+    pub namespace: String,
+    pub operation: String,
+    pub user_info: Value,
+    pub object: Value,
+    pub old_object: Value,
+    pub dry_run: bool,
+    pub options: Value,
+}
+
+impl Review {
+    /// A request on `resource` (`[group, version, resource]`) for an object of
+    /// `kind` (`[group, version, kind]`), by the ReplicaSet controller; the name
+    /// is the object's `metadata.name` (empty when it has none yet).
+    pub fn new(resource: [&str; 3], kind: [&str; 3], namespace: &str, operation: &str, object: Value) -> Self {
+        let resource = json!({"group": resource[0], "version": resource[1], "resource": resource[2]});
+        let kind = json!({"group": kind[0], "version": kind[1], "kind": kind[2]});
+        let options = match operation {
+            "CREATE" => json!({"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"}),
+            "UPDATE" => json!({"kind": "UpdateOptions", "apiVersion": "meta.k8s.io/v1"}),
+            "DELETE" => json!({"kind": "DeleteOptions", "apiVersion": "meta.k8s.io/v1"}),
+            _ => Value::Null,
+        };
+        Self {
+            kind: "AdmissionReview",
+            api_version: "admission.k8s.io/v1",
+            request: Request {
+                uid: "705ab4f5-6393-11e8-b7cc-42010a800002".to_owned(),
+                kind: kind.clone(),
+                resource: resource.clone(),
+                sub_resource: None,
+                request_kind: kind,
+                request_resource: resource,
+                name: object["metadata"]["name"].as_str().unwrap_or_default().to_owned(),
+                namespace: namespace.to_owned(),
+                operation: operation.to_owned(),
+                user_info: json!({
+                    "username": REPLICA_SET_CONTROLLER,
+                    "uid": "b4ac6e8f-8d6e-4b4f-9a1e-3f1e2d3c4b5a",
+                    "groups": ["system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"]
+                }),
+                object,
+                old_object: Value::Null,
+                dry_run: false,
+                options,
+            },
+        }
+    }
+
+    /// A pod `operation` (`CREATE`, `UPDATE`…) in the pod's `metadata.namespace`.
+    pub fn pod(operation: &str, pod: Value) -> Self {
+        let namespace = pod["metadata"]["namespace"].as_str().unwrap_or_default().to_owned();
+        Self::new(["", "v1", "pods"], ["", "v1", "Pod"], &namespace, operation, pod)
+    }
+
+    /// A DaemonSet `operation` in `namespace`.
+    pub fn daemon_set(namespace: &str, operation: &str, daemon_set: Value) -> Self {
+        Self::new(
+            ["apps", "v1", "daemonsets"],
+            ["apps", "v1", "DaemonSet"],
+            namespace,
+            operation,
+            daemon_set,
+        )
+    }
+
+    /// A Namespace `operation` (the request's namespace is the namespace's own name).
+    pub fn namespace(operation: &str, namespace: Value) -> Self {
+        let name = namespace["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+        Self::new(
+            ["", "v1", "namespaces"],
+            ["", "v1", "Namespace"],
+            &name,
+            operation,
+            namespace,
+        )
+    }
+
+    pub fn uid(mut self, uid: &str) -> Self {
+        self.request.uid = uid.to_owned();
+        self
+    }
+
+    /// The object before the update (`oldObject`).
+    pub fn old(mut self, old: Value) -> Self {
+        self.request.old_object = old;
+        self
+    }
+
+    /// The requester (`userInfo`: `username`, `groups`).
+    pub fn user(mut self, username: &str, groups: &[&str]) -> Self {
+        self.request.user_info = json!({"username": username, "uid": "0c1d2e3f", "groups": groups});
+        self
+    }
+
+    /// The requester as a whole `userInfo` object.
+    pub fn user_info(mut self, user_info: Value) -> Self {
+        self.request.user_info = user_info;
+        self
+    }
+
+    pub fn dry_run(mut self, dry_run: bool) -> Self {
+        self.request.dry_run = dry_run;
+        self
+    }
+
+    pub fn sub_resource(mut self, sub_resource: &str) -> Self {
+        self.request.sub_resource = Some(sub_resource.to_owned());
+        self
+    }
+
+    /// The body, fields in kube-apiserver's order.
+    pub fn bytes(&self) -> Vec<u8> {
+        // Serializing JSON values and strings into a Vec cannot fail.
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+
+    /// The review as a JSON value, to edit.
+    pub fn value(&self) -> Value {
+        serde_json::to_value(self).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes_carry_the_request_fields_in_the_api_server_s_order() {
+        let body = Review::pod(
+            "CREATE",
+            json!({"metadata": {"name": "web", "namespace": "a"}, "spec": {}}),
+        )
+        .bytes();
+        let text = String::from_utf8(body).unwrap_or_default();
+        let at = |key: &str| text.find(&format!("\"{key}\":")).unwrap_or(usize::MAX);
+        let order = [
+            "uid",
+            "resource",
+            "name",
+            "namespace",
+            "operation",
+            "userInfo",
+            "object",
+            "oldObject",
+            "dryRun",
+        ];
+        for pair in order.windows(2) {
+            assert!(at(pair[0]) < at(pair[1]), "{pair:?} in {text}");
+        }
+        let value = Review::pod("UPDATE", json!({})).old(json!({"a": 1})).value();
+        assert_eq!(value["request"]["oldObject"]["a"], 1);
+        assert_eq!(value["request"]["options"]["kind"], "UpdateOptions");
+    }
+}

@@ -1,0 +1,199 @@
+//! `serve`'s command line ([`ServeArgs`], each flag also an environment variable) and the
+//! [`Settings`] [`start`](super::start) takes, which tests build directly.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::{Timeouts, TlsFiles};
+use crate::config::Config;
+use crate::telemetry::LogFormat;
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct ServeArgs {
+    /// Configuration file (default: $POD_DIRECTOR_CONFIG, else /etc/pod-director/config.yaml).
+    #[arg(short, long)]
+    pub config: Option<PathBuf>,
+    /// Address of the HTTPS admission endpoints (/mutate, /validate).
+    #[arg(long, env = "POD_DIRECTOR_ADDR", default_value = "0.0.0.0:8443")]
+    pub addr: SocketAddr,
+    /// Address of the plain-HTTP probe endpoints (/healthz, /readyz, /metrics).
+    #[arg(long, env = "POD_DIRECTOR_PROBE_ADDR", default_value = "0.0.0.0:8080")]
+    pub probe_addr: SocketAddr,
+    /// Serving certificate (PEM chain); reloaded when it changes.
+    #[arg(long, env = "POD_DIRECTOR_TLS_CERT", default_value = "/etc/pod-director/tls/tls.crt")]
+    pub tls_cert: PathBuf,
+    /// Private key of the serving certificate (PEM).
+    #[arg(long, env = "POD_DIRECTOR_TLS_KEY", default_value = "/etc/pod-director/tls/tls.key")]
+    pub tls_key: PathBuf,
+    /// Serve the admission endpoints over plain HTTP. For local debugging only:
+    /// the API server only calls webhooks over HTTPS.
+    #[arg(long, env = "POD_DIRECTOR_INSECURE_HTTP")]
+    pub insecure_http: bool,
+    /// The namespace pod-director runs in; its pods are never touched.
+    #[arg(long, env = "POD_NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Log line format.
+    #[arg(long, env = "POD_DIRECTOR_LOG_FORMAT", value_enum, default_value_t = LogFormat::Json)]
+    pub log_format: LogFormat,
+    /// Longest time spent on one admission request (e.g. 10s, 500ms); keep it below the webhook's timeoutSeconds.
+    #[arg(long, env = "POD_DIRECTOR_REQUEST_TIMEOUT", default_value = "8s", value_parser = parse_duration)]
+    pub request_timeout: Duration,
+    /// Largest request body accepted; larger ones get 413.
+    #[arg(long, env = "POD_DIRECTOR_MAX_BODY_BYTES", default_value_t = 4 * 1024 * 1024)]
+    pub max_body_bytes: u64,
+    /// How often the configuration and certificate files are re-read, besides watching them (e.g. 10s).
+    #[arg(long, env = "POD_DIRECTOR_RELOAD_POLL_INTERVAL", default_value = "10s", value_parser = parse_duration)]
+    pub reload_poll_interval: Duration,
+    /// Longest wait for in-flight requests after SIGTERM/SIGINT.
+    #[arg(long, env = "POD_DIRECTOR_SHUTDOWN_TIMEOUT", default_value = "25s", value_parser = parse_duration)]
+    pub shutdown_timeout: Duration,
+    #[command(flatten)]
+    pub webhooks: crate::webhooks::ReconcileArgs,
+    #[command(flatten)]
+    pub audit: crate::audit::continuous::AuditArgs,
+    /// Longest TLS handshake; slower connections are dropped.
+    #[arg(long, env = "POD_DIRECTOR_HANDSHAKE_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub handshake_timeout: Duration,
+    /// Longest wait for the first byte of a connection once TLS is established.
+    #[arg(long, env = "POD_DIRECTOR_FIRST_BYTE_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub first_byte_timeout: Duration,
+    /// Longest wait from a request's first byte to its complete head (HTTP/1.1 headers; HTTP/2: the
+    /// connection preface and the first request).
+    #[arg(long, env = "POD_DIRECTOR_HEADER_READ_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub header_read_timeout: Duration,
+    /// How long a connection may stay without a request before it is closed (HTTP/2: GOAWAY). Above the
+    /// API server's 90s client idle timeout, so the client closes idle connections first.
+    #[arg(long, env = "POD_DIRECTOR_IDLE_TIMEOUT", default_value = "120s", value_parser = parse_duration)]
+    pub idle_timeout: Duration,
+    /// How often HTTP/2 connections are PINGed when quiet (0 turns PINGs off).
+    #[arg(long, env = "POD_DIRECTOR_HTTP2_KEEPALIVE_INTERVAL", default_value = "30s", value_parser = parse_duration)]
+    pub http2_keepalive_interval: Duration,
+    /// How long an HTTP/2 PING may go unanswered before the connection is closed.
+    #[arg(long, env = "POD_DIRECTOR_HTTP2_KEEPALIVE_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub http2_keepalive_timeout: Duration,
+    /// Most connections the admission port holds; more are refused at accept. Default: the soft
+    /// RLIMIT_NOFILE minus 96 descriptors kept for the probe port, the cache watch and the API client,
+    /// at most 4096.
+    #[arg(long, env = "POD_DIRECTOR_MAX_CONNECTIONS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_connections: Option<u64>,
+}
+
+/// Parses `10s`, `500ms`, `2m`, `1h` or a bare number of seconds.
+///
+/// Not `kube::core::Duration`: it refuses a bare number of seconds (`--idle-timeout 120`
+/// works today), and panics on values that overflow (`99999999999999999999h`), where this
+/// says what to write.
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration; write e.g. 10s, 500ms, 2m"))?;
+    let seconds = match unit.trim() {
+        "" | "s" => value,
+        "ms" => value / 1000.0,
+        "m" => value * 60.0,
+        "h" => value * 3600.0,
+        other => return Err(format!("unknown unit {other:?} in {text:?}; use ms, s, m or h")),
+    };
+    Duration::try_from_secs_f64(seconds).map_err(|e| format!("{text:?}: {e}"))
+}
+
+/// Everything [`start`] needs; [`Settings::from_args`] builds it from the command line.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub config_path: PathBuf,
+    pub addr: SocketAddr,
+    pub probe_addr: SocketAddr,
+    /// `None` serves the admission endpoints over plain HTTP (`--insecure-http`).
+    pub tls: Option<TlsFiles>,
+    pub own_namespace: Option<String>,
+    pub request_timeout: Duration,
+    pub max_body_bytes: u64,
+    pub reload_poll_interval: Duration,
+    pub shutdown_timeout: Duration,
+    /// The per-connection timers.
+    pub timeouts: Timeouts,
+    /// `None`: derived from the descriptor limit ([`limits::max_connections`]).
+    pub max_connections: Option<usize>,
+}
+
+impl Settings {
+    pub(crate) fn from_args(args: &ServeArgs) -> Self {
+        Self {
+            config_path: Config::resolve_path(args.config.as_deref()),
+            addr: args.addr,
+            probe_addr: args.probe_addr,
+            tls: (!args.insecure_http).then(|| TlsFiles {
+                cert: args.tls_cert.clone(),
+                key: args.tls_key.clone(),
+            }),
+            own_namespace: args.namespace.clone().filter(|n| !n.is_empty()),
+            request_timeout: args.request_timeout,
+            max_body_bytes: args.max_body_bytes,
+            reload_poll_interval: args.reload_poll_interval,
+            shutdown_timeout: args.shutdown_timeout,
+            timeouts: Timeouts {
+                handshake: args.handshake_timeout,
+                first_byte: args.first_byte_timeout,
+                header_read: args.header_read_timeout,
+                idle: args.idle_timeout,
+                http2_keepalive_interval: Some(args.http2_keepalive_interval).filter(|d| !d.is_zero()),
+                http2_keepalive_timeout: args.http2_keepalive_timeout,
+            },
+            max_connections: args.max_connections.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_with_units() {
+        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
+        assert!(parse_duration("ten seconds").is_err());
+        assert!(parse_duration("5 fortnights").is_err());
+    }
+
+    #[test]
+    fn a_duration_too_long_to_represent_is_refused_not_a_panic() {
+        let err = parse_duration("99999999999999999999h").expect_err("overflows");
+        assert!(err.starts_with("\"99999999999999999999h\": "), "{err}");
+    }
+
+    #[test]
+    fn serve_flags_have_the_documented_defaults() {
+        use clap::Parser as _;
+        let cli = crate::cli::Cli::try_parse_from(["pod-director", "serve"]).expect("defaults parse");
+        let crate::cli::Command::Serve(args) = cli.command else {
+            panic!("serve expected");
+        };
+        let settings = Settings::from_args(&args);
+        assert_eq!(settings.addr.to_string(), "0.0.0.0:8443");
+        assert_eq!(settings.probe_addr.to_string(), "0.0.0.0:8080");
+        assert_eq!(
+            settings.tls,
+            Some(TlsFiles {
+                cert: "/etc/pod-director/tls/tls.crt".into(),
+                key: "/etc/pod-director/tls/tls.key".into(),
+            })
+        );
+        let cli = crate::cli::Cli::try_parse_from(["pod-director", "serve", "--insecure-http", "--namespace", "pd"])
+            .expect("parses");
+        let crate::cli::Command::Serve(args) = cli.command else {
+            panic!("serve expected");
+        };
+        let settings = Settings::from_args(&args);
+        assert_eq!(settings.tls, None);
+        assert_eq!(settings.own_namespace.as_deref(), Some("pd"));
+    }
+}

@@ -1,0 +1,76 @@
+//! Test and benchmark support: shared by the unit tests, `tests/`, `benches/` and `e2e/`,
+//! never used by pod-director itself, and not part of its API (hidden from the docs).
+//! `mod.rs`: the log capture; `floor.rs`: the load harness's no-work floor server.
+
+mod floor;
+
+pub use floor::{CannedServer, start_canned};
+
+use std::io;
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+use tracing_subscriber::fmt::MakeWriter;
+
+/// A log output that keeps every byte written to it, for a subscriber under test
+/// (`JsonLayer::new(capture.clone())`, `fmt().with_writer(capture.clone())`).
+#[derive(Clone, Default)]
+pub struct LogCapture(Arc<Mutex<Vec<u8>>>);
+
+impl LogCapture {
+    /// Everything written so far, as text.
+    pub fn text(&self) -> String {
+        let bytes = self.0.lock().map(|b| b.clone()).unwrap_or_default();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    /// The lines written so far that are JSON objects (log lines), in order.
+    pub fn json_lines(&self) -> Vec<Value> {
+        self.text()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .collect()
+    }
+}
+
+impl io::Write for LogCapture {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0
+            .lock()
+            .map_err(|_| io::Error::other("a writer panicked"))?
+            .extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'w> MakeWriter<'w> for LogCapture {
+    type Writer = LogCapture;
+
+    fn make_writer(&'w self) -> Self::Writer {
+        self.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write as _;
+
+    use super::*;
+
+    #[test]
+    fn a_capture_keeps_what_every_clone_writes_and_parses_the_json_lines() {
+        let capture = LogCapture::default();
+        let mut writer = capture.make_writer();
+        writer.write_all(b"{\"a\":1}\nnot json\n").expect("write");
+        capture.clone().write_all(b"{\"b\":2}\n").expect("write");
+        assert_eq!(capture.text(), "{\"a\":1}\nnot json\n{\"b\":2}\n");
+        assert_eq!(
+            capture.json_lines(),
+            [serde_json::json!({"a": 1}), serde_json::json!({"b": 2})]
+        );
+    }
+}
