@@ -253,11 +253,14 @@ mod tests {
     #[derive(Clone, Default)]
     struct Gate {
         blocked: Arc<AtomicBool>,
+        /// Set once the writer thread is inside `write` (waiting, if blocked).
+        entered: Arc<AtomicBool>,
         written: Arc<Mutex<Vec<u8>>>,
     }
 
     impl Write for Gate {
         fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.entered.store(true, Ordering::SeqCst);
             while self.blocked.load(Ordering::SeqCst) {
                 std::thread::sleep(Duration::from_millis(1));
             }
@@ -300,6 +303,16 @@ mod tests {
         let dropped = Counter::default();
         let (mut writer, guard) = spawn(gate.clone(), 4096, LogFormat::Json, dropped.clone()).expect("thread");
         let line = format!("{}\n", "x".repeat(99));
+        // The writer thread holds a first line, stuck in the output, before the flood: all
+        // the drops then happen while it waits, and the one warning counts them all (on a
+        // busy machine it could otherwise take its first batch after some drops, and report
+        // those at once and the rest one WARN_INTERVAL later).
+        writer.write_all(line.as_bytes()).expect("never fails");
+        let waiting = Instant::now();
+        while !gate.entered.load(Ordering::SeqCst) {
+            assert!(waiting.elapsed() < Duration::from_secs(10), "the writer thread never wrote");
+            std::thread::sleep(Duration::from_millis(1));
+        }
         let started = Instant::now();
         for _ in 0..10_000 {
             writer.write_all(line.as_bytes()).expect("never fails");
