@@ -596,7 +596,7 @@ impl Admission {
         let latency = started.elapsed();
         self.metrics
             .observe_traced_decision(&outcome, latency, trace_id.as_deref());
-        log_decision(&span, &outcome, &patch, latency, error.as_ref());
+        log_decision(&span, &outcome, &patch, latency, error.as_ref(), trace_id.is_some());
         reply
     }
 
@@ -774,6 +774,25 @@ fn decision_span(webhook: Webhook) -> Span {
     )
 }
 
+/// A field value to record, when there is one.
+fn opt<T: tracing::Value>(value: &Option<T>) -> Option<&dyn tracing::Value> {
+    value.as_ref().map(|v| v as &dyn tracing::Value)
+}
+
+/// The request's fields of the decision span, recorded in one dispatch.
+static REQUEST_FIELDS: telemetry::FieldBatch<10> = telemetry::FieldBatch::new([
+    "admission.request.uid",
+    "admission.request.operation",
+    "admission.request.dryrun",
+    "admission.request.namespace",
+    "admission.request.name",
+    "admission.request.user",
+    "admission.request.resource",
+    "admission.object.generate_name",
+    "admission.object.owner.kind",
+    "admission.object.owner.name",
+]);
+
 fn record_request(span: &Span, parsed: &Parsed) {
     let request = &parsed.request;
     let operation = match request.operation {
@@ -782,96 +801,109 @@ fn record_request(span: &Span, parsed: &Parsed) {
         Operation::Delete => "DELETE",
         Operation::Connect => "CONNECT",
     };
-    span.record("admission.request.uid", request.uid.as_str());
-    span.record("admission.request.operation", operation);
-    span.record("admission.request.dryrun", request.dry_run);
-    if let Some(namespace) = &request.namespace {
-        span.record("admission.request.namespace", namespace.as_str());
-    }
-    if !request.name.is_empty() {
-        span.record("admission.request.name", request.name.as_str());
-    } else if let Subject::Namespace { namespace, .. } = &parsed.subject
-        && let Some(name) = &namespace.metadata.name
-    {
-        span.record("admission.request.name", name.as_str());
-    }
-    if let Some(user) = request.user_info.username.as_deref().filter(|u| !u.is_empty()) {
-        span.record("admission.request.user", user);
-    }
-    if !request.resource.resource.is_empty() {
-        span.record("admission.request.resource", request.resource.resource.as_str());
-    }
+    let name = match &parsed.subject {
+        _ if !request.name.is_empty() => Some(request.name.as_str()),
+        Subject::Namespace { namespace, .. } => namespace.metadata.name.as_deref(),
+        _ => None,
+    };
+    let user = request.user_info.username.as_deref().filter(|u| !u.is_empty());
+    let resource = Some(request.resource.resource.as_str()).filter(|r| !r.is_empty());
+    let (mut generate_name, mut owner) = (None, None);
     if let Subject::Pod { pod, .. } = &parsed.subject {
-        let meta = &pod.metadata;
-        if let Some(generate_name) = &meta.generate_name {
-            span.record("admission.object.generate_name", generate_name.as_str());
-        }
-        let owners = meta.owner_references.as_deref().unwrap_or_default();
-        let owner = owners.iter().find(|o| o.controller == Some(true)).or(owners.first());
-        if let Some(owner) = owner {
-            span.record("admission.object.owner.kind", owner.kind.as_str());
-            span.record("admission.object.owner.name", owner.name.as_str());
-        }
+        generate_name = pod.metadata.generate_name.as_deref();
+        let owners = pod.metadata.owner_references.as_deref().unwrap_or_default();
+        owner = owners.iter().find(|o| o.controller == Some(true)).or(owners.first());
     }
+    let owner_kind = owner.map(|o| o.kind.as_str());
+    let owner_name = owner.map(|o| o.name.as_str());
+    REQUEST_FIELDS.record(
+        span,
+        [
+            Some(&request.uid.as_str()),
+            Some(&operation),
+            Some(&request.dry_run),
+            opt(&request.namespace.as_deref()),
+            opt(&name),
+            opt(&user),
+            opt(&resource),
+            opt(&generate_name),
+            opt(&owner_kind),
+            opt(&owner_name),
+        ],
+    );
 }
 
+/// Items as a JSON array of their text.
 fn json_strings<T: ToString>(items: &[T]) -> String {
     let strings: Vec<String> = items.iter().map(ToString::to_string).collect();
     serde_json::to_string(&strings).unwrap_or_else(|_| "[]".to_owned())
 }
 
+/// The outcome's fields of the decision span, recorded in one dispatch.
+static OUTCOME_FIELDS: telemetry::FieldBatch<16> = telemetry::FieldBatch::new([
+    "placement.group",
+    "placement.mode",
+    "placement.decision",
+    "placement.skip_reason",
+    "placement.conflicts",
+    "placement.violations",
+    "placement.summary",
+    "placement.message",
+    "placement.warning",
+    "placement.patch.op_count",
+    "placement.patch.paths",
+    "placement.feasible_nodes",
+    "placement.no_feasible_node",
+    "placement.feasible_nodes_before",
+    "latency_ms",
+    "error",
+]);
+
 /// Records the outcome on the span and writes the one decision log line
-/// (`patch`: the outcome's [`Outcome::patch_text`]).
-fn log_decision(span: &Span, outcome: &Outcome, patch: &str, latency: Duration, error: Option<&AdmissionError>) {
-    if let Some(group) = &outcome.group {
-        span.record("placement.group", group.as_str());
-    }
-    if let Some(mode) = outcome.mode {
-        span.record("placement.mode", mode.as_str());
-    }
-    span.record("placement.decision", outcome.decision.as_str());
-    if let Some(reason) = &outcome.skip_reason {
-        span.record("placement.skip_reason", reason.as_str());
-    }
-    if !outcome.conflicts.is_empty() {
-        span.record("placement.conflicts", json_strings(&outcome.conflicts).as_str());
-    }
-    if !outcome.violations.is_empty() {
-        span.record("placement.violations", json_strings(&outcome.violations).as_str());
-    }
-    if !outcome.summary.is_empty() {
-        span.record("placement.summary", outcome.summary.as_str());
-    }
-    if let Some(message) = &outcome.message {
-        span.record("placement.message", message.as_str());
-    }
-    if let Some(warning) = &outcome.warning {
-        span.record("placement.warning", warning.as_str());
-    }
+/// (`patch`: the outcome's [`Outcome::patch_text`]; `exported`: the span is sampled, so it carries the patch too).
+fn log_decision(
+    span: &Span,
+    outcome: &Outcome,
+    patch: &str,
+    latency: Duration,
+    error: Option<&AdmissionError>,
+    exported: bool,
+) {
+    let conflicts = (!outcome.conflicts.is_empty()).then(|| json_strings(&outcome.conflicts));
+    let violations = (!outcome.violations.is_empty()).then(|| json_strings(&outcome.violations));
     // i64, not usize: tracing-opentelemetry exports u64 fields as strings.
-    span.record(
-        "placement.patch.op_count",
-        i64::try_from(outcome.patch.0.len()).unwrap_or(i64::MAX),
+    let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+    let paths = json_strings(&outcome.patch_paths());
+    let feasible = outcome.feasible_nodes.map(count);
+    let error_text = error.map(ToString::to_string);
+    OUTCOME_FIELDS.record(
+        span,
+        [
+            opt(&outcome.group.as_deref()),
+            opt(&outcome.mode.map(|m| m.as_str())),
+            Some(&outcome.decision.as_str()),
+            opt(&outcome.skip_reason.as_ref().map(|r| r.as_str())),
+            opt(&conflicts.as_deref()),
+            opt(&violations.as_deref()),
+            opt(&Some(outcome.summary.as_str()).filter(|s| !s.is_empty())),
+            opt(&outcome.message.as_deref()),
+            opt(&outcome.warning.as_deref()),
+            Some(&count(outcome.patch.0.len())),
+            Some(&paths.as_str()),
+            opt(&feasible),
+            opt(&feasible.map(|_| outcome.no_feasible_node)),
+            opt(&outcome.feasible_nodes_before.map(count)),
+            // Microsecond precision is plenty and keeps the number short.
+            Some(&(latency.as_micros() as f64 / 1000.0)),
+            opt(&error_text.as_deref()),
+        ],
     );
-    span.record("placement.patch.paths", json_strings(&outcome.patch_paths()).as_str());
-    if let Some(after) = outcome.feasible_nodes {
-        span.record("placement.feasible_nodes", i64::try_from(after).unwrap_or(i64::MAX));
-        span.record("placement.no_feasible_node", outcome.no_feasible_node);
+    if let Some(text) = &error_text {
+        telemetry::set_error_status(span, text);
     }
-    if let Some(before) = outcome.feasible_nodes_before {
-        span.record(
-            "placement.feasible_nodes_before",
-            i64::try_from(before).unwrap_or(i64::MAX),
-        );
+    if exported {
+        telemetry::set_bounded_attribute(span, "placement.patch.json", patch);
     }
-    // Microsecond precision is plenty and keeps the number short.
-    span.record("latency_ms", latency.as_micros() as f64 / 1000.0);
-    if let Some(error) = error {
-        let text = error.to_string();
-        span.record("error", text.as_str());
-        telemetry::set_error_status(span, &text);
-    }
-    telemetry::set_bounded_attribute(span, "placement.patch.json", patch);
     span.in_scope(|| match error {
         None => {
             tracing::event!(target: DECISION_TARGET, Level::INFO, placement.patch.json = patch, "admission decision")

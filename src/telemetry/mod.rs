@@ -52,8 +52,10 @@
 //! | `otlp.rs` | the `OTEL_*` environment → the tracer provider and the OpenTelemetry layer |
 //! | `trace_context.rs` | W3C trace context in, trace ids and span attributes out |
 //! | `json.rs` | the JSON log layer ([`JsonLayer`]) |
+//! | `batch.rs` | several fields of a span recorded in one pass ([`FieldBatch`]) |
 //! | `writer.rs` | the bounded, non-blocking log output |
 
+mod batch;
 mod filter;
 mod json;
 mod otlp;
@@ -71,6 +73,7 @@ use opentelemetry_sdk::trace::SdkTracerProvider;
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 
+pub use self::batch::FieldBatch;
 pub use self::json::JsonLayer;
 pub use self::otlp::{otel_layer, provider_builder};
 pub use self::trace_context::{

@@ -310,7 +310,10 @@ mod tests {
         writer.write_all(line.as_bytes()).expect("never fails");
         let waiting = Instant::now();
         while !gate.entered.load(Ordering::SeqCst) {
-            assert!(waiting.elapsed() < Duration::from_secs(10), "the writer thread never wrote");
+            assert!(
+                waiting.elapsed() < Duration::from_secs(10),
+                "the writer thread never wrote"
+            );
             std::thread::sleep(Duration::from_millis(1));
         }
         let started = Instant::now();
