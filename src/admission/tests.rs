@@ -333,6 +333,18 @@ fn each_kind_of_bad_request_gets_its_own_error_and_keeps_the_uid_when_readable()
             uid.clone(),
         ),
     ];
+    let tolerations = {
+        let mut v = review();
+        v["request"]["object"]["spec"]["tolerations"] = json!("dedicated");
+        rejected(&bytes(&v)).error.to_string()
+    };
+    // The message the README shows.
+    assert!(
+        tolerations.starts_with(
+            "request.object is not a valid v1 Pod: spec.tolerations: invalid type: string \"dedicated\", expected a sequence at line 1 column "
+        ),
+        "{tolerations}"
+    );
     for (name, body, expected, expected_uid) in cases {
         let rejected = rejected(&body);
         assert!(expected(&rejected.error), "{name}: got {:?}", rejected.error);
