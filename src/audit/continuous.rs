@@ -36,7 +36,7 @@ use crate::metrics::{Metrics, ScanResult};
 use crate::nodes::Nodes;
 
 /// How soon a failed scan is tried again (at most the interval).
-pub const RETRY_AFTER: Duration = Duration::from_secs(30);
+pub(crate) const RETRY_AFTER: Duration = Duration::from_secs(30);
 /// How long the Lease is valid after each renewal, and how early before that the holder renews it.
 const LEASE_DURATION_SECONDS: u64 = 15;
 const LEASE_GRACE_SECONDS: u64 = 5;
@@ -81,7 +81,7 @@ pub fn spawn(continuous: Continuous, shutdown: watch::Receiver<bool>) -> JoinHan
 }
 
 /// This replica's name in the Lease: the pod name (hostname) and the process id.
-pub fn identity() -> String {
+pub(crate) fn identity() -> String {
     let host = std::env::var("POD_NAME")
         .or_else(|_| std::env::var("HOSTNAME"))
         .unwrap_or_else(|_| "pod-director".to_owned());
@@ -285,7 +285,7 @@ fn log(audit: &Audit, revision: &str) {
 }
 
 /// Starts the continuous audit of `serve` as its flags say (`None` when `--audit-interval 0`).
-pub fn start(
+pub(crate) fn start(
     args: &AuditArgs,
     own_namespace: Option<String>,
     client: &Client,

@@ -21,8 +21,8 @@
 
 pub mod continuous;
 pub(crate) mod engine;
-pub mod report;
-pub(crate) mod verdict;
+pub(crate) mod report;
+pub mod verdict;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -41,11 +41,11 @@ use crate::config::{Config, Mode};
 use crate::placement::{Decision, Namespace, NodeView, Outcome, Placement, Requester, Selection, select_group};
 
 /// Objects per list request (the `limit` of each page), as kubectl's default chunk size.
-pub const DEFAULT_PAGE_SIZE: u32 = 500;
+pub(crate) const DEFAULT_PAGE_SIZE: u32 = 500;
 /// Longest wait for one list request.
-pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// Most workloads listed per group and finding kind; the others are counted.
-pub const MAX_FINDINGS: usize = 100;
+pub(crate) const MAX_FINDINGS: usize = 100;
 
 /// How a running pod or template fares under enforce (`decision` label of the audit gauges).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -118,7 +118,7 @@ impl Counts {
         }
     }
 
-    pub fn get(&self, decision: AuditDecision) -> u64 {
+    pub(crate) fn get(&self, decision: AuditDecision) -> u64 {
         match decision {
             AuditDecision::Compliant => self.compliant,
             AuditDecision::WouldPatch => self.would_patch,
@@ -127,7 +127,7 @@ impl Counts {
         }
     }
 
-    pub fn total(&self) -> u64 {
+    pub(crate) fn total(&self) -> u64 {
         self.compliant + self.would_patch + self.would_deny + self.skipped
     }
 }
@@ -135,7 +135,7 @@ impl Counts {
 /// Whether a finding is about running pods or a workload's template.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Source {
+pub(crate) enum Source {
     /// Running pods of the workload.
     Pods,
     /// The workload's pod template.
@@ -144,7 +144,7 @@ pub enum Source {
 
 /// One workload behind a would_deny (or a placed pod that fits no node).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct Finding {
+pub(crate) struct Finding {
     pub namespace: String,
     /// `Kind/name`: `Deployment/web`, `CronJob/nightly`, `Pod/debug` for a bare pod.
     pub workload: String,
@@ -189,15 +189,15 @@ impl Findings {
         );
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = &Finding> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Finding> {
         self.by_workload.values()
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.by_workload.is_empty() && self.omitted == 0
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.by_workload.len()
     }
 }
@@ -278,14 +278,14 @@ pub struct Audit {
 
 impl Audit {
     /// Whether every audited group is ready to enforce.
-    pub fn all_ready(&self) -> bool {
+    pub(crate) fn all_ready(&self) -> bool {
         self.groups.iter().all(|g| g.verdict.ready)
     }
 }
 
 /// Why a scan could not complete.
 #[derive(Debug, thiserror::Error)]
-pub enum AuditError {
+pub(crate) enum AuditError {
     #[error(
         "the API server did not answer within {timeout:?} while listing {what}: check that it is reachable \
          (KUBECONFIG or the in-cluster service account), or raise --request-timeout"
@@ -344,7 +344,7 @@ impl Default for ScanOptions {
 
 /// How far a scan has come (for progress lines).
 #[derive(Debug, Clone, Copy)]
-pub struct Progress {
+pub(crate) struct Progress {
     pub namespaces_done: usize,
     pub namespaces_total: usize,
     pub pods: u64,
@@ -440,7 +440,7 @@ fn name_of(meta: &ObjectMeta) -> &str {
 /// One scan of the cluster: every group's namespaces, their workloads and pods,
 /// decided as enforce would; `nodes` gives the feasibility counts (`None`: none).
 /// `progress` is called after every page and namespace.
-pub async fn scan(
+pub(crate) async fn scan(
     client: &Client,
     config: &Config,
     nodes: Option<&dyn NodeView>,

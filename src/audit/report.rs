@@ -48,7 +48,7 @@ struct JsonScanned {
 }
 
 /// The audit as pretty-printed JSON.
-pub fn json(audit: &Audit) -> Result<String, serde_json::Error> {
+pub(crate) fn json(audit: &Audit) -> Result<String, serde_json::Error> {
     let groups = audit
         .groups
         .iter()
@@ -141,7 +141,7 @@ fn nodes(group: &GroupAudit, total: Option<usize>) -> String {
 
 /// The audit as text: one row per group, then each group's verdict, blockers,
 /// warnings and the workloads behind them.
-pub fn text(audit: &Audit) -> String {
+pub(crate) fn text(audit: &Audit) -> String {
     if audit.groups.is_empty() {
         return "no groups in the configuration: nothing to audit\n".to_owned();
     }
