@@ -12,12 +12,12 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use common::{
-    HTTP2_PREFACE_AND_SETTINGS, Harness, Options, closed_within, has_goaway, metric, pod, review, tls_connect,
+    HTTP2_PREFACE_AND_SETTINGS, Harness, Options, Slow, closed_within, has_goaway, metric, pod, review, tls_connect,
 };
 use futures::future::BoxFuture;
 use http_body_util::{BodyExt as _, Full};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use pod_director::namespaces::{Labels, LookupError, NamespaceSource, StaticNamespaces};
+use pod_director::namespaces::StaticNamespaces;
 use pod_director::server::Timeouts;
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt as _;
@@ -297,30 +297,6 @@ async fn idle_keep_alive_connections_are_closed_after_the_idle_timeout_and_not_b
         Some(2.0)
     );
     harness.server.shutdown().await;
-}
-
-/// Namespaces that take `delay` to answer, to keep a request in flight.
-struct Slow {
-    inner: StaticNamespaces,
-    delay: Duration,
-}
-
-impl NamespaceSource for Slow {
-    fn cached(&self, _name: &str) -> Option<Labels> {
-        None
-    }
-    fn fetch<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<Labels>, LookupError>> {
-        Box::pin(async move {
-            tokio::time::sleep(self.delay).await;
-            self.inner.fetch(name).await
-        })
-    }
-    fn is_ready(&self) -> bool {
-        true
-    }
-    fn cached_count(&self) -> usize {
-        0
-    }
 }
 
 fn slow(delay: Duration) -> Arc<Slow> {

@@ -8,9 +8,8 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{ClientKind, Harness, Options, decoded_patch, eventually, patched, pod, review};
-use futures::future::BoxFuture;
-use pod_director::namespaces::{Labels, LookupError, NamespaceSource, StaticNamespaces};
+use common::{ClientKind, Harness, Options, Slow, decoded_patch, eventually, patched, pod, review};
+use pod_director::namespaces::StaticNamespaces;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -389,30 +388,6 @@ async fn probes_report_health_readiness_and_metrics() {
     assert!(metrics.contains("pod_director_namespace_cache_size 1"), "{metrics}");
     assert!(metrics.contains("pod_director_build_info"));
     harness.server.shutdown().await;
-}
-
-/// Namespaces that take a while to answer, to keep a request in flight.
-struct Slow {
-    inner: StaticNamespaces,
-    delay: Duration,
-}
-
-impl NamespaceSource for Slow {
-    fn cached(&self, _name: &str) -> Option<Labels> {
-        None
-    }
-    fn fetch<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<Labels>, LookupError>> {
-        Box::pin(async move {
-            tokio::time::sleep(self.delay).await;
-            self.inner.fetch(name).await
-        })
-    }
-    fn is_ready(&self) -> bool {
-        true
-    }
-    fn cached_count(&self) -> usize {
-        0
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

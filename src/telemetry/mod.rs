@@ -122,6 +122,18 @@ pub const DECISION_FIELDS: &[&str] = &[
     "span_id",
 ];
 
+/// `N` consecutive [`DECISION_FIELDS`] from `start` (a run recorded together,
+/// e.g. the request's); a run past the end fails the build.
+pub(crate) const fn decision_fields<const N: usize>(start: usize) -> [&'static str; N] {
+    let mut out = [""; N];
+    let mut i = 0;
+    while i < N {
+        out[i] = DECISION_FIELDS[start + i];
+        i += 1;
+    }
+    out
+}
+
 /// The keys every JSON log line starts with.
 pub const LOG_LINE_KEYS: &[&str] = &["timestamp", "level", "target", "message"];
 

@@ -372,3 +372,33 @@ pub async fn metric(harness: &Harness, line_start: &str) -> Option<f64> {
         .and_then(|line| line.rsplit(' ').next())
         .and_then(|value| value.parse().ok())
 }
+
+/// Namespaces that take `delay` to answer, to keep a request in flight.
+pub struct Slow {
+    pub inner: pod_director::namespaces::StaticNamespaces,
+    pub delay: std::time::Duration,
+}
+
+impl pod_director::namespaces::NamespaceSource for Slow {
+    fn cached(&self, _name: &str) -> Option<pod_director::namespaces::Labels> {
+        None
+    }
+    fn fetch<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> futures::future::BoxFuture<
+        'a,
+        Result<Option<pod_director::namespaces::Labels>, pod_director::namespaces::LookupError>,
+    > {
+        Box::pin(async move {
+            tokio::time::sleep(self.delay).await;
+            self.inner.fetch(name).await
+        })
+    }
+    fn is_ready(&self) -> bool {
+        true
+    }
+    fn cached_count(&self) -> usize {
+        0
+    }
+}
