@@ -32,8 +32,7 @@ fn handle(loaded: &Loaded, labels: &BTreeMap<String, String>, body: &[u8]) -> Ve
     let ns = Namespace { name: "team-a", labels };
     let ctx = placement::Context::from_user_info(&parsed.request.user_info);
     let outcome = placement::mutate(&loaded.config, &ns, pod, &ctx);
-    let review = admission::render(&parsed.request, &outcome, &loaded.revision).expect("renders");
-    admission::to_wire(review).expect("encodes")
+    admission::respond(&parsed.request.uid, &outcome, &loaded.revision)
 }
 
 fn cases() -> Vec<(&'static str, Vec<u8>)> {

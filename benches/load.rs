@@ -680,8 +680,7 @@ fn canned(body: &[u8], group: Group) -> Vec<u8> {
         pod,
         &placement::Context::from_user_info(&parsed.request.user_info),
     );
-    let review = admission::render(&parsed.request, &outcome, &loaded.revision).expect("renders");
-    admission::to_wire(review).expect("encodes")
+    admission::respond(&parsed.request.uid, &outcome, &loaded.revision)
 }
 
 fn mib(kib: u64) -> f64 {

@@ -2,9 +2,8 @@
 //!
 //! [`parse`] turns request bytes into a typed request in one pass ([`wire`]:
 //! a pod's placement fields are built, the rest of it skipped), or says
-//! precisely what is wrong; the placement engine decides, [`render`] builds the response with
-//! kube-core's builders and [`to_wire`] serializes it the way the API server
-//! reads it. [`Admission::review`] strings these together with the namespace
+//! precisely what is wrong; the placement engine decides, and [`respond`] writes the
+//! response the way the API server reads it (an undecidable request's, [`to_wire`]). [`Admission::review`] strings these together with the namespace
 //! lookup, the decision log line, the span and the metrics.
 //!
 //! What each kind of request gets:
@@ -26,7 +25,6 @@
 //! failurePolicy, so bad input never blocks pods of a dryRun group (Ignore) and
 //! never slips through an enforce group (Fail).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -34,7 +32,6 @@ use arc_swap::ArcSwap;
 use http::StatusCode;
 use k8s_openapi::api::core::v1::Namespace as NamespaceObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
-use kube::core::response::StatusSummary;
 use kube::core::{DynamicObject, TypeMeta};
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -383,46 +380,18 @@ fn uid_of(body: &[u8]) -> Option<String> {
     review.request?.uid.filter(|uid| !uid.is_empty())
 }
 
-/// The response for a decided request, built with kube-core's builders.
-pub fn render(
-    request: &AdmissionRequest<DynamicObject>,
-    outcome: &Outcome,
-    revision: &str,
-) -> Result<AdmissionReview<DynamicObject>, AdmissionError> {
-    render_with_patch(request, outcome, revision, &outcome.patch_text())
+/// The AdmissionReview answering a decided request, as the API server reads it.
+pub fn respond(uid: &str, outcome: &Outcome, revision: &str) -> Vec<u8> {
+    respond_with_patch(uid, outcome, revision, &outcome.patch_text())
 }
 
-/// [`render`], given the outcome's [`Outcome::patch_text`] (serialized once per review).
-fn render_with_patch(
-    request: &AdmissionRequest<DynamicObject>,
-    outcome: &Outcome,
-    revision: &str,
-    patch: &str,
-) -> Result<AdmissionReview<DynamicObject>, AdmissionError> {
-    let mut response = AdmissionResponse::from(request);
-    if !outcome.allowed() {
-        let message = outcome
-            .message
-            .clone()
-            .unwrap_or_else(|| format!("pod-director: {}", outcome.decision));
-        response = response.deny(message);
-        response.result.status = Some(StatusSummary::Failure);
-        response.result.code = StatusCode::FORBIDDEN.as_u16();
-        response.result.reason = "Forbidden".to_owned();
-    } else if outcome.apply_patch() && !outcome.patch.0.is_empty() {
-        // with_patch sets `patchType: JSONPatch`; the bytes are the outcome's patch, serialized once.
-        response = response
-            .with_patch(json_patch::Patch(Vec::new()))
-            .map_err(|e| AdmissionError::Encode(serde_json::Error::io(std::io::Error::other(e))))?;
-        response.patch = Some(patch.as_bytes().to_vec());
-    }
-    if let Some(warning) = &outcome.warning {
-        response.warnings = Some(vec![warning.clone()]);
-    }
-    if outcome.group.is_some() {
-        response.audit_annotations = annotations(outcome, revision, patch);
-    }
-    Ok(response.into_review())
+/// [`respond`], given the outcome's [`Outcome::patch_text`] (serialized once per review).
+fn respond_with_patch(uid: &str, outcome: &Outcome, revision: &str, patch: &str) -> Vec<u8> {
+    let annotations = match outcome.group {
+        Some(_) => annotations(outcome, revision, patch),
+        None => Vec::new(),
+    };
+    wire::decided(uid, outcome, &annotations, patch)
 }
 
 /// The response for a request that could not be decided.
@@ -440,37 +409,39 @@ pub(crate) fn render_error(uid: Option<&str>, error: &AdmissionError) -> Admissi
 /// Audit annotations for a response concerning a group (the API server prefixes
 /// each key with the webhook's name). Values are bounded to [`MAX_ANNOTATION_BYTES`].
 #[cfg(test)]
-pub(crate) fn audit_annotations(outcome: &Outcome, revision: &str) -> HashMap<String, String> {
+pub(crate) fn audit_annotations(outcome: &Outcome, revision: &str) -> std::collections::BTreeMap<&'static str, String> {
     annotations(outcome, revision, &outcome.patch_text())
+        .into_iter()
+        .collect()
 }
 
-/// [`audit_annotations`], given the outcome's [`Outcome::patch_text`].
-fn annotations(outcome: &Outcome, revision: &str, patch: &str) -> HashMap<String, String> {
-    let mut annotations = HashMap::new();
-    let mut put = |key: &str, value: String| {
-        annotations.insert(key.to_owned(), telemetry::truncate_bytes(&value, MAX_ANNOTATION_BYTES));
+/// [`audit_annotations`], given the outcome's [`Outcome::patch_text`], in the order they are written.
+fn annotations(outcome: &Outcome, revision: &str, patch: &str) -> Vec<(&'static str, String)> {
+    let mut annotations = Vec::with_capacity(8);
+    let mut put = |key: &'static str, value: &str| {
+        annotations.push((key, telemetry::truncate_bytes(value, MAX_ANNOTATION_BYTES)));
     };
-    put("decision", outcome.decision.as_str().to_owned());
+    put("decision", outcome.decision.as_str());
     if let Some(group) = &outcome.group {
-        put("group", group.clone());
+        put("group", group);
     }
     if let Some(mode) = outcome.mode {
-        put("mode", mode.as_str().to_owned());
+        put("mode", mode.as_str());
     }
     if let Some(reason) = &outcome.skip_reason {
-        put("skip-reason", reason.to_string());
+        put("skip-reason", &reason.to_string());
     }
     if !outcome.summary.is_empty() {
-        put("summary", outcome.summary.clone());
+        put("summary", &outcome.summary);
     }
     if !outcome.patch.0.is_empty() {
-        put("patch", patch_annotation(outcome, patch));
+        put("patch", &patch_annotation(outcome, patch));
     }
     if !outcome.conflicts.is_empty() {
         let conflicts: Vec<String> = outcome.conflicts.iter().map(ToString::to_string).collect();
-        put("conflicts", conflicts.join("; "));
+        put("conflicts", &conflicts.join("; "));
     }
-    put("config-revision", revision.to_owned());
+    put("config-revision", revision);
     annotations
 }
 
@@ -561,25 +532,22 @@ impl Admission {
         let result = self
             .decide(webhook, &loaded, body, &span)
             .instrument(span.clone())
-            .await
-            .and_then(|(parsed, outcome)| {
+            .await;
+        let (outcome, patch, reply, error) = match result {
+            Ok((parsed, outcome)) => {
                 // Serialized once for the response, the audit annotation and the log line.
                 let patch = outcome.patch_text();
-                render_with_patch(&parsed.request, &outcome, &loaded.revision, &patch)
-                    .and_then(to_wire)
-                    .map(|bytes| (outcome, patch, bytes))
-                    .map_err(|error| Rejected::new(Some(&parsed.request.uid), error))
-            });
-        let (outcome, patch, reply, error) = match result {
-            Ok((outcome, patch, body)) => (
-                outcome,
-                patch,
-                Reply {
-                    status: StatusCode::OK,
-                    body,
-                },
-                None,
-            ),
+                let body = respond_with_patch(&parsed.request.uid, &outcome, &loaded.revision, &patch);
+                (
+                    outcome,
+                    patch,
+                    Reply {
+                        status: StatusCode::OK,
+                        body,
+                    },
+                    None,
+                )
+            }
             Err(rejected) => {
                 let status = rejected.error.status();
                 let review = render_error(rejected.uid.as_deref(), &rejected.error);

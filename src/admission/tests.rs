@@ -495,8 +495,7 @@ fn outcome(mode: Mode, decision: Decision) -> Outcome {
 }
 
 fn wire(outcome: &Outcome) -> Value {
-    let review = render(&request(), outcome, "abc123").expect("renders");
-    serde_json::from_slice(&to_wire(review).expect("serializes")).expect("JSON")
+    serde_json::from_slice(&respond(&request().uid, outcome, "abc123")).expect("JSON")
 }
 
 #[test]

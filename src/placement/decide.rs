@@ -255,11 +255,9 @@ fn mutate_object(
         out.decision = Decision::Noop;
         out.summary = "compliant: nothing to change".to_owned();
     } else {
-        out.patch_with(enforce, plan.patch());
-        out.summary = truncate_chars(
-            &format!("{}{}", verb(out.decision), plan.describe_changes()),
-            MAX_SUMMARY_CHARS,
-        );
+        let changes = plan.describe_changes();
+        out.patch_with(enforce, plan.into_patch());
+        out.summary = truncate_chars(&format!("{}{changes}", verb(out.decision)), MAX_SUMMARY_CHARS);
     }
     if exclusion_requested(config, pod) && !group.allow_pod_exclusion {
         out.summary = truncate_chars(
@@ -267,8 +265,9 @@ fn mutate_object(
             MAX_SUMMARY_CHARS,
         );
     }
-    let patch = out.patch.clone();
+    let patch = std::mem::take(&mut out.patch);
     out = with_feasibility(out, pod, ctx, Some((&patch, group)));
+    out.patch = patch;
     if out.no_feasible_node && out.allowed() && out.decision != Decision::WouldDeny {
         no_feasible_node(config, name, group, mode, &mut out, ctx);
     }
@@ -420,7 +419,8 @@ fn validate_object(
     let mode = config.mode_of(group);
     let enforce = mode == Mode::Enforce;
     let planned = plan(pod, group);
-    out = with_feasibility(out, pod, ctx, Some((&planned.patch(), group)));
+    let planned_patch = planned.patch();
+    out = with_feasibility(out, pod, ctx, Some((&planned_patch, group)));
     let mut violations = verify(pod, group);
     let mut unchecked = None;
     if let Some(node_name) = bound_node(pod, old) {
@@ -428,7 +428,7 @@ fn validate_object(
         let effective = if planned.changes.is_empty() {
             None
         } else {
-            patched_spec(&spec, &planned.patch())
+            patched_spec(&spec, &planned_patch)
         };
         let effective = effective.as_ref().unwrap_or(&spec);
         match ctx.nodes.map(|n| n.node(node_name)) {

@@ -44,6 +44,11 @@ impl Plan {
         Patch(self.changes.iter().map(|c| c.operation.clone()).collect())
     }
 
+    /// [`Plan::patch`], taking the operations rather than copying them.
+    pub fn into_patch(self) -> Patch {
+        Patch(self.changes.into_iter().map(|c| c.operation).collect())
+    }
+
     /// Whether a conflict was resolved by rejecting the pod.
     pub fn rejected(&self) -> bool {
         self.conflicts.iter().any(|c| c.resolution == Resolution::Rejected)

@@ -47,26 +47,32 @@ fn body_limited(limit: u64) -> impl Filter<Extract = (Bytes,), Error = Rejection
         .and_then(move |stream| collect(stream, limit))
 }
 
+/// The body's bytes: a body that arrives in one chunk (the usual case) is kept as it came,
+/// without a copy; one in several chunks is joined.
 async fn collect<S, B>(stream: S, limit: u64) -> Result<Bytes, Rejection>
 where
     S: Stream<Item = Result<B, warp::Error>>,
     B: bytes::Buf,
 {
     let mut stream = std::pin::pin!(stream);
-    let mut body = BytesMut::new();
+    let mut first: Option<Bytes> = None;
+    let mut joined = BytesMut::new();
     while let Some(chunk) = stream.next().await {
         let mut chunk = chunk.map_err(|e| warp::reject::custom(BodyUnreadable(e.to_string())))?;
-        if (body.len() + chunk.remaining()) as u64 > limit {
+        let held = first.as_ref().map_or(0, Bytes::len) + joined.len();
+        if (held + chunk.remaining()) as u64 > limit {
             return Err(warp::reject::custom(BodyTooLarge { limit }));
         }
-        while chunk.has_remaining() {
-            let part = chunk.chunk();
-            body.extend_from_slice(part);
-            let n = part.len();
-            chunk.advance(n);
+        if held == 0 {
+            first = Some(chunk.copy_to_bytes(chunk.remaining()));
+            continue;
         }
+        if let Some(first) = first.take() {
+            joined.extend_from_slice(&first);
+        }
+        bytes::BufMut::put(&mut joined, chunk);
     }
-    Ok(body.freeze())
+    Ok(first.unwrap_or_else(|| joined.freeze()))
 }
 
 /// Accepts a missing `Content-Type` and any JSON one; refuses the rest with 415.

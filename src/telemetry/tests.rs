@@ -280,3 +280,22 @@ fn attributes_are_cut_on_a_character_boundary() {
     assert!(cut.len() <= MAX_ATTRIBUTE_BYTES);
     assert!(cut.ends_with('…'));
 }
+
+#[test]
+fn json_timestamps_are_rfc3339_utc_with_microseconds_as_tracing_subscriber_writes_them() {
+    use std::time::{Duration, UNIX_EPOCH};
+    let cases = [
+        (0, 0, "1970-01-01T00:00:00.000000Z"),
+        // 2000-02-29 (a leap day of a century leap year), 23:59:59.999999.
+        (951_868_799, 999_999, "2000-02-29T23:59:59.999999Z"),
+        (1_796_135_113, 123_456, "2026-12-01T14:25:13.123456Z"),
+        // 2100-03-01: 2100 is not a leap year.
+        (4_107_542_400, 7, "2100-03-01T00:00:00.000007Z"),
+    ];
+    for (secs, micros, expected) in cases {
+        let at = UNIX_EPOCH + Duration::from_secs(secs) + Duration::from_micros(micros);
+        let mut out = Vec::new();
+        super::json::write_timestamp(&mut out, at);
+        assert_eq!(String::from_utf8_lossy(&out), expected, "{secs}");
+    }
+}
