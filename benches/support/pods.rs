@@ -1,9 +1,17 @@
 //! AdmissionReview bodies shaped like the API server's, shared by the benches:
 //! a small pod (1 container), a typical one (3 containers, 5 tolerations, an
 //! affinity with 2 terms) and a large one (50 containers, 50 tolerations, 10
-//! affinity terms, ~100 KB of JSON).
+//! affinity terms, ~100 KB of JSON); the admission path they are reviewed by.
 #![allow(dead_code)]
 
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use pod_director::admission::Admission;
+use pod_director::config::Config;
+use pod_director::metrics::Metrics;
+use pod_director::namespaces::StaticNamespaces;
 use serde_json::{Value, json};
 
 /// The pod sizes measured, by name.
@@ -32,6 +40,22 @@ groups:
     nodeSelector: {node-pool: ci}
     tolerations: [{key: dedicated, operator: Equal, value: ci, effect: NoSchedule}]
 "#;
+
+/// The admission path on [`CONFIG`], namespace `team-a` in the dryRun group `shadow`.
+pub fn admission() -> Admission {
+    let loaded = Config::from_yaml(CONFIG, "bench", Vec::new()).expect("bench config is valid");
+    let namespaces = StaticNamespaces::new();
+    namespaces.insert(
+        "team-a",
+        [("pod-director/group".to_owned(), "shadow".to_owned())].into(),
+    );
+    Admission::new(
+        Arc::new(ArcSwap::from_pointee(loaded)),
+        Arc::new(namespaces),
+        Arc::new(Metrics::new()),
+        Duration::from_secs(5),
+    )
+}
 
 fn container(i: usize, env: usize) -> Value {
     json!({
