@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use common::{
-    HTTP2_PREFACE_AND_SETTINGS, Harness, Options, Slow, closed_within, has_goaway, metric, pod, review, tls_connect,
+    HTTP2_PREFACE_AND_SETTINGS, Harness, Options, Slow, closed_within, has_goaway, metric, pod, raw_request, review,
+    review_bytes, tls_connect,
 };
 use futures::future::BoxFuture;
 use http_body_util::{BodyExt as _, Full};
@@ -45,22 +46,6 @@ async fn start(timeouts: Timeouts, max_connections: Option<usize>) -> Harness {
     let harness = Harness::start_with(CONFIG, options, None).await;
     harness.label("ns", "ci");
     harness
-}
-
-/// A whole HTTP/1.1 review request.
-fn raw_request(uid: &str) -> Vec<u8> {
-    let body = review_bytes(uid);
-    let mut request = format!(
-        "POST /mutate HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
-        body.len()
-    )
-    .into_bytes();
-    request.extend_from_slice(&body);
-    request
-}
-
-fn review_bytes(uid: &str) -> Vec<u8> {
-    serde_json::to_vec(&review(uid, "CREATE", &pod("ns", json!({})), None)).unwrap_or_default()
 }
 
 /// Asserts that a connection was closed no earlier than `at_least` and no later than `at_least` + 1.5 s.

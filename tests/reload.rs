@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::{ClientKind, Harness, decoded_patch, eventually, pod, review};
+use common::{ClientKind, Harness, decoded_patch, eventually, metric, pod, review};
 use reqwest::StatusCode;
 use serde_json::Value;
 
@@ -28,19 +28,6 @@ async fn served_certificate(harness: &Harness) -> Vec<u8> {
         .and_then(|info| info.peer_certificate())
         .map(<[u8]>::to_vec)
         .unwrap_or_default()
-}
-
-async fn metric(harness: &Harness, line_start: &str) -> Option<f64> {
-    let text = reqwest::get(format!("{}/metrics", harness.probe))
-        .await
-        .ok()?
-        .text()
-        .await
-        .ok()?;
-    text.lines()
-        .find(|l| l.starts_with(line_start))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

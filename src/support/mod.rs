@@ -1,6 +1,6 @@
 //! Test and benchmark support: shared by the unit tests, `tests/`, `benches/` and `e2e/`,
 //! never used by pod-director itself, and not part of its API (hidden from the docs).
-//! `mod.rs`: the log capture; `floor.rs`: the load harness's no-work floor server.
+//! `mod.rs`: the log capture and the `/metrics` sample reader; `floor.rs`: the load harness's no-work floor server.
 
 mod floor;
 
@@ -11,6 +11,15 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 use tracing_subscriber::fmt::MakeWriter;
+
+/// The value of the first sample of a `/metrics` text whose line starts with
+/// `line_start` (e.g. `pod_director_config_reloads_total{result="error"}`).
+pub fn metric_value(text: &str, line_start: &str) -> Option<f64> {
+    text.lines()
+        .find(|line| line.starts_with(line_start))
+        .and_then(|line| line.rsplit(' ').next())
+        .and_then(|value| value.parse().ok())
+}
 
 /// A log output that keeps every byte written to it, for a subscriber under test
 /// (`JsonLayer::new(capture.clone())`, `fmt().with_writer(capture.clone())`).
