@@ -624,17 +624,8 @@ async fn a_tenant_cannot_move_its_namespace_to_another_group_but_an_admin_can() 
         .expect("guard decisions")
         .text("config.revision")
         .to_owned();
-    let mut config = serde_json::to_value(&env.config).expect("serializes");
-    config["namespaceGuard"]["mode"] = json!("dryRun");
-    env.pod_director().write_config(&config.to_string());
-    eventually("the configuration reloaded", || async {
-        env.logs
-            .messages("configuration reloaded")
-            .await
-            .into_iter()
-            .find(|l| l["config.previous_revision"] == old_revision.as_str())
-    })
-    .await;
+    env.edit_config(|c| c["namespaceGuard"]["mode"] = json!("dryRun"));
+    env.reloaded_from(&old_revision).await;
     let moved = tenant
         .patch_namespace(json!({"pod-director/group": "e2e-agents"}))
         .await

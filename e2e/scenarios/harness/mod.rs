@@ -479,6 +479,29 @@ impl Env {
             .expect("this scenario needs the local pod-director (Env::start_local)")
     }
 
+    /// Writes the suite's config with `edit` applied as the new generation of the
+    /// local pod-director's mounted file; returns what was written.
+    pub fn edit_config(&mut self, edit: impl FnOnce(&mut Value)) -> Value {
+        let mut config = serde_json::to_value(&self.config).expect("the config serializes");
+        edit(&mut config);
+        // JSON is YAML.
+        self.pod_director().write_config(&config.to_string());
+        config
+    }
+
+    /// Waits until pod-director logged `configuration reloaded` away from `revision`; returns the new one.
+    pub async fn reloaded_from(&self, revision: &str) -> String {
+        let line = k8s::eventually("the configuration reloaded log line", || async {
+            self.logs
+                .messages("configuration reloaded")
+                .await
+                .into_iter()
+                .find(|l| l["config.previous_revision"] == revision)
+        })
+        .await;
+        line["config.revision"].as_str().expect("a revision").to_owned()
+    }
+
     /// The value of a sample of the local pod-director's `/metrics` (the first line
     /// starting with `sample`, e.g. `pod_director_config_reloads_total{result="error"}`).
     pub async fn metric(&self, sample: &str) -> Option<f64> {
@@ -489,10 +512,7 @@ impl Env {
             .text()
             .await
             .ok()?;
-        text.lines()
-            .find(|l| l.starts_with(sample))
-            .and_then(|l| l.rsplit(' ').next())
-            .and_then(|v| v.parse().ok())
+        pod_director::support::metric_value(&text, sample)
     }
 
     /// The chart's two webhook configurations as they are in the cluster now.
@@ -643,6 +663,50 @@ impl Env {
                 self.log_hint()
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Applies the chart's RBAC objects (`render_template` output: cluster-wide roles
+    /// and bindings, and Roles and RoleBindings of the release namespace).
+    pub async fn apply_rbac(&self, objects: Vec<Value>) {
+        use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+        let apply = PatchParams::apply(FIELD_MANAGER).force();
+        let release_ns = &self.settings.namespace;
+        for object in objects {
+            let name = object["metadata"]["name"].as_str().expect("named").to_owned();
+            let client = self.client.clone();
+            match object["kind"].as_str() {
+                Some("ClusterRole") => {
+                    let o: ClusterRole = serde_json::from_value(object).expect("a ClusterRole");
+                    Api::<ClusterRole>::all(client)
+                        .patch(&name, &apply, &Patch::Apply(&o))
+                        .await
+                        .map(drop)
+                }
+                Some("ClusterRoleBinding") => {
+                    let o: ClusterRoleBinding = serde_json::from_value(object).expect("a ClusterRoleBinding");
+                    Api::<ClusterRoleBinding>::all(client)
+                        .patch(&name, &apply, &Patch::Apply(&o))
+                        .await
+                        .map(drop)
+                }
+                Some("Role") => {
+                    let o: Role = serde_json::from_value(object).expect("a Role");
+                    Api::<Role>::namespaced(client, release_ns)
+                        .patch(&name, &apply, &Patch::Apply(&o))
+                        .await
+                        .map(drop)
+                }
+                Some("RoleBinding") => {
+                    let o: RoleBinding = serde_json::from_value(object).expect("a RoleBinding");
+                    Api::<RoleBinding>::namespaced(client, release_ns)
+                        .patch(&name, &apply, &Patch::Apply(&o))
+                        .await
+                        .map(drop)
+                }
+                other => panic!("unexpected RBAC object {other:?}"),
+            }
+            .unwrap_or_else(|e| panic!("{name} applied: {e}"));
         }
     }
 
