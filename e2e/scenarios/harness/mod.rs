@@ -666,14 +666,17 @@ impl Env {
         }
     }
 
-    /// Applies the chart's RBAC objects (`render_template` output: cluster-wide roles
-    /// and bindings, and Roles and RoleBindings of the release namespace).
+    /// Applies RBAC objects (e.g. `render_template` output): cluster-wide roles and
+    /// bindings; Roles and RoleBindings in their namespace, else the release's.
     pub async fn apply_rbac(&self, objects: Vec<Value>) {
         use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
         let apply = PatchParams::apply(FIELD_MANAGER).force();
-        let release_ns = &self.settings.namespace;
         for object in objects {
             let name = object["metadata"]["name"].as_str().expect("named").to_owned();
+            let namespace = object["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or(&self.settings.namespace)
+                .to_owned();
             let client = self.client.clone();
             match object["kind"].as_str() {
                 Some("ClusterRole") => {
@@ -692,14 +695,14 @@ impl Env {
                 }
                 Some("Role") => {
                     let o: Role = serde_json::from_value(object).expect("a Role");
-                    Api::<Role>::namespaced(client, release_ns)
+                    Api::<Role>::namespaced(client, &namespace)
                         .patch(&name, &apply, &Patch::Apply(&o))
                         .await
                         .map(drop)
                 }
                 Some("RoleBinding") => {
                     let o: RoleBinding = serde_json::from_value(object).expect("a RoleBinding");
-                    Api::<RoleBinding>::namespaced(client, release_ns)
+                    Api::<RoleBinding>::namespaced(client, &namespace)
                         .patch(&name, &apply, &Patch::Apply(&o))
                         .await
                         .map(drop)
