@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use super::affinity::{requirement_implies, unsatisfiable};
 use super::*;
 use crate::config::{Config, Group, Mode, OnConflict};
+use crate::support::scheduler::{TestNode, term_matches, terms_match};
 
 fn pod(spec: Value) -> Value {
     json!({
@@ -250,44 +251,6 @@ fn group_toleration_with_omitted_operator_is_added_normalized() {
 }
 
 // ---- node affinity, checked semantically ------------------------------------
-
-/// A node of the universe: its name (for `matchFields` on `metadata.name`) and labels.
-struct TestNode {
-    name: &'static str,
-    labels: BTreeMap<&'static str, &'static str>,
-}
-
-fn req_matches(have: Option<&str>, r: &k8s_openapi::api::core::v1::NodeSelectorRequirement) -> bool {
-    let vals: Vec<&str> = r.values.iter().flatten().map(String::as_str).collect();
-    let int = |s: &str| s.parse::<i64>().ok();
-    match r.operator.as_str() {
-        "In" => have.is_some_and(|h| vals.contains(&h)),
-        "NotIn" => have.is_none_or(|h| !vals.contains(&h)),
-        "Exists" => have.is_some(),
-        "DoesNotExist" => have.is_none(),
-        "Gt" => matches!((have.and_then(int), vals.first().and_then(|v| int(v))), (Some(a), Some(b)) if a > b),
-        "Lt" => matches!((have.and_then(int), vals.first().and_then(|v| int(v))), (Some(a), Some(b)) if a < b),
-        _ => false,
-    }
-}
-
-/// The scheduler's reading: the term's requirements (expressions on labels, fields
-/// on `metadata.name`) all hold — and a term without requirements matches no node.
-fn term_matches(node: &TestNode, t: &NodeSelectorTerm) -> bool {
-    let expressions = t.match_expressions.as_deref().unwrap_or_default();
-    let fields = t.match_fields.as_deref().unwrap_or_default();
-    (!expressions.is_empty() || !fields.is_empty())
-        && expressions
-            .iter()
-            .all(|r| req_matches(node.labels.get(r.key.as_str()).copied(), r))
-        && fields
-            .iter()
-            .all(|r| r.key == "metadata.name" && req_matches(Some(node.name), r))
-}
-
-fn terms_match(node: &TestNode, terms: &[NodeSelectorTerm]) -> bool {
-    terms.iter().any(|t| term_matches(node, t))
-}
 
 fn required_terms(v: &Value) -> Option<Vec<NodeSelectorTerm>> {
     let terms =
