@@ -1,10 +1,14 @@
 //! Test and benchmark support: shared by the unit tests, `tests/`, `benches/` and `e2e/`,
 //! never used by pod-director itself, and not part of its API (hidden from the docs).
-//! `mod.rs`: the log capture and the `/metrics` sample reader; `floor.rs`: the load harness's no-work floor server.
+//! `mod.rs`: the log capture and the `/metrics` sample reader; `floor.rs`: the load harness's no-work floor server;
+//! `mounted.rs`: kubelet-style mounted directories; `scheduler.rs`: the scheduler's reading of required node affinity, an oracle for the engine.
 
 mod floor;
+mod mounted;
+pub mod scheduler;
 
 pub use floor::{CannedServer, start_canned};
+pub use mounted::MountedDir;
 
 use std::io;
 use std::sync::{Arc, Mutex};
