@@ -216,20 +216,8 @@ pub fn review(requests: Vec<Request>) -> Emitted {
 
 /// A pod CREATE AdmissionReview as kube-apiserver sends it: a ReplicaSet's pod with `spec`.
 pub fn pod_create(uid: &str, namespace: &str, spec: Value) -> Value {
-    let pod = json!({
-        "kind": "Pod",
-        "apiVersion": "v1",
-        "metadata": {
-            "generateName": "web-7c9f8d-",
-            "namespace": namespace,
-            "labels": {"app": "web"},
-            "ownerReferences": [{
-                "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-7c9f8d",
-                "uid": "0f8e3c1a-2b4d-4e6f-8a9b-1c2d3e4f5a6b", "controller": true
-            }]
-        },
-        "spec": spec,
-    });
+    let mut pod = pod_director::fixtures::replica_set_pod(namespace);
+    pod["spec"] = spec;
     common::review(uid, "CREATE", &pod, None)
 }
 
@@ -268,12 +256,9 @@ pub fn namespace_relabel(uid: &str, namespace: &str, to: &str) -> Value {
         json!({"kind": "Namespace", "apiVersion": "v1", "metadata": {"name": namespace,
             "labels": {"kubernetes.io/metadata.name": namespace, "pod-director/group": group}}})
     };
-    let mut body = common::review(uid, "UPDATE", &object(to), Some(&object("strict")));
-    body["request"]["kind"] = json!({"group": "", "version": "v1", "kind": "Namespace"});
-    body["request"]["resource"] = json!({"group": "", "version": "v1", "resource": "namespaces"});
-    body["request"]["requestKind"] = body["request"]["kind"].clone();
-    body["request"]["requestResource"] = body["request"]["resource"].clone();
-    body["request"]["namespace"] = json!(namespace);
-    body["request"]["userInfo"] = json!({"username": "alice", "uid": "a1", "groups": ["system:authenticated"]});
-    body
+    pod_director::fixtures::Review::namespace("UPDATE", object(to))
+        .uid(uid)
+        .old(object("strict"))
+        .user_info(json!({"username": "alice", "uid": "a1", "groups": ["system:authenticated"]}))
+        .value()
 }
