@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use common::{
-    HTTP2_PREFACE_AND_SETTINGS, Harness, Options, Slow, closed_within, has_goaway, metric, pod, raw_request, review,
+    HTTP2_PREFACE_AND_SETTINGS, Harness, Options, Slow, closed_within, has_goaway, metric, pod_create, raw_request,
     review_bytes, tls_connect,
 };
 use futures::future::BoxFuture;
@@ -20,7 +20,7 @@ use http_body_util::{BodyExt as _, Full};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use pod_director::namespaces::StaticNamespaces;
 use pod_director::server::Timeouts;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::io::AsyncWriteExt as _;
 
 const CONFIG: &str = "groups:\n  ci:\n    mode: enforce\n    nodeSelector: {node-pool: ci}\n";
@@ -360,9 +360,7 @@ async fn connections_beyond_the_cap_are_refused_at_accept_while_open_ones_and_pr
         })
         .await
     );
-    let (status, body) = harness
-        .post("/mutate", &review("u-after", "CREATE", &pod("ns", json!({})), None))
-        .await;
+    let (status, body) = harness.post("/mutate", &pod_create("u-after", "ns")).await;
     assert_eq!(status, 200, "{body}");
     harness.server.shutdown().await;
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::child::{ServeProcess, Spawn};
-use common::{pod, raw_request, review, review_bytes, tls_connect};
+use common::{pod_create, raw_request, review_bytes, tls_connect};
 use pod_director::support::metric_value;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
@@ -254,7 +254,7 @@ async fn latencies(server: &ServeProcess, count: usize) -> Vec<Duration> {
     let url = format!("https://{}/mutate", server.addr);
     let mut out = Vec::with_capacity(count);
     for n in 0..count {
-        let body = review(&format!("lat-{n}"), "CREATE", &pod("ns", serde_json::json!({})), None);
+        let body = pod_create(&format!("lat-{n}"), "ns");
         let started = Instant::now();
         let response = tokio::time::timeout(Duration::from_secs(5), client.post(&url).json(&body).send())
             .await

@@ -196,9 +196,14 @@ pub fn review(uid: &str, operation: &str, object: &Value, old_object: Option<&Va
     }
 }
 
-/// The bytes of a CREATE review of [`pod`] in namespace `ns`.
+/// A CREATE review of a plain [`pod`] in `namespace`.
+pub fn pod_create(uid: &str, namespace: &str) -> Value {
+    review(uid, "CREATE", &pod(namespace, json!({})), None)
+}
+
+/// The bytes of a CREATE review of a plain [`pod`] in namespace `ns`.
 pub fn review_bytes(uid: &str) -> Vec<u8> {
-    serde_json::to_vec(&review(uid, "CREATE", &pod("ns", json!({})), None)).unwrap_or_default()
+    serde_json::to_vec(&pod_create(uid, "ns")).unwrap_or_default()
 }
 
 /// A whole HTTP/1.1 `POST /mutate` of [`review_bytes`].
