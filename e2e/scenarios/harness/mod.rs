@@ -670,46 +670,19 @@ impl Env {
     /// bindings; Roles and RoleBindings in their namespace, else the release's.
     pub async fn apply_rbac(&self, objects: Vec<Value>) {
         use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
-        let apply = PatchParams::apply(FIELD_MANAGER).force();
         for object in objects {
             let name = object["metadata"]["name"].as_str().expect("named").to_owned();
             let namespace = object["metadata"]["namespace"]
                 .as_str()
-                .unwrap_or(&self.settings.namespace)
-                .to_owned();
+                .unwrap_or(&self.settings.namespace);
             let client = self.client.clone();
             match object["kind"].as_str() {
-                Some("ClusterRole") => {
-                    let o: ClusterRole = serde_json::from_value(object).expect("a ClusterRole");
-                    Api::<ClusterRole>::all(client)
-                        .patch(&name, &apply, &Patch::Apply(&o))
-                        .await
-                        .map(drop)
-                }
-                Some("ClusterRoleBinding") => {
-                    let o: ClusterRoleBinding = serde_json::from_value(object).expect("a ClusterRoleBinding");
-                    Api::<ClusterRoleBinding>::all(client)
-                        .patch(&name, &apply, &Patch::Apply(&o))
-                        .await
-                        .map(drop)
-                }
-                Some("Role") => {
-                    let o: Role = serde_json::from_value(object).expect("a Role");
-                    Api::<Role>::namespaced(client, &namespace)
-                        .patch(&name, &apply, &Patch::Apply(&o))
-                        .await
-                        .map(drop)
-                }
-                Some("RoleBinding") => {
-                    let o: RoleBinding = serde_json::from_value(object).expect("a RoleBinding");
-                    Api::<RoleBinding>::namespaced(client, &namespace)
-                        .patch(&name, &apply, &Patch::Apply(&o))
-                        .await
-                        .map(drop)
-                }
+                Some("ClusterRole") => apply(Api::<ClusterRole>::all(client), &name, object).await,
+                Some("ClusterRoleBinding") => apply(Api::<ClusterRoleBinding>::all(client), &name, object).await,
+                Some("Role") => apply(Api::<Role>::namespaced(client, namespace), &name, object).await,
+                Some("RoleBinding") => apply(Api::<RoleBinding>::namespaced(client, namespace), &name, object).await,
                 other => panic!("unexpected RBAC object {other:?}"),
             }
-            .unwrap_or_else(|e| panic!("{name} applied: {e}"));
         }
     }
 
@@ -773,6 +746,18 @@ impl Env {
             })
             .collect()
     }
+}
+
+/// Server-side applies `object` (a `K`) as `name`.
+async fn apply<K>(api: Api<K>, name: &str, object: Value)
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::Serialize + serde::de::DeserializeOwned,
+{
+    let kind = object["kind"].as_str().unwrap_or_default().to_owned();
+    let typed: K = serde_json::from_value(object).unwrap_or_else(|e| panic!("a {kind}: {e}"));
+    api.patch(name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&typed))
+        .await
+        .unwrap_or_else(|e| panic!("{kind} {name} applied: {e}"));
 }
 
 impl Drop for Env {
