@@ -54,6 +54,13 @@ impl SpanExporter for Discard {
     }
 }
 
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
 fn headers() -> http::HeaderMap {
     let mut headers = http::HeaderMap::new();
     headers.insert(
@@ -90,10 +97,7 @@ use stats::{median, paired_rounds, process_cpu_ns};
 /// The paired report (see the module docs).
 fn report_paired() {
     const ROUNDS: usize = 15;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let runtime = runtime();
     let admission = pods::admission();
     let headers = headers();
     let provider = provider();
@@ -147,10 +151,7 @@ fn report_paired() {
 }
 
 fn bench(c: &mut Criterion) {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let runtime = runtime();
     let admission = pods::admission();
     let headers = headers();
     let run = |g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>, name: &str, body: &[u8]| {

@@ -4,14 +4,7 @@
 //! affinity terms, ~100 KB of JSON); the admission path they are reviewed by.
 #![allow(dead_code)]
 
-use std::sync::Arc;
-use std::time::Duration;
-
-use arc_swap::ArcSwap;
 use pod_director::admission::Admission;
-use pod_director::config::Config;
-use pod_director::metrics::Metrics;
-use pod_director::namespaces::StaticNamespaces;
 use serde_json::{Value, json};
 
 /// The pod sizes measured, by name.
@@ -43,18 +36,7 @@ groups:
 
 /// The admission path on [`CONFIG`], namespace `team-a` in the dryRun group `shadow`.
 pub fn admission() -> Admission {
-    let loaded = Config::from_yaml(CONFIG, "bench", Vec::new()).expect("bench config is valid");
-    let namespaces = StaticNamespaces::new();
-    namespaces.insert(
-        "team-a",
-        [("pod-director/group".to_owned(), "shadow".to_owned())].into(),
-    );
-    Admission::new(
-        Arc::new(ArcSwap::from_pointee(loaded)),
-        Arc::new(namespaces),
-        Arc::new(Metrics::new()),
-        Duration::from_secs(5),
-    )
+    pod_director::support::admission(CONFIG, &[("team-a", "shadow")]).0
 }
 
 fn container(i: usize, env: usize) -> Value {

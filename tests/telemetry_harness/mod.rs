@@ -4,17 +4,10 @@
 //! metrics text.
 #![allow(dead_code)]
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use arc_swap::ArcSwap;
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::trace::{SpanData, SpanExporter};
-use pod_director::admission::Admission;
-use pod_director::config::Config;
-use pod_director::metrics::Metrics;
-use pod_director::namespaces::StaticNamespaces;
 use pod_director::nodes::{Nodes, StaticNodes};
 use pod_director::placement::{NodeInfo, NodeTaint, Webhook};
 use pod_director::support::LogCapture;
@@ -168,22 +161,8 @@ impl Emitted {
 
 /// Reviews `requests` in order, one after the other.
 pub fn review(requests: Vec<Request>) -> Emitted {
-    let loaded = Config::from_yaml(&config(), "observability test", Vec::new()).expect("the test config is valid");
-    let namespaces = StaticNamespaces::new();
-    for (name, group) in NAMESPACES {
-        namespaces.insert(
-            name,
-            BTreeMap::from([("pod-director/group".to_owned(), (*group).to_owned())]),
-        );
-    }
-    let metrics = Arc::new(Metrics::new());
-    let admission = Admission::new(
-        Arc::new(ArcSwap::from_pointee(loaded)),
-        Arc::new(namespaces),
-        metrics.clone(),
-        Duration::from_secs(5),
-    )
-    .with_nodes(Arc::new(Nodes::new(Arc::new(nodes()))));
+    let (admission, metrics) = pod_director::support::admission(&config(), NAMESPACES);
+    let admission = admission.with_nodes(Arc::new(Nodes::new(Arc::new(nodes()))));
     let exported = Exported::default();
     let captured = LogCapture::default();
     let provider = telemetry::provider_builder()

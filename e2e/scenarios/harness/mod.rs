@@ -638,23 +638,17 @@ impl Env {
     /// `count`, and after a short settling time (so that extra ones would show).
     pub async fn decisions(&self, namespace: &str, name: &str, webhook: &str, count: usize) -> Vec<Decision> {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        loop {
-            let found: Vec<Decision> = self
-                .logs
-                .decisions()
-                .await
-                .into_iter()
+        let logged = || async {
+            let all = self.logs.decisions().await;
+            all.into_iter()
                 .filter(|d| d.is(namespace, name, webhook))
-                .collect();
+                .collect::<Vec<_>>()
+        };
+        loop {
+            let found = logged().await;
             if found.len() >= count {
                 tokio::time::sleep(Duration::from_millis(300)).await;
-                return self
-                    .logs
-                    .decisions()
-                    .await
-                    .into_iter()
-                    .filter(|d| d.is(namespace, name, webhook))
-                    .collect();
+                return logged().await;
             }
             assert!(
                 tokio::time::Instant::now() < deadline,
