@@ -48,6 +48,15 @@ async fn start(timeouts: Timeouts, max_connections: Option<usize>) -> Harness {
     harness
 }
 
+/// `pod_director_connection_timeouts_total` of `timeout`.
+async fn timed_out(harness: &Harness, timeout: &str) -> Option<f64> {
+    metric(
+        harness,
+        &format!("pod_director_connection_timeouts_total{{timeout=\"{timeout}\"}}"),
+    )
+    .await
+}
+
 /// Asserts that a connection was closed no earlier than `at_least` and no later than `at_least` + 1.5 s.
 fn assert_closed_in(closed: Option<(Duration, Vec<u8>)>, at_least: Duration, what: &str) -> Vec<u8> {
     let Some((after, bytes)) = closed else {
@@ -85,14 +94,7 @@ async fn a_connection_that_never_starts_tls_is_dropped_at_the_handshake_timeout(
         timeouts().handshake,
         "half a ClientHello",
     );
-    assert_eq!(
-        metric(
-            &harness,
-            "pod_director_connection_timeouts_total{timeout=\"handshake\"}"
-        )
-        .await,
-        Some(2.0)
-    );
+    assert_eq!(timed_out(&harness, "handshake").await, Some(2.0));
     harness.server.shutdown().await;
 }
 
@@ -107,14 +109,7 @@ async fn a_connection_silent_after_tls_is_closed_at_the_first_byte_timeout() {
             &format!("silent, ALPN {alpn:?}"),
         );
     }
-    assert_eq!(
-        metric(
-            &harness,
-            "pod_director_connection_timeouts_total{timeout=\"first_byte\"}"
-        )
-        .await,
-        Some(3.0)
-    );
+    assert_eq!(timed_out(&harness, "first_byte").await, Some(3.0));
     harness.server.shutdown().await;
 }
 
@@ -153,14 +148,7 @@ async fn trickled_http1_headers_and_a_trickled_http2_preface_are_cut_at_the_head
         // The clock starts at the first byte, sent at once.
         assert_closed_in(closed, timeouts().header_read, name);
     }
-    assert_eq!(
-        metric(
-            &harness,
-            "pod_director_connection_timeouts_total{timeout=\"header_read\"}"
-        )
-        .await,
-        Some(2.0)
-    );
+    assert_eq!(timed_out(&harness, "header_read").await, Some(2.0));
     harness.server.shutdown().await;
 }
 
@@ -277,10 +265,7 @@ async fn idle_keep_alive_connections_are_closed_after_the_idle_timeout_and_not_b
             "http2={http2}: after {after:?}"
         );
     }
-    assert_eq!(
-        metric(&harness, "pod_director_connection_timeouts_total{timeout=\"idle\"}").await,
-        Some(2.0)
-    );
+    assert_eq!(timed_out(&harness, "idle").await, Some(2.0));
     harness.server.shutdown().await;
 }
 
