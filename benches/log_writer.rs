@@ -10,18 +10,12 @@
 //!
 //! `cargo bench --bench log_writer`
 
-use std::collections::BTreeMap;
 use std::hint::black_box;
 use std::io::Read as _;
 use std::os::fd::FromRawFd as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use arc_swap::ArcSwap;
-use pod_director::admission::Admission;
-use pod_director::config::Config;
-use pod_director::metrics::Metrics;
-use pod_director::namespaces::StaticNamespaces;
 use pod_director::placement::Webhook;
 use pod_director::telemetry::{self, JsonLayer, LogFormat};
 use tracing_subscriber::layer::SubscriberExt as _;
@@ -46,34 +40,13 @@ fn drained_pipe() -> std::fs::File {
     writer
 }
 
-fn process_cpu_ns() -> u64 {
-    std::fs::read_dir("/proc/self/task")
-        .into_iter()
-        .flatten()
-        .filter_map(Result::ok)
-        .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
-        .filter_map(|stat| stat.split_whitespace().next()?.parse::<u64>().ok())
-        .sum()
-}
-
 #[path = "support/stats.rs"]
 mod stats;
 
-use stats::median;
+use stats::{median, paired_rounds, process_cpu_ns};
 
 fn main() {
-    let loaded = Config::from_yaml(pods::CONFIG, "bench", Vec::new()).expect("bench config is valid");
-    let namespaces = StaticNamespaces::new();
-    namespaces.insert(
-        "team-a",
-        BTreeMap::from([("pod-director/group".to_owned(), "shadow".to_owned())]),
-    );
-    let admission = Admission::new(
-        Arc::new(ArcSwap::from_pointee(loaded)),
-        Arc::new(namespaces),
-        Arc::new(Metrics::new()),
-        Duration::from_secs(5),
-    );
+    let admission = pods::admission();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -96,27 +69,21 @@ fn main() {
         ("synchronous write", tracing::Dispatch::new(sync)),
         ("log writer thread", tracing::Dispatch::new(buffered)),
     ];
-    let mut samples: [Vec<(f64, f64)>; 2] = [Vec::new(), Vec::new()];
-    for round in 0..=ROUNDS {
-        let order: [usize; 2] = if round % 2 == 0 { [0, 1] } else { [1, 0] };
-        for i in order {
-            let (cpu, wall) = (process_cpu_ns(), Instant::now());
-            tracing::dispatcher::with_default(&dispatchers[i].1, || {
-                for _ in 0..BATCH {
-                    black_box(runtime.block_on(admission.review(Webhook::Mutate, &headers, black_box(&body))));
-                }
-            });
-            // Let the writer thread catch up, so its CPU lands in this round.
-            std::thread::sleep(Duration::from_millis(20));
-            let wall = wall.elapsed().saturating_sub(Duration::from_millis(20));
-            if round > 0 {
-                samples[i].push((
-                    wall.as_secs_f64() * 1e6 / BATCH as f64,
-                    process_cpu_ns().saturating_sub(cpu) as f64 / 1e3 / BATCH as f64,
-                ));
+    let samples = paired_rounds(ROUNDS, |i| {
+        let (cpu, wall) = (process_cpu_ns(), Instant::now());
+        tracing::dispatcher::with_default(&dispatchers[i].1, || {
+            for _ in 0..BATCH {
+                black_box(runtime.block_on(admission.review(Webhook::Mutate, &headers, black_box(&body))));
             }
-        }
-    }
+        });
+        // Let the writer thread catch up, so its CPU lands in this round.
+        std::thread::sleep(Duration::from_millis(20));
+        let wall = wall.elapsed().saturating_sub(Duration::from_millis(20));
+        (
+            wall.as_secs_f64() * 1e6 / BATCH as f64,
+            process_cpu_ns().saturating_sub(cpu) as f64 / 1e3 / BATCH as f64,
+        )
+    });
     println!(
         "decision log line, typical pod, dryRun group (median of {ROUNDS} alternating rounds of {BATCH} reviews):"
     );

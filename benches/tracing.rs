@@ -24,19 +24,12 @@
 //!
 //! `cargo bench --bench tracing` (add `-- --quick` for a fast pass).
 
-use std::collections::BTreeMap;
 use std::hint::black_box;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use arc_swap::ArcSwap;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group};
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::trace::{SdkTracerProvider, SpanData, SpanExporter};
-use pod_director::admission::Admission;
-use pod_director::config::Config;
-use pod_director::metrics::Metrics;
-use pod_director::namespaces::StaticNamespaces;
 use pod_director::placement::Webhook;
 use pod_director::telemetry::{self, JsonLayer};
 use tracing_subscriber::layer::SubscriberExt as _;
@@ -61,19 +54,11 @@ impl SpanExporter for Discard {
     }
 }
 
-fn admission() -> Admission {
-    let loaded = Config::from_yaml(pods::CONFIG, "bench", Vec::new()).expect("bench config is valid");
-    let namespaces = StaticNamespaces::new();
-    namespaces.insert(
-        "team-a",
-        BTreeMap::from([("pod-director/group".to_owned(), "shadow".to_owned())]),
-    );
-    Admission::new(
-        Arc::new(ArcSwap::from_pointee(loaded)),
-        Arc::new(namespaces),
-        Arc::new(Metrics::new()),
-        Duration::from_secs(5),
-    )
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
 }
 
 fn headers() -> http::HeaderMap {
@@ -104,30 +89,16 @@ fn dispatchers(provider: &SdkTracerProvider) -> [(&'static str, tracing::Dispatc
     ]
 }
 
-/// On-CPU time of every thread of this process, in nanoseconds.
-fn process_cpu_ns() -> u64 {
-    std::fs::read_dir("/proc/self/task")
-        .into_iter()
-        .flatten()
-        .filter_map(Result::ok)
-        .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
-        .filter_map(|stat| stat.split_whitespace().next()?.parse::<u64>().ok())
-        .sum()
-}
-
 #[path = "support/stats.rs"]
 mod stats;
 
-use stats::median;
+use stats::{median, paired_rounds, process_cpu_ns};
 
 /// The paired report (see the module docs).
 fn report_paired() {
     const ROUNDS: usize = 15;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let admission = admission();
+    let runtime = runtime();
+    let admission = pods::admission();
     let headers = headers();
     let provider = provider();
     let dispatchers = dispatchers(&provider);
@@ -145,29 +116,21 @@ fn report_paired() {
             "typical" => 500,
             _ => 40,
         };
-        // [config] → per-round (wall µs, cpu µs, allocations) per review
-        let mut samples: [Vec<(f64, f64, f64)>; 2] = [Vec::new(), Vec::new()];
-        for round in 0..ROUNDS + 1 {
-            let order: [usize; 2] = if round % 2 == 0 { [0, 1] } else { [1, 0] };
-            for &i in &order {
-                let (_, dispatch) = &dispatchers[i];
-                let (cpu, allocations, wall) = (process_cpu_ns(), alloc::heap().allocations, Instant::now());
-                tracing::dispatcher::with_default(dispatch, || {
-                    for _ in 0..batch {
-                        black_box(runtime.block_on(admission.review(Webhook::Mutate, &headers, black_box(&body))));
-                    }
-                });
-                let per = |total: f64| total / batch as f64;
-                // Round 0 warms up.
-                if round > 0 {
-                    samples[i].push((
-                        per(wall.elapsed().as_secs_f64() * 1e6),
-                        per(process_cpu_ns().saturating_sub(cpu) as f64 / 1e3),
-                        per((alloc::heap().allocations - allocations) as f64),
-                    ));
+        // [subscriber] → per-round (wall µs, cpu µs, allocations) per review
+        let samples = paired_rounds(ROUNDS, |i| {
+            let (cpu, allocations, wall) = (process_cpu_ns(), alloc::heap().allocations, Instant::now());
+            tracing::dispatcher::with_default(&dispatchers[i].1, || {
+                for _ in 0..batch {
+                    black_box(runtime.block_on(admission.review(Webhook::Mutate, &headers, black_box(&body))));
                 }
-            }
-        }
+            });
+            let per = |total: f64| total / batch as f64;
+            (
+                per(wall.elapsed().as_secs_f64() * 1e6),
+                per(process_cpu_ns().saturating_sub(cpu) as f64 / 1e3),
+                per((alloc::heap().allocations - allocations) as f64),
+            )
+        });
         let column = |i: usize, f: fn(&(f64, f64, f64)) -> f64| median(samples[i].iter().map(f).collect());
         let delta = |f: fn(&(f64, f64, f64)) -> f64| {
             median(samples[0].iter().zip(&samples[1]).map(|(a, b)| f(b) - f(a)).collect())
@@ -188,11 +151,8 @@ fn report_paired() {
 }
 
 fn bench(c: &mut Criterion) {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let admission = admission();
+    let runtime = runtime();
+    let admission = pods::admission();
     let headers = headers();
     let run = |g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>, name: &str, body: &[u8]| {
         g.bench_with_input(BenchmarkId::from_parameter(name), body, |b, body| {

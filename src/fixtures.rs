@@ -1,5 +1,6 @@
 //! AdmissionReview bodies shaped like kube-apiserver's, for tests and benches:
-//! the one review builder of the tree (unit tests, `tests/`, `benches/`).
+//! the one review builder of the tree (unit tests, `tests/`, `benches/`), and
+//! the pod a ReplicaSet creates ([`replica_set_pod`]).
 //!
 //! [`Review::bytes`] writes the fields in the order kube-apiserver's Go
 //! encoder writes them (`uid`, `kind`, `resource`, … `operation`, `userInfo`,
@@ -14,6 +15,39 @@ use serde_json::{Value, json};
 
 /// The requester of [`Review::pod`]: the ReplicaSet controller, as kube-controller-manager runs it.
 pub(crate) const REPLICA_SET_CONTROLLER: &str = "system:serviceaccount:kube-system:replicaset-controller";
+
+/// A pod as the ReplicaSet controller creates it in `namespace`: `generateName`,
+/// no name yet, its owner, one container and the spec defaults the API server fills in.
+pub fn replica_set_pod(namespace: &str) -> Value {
+    json!({
+        "kind": "Pod",
+        "apiVersion": "v1",
+        "metadata": {
+            "generateName": "web-7c9f8d-",
+            "namespace": namespace,
+            "creationTimestamp": null,
+            "labels": {"app": "web", "pod-template-hash": "7c9f8d"},
+            "ownerReferences": [{
+                "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-7c9f8d",
+                "uid": "0f8e3c1a-2b4d-4e6f-8a9b-1c2d3e4f5a6b", "controller": true, "blockOwnerDeletion": true
+            }]
+        },
+        "spec": {
+            "containers": [{"name": "web", "image": "nginx:1.27", "resources": {},
+                "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File", "imagePullPolicy": "IfNotPresent"}],
+            "restartPolicy": "Always",
+            "terminationGracePeriodSeconds": 30,
+            "dnsPolicy": "ClusterFirst",
+            "serviceAccountName": "default",
+            "securityContext": {},
+            "schedulerName": "default-scheduler",
+            "enableServiceLinks": true,
+            "preemptionPolicy": "PreemptLowerPriority",
+            "priority": 0
+        },
+        "status": {}
+    })
+}
 
 /// An AdmissionReview (`admission.k8s.io/v1`) request, built field by field.
 #[derive(Debug, Clone, Serialize)]

@@ -22,3 +22,14 @@ fn the_median_of_nothing_is_nan_and_nans_sort_last() {
     assert!(median(Vec::new()).is_nan());
     assert_eq!(median(vec![f64::NAN, 1.0, 2.0]), 2.0);
 }
+
+#[test]
+fn paired_rounds_alternate_which_goes_first_and_drop_the_warm_up_round() {
+    let mut calls = Vec::new();
+    let samples = stats::paired_rounds(2, |i| {
+        calls.push(i);
+        calls.len()
+    });
+    assert_eq!(calls, [0, 1, 1, 0, 0, 1]);
+    assert_eq!(samples, [vec![4, 5], vec![3, 6]]);
+}

@@ -17,12 +17,39 @@ fn bin() -> Command {
     cmd
 }
 
-fn examples() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples")
+/// `path` below `examples/`.
+fn example(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples").join(path)
 }
 
 fn run(args: &[&str]) -> Output {
     bin().args(args).output().expect("binary runs")
+}
+
+/// `explain -c CONFIG`, `-f` for each of `files`, then `extra`.
+fn explain(config: &Path, files: &[&Path], extra: &[&str]) -> Output {
+    let mut cmd = bin();
+    cmd.arg("explain").arg("-c").arg(config);
+    for file in files {
+        cmd.arg("-f").arg(file);
+    }
+    cmd.args(extra).output().expect("binary runs")
+}
+
+/// `explain -o json` on the examples' config and `files`, then `extra`.
+fn explain_examples(files: &[&str], extra: &[&str]) -> Output {
+    let files: Vec<PathBuf> = files.iter().map(|f| example(f)).collect();
+    let files: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();
+    explain(&example("config.yaml"), &files, &[&["-o", "json"], extra].concat())
+}
+
+fn check_config(config: &Path) -> Output {
+    bin()
+        .arg("check-config")
+        .arg("-c")
+        .arg(config)
+        .output()
+        .expect("binary runs")
 }
 
 fn stdout(o: &Output) -> String {
@@ -33,22 +60,9 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-fn explain_json(extra: &[&str]) -> (Output, Vec<Value>) {
-    let config = examples().join("config.yaml");
-    let manifests = examples().join("manifests");
-    let mut args = vec![
-        "explain",
-        "-c",
-        config.to_str().unwrap(),
-        "-f",
-        manifests.to_str().unwrap(),
-        "-o",
-        "json",
-    ];
-    args.extend_from_slice(extra);
-    let out = run(&args);
-    let reports: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap_or_default();
-    (out, reports)
+/// The JSON reports `explain -o json` printed.
+fn reports(out: &Output) -> Vec<Value> {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", stderr(out)))
 }
 
 fn find<'a>(reports: &'a [Value], name: &str) -> &'a Value {
@@ -58,19 +72,26 @@ fn find<'a>(reports: &'a [Value], name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no report for {name}"))
 }
 
+/// A report's string field (empty when absent).
+fn field<'a>(report: &'a Value, key: &str) -> &'a str {
+    report[key].as_str().unwrap_or_default()
+}
+
+/// Writes `text` to `dir/name`.
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("write a test file");
+    path
+}
+
 #[test]
 fn explain_reports_every_pod_and_template_of_the_examples_as_json() {
-    let (out, reports) = explain_json(&[]);
+    let out = explain_examples(&["manifests"], &[]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let decisions: Vec<(String, String, String)> = reports
+    let reports = reports(&out);
+    let decisions: Vec<(&str, &str, &str)> = reports
         .iter()
-        .map(|r| {
-            (
-                r["name"].as_str().unwrap().to_owned(),
-                r["kind"].as_str().unwrap().to_owned(),
-                r["decision"].as_str().unwrap().to_owned(),
-            )
-        })
+        .map(|r| (field(r, "name"), field(r, "kind"), field(r, "decision")))
         .collect();
     let expect = [
         ("report", "CronJob", "would_patch"),
@@ -84,11 +105,8 @@ fn explain_reports_every_pod_and_template_of_the_examples_as_json() {
         ("dcgm-exporter", "DaemonSet", "would_patch"),
     ];
     assert_eq!(decisions.len(), expect.len(), "{decisions:?}");
-    for (name, kind, decision) in expect {
-        assert!(
-            decisions.contains(&(name.into(), kind.into(), decision.into())),
-            "{name}: {decisions:?}"
-        );
+    for report in expect {
+        assert!(decisions.contains(&report), "{}: {decisions:?}", report.0);
     }
     for r in &reports {
         for key in [
@@ -123,9 +141,9 @@ fn explain_reports_every_pod_and_template_of_the_examples_as_json() {
     assert_eq!(denied["patch"], serde_json::json!([]));
     let agent = find(&reports, "dcgm-exporter");
     assert!(
-        agent["patch"].as_array().is_some_and(|ops| ops
-            .iter()
-            .all(|op| op["path"].as_str().unwrap_or_default().starts_with("/spec/"))),
+        agent["patch"]
+            .as_array()
+            .is_some_and(|ops| ops.iter().all(|op| field(op, "path").starts_with("/spec/"))),
         "DaemonSet patches are relative to the pod, like every template's: {agent}"
     );
     assert_eq!(find(&reports, "arm-build")["conflicts"][0]["resolution"], "ignored");
@@ -134,15 +152,14 @@ fn explain_reports_every_pod_and_template_of_the_examples_as_json() {
 #[test]
 fn explain_decides_pods_as_a_user_would_create_them_and_names_the_skips_that_depend_on_the_requester() {
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("config.yaml");
-    std::fs::write(
-        &config,
+    let config = write(
+        dir.path(),
+        "config.yaml",
         "groups:\n  ci: {mode: enforce, nodeSelector: {pool: ci}}\n  agents: {mode: enforce, allowDaemonSets: true, nodeSelector: {pool: ci}}\n",
-    )
-    .unwrap();
-    let manifests = dir.path().join("m.yaml");
-    std::fs::write(
-        &manifests,
+    );
+    let manifests = write(
+        dir.path(),
+        "m.yaml",
         r#"apiVersion: v1
 kind: Namespace
 metadata: {name: agents, labels: {pod-director/group: agents}}
@@ -178,58 +195,30 @@ spec:
   selector: {matchLabels: {app: a}}
   template: {metadata: {labels: {app: a}}, spec: {containers: [{name: a, image: b}]}}
 "#,
-    )
-    .unwrap();
-    let out = run(&[
-        "explain",
-        "-c",
-        config.to_str().unwrap(),
-        "-f",
-        manifests.to_str().unwrap(),
-        "-o",
-        "json",
-    ]);
+    );
+    let out = explain(&config, &[&manifests], &["-o", "json"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let reports: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    let reports = reports(&out);
     let forged = find(&reports, "forged");
     assert_eq!(forged["decision"], "patched");
     assert!(
-        forged["requester_dependent"]
-            .as_str()
-            .unwrap_or_default()
-            .starts_with("daemonset_pod: skipped only when the DaemonSet controller (system:serviceaccount:kube-system:daemon-set-controller) creates it"),
+        field(forged, "requester_dependent").starts_with("daemonset_pod: skipped only when the DaemonSet controller (system:serviceaccount:kube-system:daemon-set-controller) creates it"),
         "{forged}"
     );
     let mirror = find(&reports, "static");
     assert_eq!(mirror["decision"], "patched");
-    assert!(
-        mirror["requester_dependent"]
-            .as_str()
-            .unwrap_or_default()
-            .starts_with("mirror_pod: skipped only when its node creates it")
-    );
+    assert!(field(mirror, "requester_dependent").starts_with("mirror_pod: skipped only when its node creates it"));
     let agent = find(&reports, "agent");
     assert_eq!(
-        (agent["decision"].as_str(), agent["reason"].as_str()),
-        (Some("skipped"), Some("daemonset_allowed"))
+        (field(agent, "decision"), field(agent, "reason")),
+        ("skipped", "daemonset_allowed")
     );
-    assert!(
-        agent["requester_dependent"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("its pods are skipped")
-    );
+    assert!(field(agent, "requester_dependent").contains("its pods are skipped"));
     let tenant = find(&reports, "tenant-agent");
     assert_eq!(tenant["decision"], "patched");
     assert_eq!(tenant["requester_dependent"], Value::Null);
 
-    let text = stdout(&run(&[
-        "explain",
-        "-c",
-        config.to_str().unwrap(),
-        "-f",
-        manifests.to_str().unwrap(),
-    ]));
+    let text = stdout(&explain(&config, &[&manifests], &[]));
     assert!(
         text.contains("  requester-dependent: mirror_pod: skipped only when its node creates it"),
         "{text}"
@@ -239,9 +228,11 @@ spec:
 #[test]
 fn check_config_warns_about_the_deprecated_skip_daemon_set_pods() {
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("config.yaml");
-    std::fs::write(&config, "skipDaemonSetPods: true\ngroups: {ci: {}}\n").unwrap();
-    let out = run(&["check-config", "-c", config.to_str().unwrap()]);
+    let out = check_config(&write(
+        dir.path(),
+        "config.yaml",
+        "skipDaemonSetPods: true\ngroups: {ci: {}}\n",
+    ));
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stdout(&out).starts_with("ok: "));
     assert!(
@@ -253,16 +244,9 @@ fn check_config_warns_about_the_deprecated_skip_daemon_set_pods() {
 
 #[test]
 fn explain_text_output_is_a_table_with_the_patches() {
-    let config = examples().join("config.yaml");
-    let out = run(&[
-        "explain",
-        "-c",
-        config.to_str().unwrap(),
-        "-f",
-        examples().join("manifests/ci.yaml").to_str().unwrap(),
-        "-f",
-        examples().join("manifests/namespaces.yaml").to_str().unwrap(),
-    ]);
+    let ci = example("manifests/ci.yaml");
+    let namespaces = example("manifests/namespaces.yaml");
+    let out = explain(&example("config.yaml"), &[&ci, &namespaces], &[]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
     assert!(text.starts_with("NAMESPACE   NAME"), "{text}");
@@ -278,100 +262,60 @@ fn explain_text_output_is_a_table_with_the_patches() {
 
 #[test]
 fn fail_on_deny_and_patch_set_the_exit_code() {
-    let (out, _) = explain_json(&["--fail-on", "deny"]);
-    assert_eq!(out.status.code(), Some(1));
-    let config = examples().join("config.yaml");
-    let ok_files = [
-        examples().join("manifests/namespaces.yaml"),
-        examples().join("manifests/batch.yaml"),
-    ];
-    let args = |fail: &str| {
-        vec![
-            "explain".to_owned(),
-            "-c".into(),
-            config.display().to_string(),
-            "-f".into(),
-            ok_files[0].display().to_string(),
-            "-f".into(),
-            ok_files[1].display().to_string(),
-            "--fail-on".into(),
-            fail.into(),
-        ]
-    };
-    let deny = bin().args(args("deny")).output().unwrap();
-    assert_eq!(deny.status.code(), Some(0), "{}", stderr(&deny));
-    let patch = bin().args(args("patch")).output().unwrap();
-    assert_eq!(patch.status.code(), Some(1));
+    for (files, fail_on, code) in [
+        (&["manifests"][..], "deny", 1),
+        (&["manifests/namespaces.yaml", "manifests/batch.yaml"], "deny", 0),
+        (&["manifests/namespaces.yaml", "manifests/batch.yaml"], "patch", 1),
+    ] {
+        let out = explain_examples(files, &["--fail-on", fail_on]);
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "{files:?} --fail-on {fail_on}: {}",
+            stderr(&out)
+        );
+    }
 }
 
 #[test]
 fn pods_of_namespaces_missing_from_the_input_are_reported_not_guessed() {
-    let config = examples().join("config.yaml");
-    let out = run(&[
-        "explain",
-        "-c",
-        config.to_str().unwrap(),
-        "-f",
-        examples().join("manifests/ci.yaml").to_str().unwrap(),
-        "-o",
-        "json",
-    ]);
+    let out = explain_examples(&["manifests/ci.yaml"], &[]);
     assert!(out.status.success());
-    let reports: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let unresolved = reports(&out);
     assert!(
-        reports
+        unresolved
             .iter()
             .all(|r| r["decision"] == "unresolved" && r["group"].is_null()),
-        "{reports:?}"
+        "{unresolved:?}"
     );
-    assert!(
-        reports[0]["reason"]
-            .as_str()
-            .unwrap()
-            .contains(r#"namespace "ci-runners" is not in the input"#)
-    );
+    assert!(field(&unresolved[0], "reason").contains(r#"namespace "ci-runners" is not in the input"#));
 
-    let out = run(&[
-        "explain",
-        "-c",
-        config.to_str().unwrap(),
-        "-f",
-        examples().join("manifests/ci.yaml").to_str().unwrap(),
-        "-o",
-        "json",
-        "--group",
-        "batch",
-    ]);
-    let reports: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
-    assert!(reports.iter().all(|r| r["group"] == "batch"), "{reports:?}");
+    let batch = reports(&explain_examples(&["manifests/ci.yaml"], &["--group", "batch"]));
+    assert!(
+        !batch.is_empty() && batch.iter().all(|r| r["group"] == "batch"),
+        "{batch:?}"
+    );
 }
 
 #[test]
 fn objects_without_a_namespace_use_the_namespace_flag() {
     let dir = tempfile::tempdir().unwrap();
-    let f = dir.path().join("pod.yaml");
-    std::fs::write(&f, "apiVersion: v1\nkind: Namespace\nmetadata: {name: build, labels: {pod-director/group: ci}}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: a, image: b}]}\n").unwrap();
-    let config = examples().join("config.yaml");
-    let out = run(&[
-        "explain",
-        "-c",
-        config.to_str().unwrap(),
-        "-f",
-        f.to_str().unwrap(),
-        "-n",
-        "build",
-        "-o",
-        "json",
-    ]);
-    let reports: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let f = write(
+        dir.path(),
+        "pod.yaml",
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: build, labels: {pod-director/group: ci}}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: a, image: b}]}\n",
+    );
+    let reports = reports(&explain(&example("config.yaml"), &[&f], &["-n", "build", "-o", "json"]));
     assert_eq!(reports[0]["namespace"], "build");
     assert_eq!(reports[0]["decision"], "patched");
 }
 
 fn explain_stdin(input: &str) -> Output {
-    let config = examples().join("config.yaml");
     let mut child = bin()
-        .args(["explain", "-c", config.to_str().unwrap(), "-f", "-", "-o", "json"])
+        .arg("explain")
+        .arg("-c")
+        .arg(example("config.yaml"))
+        .args(["-f", "-", "-o", "json"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -423,35 +367,23 @@ fn bad_manifests_exit_2_naming_file_and_document() {
 
 #[test]
 fn unreadable_files_and_unknown_groups_exit_2() {
-    let config = examples().join("config.yaml");
-    let out = run(&["explain", "-c", config.to_str().unwrap(), "-f", "/nonexistent/x.yaml"]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("cannot read /nonexistent/x.yaml"),
-        "{}",
-        stderr(&out)
-    );
-    let out = run(&[
-        "explain",
-        "-c",
-        config.to_str().unwrap(),
-        "-f",
-        examples().join("manifests").to_str().unwrap(),
-        "--group",
-        "nope",
-    ]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains(r#"--group "nope" is not a group of the configuration (groups: batch, ci, gpu)"#),
-        "{}",
-        stderr(&out)
-    );
+    let missing = explain(&example("config.yaml"), &[Path::new("/nonexistent/x.yaml")], &[]);
+    let unknown = explain(&example("config.yaml"), &[&example("manifests")], &["--group", "nope"]);
+    for (out, expected) in [
+        (missing, "cannot read /nonexistent/x.yaml"),
+        (
+            unknown,
+            r#"--group "nope" is not a group of the configuration (groups: batch, ci, gpu)"#,
+        ),
+    ] {
+        assert_eq!(out.status.code(), Some(2), "{expected}");
+        assert!(stderr(&out).contains(expected), "{}", stderr(&out));
+    }
 }
 
 #[test]
 fn check_config_prints_ok_and_one_line_per_group() {
-    let config = examples().join("config.yaml");
-    let out = run(&["check-config", "-c", config.to_str().unwrap()]);
+    let out = check_config(&example("config.yaml"));
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
     let lines: Vec<&str> = text.lines().collect();
@@ -466,33 +398,35 @@ fn check_config_prints_ok_and_one_line_per_group() {
 #[test]
 fn check_config_lists_every_error_and_exits_non_zero() {
     let dir = tempfile::tempdir().unwrap();
-    let f = dir.path().join("bad.yaml");
-    std::fs::write(&f, "defaultMode: enforced\ngroups:\n  ci:\n    tolerations: [{key: dedicated, operator: Equals, value: ci}]\n    nodeSelectr: {a: b}\n").unwrap();
-    let out = run(&["check-config", "-c", f.to_str().unwrap()]);
+    let out = check_config(&write(
+        dir.path(),
+        "bad.yaml",
+        "defaultMode: enforced\ngroups:\n  ci:\n    tolerations: [{key: dedicated, operator: Equals, value: ci}]\n    nodeSelectr: {a: b}\n",
+    ));
     assert_eq!(out.status.code(), Some(1));
     assert!(stdout(&out).is_empty());
     let err = stderr(&out);
-    assert!(err.contains("(3 errors)"), "{err}");
-    assert!(
-        err.contains(r#"groups.ci.tolerations[0].operator: "Equals" is not one of Equal, Exists"#),
-        "{err}"
-    );
-    assert!(
-        err.contains(r#"defaultMode: "enforced" is not one of dryRun, warn, enforce"#),
-        "{err}"
-    );
-    assert!(err.contains("groups.ci.nodeSelectr: unknown key"), "{err}");
+    for expected in [
+        "(3 errors)",
+        r#"groups.ci.tolerations[0].operator: "Equals" is not one of Equal, Exists"#,
+        r#"defaultMode: "enforced" is not one of dryRun, warn, enforce"#,
+        "groups.ci.nodeSelectr: unknown key",
+    ] {
+        assert!(err.contains(expected), "{expected}: {err}");
+    }
 }
 
 #[test]
 fn check_config_reads_the_path_from_the_environment_and_applies_overrides() {
-    let config = examples().join("config.yaml");
-    let out = bin()
-        .arg("check-config")
-        .env("POD_DIRECTOR_CONFIG", &config)
-        .env("POD_DIRECTOR__GROUPS__BATCH__MODE", "enforce")
-        .output()
-        .unwrap();
+    let with_env = |name: &str| {
+        bin()
+            .arg("check-config")
+            .env("POD_DIRECTOR_CONFIG", example("config.yaml"))
+            .env(name, "enforce")
+            .output()
+            .unwrap()
+    };
+    let out = with_env("POD_DIRECTOR__GROUPS__BATCH__MODE");
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
     assert!(
@@ -501,12 +435,7 @@ fn check_config_reads_the_path_from_the_environment_and_applies_overrides() {
     );
     assert!(text.contains("batch: mode=enforce"), "{text}");
 
-    let out = bin()
-        .arg("check-config")
-        .env("POD_DIRECTOR__GROUPS__NOPE__MODE", "enforce")
-        .env("POD_DIRECTOR_CONFIG", &config)
-        .output()
-        .unwrap();
+    let out = with_env("POD_DIRECTOR__GROUPS__NOPE__MODE");
     assert_eq!(out.status.code(), Some(1));
     assert!(
         stderr(&out).contains("environment variable POD_DIRECTOR__GROUPS__NOPE__MODE"),
@@ -517,7 +446,7 @@ fn check_config_reads_the_path_from_the_environment_and_applies_overrides() {
 
 #[test]
 fn missing_config_file_is_a_clear_error() {
-    let out = run(&["check-config", "-c", "/nonexistent/config.yaml"]);
+    let out = check_config(Path::new("/nonexistent/config.yaml"));
     assert_eq!(out.status.code(), Some(1));
     assert!(
         stderr(&out).contains("cannot read config file /nonexistent/config.yaml"),
@@ -570,7 +499,7 @@ fn every_check_config_example_in_the_readme_is_what_the_binary_prints() {
         let out = bin()
             .arg("check-config")
             .args(args.split_whitespace())
-            .current_dir(examples())
+            .current_dir(example(""))
             .output()
             .expect("binary runs");
         let printed = format!("{}{}", stdout(&out), stderr(&out));
@@ -593,9 +522,8 @@ fn check_config_refuses_files_that_mean_nothing() {
         ("null.yaml", "null\n"),
         ("marker.yaml", "---\n"),
     ] {
-        let f = dir.path().join(name);
-        std::fs::write(&f, text).unwrap();
-        let out = run(&["check-config", "-c", f.to_str().unwrap()]);
+        let f = write(dir.path(), name, text);
+        let out = check_config(&f);
         assert_eq!(out.status.code(), Some(1), "{name}: {}", stdout(&out));
         assert!(stdout(&out).is_empty(), "{name}: nothing printed as success");
         assert!(
@@ -609,46 +537,13 @@ fn check_config_refuses_files_that_mean_nothing() {
 #[test]
 fn check_config_accepts_groups_written_empty_with_a_warning() {
     let dir = tempfile::tempdir().unwrap();
-    let f = dir.path().join("none.yaml");
-    std::fs::write(&f, "groups: {}\n").unwrap();
-    let out = run(&["check-config", "-c", f.to_str().unwrap()]);
+    let out = check_config(&write(dir.path(), "none.yaml", "groups: {}\n"));
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stdout(&out).starts_with("ok: "), "{}", stdout(&out));
     assert_eq!(
         stderr(&out),
         "warning: groups is empty: no group is defined, so pod-director places no pod and every pod is admitted untouched\n"
     );
-}
-
-/// A config, namespace and pods for `explain --nodes`: a ci group (enforce), a
-/// plain pod, and pods naming a node outside the group and one that does not exist.
-fn nodes_fixture(dir: &Path) -> (PathBuf, PathBuf) {
-    let config = dir.join("config.yaml");
-    std::fs::write(
-        &config,
-        "groups:\n  ci:\n    mode: enforce\n    nodeSelector: {node-pool: ci}\n    tolerations: [{key: dedicated, operator: Equal, value: ci, effect: NoSchedule}]\n",
-    )
-    .unwrap();
-    let manifests = dir.join("manifests.yaml");
-    let pod = |name: &str, node: Option<&str>| {
-        let node = node.map(|n| format!("\n  nodeName: {n}")).unwrap_or_default();
-        format!(
-            "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: ci}}\nspec:{node}\n  containers: [{{name: app, image: nginx}}]\n"
-        )
-    };
-    std::fs::write(
-        &manifests,
-        [
-            "apiVersion: v1\nkind: Namespace\nmetadata: {name: ci, labels: {pod-director/group: ci}}\n".to_owned(),
-            pod("plain", None),
-            pod("on-gpu", Some("gpu-1")),
-            pod("on-ghost", Some("ghost")),
-            pod("on-ci", Some("ci-1")),
-        ]
-        .join("---\n"),
-    )
-    .unwrap();
-    (config, manifests)
 }
 
 /// Node manifests: ci-1 (tainted for ci), ci-2 (cordoned), gpu-1 (tainted for GPUs).
@@ -658,49 +553,80 @@ const NODES: [&str; 3] = [
     "apiVersion: v1\nkind: Node\nmetadata: {name: gpu-1, labels: {node-pool: gpu}}\nspec:\n  taints: [{key: nvidia.com/gpu, effect: NoSchedule}]\n",
 ];
 
-/// The nodes as `kubectl get nodes -o yaml` prints them: one `List`.
-fn nodes_list() -> String {
-    let items: Vec<String> = NODES
-        .iter()
-        .map(|n| {
-            n.lines()
-                .enumerate()
-                .map(|(i, l)| if i == 0 { format!("- {l}") } else { format!("  {l}") })
-                .collect::<Vec<_>>()
-                .join("\n")
-        })
-        .collect();
-    format!(
-        "apiVersion: v1\nkind: List\nmetadata:\n  resourceVersion: \"\"\nitems:\n{}\n",
-        items.join("\n")
-    )
+/// What `explain --nodes` reads: a config with a ci group (enforce); a plain pod,
+/// pods naming a node outside the group, one that does not exist and one of the
+/// group; [`NODES`] as `kubectl get nodes -o yaml` prints them (one `List`).
+struct NodesFixture {
+    dir: tempfile::TempDir,
+    config: PathBuf,
+    manifests: PathBuf,
+    list: PathBuf,
 }
 
-fn explain_with_nodes(config: &Path, manifests: &Path, nodes: Option<&Path>, format: &str) -> Output {
-    let mut args = vec![
-        "explain",
-        "-c",
-        config.to_str().unwrap(),
-        "-f",
-        manifests.to_str().unwrap(),
-        "-o",
-        format,
-    ];
-    if let Some(nodes) = nodes {
-        args.extend(["--nodes", nodes.to_str().unwrap()]);
+impl NodesFixture {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let config = write(
+            dir.path(),
+            "config.yaml",
+            "groups:\n  ci:\n    mode: enforce\n    nodeSelector: {node-pool: ci}\n    tolerations: [{key: dedicated, operator: Equal, value: ci, effect: NoSchedule}]\n",
+        );
+        let pod = |name: &str, node: Option<&str>| {
+            let node = node.map(|n| format!("\n  nodeName: {n}")).unwrap_or_default();
+            format!(
+                "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: ci}}\nspec:{node}\n  containers: [{{name: app, image: nginx}}]\n"
+            )
+        };
+        let manifests = [
+            "apiVersion: v1\nkind: Namespace\nmetadata: {name: ci, labels: {pod-director/group: ci}}\n".to_owned(),
+            pod("plain", None),
+            pod("on-gpu", Some("gpu-1")),
+            pod("on-ghost", Some("ghost")),
+            pod("on-ci", Some("ci-1")),
+        ];
+        let manifests = write(dir.path(), "manifests.yaml", &manifests.join("---\n"));
+        let items: Vec<String> = NODES
+            .iter()
+            .map(|n| {
+                n.lines()
+                    .enumerate()
+                    .map(|(i, l)| if i == 0 { format!("- {l}") } else { format!("  {l}") })
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })
+            .collect();
+        let list = write(
+            dir.path(),
+            "nodes.yaml",
+            &format!(
+                "apiVersion: v1\nkind: List\nmetadata:\n  resourceVersion: \"\"\nitems:\n{}\n",
+                items.join("\n")
+            ),
+        );
+        Self {
+            dir,
+            config,
+            manifests,
+            list,
+        }
     }
-    run(&args)
+
+    /// `explain -o FORMAT`, with `--nodes NODES` when given.
+    fn explain(&self, nodes: Option<&Path>, format: &str) -> Output {
+        let mut extra = vec!["-o", format];
+        if let Some(nodes) = nodes {
+            extra.extend(["--nodes", nodes.to_str().unwrap()]);
+        }
+        explain(&self.config, &[&self.manifests], &extra)
+    }
 }
 
 #[test]
 fn explain_nodes_reads_the_list_kubectl_get_nodes_prints_and_counts_feasible_nodes() {
-    let dir = tempfile::tempdir().unwrap();
-    let (config, manifests) = nodes_fixture(dir.path());
-    let nodes = dir.path().join("nodes.yaml");
-    std::fs::write(&nodes, nodes_list()).unwrap();
-    let out = explain_with_nodes(&config, &manifests, Some(&nodes), "json");
+    let fixture = NodesFixture::new();
+    let out = fixture.explain(Some(&fixture.list), "json");
     assert!(out.status.success(), "{}", stderr(&out));
-    let reports: Vec<Value> = serde_json::from_slice(&out.stdout).expect("JSON");
+    let reports = reports(&out);
     let plain = find(&reports, "plain");
     assert_eq!(
         plain["feasible_nodes"], 1,
@@ -714,17 +640,17 @@ fn explain_nodes_reads_the_list_kubectl_get_nodes_prints_and_counts_feasible_nod
 
     let gpu = find(&reports, "on-gpu");
     assert_eq!(gpu["decision"], "denied", "{gpu}");
-    let reason = gpu["reason"].as_str().unwrap();
+    let reason = field(gpu, "reason");
     assert!(
         reason.contains(r#"node "gpu-1" is not a node of the group: nodeSelector node-pool=ci"#),
         "{reason}"
     );
     let ghost = find(&reports, "on-ghost");
     assert_eq!(ghost["decision"], "denied");
-    assert!(ghost["reason"].as_str().unwrap().contains("does not exist"), "{ghost}");
+    assert!(field(ghost, "reason").contains("does not exist"), "{ghost}");
     assert_eq!(find(&reports, "on-ci")["decision"], "patched", "a node of the group");
 
-    let text = stdout(&explain_with_nodes(&config, &manifests, Some(&nodes), "text"));
+    let text = stdout(&fixture.explain(Some(&fixture.list), "text"));
     assert!(text.lines().next().unwrap().ends_with("FEASIBLE"), "{text}");
     assert!(text.contains("feasible nodes: 1 after the patch, 0 before"), "{text}");
     assert!(
@@ -735,49 +661,41 @@ fn explain_nodes_reads_the_list_kubectl_get_nodes_prints_and_counts_feasible_nod
 
 #[test]
 fn explain_nodes_reads_a_directory_of_node_manifests_like_the_list() {
-    let dir = tempfile::tempdir().unwrap();
-    let (config, manifests) = nodes_fixture(dir.path());
-    let list = dir.path().join("list.yaml");
-    std::fs::write(&list, nodes_list()).unwrap();
-    let nodes = dir.path().join("nodes");
+    let fixture = NodesFixture::new();
+    let nodes = fixture.dir.path().join("nodes");
     std::fs::create_dir(&nodes).unwrap();
     for (i, node) in NODES.iter().enumerate() {
-        std::fs::write(nodes.join(format!("node-{i}.yaml")), node).unwrap();
+        write(&nodes, &format!("node-{i}.yaml"), node);
     }
-    let from_dir = stdout(&explain_with_nodes(&config, &manifests, Some(&nodes), "json"));
-    let from_list = stdout(&explain_with_nodes(&config, &manifests, Some(&list), "json"));
+    let from_dir = stdout(&fixture.explain(Some(&nodes), "json"));
+    let from_list = stdout(&fixture.explain(Some(&fixture.list), "json"));
     assert!(from_dir.contains("\"feasible_nodes\": 1"), "{from_dir}");
     assert_eq!(from_dir, from_list);
 }
 
 #[test]
 fn without_nodes_explain_leaves_the_counts_out_and_says_node_name_is_not_checked() {
-    let dir = tempfile::tempdir().unwrap();
-    let (config, manifests) = nodes_fixture(dir.path());
-    let out = explain_with_nodes(&config, &manifests, None, "json");
+    let fixture = NodesFixture::new();
+    let out = fixture.explain(None, "json");
     assert!(out.status.success(), "{}", stderr(&out));
-    let reports: Vec<Value> = serde_json::from_slice(&out.stdout).expect("JSON");
+    let reports = reports(&out);
     let plain = find(&reports, "plain");
     assert!(plain.get("feasible_nodes").is_none(), "absent, not 0: {plain}");
     assert!(plain.get("feasible_nodes_before").is_none());
     let gpu = find(&reports, "on-gpu");
     assert_eq!(gpu["decision"], "patched");
     assert!(
-        gpu["reason"]
-            .as_str()
-            .unwrap()
-            .contains("spec.nodeName gpu-1 not checked: pass --nodes"),
+        field(gpu, "reason").contains("spec.nodeName gpu-1 not checked: pass --nodes"),
         "{gpu}"
     );
-    let text = stdout(&explain_with_nodes(&config, &manifests, None, "text"));
+    let text = stdout(&fixture.explain(None, "text"));
     assert!(!text.contains("FEASIBLE"), "{text}");
 }
 
 #[test]
 fn explain_nodes_refuses_what_is_not_a_node() {
-    let dir = tempfile::tempdir().unwrap();
-    let (config, manifests) = nodes_fixture(dir.path());
-    let out = explain_with_nodes(&config, &manifests, Some(&manifests), "json");
+    let fixture = NodesFixture::new();
+    let out = fixture.explain(Some(&fixture.manifests), "json");
     assert_eq!(out.status.code(), Some(2));
     assert!(
         stderr(&out).contains("--nodes reads Node manifests; this is a Namespace"),

@@ -12,14 +12,15 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use common::{
-    HTTP2_PREFACE_AND_SETTINGS, Harness, Options, Slow, closed_within, has_goaway, metric, pod, review, tls_connect,
+    HTTP2_PREFACE_AND_SETTINGS, Harness, Options, Slow, closed_within, has_goaway, metric, pod_create, raw_request,
+    review_bytes, tls_connect,
 };
 use futures::future::BoxFuture;
 use http_body_util::{BodyExt as _, Full};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use pod_director::namespaces::StaticNamespaces;
 use pod_director::server::Timeouts;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::io::AsyncWriteExt as _;
 
 const CONFIG: &str = "groups:\n  ci:\n    mode: enforce\n    nodeSelector: {node-pool: ci}\n";
@@ -47,20 +48,13 @@ async fn start(timeouts: Timeouts, max_connections: Option<usize>) -> Harness {
     harness
 }
 
-/// A whole HTTP/1.1 review request.
-fn raw_request(uid: &str) -> Vec<u8> {
-    let body = review_bytes(uid);
-    let mut request = format!(
-        "POST /mutate HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
-        body.len()
+/// `pod_director_connection_timeouts_total` of `timeout`.
+async fn timed_out(harness: &Harness, timeout: &str) -> Option<f64> {
+    metric(
+        harness,
+        &format!("pod_director_connection_timeouts_total{{timeout=\"{timeout}\"}}"),
     )
-    .into_bytes();
-    request.extend_from_slice(&body);
-    request
-}
-
-fn review_bytes(uid: &str) -> Vec<u8> {
-    serde_json::to_vec(&review(uid, "CREATE", &pod("ns", json!({})), None)).unwrap_or_default()
+    .await
 }
 
 /// Asserts that a connection was closed no earlier than `at_least` and no later than `at_least` + 1.5 s.
@@ -100,14 +94,7 @@ async fn a_connection_that_never_starts_tls_is_dropped_at_the_handshake_timeout(
         timeouts().handshake,
         "half a ClientHello",
     );
-    assert_eq!(
-        metric(
-            &harness,
-            "pod_director_connection_timeouts_total{timeout=\"handshake\"}"
-        )
-        .await,
-        Some(2.0)
-    );
+    assert_eq!(timed_out(&harness, "handshake").await, Some(2.0));
     harness.server.shutdown().await;
 }
 
@@ -122,14 +109,7 @@ async fn a_connection_silent_after_tls_is_closed_at_the_first_byte_timeout() {
             &format!("silent, ALPN {alpn:?}"),
         );
     }
-    assert_eq!(
-        metric(
-            &harness,
-            "pod_director_connection_timeouts_total{timeout=\"first_byte\"}"
-        )
-        .await,
-        Some(3.0)
-    );
+    assert_eq!(timed_out(&harness, "first_byte").await, Some(3.0));
     harness.server.shutdown().await;
 }
 
@@ -168,14 +148,7 @@ async fn trickled_http1_headers_and_a_trickled_http2_preface_are_cut_at_the_head
         // The clock starts at the first byte, sent at once.
         assert_closed_in(closed, timeouts().header_read, name);
     }
-    assert_eq!(
-        metric(
-            &harness,
-            "pod_director_connection_timeouts_total{timeout=\"header_read\"}"
-        )
-        .await,
-        Some(2.0)
-    );
+    assert_eq!(timed_out(&harness, "header_read").await, Some(2.0));
     harness.server.shutdown().await;
 }
 
@@ -292,10 +265,7 @@ async fn idle_keep_alive_connections_are_closed_after_the_idle_timeout_and_not_b
             "http2={http2}: after {after:?}"
         );
     }
-    assert_eq!(
-        metric(&harness, "pod_director_connection_timeouts_total{timeout=\"idle\"}").await,
-        Some(2.0)
-    );
+    assert_eq!(timed_out(&harness, "idle").await, Some(2.0));
     harness.server.shutdown().await;
 }
 
@@ -375,9 +345,7 @@ async fn connections_beyond_the_cap_are_refused_at_accept_while_open_ones_and_pr
         })
         .await
     );
-    let (status, body) = harness
-        .post("/mutate", &review("u-after", "CREATE", &pod("ns", json!({})), None))
-        .await;
+    let (status, body) = harness.post("/mutate", &pod_create("u-after", "ns")).await;
     assert_eq!(status, 200, "{body}");
     harness.server.shutdown().await;
 }

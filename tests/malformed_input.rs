@@ -6,7 +6,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use common::{Harness, Options, pod, review};
+use common::{Harness, Options, pod_create};
 use futures::StreamExt as _;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
@@ -15,19 +15,12 @@ const CONFIG: &str = "groups:\n  ci:\n    mode: enforce\n    nodeSelector: {node
 const LIMIT: u64 = 64 * 1024;
 
 fn valid() -> Value {
-    review("u-valid", "CREATE", &pod("ns", json!({})), None)
+    pod_create("u-valid", "ns")
 }
 
 fn set(mut value: Value, pointer: &str, new: Value) -> Value {
     if let Some(slot) = value.pointer_mut(pointer) {
         *slot = new;
-    }
-    value
-}
-
-fn remove(mut value: Value, parent: &str, key: &str) -> Value {
-    if let Some(Value::Object(map)) = value.pointer_mut(parent) {
-        map.remove(key);
     }
     value
 }
@@ -73,6 +66,25 @@ fn case(name: &'static str, body: Vec<u8>, status: StatusCode, says: &'static st
     }
 }
 
+/// A POST /mutate answered 400 with a message containing `says`.
+fn bad(name: &'static str, body: Vec<u8>, says: &'static str) -> Case {
+    case(name, body, StatusCode::BAD_REQUEST, says)
+}
+
+/// The valid review with the value at `pointer` replaced, as bytes.
+fn valid_with(pointer: &str, new: Value) -> Vec<u8> {
+    json_bytes(&set(valid(), pointer, new))
+}
+
+/// The valid review without `parent`'s `key`, as bytes.
+fn valid_without(parent: &str, key: &str) -> Vec<u8> {
+    let mut value = valid();
+    if let Some(Value::Object(map)) = value.pointer_mut(parent) {
+        map.remove(key);
+    }
+    json_bytes(&value)
+}
+
 fn cases() -> Vec<Case> {
     let mut huge = valid();
     huge["request"]["object"]["metadata"]["annotations"] = json!({"big": "x".repeat(LIMIT as usize)});
@@ -87,114 +99,52 @@ fn cases() -> Vec<Case> {
     let mut non_utf8 = valid_bytes.clone();
     let at = non_utf8.windows(5).position(|w| w == b"nginx").unwrap_or(0);
     non_utf8[at] = 0xff;
+    let not_a_review = "not an AdmissionReview";
+    let mut wrong_type = valid();
+    wrong_type["request"]["object"]["spec"]["tolerations"] = json!({"key": "dedicated"});
     vec![
-        case("empty body", Vec::new(), StatusCode::BAD_REQUEST, "empty"),
-        case(
-            "not JSON",
-            b"kind: AdmissionReview".to_vec(),
-            StatusCode::BAD_REQUEST,
-            "not an AdmissionReview",
-        ),
-        case(
-            "a JSON array",
-            b"[1,2,3]".to_vec(),
-            StatusCode::BAD_REQUEST,
-            "not an AdmissionReview",
-        ),
-        case(
-            "JSON null",
-            b"null".to_vec(),
-            StatusCode::BAD_REQUEST,
-            "not an AdmissionReview",
-        ),
-        case(
-            "a JSON string",
-            b"\"AdmissionReview\"".to_vec(),
-            StatusCode::BAD_REQUEST,
-            "not an AdmissionReview",
-        ),
-        case(
+        bad("empty body", Vec::new(), "empty"),
+        bad("not JSON", b"kind: AdmissionReview".to_vec(), not_a_review),
+        bad("a JSON array", b"[1,2,3]".to_vec(), not_a_review),
+        bad("JSON null", b"null".to_vec(), not_a_review),
+        bad("a JSON string", b"\"AdmissionReview\"".to_vec(), not_a_review),
+        bad(
             "wrong kind",
-            json_bytes(&set(valid(), "/kind", json!("Pod"))),
-            StatusCode::BAD_REQUEST,
+            valid_with("/kind", json!("Pod")),
             "expected \"AdmissionReview\"",
         ),
-        case(
+        bad(
             "admission.k8s.io/v1beta1",
-            json_bytes(&set(valid(), "/apiVersion", json!("admission.k8s.io/v1beta1"))),
-            StatusCode::BAD_REQUEST,
+            valid_with("/apiVersion", json!("admission.k8s.io/v1beta1")),
             "only \"admission.k8s.io/v1\"",
         ),
-        case(
-            "no request",
-            json_bytes(&remove(valid(), "", "request")),
-            StatusCode::BAD_REQUEST,
-            "no request",
-        ),
-        case(
-            "no uid",
-            json_bytes(&remove(valid(), "/request", "uid")),
-            StatusCode::BAD_REQUEST,
-            "uid",
-        ),
-        case(
-            "empty uid",
-            json_bytes(&set(valid(), "/request/uid", json!(""))),
-            StatusCode::BAD_REQUEST,
-            "uid is empty",
-        ),
-        case(
-            "no object",
-            json_bytes(&remove(valid(), "/request", "object")),
-            StatusCode::BAD_REQUEST,
-            "object is missing",
-        ),
-        case(
+        bad("no request", valid_without("", "request"), "no request"),
+        bad("no uid", valid_without("/request", "uid"), "uid"),
+        bad("empty uid", valid_with("/request/uid", json!("")), "uid is empty"),
+        bad("no object", valid_without("/request", "object"), "object is missing"),
+        bad(
             "no namespace",
-            json_bytes(&remove(valid(), "/request", "namespace")),
-            StatusCode::BAD_REQUEST,
+            valid_without("/request", "namespace"),
             "namespace is missing",
         ),
-        case(
+        bad(
             "a Deployment object on the pods resource",
-            json_bytes(&set(valid(), "/request/object/kind", json!("Deployment"))),
-            StatusCode::BAD_REQUEST,
+            valid_with("/request/object/kind", json!("Deployment")),
             "not a valid v1 Pod",
         ),
-        case(
+        bad(
             "a pod with a placement field of the wrong type",
-            json_bytes(&{
-                let mut review = valid();
-                review["request"]["object"]["spec"]["tolerations"] = json!({"key": "dedicated"});
-                review
-            }),
-            StatusCode::BAD_REQUEST,
+            json_bytes(&wrong_type),
             "not a valid v1 Pod: spec.tolerations: invalid type: map",
         ),
-        case(
+        bad(
             "an unknown operation",
-            json_bytes(&set(valid(), "/request/operation", json!("PATCH"))),
-            StatusCode::BAD_REQUEST,
-            "not an AdmissionReview",
+            valid_with("/request/operation", json!("PATCH")),
+            not_a_review,
         ),
-        case(
-            "truncated JSON",
-            valid_bytes[..valid_bytes.len() / 2].to_vec(),
-            StatusCode::BAD_REQUEST,
-            "EOF",
-        ),
-        case(
-            "deeply nested JSON",
-            deep,
-            StatusCode::BAD_REQUEST,
-            "is not an AdmissionReview",
-        ),
-        case(
-            "bytes that are not UTF-8",
-            non_utf8,
-            StatusCode::BAD_REQUEST,
-            "not an AdmissionReview",
-        ),
+        bad("truncated JSON", valid_bytes[..valid_bytes.len() / 2].to_vec(), "EOF"),
+        bad("deeply nested JSON", deep, "is not an AdmissionReview"),
+        bad("bytes that are not UTF-8", non_utf8, not_a_review),
         case(
             "a body over the limit",
             huge.clone(),

@@ -14,6 +14,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use pod_director::config::{Config, Group, Mode, OnConflict};
 use pod_director::placement::{self, Context, DAEMON_SET_TEMPLATE, Namespace, Pod, plan, verify};
+use pod_director::support::scheduler::{TestNode, terms_match};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -242,14 +243,8 @@ fn without_placement(v: &Value) -> Value {
 
 type Labels = BTreeMap<&'static str, &'static str>;
 
-/// A node of the universe: a name (`metadata.name`, for matchFields) and labels.
-#[derive(Debug)]
-struct Node {
-    name: &'static str,
-    labels: Labels,
-}
-
-fn nodes() -> Vec<Node> {
+/// The universe of nodes: a name (`metadata.name`, for matchFields) and labels.
+fn nodes() -> Vec<TestNode> {
     let mut labels = vec![Labels::new()];
     for key in KEYS {
         let mut next = Vec::new();
@@ -267,42 +262,12 @@ fn nodes() -> Vec<Node> {
     NAMES
         .iter()
         .flat_map(|name| {
-            labels.iter().map(|l| Node {
+            labels.iter().map(|l| TestNode {
                 name,
                 labels: l.clone(),
             })
         })
         .collect()
-}
-
-fn requirement_matches(have: Option<&str>, r: &NodeSelectorRequirement) -> bool {
-    let vals: Vec<&str> = r.values.iter().flatten().map(String::as_str).collect();
-    let cmp = |f: fn(i64, i64) -> bool| matches!((have.and_then(|h| h.parse().ok()), vals.first().and_then(|v| v.parse().ok())), (Some(a), Some(b)) if f(a, b));
-    match r.operator.as_str() {
-        "In" => have.is_some_and(|h| vals.contains(&h)),
-        "NotIn" => have.is_none_or(|h| !vals.contains(&h)),
-        "Exists" => have.is_some(),
-        "DoesNotExist" => have.is_none(),
-        "Gt" => cmp(|a, b| a > b),
-        "Lt" => cmp(|a, b| a < b),
-        _ => false,
-    }
-}
-
-/// The scheduler's reading: terms are ORed; a term matches when all its expressions
-/// (on labels) and fields (on the name) hold; a term without requirements matches no node.
-fn terms_match(node: &Node, terms: &[NodeSelectorTerm]) -> bool {
-    terms.iter().any(|t| {
-        let expressions = t.match_expressions.as_deref().unwrap_or_default();
-        let fields = t.match_fields.as_deref().unwrap_or_default();
-        (!expressions.is_empty() || !fields.is_empty())
-            && expressions
-                .iter()
-                .all(|r| requirement_matches(node.labels.get(r.key.as_str()).copied(), r))
-            && fields
-                .iter()
-                .all(|r| r.key == "metadata.name" && requirement_matches(Some(node.name), r))
-    })
 }
 
 fn required(pod: &Pod) -> Option<Vec<NodeSelectorTerm>> {

@@ -9,22 +9,12 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::child::{ServeProcess, Spawn, metric_value};
-use common::{pod, review, tls_connect};
+use common::child::{ServeProcess, Spawn};
+use common::{pod_create, raw_request, review_bytes, tls_connect};
+use pod_director::support::metric_value;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 const CONFIG: &str = "groups:\n  ci:\n    mode: enforce\n    nodeSelector: {node-pool: ci}\n";
-
-fn request_bytes(uid: &str) -> Vec<u8> {
-    let body = serde_json::to_vec(&review(uid, "CREATE", &pod("ns", serde_json::json!({})), None)).unwrap_or_default();
-    let mut request = format!(
-        "POST /mutate HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
-        body.len()
-    )
-    .into_bytes();
-    request.extend_from_slice(&body);
-    request
-}
 
 /// What happened to one client of the burst.
 #[derive(Debug)]
@@ -74,7 +64,7 @@ async fn sigterm_during_a_burst_of_200_clients_loses_no_request_that_was_fully_w
             let Some(tls) = tls.as_mut() else {
                 return outcome;
             };
-            if tls.write_all(&request_bytes(&uid)).await.is_err() || tls.flush().await.is_err() {
+            if tls.write_all(&raw_request(&uid)).await.is_err() || tls.flush().await.is_err() {
                 return outcome;
             }
             outcome.written = Some(Instant::now());
@@ -230,7 +220,7 @@ async fn with_a_low_descriptor_limit_a_flood_is_refused_while_probes_and_a_conne
         .expect("healthz");
     assert_eq!(healthz.status(), 200);
     established
-        .write_all(&request_bytes("u-established"))
+        .write_all(&raw_request("u-established"))
         .await
         .expect("write");
     let mut answer = vec![0_u8; 16 * 1024];
@@ -245,7 +235,7 @@ async fn with_a_low_descriptor_limit_a_flood_is_refused_while_probes_and_a_conne
     drop(flood);
     let served = common::eventually(Duration::from_secs(5), || async {
         let mut tls = tls_connect(server.addr, &server.pki, &["http/1.1"]).await;
-        if tls.write_all(&request_bytes("u-after")).await.is_err() {
+        if tls.write_all(&raw_request("u-after")).await.is_err() {
             return false;
         }
         let mut answer = vec![0_u8; 16 * 1024];
@@ -264,7 +254,7 @@ async fn latencies(server: &ServeProcess, count: usize) -> Vec<Duration> {
     let url = format!("https://{}/mutate", server.addr);
     let mut out = Vec::with_capacity(count);
     for n in 0..count {
-        let body = review(&format!("lat-{n}"), "CREATE", &pod("ns", serde_json::json!({})), None);
+        let body = pod_create(&format!("lat-{n}"), "ns");
         let started = Instant::now();
         let response = tokio::time::timeout(Duration::from_secs(5), client.post(&url).json(&body).send())
             .await
@@ -381,7 +371,7 @@ async fn measure_idle_connections_tolerated_and_memory_per_idle_connection() {
     // Warm up: the first connections allocate the runtime's and TLS's lasting buffers.
     for _ in 0..20 {
         let mut tls = tls_connect(server.addr, &server.pki, &["http/1.1"]).await;
-        let _ = tls.write_all(&request_bytes("warm")).await;
+        let _ = tls.write_all(&raw_request("warm")).await;
         let mut answer = vec![0_u8; 16 * 1024];
         let _ = tokio::time::timeout(Duration::from_secs(2), tls.read(&mut answer)).await;
     }
@@ -407,13 +397,7 @@ async fn measure_idle_connections_tolerated_and_memory_per_idle_connection() {
         let task = tokio::spawn(async move {
             let _ = conn.await;
         });
-        let body = serde_json::to_vec(&review(
-            &format!("m-{n}"),
-            "CREATE",
-            &pod("ns", serde_json::json!({})),
-            None,
-        ))
-        .unwrap_or_default();
+        let body = review_bytes(&format!("m-{n}"));
         let request = http::Request::post("https://localhost/mutate")
             .header("content-type", "application/json")
             .body(http_body_util::Full::new(bytes::Bytes::from(body)))

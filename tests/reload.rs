@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::{ClientKind, Harness, decoded_patch, eventually, pod, review};
+use common::{ClientKind, Harness, decoded_patch, eventually, metric, pod_create};
 use reqwest::StatusCode;
 use serde_json::Value;
 
@@ -30,19 +30,6 @@ async fn served_certificate(harness: &Harness) -> Vec<u8> {
         .unwrap_or_default()
 }
 
-async fn metric(harness: &Harness, line_start: &str) -> Option<f64> {
-    let text = reqwest::get(format!("{}/metrics", harness.probe))
-        .await
-        .ok()?
-        .text()
-        .await
-        .ok()?;
-    text.lines()
-        .find(|l| l.starts_with(line_start))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_certificate_rotates_under_load_without_a_failed_request() {
     let mut harness = Harness::start(CONFIG).await;
@@ -53,7 +40,7 @@ async fn the_certificate_rotates_under_load_without_a_failed_request() {
     let stop = Arc::new(AtomicBool::new(false));
     let sent = Arc::new(AtomicUsize::new(0));
     let failed = Arc::new(AtomicUsize::new(0));
-    let body = review("u-load", "CREATE", &pod("ns", serde_json::json!({})), None);
+    let body = pod_create("u-load", "ns");
     let mut loaders = Vec::new();
     for kind in [ClientKind::Pooled, ClientKind::FreshConnections, ClientKind::Http1] {
         let client = common::client(&harness.pki, kind);
@@ -122,12 +109,7 @@ async fn the_certificate_rotates_under_load_without_a_failed_request() {
 }
 
 async fn decide(harness: &Harness, uid: &str) -> Value {
-    let (status, body) = harness
-        .post(
-            "/mutate",
-            &review(uid, "CREATE", &pod("ns", serde_json::json!({})), None),
-        )
-        .await;
+    let (status, body) = harness.post("/mutate", &pod_create(uid, "ns")).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     body["response"].clone()
 }

@@ -8,7 +8,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{ClientKind, Harness, Options, Slow, decoded_patch, eventually, patched, pod, review};
+use common::{ClientKind, Harness, Options, Slow, decoded_patch, eventually, patched, pod, pod_create, review};
 use pod_director::namespaces::StaticNamespaces;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -262,12 +262,7 @@ async fn pods_of_pod_directors_own_namespace_and_excluded_namespaces_are_skipped
     let harness = Harness::start(&matrix_config()).await;
     for namespace in ["pod-director", "kube-system"] {
         harness.label(namespace, "enforce-reject");
-        let (_, body) = harness
-            .post(
-                "/mutate",
-                &review("u", "CREATE", &test_pod(namespace, PodKind::Plain), None),
-            )
-            .await;
+        let (_, body) = harness.post("/mutate", &pod_create("u", namespace)).await;
         assert_eq!(body["response"]["allowed"], true, "{namespace}");
         assert!(body["response"].get("patch").is_none(), "{namespace}");
     }
@@ -278,9 +273,7 @@ async fn pods_of_pod_directors_own_namespace_and_excluded_namespaces_are_skipped
 async fn an_unknown_group_is_admitted_with_a_warning() {
     let harness = Harness::start(&matrix_config()).await;
     harness.label("ns", "no-such-group");
-    let (_, body) = harness
-        .post("/mutate", &review("u", "CREATE", &test_pod("ns", PodKind::Plain), None))
-        .await;
+    let (_, body) = harness.post("/mutate", &pod_create("u", "ns")).await;
     let response = &body["response"];
     assert_eq!(response["allowed"], true);
     assert_eq!(response["auditAnnotations"]["decision"], "unknown_group");
@@ -299,12 +292,7 @@ async fn a_namespace_created_a_moment_ago_is_found_by_the_live_lookup() {
     harness
         .namespaces
         .insert_remote("brand-new", common::labels(&[("pod-director/group", "enforce-reject")]));
-    let (status, body) = harness
-        .post(
-            "/mutate",
-            &review("u", "CREATE", &test_pod("brand-new", PodKind::Plain), None),
-        )
-        .await;
+    let (status, body) = harness.post("/mutate", &pod_create("u", "brand-new")).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body["response"]["auditAnnotations"]["group"], "enforce-reject");
     assert!(decoded_patch(&body["response"]).is_some());
@@ -315,12 +303,7 @@ async fn a_namespace_created_a_moment_ago_is_found_by_the_live_lookup() {
 async fn an_unreachable_api_server_gives_503_so_the_failure_policy_applies() {
     let harness = Harness::start(&matrix_config()).await;
     harness.namespaces.set_unreachable(true);
-    let (status, body) = harness
-        .post(
-            "/mutate",
-            &review("u-503", "CREATE", &test_pod("not-cached", PodKind::Plain), None),
-        )
-        .await;
+    let (status, body) = harness.post("/mutate", &pod_create("u-503", "not-cached")).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(body["response"]["uid"], "u-503");
     assert!(
@@ -336,7 +319,7 @@ async fn an_unreachable_api_server_gives_503_so_the_failure_policy_applies() {
 async fn http2_and_http1_clients_are_both_served() {
     let harness = Harness::start(&matrix_config()).await;
     harness.label("ns", "dryRun-reject");
-    let body = review("u", "CREATE", &test_pod("ns", PodKind::Plain), None);
+    let body = pod_create("u", "ns");
     for (kind, version) in [
         (ClientKind::Pooled, reqwest::Version::HTTP_2),
         (ClientKind::Http1, reqwest::Version::HTTP_11),
@@ -373,9 +356,7 @@ async fn probes_report_health_readiness_and_metrics() {
     assert_eq!(get("/readyz").await.0, StatusCode::OK);
 
     harness.label("ns", "dryRun-reject");
-    harness
-        .post("/mutate", &review("u", "CREATE", &test_pod("ns", PodKind::Plain), None))
-        .await;
+    harness.post("/mutate", &pod_create("u", "ns")).await;
     let (status, metrics) = get("/metrics").await;
     assert_eq!(status, StatusCode::OK);
     assert!(
@@ -401,7 +382,7 @@ async fn shutdown_finishes_in_flight_requests_and_stops_accepting() {
     let harness = Harness::start_with(&matrix_config(), Options::default(), Some(Arc::new(slow))).await;
     let client = harness.client.clone();
     let url = format!("{}/mutate", harness.base);
-    let body = review("u-inflight", "CREATE", &test_pod("ns", PodKind::Plain), None);
+    let body = pod_create("u-inflight", "ns");
     let in_flight = tokio::spawn(async move { client.post(url).json(&body).send().await });
     tokio::time::sleep(Duration::from_millis(200)).await;
 
@@ -436,12 +417,7 @@ async fn a_lookup_slower_than_the_request_timeout_answers_503() {
     };
     let harness = Harness::start_with(&matrix_config(), options, Some(Arc::new(slow))).await;
     let started = std::time::Instant::now();
-    let (status, body) = harness
-        .post(
-            "/mutate",
-            &review("u-slow", "CREATE", &test_pod("ns", PodKind::Plain), None),
-        )
-        .await;
+    let (status, body) = harness.post("/mutate", &pod_create("u-slow", "ns")).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
     assert_eq!(body["response"]["uid"], "u-slow");
     assert!(started.elapsed() < Duration::from_secs(2));

@@ -1,9 +1,10 @@
 //! AdmissionReview bodies shaped like the API server's, shared by the benches:
 //! a small pod (1 container), a typical one (3 containers, 5 tolerations, an
 //! affinity with 2 terms) and a large one (50 containers, 50 tolerations, 10
-//! affinity terms, ~100 KB of JSON).
+//! affinity terms, ~100 KB of JSON); the admission path they are reviewed by.
 #![allow(dead_code)]
 
+use pod_director::admission::Admission;
 use serde_json::{Value, json};
 
 /// The pod sizes measured, by name.
@@ -32,6 +33,11 @@ groups:
     nodeSelector: {node-pool: ci}
     tolerations: [{key: dedicated, operator: Equal, value: ci, effect: NoSchedule}]
 "#;
+
+/// The admission path on [`CONFIG`], namespace `team-a` in the dryRun group `shadow`.
+pub fn admission() -> Admission {
+    pod_director::support::admission(CONFIG, &[("team-a", "shadow")]).0
+}
 
 fn container(i: usize, env: usize) -> Value {
     json!({

@@ -4,7 +4,8 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm, Pod};
+use k8s_openapi::api::core::v1::{NodeSelectorTerm, Pod};
+use pod_director::support::scheduler::{TestNode, terms_match};
 use serde_json::{Value, json};
 
 use crate::harness::Env;
@@ -38,12 +39,7 @@ fn required(pod: &Pod) -> Vec<NodeSelectorTerm> {
         .unwrap_or_default()
 }
 
-struct Node {
-    name: &'static str,
-    labels: BTreeMap<&'static str, &'static str>,
-}
-
-fn nodes() -> Vec<Node> {
+fn nodes() -> Vec<TestNode> {
     let mut out = Vec::new();
     for name in ["node-1", "node-2"] {
         for zone in [None, Some("zone-a"), Some("zone-c")] {
@@ -55,37 +51,11 @@ fn nodes() -> Vec<Node> {
                 if let Some(a) = arch {
                     labels.insert("e2e.pod-director.io/arch", a);
                 }
-                out.push(Node { name, labels });
+                out.push(TestNode { name, labels });
             }
         }
     }
     out
-}
-
-fn holds(have: Option<&str>, r: &NodeSelectorRequirement) -> bool {
-    let values: Vec<&str> = r.values.iter().flatten().map(String::as_str).collect();
-    match r.operator.as_str() {
-        "In" => have.is_some_and(|h| values.contains(&h)),
-        "NotIn" => have.is_none_or(|h| !values.contains(&h)),
-        "Exists" => have.is_some(),
-        "DoesNotExist" => have.is_none(),
-        other => panic!("operator {other} not used here"),
-    }
-}
-
-/// The scheduler's reading: ORed terms; a term without requirements matches no node.
-fn matches(node: &Node, terms: &[NodeSelectorTerm]) -> bool {
-    terms.iter().any(|t| {
-        let expressions = t.match_expressions.as_deref().unwrap_or_default();
-        let fields = t.match_fields.as_deref().unwrap_or_default();
-        (!expressions.is_empty() || !fields.is_empty())
-            && expressions
-                .iter()
-                .all(|r| holds(node.labels.get(r.key.as_str()).copied(), r))
-            && fields
-                .iter()
-                .all(|r| r.key == "metadata.name" && holds(Some(node.name), r))
-    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -119,8 +89,8 @@ async fn stored_pods_require_exactly_the_pods_terms_and_the_groups_for_every_ter
         let (pod_terms, result) = (required(&submitted), required(&stored));
         for node in nodes() {
             assert_eq!(
-                matches(&node, &result),
-                matches(&node, &pod_terms) && matches(&node, &group_terms()),
+                terms_match(&node, &result),
+                terms_match(&node, &pod_terms) && terms_match(&node, &group_terms()),
                 "{name}: node {} {:?}: pod terms {terms} stored as {:?}",
                 node.name,
                 node.labels,
@@ -137,7 +107,7 @@ async fn stored_pods_require_exactly_the_pods_terms_and_the_groups_for_every_ter
     assert!(stored[0].match_expressions.as_deref().unwrap_or_default().is_empty());
     let never = required(&env.get_pod(&ns, "never").await);
     assert!(
-        nodes().iter().all(|n| !matches(n, &never)),
+        nodes().iter().all(|n| !terms_match(n, &never)),
         "a pod that could never be scheduled still cannot: {never:?}"
     );
     let by_name = required(&env.get_pod(&ns, "by-name").await);

@@ -412,56 +412,18 @@ async fn of_two_replicas_only_the_lease_holder_audits_and_the_other_takes_over_w
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_chart_s_audit_rbac_lets_the_service_account_audit_and_only_read() {
     use k8s_openapi::api::authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
-    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
-    use kube::api::{Patch, PatchParams};
 
     let env = Env::start("audit-rbac").await;
     let (release_ns, fullname) = (env.settings.namespace.clone(), env.settings.fullname.clone());
     if env.settings.target == Target::Local {
         // In cluster mode the chart installed them.
         crate::harness::ensure_namespace(&env.client, &release_ns).await;
-        let apply = PatchParams::apply(crate::harness::FIELD_MANAGER).force();
         let mut objects = crate::harness::chart::render_rbac(&env.settings);
         objects.extend(crate::harness::chart::render_template(
             &env.settings,
             "templates/audit-rbac.yaml",
         ));
-        for object in objects {
-            let name = object["metadata"]["name"].as_str().expect("named").to_owned();
-            let client = env.client.clone();
-            match object["kind"].as_str() {
-                Some("ClusterRole") => {
-                    let o: ClusterRole = serde_json::from_value(object).expect("a ClusterRole");
-                    Api::<ClusterRole>::all(client)
-                        .patch(&name, &apply, &Patch::Apply(&o))
-                        .await
-                        .map(drop)
-                }
-                Some("ClusterRoleBinding") => {
-                    let o: ClusterRoleBinding = serde_json::from_value(object).expect("a ClusterRoleBinding");
-                    Api::<ClusterRoleBinding>::all(client)
-                        .patch(&name, &apply, &Patch::Apply(&o))
-                        .await
-                        .map(drop)
-                }
-                Some("Role") => {
-                    let o: Role = serde_json::from_value(object).expect("a Role");
-                    Api::<Role>::namespaced(client, &release_ns)
-                        .patch(&name, &apply, &Patch::Apply(&o))
-                        .await
-                        .map(drop)
-                }
-                Some("RoleBinding") => {
-                    let o: RoleBinding = serde_json::from_value(object).expect("a RoleBinding");
-                    Api::<RoleBinding>::namespaced(client, &release_ns)
-                        .patch(&name, &apply, &Patch::Apply(&o))
-                        .await
-                        .map(drop)
-                }
-                other => panic!("unexpected RBAC object {other:?}"),
-            }
-            .unwrap_or_else(|e| panic!("{name} applied: {e}"));
-        }
+        env.apply_rbac(objects).await;
     }
     let ns = env.namespace(Some("e2e-audit-pool")).await;
     env.create_admitted_pod(

@@ -77,20 +77,9 @@ async fn a_config_reload_flips_a_group_to_enforce_without_a_restart() {
     assert_eq!(before.decision(), "would_patch");
     let old_revision = before.text("config.revision").to_owned();
 
-    let mut config = serde_json::to_value(&env.config).expect("the config serializes");
-    config["groups"]["e2e-dryrun"]["mode"] = json!("enforce");
     let pid = env.pod_director().pid();
-    // JSON is YAML: written as the new generation of the mounted config directory.
-    env.pod_director().write_config(&config.to_string());
-    let reloaded = eventually("the configuration reloaded log line", || async {
-        env.logs
-            .messages("configuration reloaded")
-            .await
-            .into_iter()
-            .find(|l| l["config.previous_revision"] == old_revision.as_str())
-    })
-    .await;
-    let new_revision = reloaded["config.revision"].as_str().expect("a revision").to_owned();
+    env.edit_config(|c| c["groups"]["e2e-dryrun"]["mode"] = json!("enforce"));
+    let new_revision = env.reloaded_from(&old_revision).await;
     assert_ne!(new_revision, old_revision);
 
     env.create_admitted_pod(&ns, &workload("after")).await;

@@ -37,27 +37,6 @@ fn first_expression(selector: &Option<LabelSelector>) -> Value {
         .unwrap_or_default()
 }
 
-/// The suite's config with `edit` applied, written as the new generation of the mounted file.
-fn write_config(env: &mut Env, edit: impl FnOnce(&mut Value)) -> Value {
-    let mut config = serde_json::to_value(&env.config).expect("the config serializes");
-    edit(&mut config);
-    env.pod_director().write_config(&config.to_string());
-    config
-}
-
-/// Waits until pod-director logged `configuration reloaded` away from `revision`; returns the new one.
-async fn reloaded_from(env: &Env, revision: &str) -> String {
-    let line = eventually("the configuration reloaded log line", || async {
-        env.logs
-            .messages("configuration reloaded")
-            .await
-            .into_iter()
-            .find(|l| l["config.previous_revision"] == revision)
-    })
-    .await;
-    line["config.revision"].as_str().expect("a revision").to_owned()
-}
-
 /// Creates dry-run pods in `namespace` until the API server refuses them because the
 /// webhook cannot be called (its view of the webhook configurations is asynchronous).
 async fn wait_until_refused(env: &Env, namespace: &str) {
@@ -129,8 +108,8 @@ async fn a_group_flipped_to_enforce_by_editing_the_config_alone_is_refused_while
         .to_owned();
 
     // Flip e2e-warn to enforce in the config file only: no helm, no kubectl.
-    write_config(&mut env, |c| c["groups"]["e2e-warn"]["mode"] = json!("enforce"));
-    let revision = reloaded_from(&env, &old_revision).await;
+    env.edit_config(|c| c["groups"]["e2e-warn"]["mode"] = json!("enforce"));
+    let revision = env.reloaded_from(&old_revision).await;
     let line = eventually("the reconciled log line of the new revision", || async {
         env.logs
             .messages(RECONCILED)
@@ -213,8 +192,8 @@ async fn a_default_group_set_by_editing_the_config_places_pods_of_unlabelled_nam
         .as_str()
         .expect("a revision")
         .to_owned();
-    write_config(&mut env, |c| c["defaultGroup"] = json!("e2e-enforce"));
-    reloaded_from(&env, &old_revision).await;
+    env.edit_config(|c| c["defaultGroup"] = json!("e2e-enforce"));
+    env.reloaded_from(&old_revision).await;
     eventually("the default-group entries to select unlabelled namespaces", || async {
         entries(&env, "default-group")
             .await
@@ -309,7 +288,7 @@ async fn a_config_file_that_means_nothing_is_refused_and_the_old_revision_keeps_
 
     // No group on purpose is written `groups: {}`: accepted, with a WARN.
     env.pod_director().write_config("groups: {}\n");
-    let new_revision = reloaded_from(&env, &revision).await;
+    let new_revision = env.reloaded_from(&revision).await;
     let warning = eventually("the configuration warning", || async {
         env.logs
             .messages("configuration warning")
@@ -348,10 +327,10 @@ async fn removing_a_group_that_namespaces_select_is_warned_and_exported() {
         .as_str()
         .expect("a revision")
         .to_owned();
-    write_config(&mut env, |c| {
+    env.edit_config(|c| {
         c["groups"][group.as_str()] = json!({"mode": "dryRun", "nodeSelector": {"e2e.pod-director.io/pool": "gone"}});
     });
-    let with_group = reloaded_from(&env, &old_revision).await;
+    let with_group = env.reloaded_from(&old_revision).await;
     let a = env.create_namespace(Some(&group)).await;
     env.create_namespace(Some(&group)).await;
     let gauge = format!("pod_director_orphaned_group_namespaces{{group=\"{group}\"}}");
@@ -364,7 +343,7 @@ async fn removing_a_group_that_namespaces_select_is_warned_and_exported() {
     let suite = env.config.clone();
     env.pod_director()
         .write_config(&serde_json::to_string(&suite).expect("JSON"));
-    reloaded_from(&env, &with_group).await;
+    env.reloaded_from(&with_group).await;
     let warned = eventually("the orphaned group WARN line", || async {
         env.logs
             .messages("namespaces select a group that is not defined; their pods are decided by unknownGroup")
@@ -394,7 +373,7 @@ async fn removing_a_group_that_namespaces_select_is_warned_and_exported() {
 async fn the_chart_s_rbac_lets_the_server_read_and_patch_its_own_webhook_configurations_only() {
     use k8s_openapi::api::authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
     use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
-    use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+    use kube::api::{Api, DeleteParams, PostParams};
 
     let env = Env::start("rbac").await;
     let (namespace, name) = (env.settings.namespace.clone(), env.settings.fullname.clone());
@@ -403,26 +382,7 @@ async fn the_chart_s_rbac_lets_the_server_read_and_patch_its_own_webhook_configu
     let bindings: Api<ClusterRoleBinding> = Api::all(env.client.clone());
     if local {
         // In cluster mode the chart installed them.
-        let apply = PatchParams::apply(crate::harness::FIELD_MANAGER).force();
-        for object in crate::harness::chart::render_rbac(&env.settings) {
-            match object["kind"].as_str() {
-                Some("ClusterRole") => {
-                    let role: ClusterRole = serde_json::from_value(object).expect("a ClusterRole");
-                    roles
-                        .patch(&name, &apply, &Patch::Apply(&role))
-                        .await
-                        .expect("ClusterRole applied");
-                }
-                Some("ClusterRoleBinding") => {
-                    let binding: ClusterRoleBinding = serde_json::from_value(object).expect("a ClusterRoleBinding");
-                    bindings
-                        .patch(&name, &apply, &Patch::Apply(&binding))
-                        .await
-                        .expect("ClusterRoleBinding applied");
-                }
-                other => panic!("unexpected RBAC object {other:?}"),
-            }
-        }
+        env.apply_rbac(crate::harness::chart::render_rbac(&env.settings)).await;
     }
     // What the API server answers for the chart's ServiceAccount, as the authorizer sees it.
     let reviews: Api<SubjectAccessReview> = Api::all(env.client.clone());

@@ -11,14 +11,14 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Binding, Namespace, Node, Pod};
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 use crate::fixtures::{Placement, group_toleration, workload, workload_spec};
 use crate::harness::k8s::{IMAGE, eventually};
-use crate::harness::{Decision, Env, PATIENCE, notice, suffix};
+use crate::harness::{Decision, Env, notice, suffix};
 
 const DAEMON_SET_CONTROLLER: &str = "system:serviceaccount:kube-system:daemon-set-controller";
 
@@ -35,52 +35,39 @@ impl Tenant {
     async fn new(env: &Env, group: &str) -> Tenant {
         let namespace = env.namespace(Some(group)).await;
         let user = format!("tenant-{}", suffix());
-        let admin = env.client.clone();
-        let role: Role = serde_json::from_value(json!({
-            "metadata": {"name": "tenant"},
-            "rules": [
-                {"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "get", "list", "watch"]},
-                {"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["create", "get", "list", "update", "patch"]},
-            ]
-        }))
-        .expect("a Role");
-        Api::<Role>::namespaced(admin.clone(), &namespace)
-            .create(&PostParams::default(), &role)
-            .await
-            .expect("Role created");
-        let binding: RoleBinding = serde_json::from_value(json!({
-            "metadata": {"name": "tenant"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "tenant"},
-            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]
-        }))
-        .expect("a RoleBinding");
-        Api::<RoleBinding>::namespaced(admin.clone(), &namespace)
-            .create(&PostParams::default(), &binding)
-            .await
-            .expect("RoleBinding created");
         let cluster_role = format!("e2e-{user}");
-        let role: ClusterRole = serde_json::from_value(json!({
-            "metadata": {"name": cluster_role},
-            "rules": [
-                {"apiGroups": [""], "resources": ["namespaces"], "resourceNames": [namespace], "verbs": ["get", "patch", "update"]},
-                {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["create"]},
-            ]
-        }))
-        .expect("a ClusterRole");
-        Api::<ClusterRole>::all(admin.clone())
-            .create(&PostParams::default(), &role)
-            .await
-            .expect("ClusterRole created");
-        let binding: ClusterRoleBinding = serde_json::from_value(json!({
-            "metadata": {"name": cluster_role},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": cluster_role},
-            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]
-        }))
-        .expect("a ClusterRoleBinding");
-        Api::<ClusterRoleBinding>::all(admin)
-            .create(&PostParams::default(), &binding)
-            .await
-            .expect("ClusterRoleBinding created");
+        let subjects = json!([{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]);
+        env.apply_rbac(vec![
+            json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                "metadata": {"name": "tenant", "namespace": namespace},
+                "rules": [
+                    {"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "get", "list", "watch"]},
+                    {"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["create", "get", "list", "update", "patch"]},
+                ]
+            }),
+            json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                "metadata": {"name": "tenant", "namespace": namespace},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "tenant"},
+                "subjects": subjects,
+            }),
+            json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                "metadata": {"name": cluster_role},
+                "rules": [
+                    {"apiGroups": [""], "resources": ["namespaces"], "resourceNames": [namespace], "verbs": ["get", "patch", "update"]},
+                    {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["create"]},
+                ]
+            }),
+            json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                "metadata": {"name": cluster_role},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": cluster_role},
+                "subjects": subjects,
+            }),
+        ])
+        .await;
         let client = impersonating(&user, &["system:authenticated"]).await;
         Tenant {
             user,
@@ -173,45 +160,11 @@ fn owned_by_daemon_set(name: &str, controller: bool) -> Pod {
     pod
 }
 
-/// Cluster-scoped Nodes of a scenario, deleted when it ends (also on panic).
-struct Nodes {
-    names: Vec<String>,
-}
-
-impl Nodes {
-    async fn create(env: &Env, nodes: &[(&str, Value)]) -> Nodes {
-        let api: Api<Node> = Api::all(env.client.clone());
-        let mut names = Vec::new();
-        for (name, labels) in nodes {
-            let node: Node =
-                serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}})).expect("a Node");
-            api.create(&PostParams::default(), &node)
-                .await
-                .unwrap_or_else(|e| panic!("Node {name} created: {e}"));
-            names.push((*name).to_owned());
-        }
-        Nodes { names }
-    }
-}
-
-impl Drop for Nodes {
-    fn drop(&mut self) {
-        let names = std::mem::take(&mut self.names);
-        let cleanup = std::thread::spawn(move || {
-            let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
-                return;
-            };
-            runtime.block_on(async {
-                let Ok(client) = Client::try_default().await else {
-                    return;
-                };
-                let api: Api<Node> = Api::all(client);
-                for name in &names {
-                    let _ = tokio::time::timeout(PATIENCE, api.delete(name, &DeleteParams::default())).await;
-                }
-            });
-        });
-        let _ = cleanup.join();
+/// Creates Nodes `(name, labels)` for the scenario (deleted with the Env, also on panic).
+async fn create_nodes(env: &Env, nodes: &[(&str, Value)]) {
+    for (name, labels) in nodes {
+        let node: Node = serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}})).expect("a Node");
+        env.create_node(&node).await;
     }
 }
 
@@ -280,7 +233,7 @@ async fn a_tenant_s_daemonset_in_an_enforce_group_only_targets_the_group_s_nodes
     let id = suffix();
     let blue = format!("e2e-blue-{id}");
     let red = format!("e2e-red-{id}");
-    let _nodes = Nodes::create(
+    create_nodes(
         &env,
         &[
             (
@@ -434,7 +387,7 @@ async fn the_daemonset_controller_s_pods_are_skipped_in_a_group_that_allows_daem
     let ns = env.namespace(Some("e2e-agents")).await;
     let id = suffix();
     let (a, b) = (format!("e2e-agent-a-{id}"), format!("e2e-agent-b-{id}"));
-    let _nodes = Nodes::create(
+    create_nodes(
         &env,
         &[
             (&a, json!({"e2e.pod-director.io/pool": "red"})),
@@ -534,7 +487,7 @@ async fn a_node_s_own_mirror_pod_is_skipped() {
     let env = Env::start("node-mirror").await;
     let ns = env.namespace(Some("e2e-enforce")).await;
     let node = format!("e2e-kubelet-{}", suffix());
-    let _nodes = Nodes::create(&env, &[(&node, json!({}))]).await;
+    create_nodes(&env, &[(&node, json!({}))]).await;
     // The loopback API server authorizes with RBAC only: let nodes create pods as the Node authorizer would.
     let binding_name = format!("e2e-{node}");
     let binding: ClusterRoleBinding = serde_json::from_value(json!({
@@ -578,7 +531,7 @@ async fn the_api_server_s_own_binding_path_is_unaffected() {
     let env = Env::start("binding").await;
     let ns = env.namespace(Some("e2e-enforce")).await;
     let node = format!("e2e-bind-{}", suffix());
-    let _nodes = Nodes::create(&env, &[(&node, json!({"e2e.pod-director.io/pool": "blue"}))]).await;
+    create_nodes(&env, &[(&node, json!({"e2e.pod-director.io/pool": "blue"}))]).await;
     env.create_admitted_pod(&ns, &workload("bound")).await;
     let binding: Binding = serde_json::from_value(json!({
         "metadata": {"name": "bound"},
@@ -624,17 +577,8 @@ async fn a_tenant_cannot_move_its_namespace_to_another_group_but_an_admin_can() 
         .expect("guard decisions")
         .text("config.revision")
         .to_owned();
-    let mut config = serde_json::to_value(&env.config).expect("serializes");
-    config["namespaceGuard"]["mode"] = json!("dryRun");
-    env.pod_director().write_config(&config.to_string());
-    eventually("the configuration reloaded", || async {
-        env.logs
-            .messages("configuration reloaded")
-            .await
-            .into_iter()
-            .find(|l| l["config.previous_revision"] == old_revision.as_str())
-    })
-    .await;
+    env.edit_config(|c| c["namespaceGuard"]["mode"] = json!("dryRun"));
+    env.reloaded_from(&old_revision).await;
     let moved = tenant
         .patch_namespace(json!({"pod-director/group": "e2e-agents"}))
         .await

@@ -451,152 +451,111 @@ pub struct Expectation {
 
 const ROLLOUT: &str = "pod-director-rollout";
 const TEMPO: Check = Check::NotPrometheus("Tempo (TraceQL)");
+const LATENCY: Check = Check::Quantiles(&["webhook"], |o, _| o.decisions(&["webhook"], |_| true));
+
+/// The rollout dashboard's panel titled `panel`, a check per query.
+const fn rollout(panel: &'static str, targets: &'static [(&'static str, Check)]) -> Expectation {
+    Expectation {
+        dashboard: ROLLOUT,
+        panel,
+        targets,
+    }
+}
 
 /// Every panel of every dashboard (rows excepted). Add a panel, add its line here.
 pub const EXPECTATIONS: &[Expectation] = &[
-    Expectation {
-        dashboard: ROLLOUT,
-        panel: "Would patch",
-        targets: &[(
-            "A",
-            Check::Total(|o, s| {
-                o.decisions(&[], |l| {
-                    mutate(l) && is(l, "placement.decision", &["would_patch"]) && in_group(l, s)
-                })
-            }),
-        )],
-    },
-    Expectation {
-        dashboard: ROLLOUT,
-        panel: "Would deny",
-        targets: &[(
-            "A",
-            Check::Total(|o, s| {
-                o.decisions(&[], |l| {
-                    mutate(l) && is(l, "placement.decision", &["would_deny"]) && in_group(l, s)
-                })
-            }),
-        )],
-    },
-    Expectation {
-        dashboard: ROLLOUT,
-        panel: "Patched",
-        targets: &[(
-            "A",
-            Check::Total(|o, s| {
-                o.decisions(&[], |l| {
-                    mutate(l) && is(l, "placement.decision", &["patched"]) && in_group(l, s)
-                })
-            }),
-        )],
-    },
-    Expectation {
-        dashboard: ROLLOUT,
-        panel: "Denied",
-        // Every webhook's denials (the query has no webhook matcher).
-        targets: &[(
+    rollout(
+        "Would patch",
+        &[("A", Check::Total(|o, s| mutated(o, s, &[], &["would_patch"])))],
+    ),
+    rollout(
+        "Would deny",
+        &[("A", Check::Total(|o, s| mutated(o, s, &[], &["would_deny"])))],
+    ),
+    rollout(
+        "Patched",
+        &[("A", Check::Total(|o, s| mutated(o, s, &[], &["patched"])))],
+    ),
+    // Every webhook's denials (the query has no webhook matcher).
+    rollout(
+        "Denied",
+        &[(
             "A",
             Check::Total(|o, s| o.decisions(&[], |l| is(l, "placement.decision", &["denied"]) && in_group(l, s))),
         )],
-    },
-    Expectation {
-        dashboard: ROLLOUT,
-        panel: "Unknown groups",
-        targets: &[(
+    ),
+    rollout(
+        "Unknown groups",
+        &[(
             "A",
             Check::Total(|o, _| o.decisions(&[], |l| is(l, "placement.decision", &["unknown_group"]))),
         )],
-    },
-    Expectation {
-        dashboard: ROLLOUT,
-        panel: "Errors",
-        targets: &[(
+    ),
+    rollout(
+        "Errors",
+        &[(
             "A",
             Check::Total(|o, _| o.decisions(&[], |l| is(l, "placement.decision", &["error"]))),
         )],
-    },
-    Expectation {
-        dashboard: ROLLOUT,
-        panel: "Decisions per group (mutate webhook, time range)",
-        targets: &[(
+    ),
+    rollout(
+        "Decisions per group (mutate webhook, time range)",
+        &[(
             "A",
             Check::AtEnd(&["group", "mode", "decision"], |o, s| {
-                o.decisions(&["group", "mode", "decision"], |l| mutate(l) && in_group(l, s))
+                mutated(o, s, &["group", "mode", "decision"], &[])
             }),
         )],
-    },
-    Expectation {
-        dashboard: ROLLOUT,
-        panel: "Would patch, by group",
-        targets: &[(
+    ),
+    rollout(
+        "Would patch, by group",
+        &[(
             "A",
-            Check::AtEnd(&["group"], |o, s| {
-                o.decisions(&["group"], |l| {
-                    mutate(l) && is(l, "placement.decision", &["would_patch"]) && in_group(l, s)
-                })
-            }),
+            Check::AtEnd(&["group"], |o, s| mutated(o, s, &["group"], &["would_patch"])),
         )],
-    },
-    Expectation {
-        dashboard: ROLLOUT,
-        panel: "Would deny, by group",
-        targets: &[(
+    ),
+    rollout(
+        "Would deny, by group",
+        &[(
             "A",
-            Check::AtEnd(&["group"], |o, s| {
-                o.decisions(&["group"], |l| {
-                    mutate(l) && is(l, "placement.decision", &["would_deny"]) && in_group(l, s)
-                })
-            }),
+            Check::AtEnd(&["group"], |o, s| mutated(o, s, &["group"], &["would_deny"])),
         )],
-    },
-    Expectation {
-        dashboard: ROLLOUT,
-        panel: "Decisions per second, by group and decision (mutate)",
-        targets: &[(
+    ),
+    rollout(
+        "Decisions per second, by group and decision (mutate)",
+        &[(
             "A",
             Check::Active(&["group", "decision"], |o, s| {
-                o.decisions(&["group", "decision"], |l| mutate(l) && in_group(l, s))
+                mutated(o, s, &["group", "decision"], &[])
             }),
         )],
-    },
-    Expectation {
-        dashboard: ROLLOUT,
-        panel: "Skipped and noop, by group (mutate)",
-        targets: &[(
+    ),
+    rollout(
+        "Skipped and noop, by group (mutate)",
+        &[(
             "A",
             Check::Active(&["group", "decision"], |o, s| {
-                o.decisions(&["group", "decision"], |l| {
-                    mutate(l) && is(l, "placement.decision", &["skipped", "noop"]) && in_group(l, s)
-                })
+                mutated(o, s, &["group", "decision"], &["skipped", "noop"])
             }),
         )],
-    },
-    Expectation {
-        dashboard: ROLLOUT,
-        panel: "Readiness verdict",
-        targets: &[(
+    ),
+    rollout(
+        "Readiness verdict",
+        &[(
             "A",
-            Check::Gauge(&["group"], |o, s| {
-                o.gauge("pod_director_group_ready", &["group"], |x| s.admits(&x.labels["group"]))
-            }),
+            Check::Gauge(&["group"], |o, s| group_gauge(o, s, "pod_director_group_ready")),
         )],
-    },
-    Expectation {
-        dashboard: ROLLOUT,
-        panel: "Blockers, by group",
-        targets: &[(
+    ),
+    rollout(
+        "Blockers, by group",
+        &[(
             "A",
-            Check::Gauge(&["group"], |o, s| {
-                o.gauge("pod_director_group_blockers", &["group"], |x| {
-                    s.admits(&x.labels["group"])
-                })
-            }),
+            Check::Gauge(&["group"], |o, s| group_gauge(o, s, "pod_director_group_blockers")),
         )],
-    },
-    Expectation {
-        dashboard: ROLLOUT,
-        panel: "Running pods enforce would change / refuse",
-        targets: &[(
+    ),
+    rollout(
+        "Running pods enforce would change / refuse",
+        &[(
             "A",
             Check::Gauge(&["group", "decision"], |o, s| {
                 o.gauge("pod_director_audit_pods", &["group", "decision"], |x| {
@@ -605,21 +564,17 @@ pub const EXPECTATIONS: &[Expectation] = &[
                 })
             }),
         )],
-    },
-    Expectation {
-        dashboard: ROLLOUT,
-        panel: "Nodes available to each group",
-        targets: &[(
+    ),
+    rollout(
+        "Nodes available to each group",
+        &[(
             "A",
-            Check::Gauge(&["group"], |o, s| {
-                o.gauge("pod_director_group_nodes", &["group"], |x| s.admits(&x.labels["group"]))
-            }),
+            Check::Gauge(&["group"], |o, s| group_gauge(o, s, "pod_director_group_nodes")),
         )],
-    },
-    Expectation {
-        dashboard: ROLLOUT,
-        panel: "Placed pods matching no node, by group and mode (time range)",
-        targets: &[(
+    ),
+    rollout(
+        "Placed pods matching no node, by group and mode (time range)",
+        &[(
             "A",
             Check::AtEnd(&["group", "mode"], |o, s| {
                 o.decisions(&["group", "mode"], |l| {
@@ -627,56 +582,28 @@ pub const EXPECTATIONS: &[Expectation] = &[
                 })
             }),
         )],
-    },
-    Expectation {
-        dashboard: ROLLOUT,
-        panel: "Recent decisions whose placed pod matches no node (traces)",
-        targets: &[("A", TEMPO)],
-    },
-    Expectation {
-        dashboard: ROLLOUT,
-        panel: "Conflicts by group and resolution (time range)",
-        // Every webhook's conflicts (the query has no webhook matcher).
-        targets: &[(
+    ),
+    rollout(
+        "Recent decisions whose placed pod matches no node (traces)",
+        &[("A", TEMPO)],
+    ),
+    // Every webhook's conflicts (the query has no webhook matcher).
+    rollout(
+        "Conflicts by group and resolution (time range)",
+        &[(
             "A",
             Check::AtEnd(&["group", "resolution"], |o, s| {
                 o.conflicts(&["group", "resolution"], |l| in_group(l, s))
             }),
         )],
-    },
-    Expectation {
-        dashboard: ROLLOUT,
-        panel: "Recent conflicts (traces)",
-        targets: &[("A", TEMPO)],
-    },
-    Expectation {
-        dashboard: ROLLOUT,
-        panel: "Recent would-be patches",
-        targets: &[("A", TEMPO)],
-    },
-    Expectation {
-        dashboard: ROLLOUT,
-        panel: "Recent would-be and actual denials",
-        targets: &[("A", TEMPO)],
-    },
-    Expectation {
-        dashboard: ROLLOUT,
-        panel: "Admission latency p50 / p99",
-        targets: &[
-            (
-                "A",
-                Check::Quantiles(&["webhook"], |o, _| o.decisions(&["webhook"], |_| true)),
-            ),
-            (
-                "B",
-                Check::Quantiles(&["webhook"], |o, _| o.decisions(&["webhook"], |_| true)),
-            ),
-        ],
-    },
-    Expectation {
-        dashboard: ROLLOUT,
-        panel: "Errors and unknown groups per second",
-        targets: &[(
+    ),
+    rollout("Recent conflicts (traces)", &[("A", TEMPO)]),
+    rollout("Recent would-be patches", &[("A", TEMPO)]),
+    rollout("Recent would-be and actual denials", &[("A", TEMPO)]),
+    rollout("Admission latency p50 / p99", &[("A", LATENCY), ("B", LATENCY)]),
+    rollout(
+        "Errors and unknown groups per second",
+        &[(
             "A",
             Check::Active(&["webhook", "decision", "group"], |o, _| {
                 o.decisions(&["webhook", "decision", "group"], |l| {
@@ -684,33 +611,21 @@ pub const EXPECTATIONS: &[Expectation] = &[
                 })
             }),
         )],
-    },
-    Expectation {
-        dashboard: ROLLOUT,
-        panel: "Config reload failures",
-        targets: &[(
+    ),
+    rollout(
+        "Config reload failures",
+        &[(
             "A",
-            Check::Total(|o, _| {
-                let by = o.increase("pod_director_config_reloads_total", &["result"]);
-                Series::from([(vec![], by.get(&vec!["error".to_owned()]).copied().unwrap_or_default())])
-            }),
+            Check::Total(|o, _| failures(o, "pod_director_config_reloads_total")),
         )],
-    },
-    Expectation {
-        dashboard: ROLLOUT,
-        panel: "TLS reload failures",
-        targets: &[(
-            "A",
-            Check::Total(|o, _| {
-                let by = o.increase("pod_director_tls_reloads_total", &["result"]);
-                Series::from([(vec![], by.get(&vec!["error".to_owned()]).copied().unwrap_or_default())])
-            }),
-        )],
-    },
-    Expectation {
-        dashboard: ROLLOUT,
-        panel: "Config and TLS reloads",
-        targets: &[
+    ),
+    rollout(
+        "TLS reload failures",
+        &[("A", Check::Total(|o, _| failures(o, "pod_director_tls_reloads_total")))],
+    ),
+    rollout(
+        "Config and TLS reloads",
+        &[
             (
                 "A",
                 Check::Active(&["result"], |o, _| {
@@ -724,11 +639,10 @@ pub const EXPECTATIONS: &[Expectation] = &[
                 }),
             ),
         ],
-    },
-    Expectation {
-        dashboard: ROLLOUT,
-        panel: "Namespace and Node cache size",
-        targets: &[
+    ),
+    rollout(
+        "Namespace and Node cache size",
+        &[
             (
                 "A",
                 Check::Gauge(&["pod"], |o, _| pod_gauge(o, "pod_director_namespace_cache_size")),
@@ -738,21 +652,19 @@ pub const EXPECTATIONS: &[Expectation] = &[
                 Check::Gauge(&["pod"], |o, _| pod_gauge(o, "pod_director_node_cache_size")),
             ),
         ],
-    },
-    Expectation {
-        dashboard: ROLLOUT,
-        panel: "Versions running",
-        targets: &[(
+    ),
+    rollout(
+        "Versions running",
+        &[(
             "A",
             Check::AtEnd(&["version"], |_, _| {
                 Series::from([(vec![env!("CARGO_PKG_VERSION").to_owned()], 1.0)])
             }),
         )],
-    },
-    Expectation {
-        dashboard: ROLLOUT,
-        panel: "Validate webhook decisions, by group",
-        targets: &[(
+    ),
+    rollout(
+        "Validate webhook decisions, by group",
+        &[(
             "A",
             Check::Active(&["group", "decision"], |o, s| {
                 o.decisions(&["group", "decision"], |l| {
@@ -760,47 +672,36 @@ pub const EXPECTATIONS: &[Expectation] = &[
                 })
             }),
         )],
-    },
-    Expectation {
-        dashboard: ROLLOUT,
-        panel: "Namespaces selecting an undefined group",
-        targets: &[(
+    ),
+    rollout(
+        "Namespaces selecting an undefined group",
+        &[(
             "A",
             Check::Gauge(&["group"], |o, _| {
                 o.gauge("pod_director_orphaned_group_namespaces", &["group"], |_| true)
             }),
         )],
-    },
-    Expectation {
-        dashboard: ROLLOUT,
-        panel: "Webhook reconcile failures",
-        targets: &[(
+    ),
+    rollout(
+        "Webhook reconcile failures",
+        &[(
             "A",
-            Check::Total(|o, _| {
-                let by = o.increase("pod_director_webhook_reconciles_total", &["result"]);
-                Series::from([(vec![], by.get(&vec!["error".to_owned()]).copied().unwrap_or_default())])
-            }),
+            Check::Total(|o, _| failures(o, "pod_director_webhook_reconciles_total")),
         )],
-    },
-    Expectation {
-        dashboard: ROLLOUT,
-        panel: "Webhook reconciles",
-        targets: &[(
+    ),
+    rollout(
+        "Webhook reconciles",
+        &[(
             "A",
             Check::Active(&["result"], |o, _| {
                 o.increase("pod_director_webhook_reconciles_total", &["result"])
             }),
         )],
-    },
-    Expectation {
-        dashboard: ROLLOUT,
-        panel: "Decision log lines",
-        targets: &[("A", Check::NotPrometheus("Loki (LogQL)"))],
-    },
-    Expectation {
-        dashboard: ROLLOUT,
-        panel: "Group label changes refused or that would be (by decision and guard mode)",
-        targets: &[(
+    ),
+    rollout("Decision log lines", &[("A", Check::NotPrometheus("Loki (LogQL)"))]),
+    rollout(
+        "Group label changes refused or that would be (by decision and guard mode)",
+        &[(
             "A",
             Check::Active(&["decision", "mode"], |o, _| {
                 o.decisions(&["decision", "mode"], |l| {
@@ -808,8 +709,27 @@ pub const EXPECTATIONS: &[Expectation] = &[
                 })
             }),
         )],
-    },
+    ),
 ];
+
+/// The mutate webhook's decisions of the selected groups, by `by`: those in
+/// `decisions`, or every one when it is empty.
+fn mutated(o: &Observed, s: &Selection, by: &[&str], decisions: &[&str]) -> Series {
+    o.decisions(by, |l| {
+        mutate(l) && (decisions.is_empty() || is(l, "placement.decision", decisions)) && in_group(l, s)
+    })
+}
+
+/// A gauge by `group`, of the selected groups.
+fn group_gauge(o: &Observed, s: &Selection, name: &str) -> Series {
+    o.gauge(name, &["group"], |x| s.admits(&x.labels["group"]))
+}
+
+/// The increase of counter `name`'s `result="error"` series, as one total.
+fn failures(o: &Observed, name: &str) -> Series {
+    let by = o.increase(name, &["result"]);
+    Series::from([(vec![], by.get(&vec!["error".to_owned()]).copied().unwrap_or_default())])
+}
 
 /// A gauge without labels of its own, keyed by the `pod` label the scrape adds.
 fn pod_gauge(o: &Observed, name: &str) -> Series {

@@ -113,10 +113,10 @@ pub async fn run(env: &mut Env, prometheus: &Prometheus) -> Rollout {
     // One config reload (a group added), one refused (a config that means nothing).
     let success = r#"pod_director_config_reloads_total{result="success"}"#;
     let before = env.metric(success).await.unwrap_or_default();
-    let mut config = serde_json::to_value(&env.config).expect("the config serializes");
-    config["groups"]["e2e-rollout-added"] =
-        json!({"mode": "dryRun", "nodeSelector": {"e2e.pod-director.io/pool": "blue"}});
-    env.pod_director().write_config(&config.to_string());
+    env.edit_config(|c| {
+        c["groups"]["e2e-rollout-added"] =
+            json!({"mode": "dryRun", "nodeSelector": {"e2e.pod-director.io/pool": "blue"}})
+    });
     metric_above(env, success, before).await;
     let error = r#"pod_director_config_reloads_total{result="error"}"#;
     let before = env.metric(error).await.unwrap_or_default();

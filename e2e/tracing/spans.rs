@@ -177,24 +177,15 @@ async fn sigterm_flushes_a_decision_span_of_an_unsampled_trace_over_otlp_http() 
     let trace_id = random_hex(32);
     let parent = random_hex(16);
     let uid = format!("e2e-tracing-{}", random_hex(8));
-    let review = json!({
-        "kind": "AdmissionReview",
-        "apiVersion": "admission.k8s.io/v1",
-        "request": {
-            "uid": uid,
-            "kind": {"group": "", "version": "v1", "kind": "Pod"},
-            "resource": {"group": "", "version": "v1", "resource": "pods"},
-            "namespace": namespace,
-            "operation": "CREATE",
-            "userInfo": {"username": "e2e"},
-            "object": {
-                "apiVersion": "v1", "kind": "Pod",
-                "metadata": {"generateName": "flushed-", "namespace": namespace},
-                "spec": {"containers": [{"name": "app", "image": "registry.example.com/app:1.0"}]}
-            },
-            "dryRun": false
-        }
+    let pod = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"generateName": "flushed-", "namespace": namespace},
+        "spec": {"containers": [{"name": "app", "image": "registry.example.com/app:1.0"}]}
     });
+    let review = pod_director::fixtures::Review::pod("CREATE", pod)
+        .uid(&uid)
+        .user("e2e", &[])
+        .value();
     let addr = env.pod_director().addr;
     let response = crate::webhook_client(&env)
         .post(format!("https://{addr}/mutate"))

@@ -7,8 +7,6 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::config::Config;
-use crate::namespaces::StaticNamespaces;
 use crate::nodes::StaticNodes;
 use crate::placement::{NodeInfo, NodeTaint};
 
@@ -32,20 +30,8 @@ fn nodes() -> Arc<StaticNodes> {
 }
 
 fn admission(nodes: Arc<StaticNodes>) -> (Admission, Arc<Metrics>) {
-    let loaded = Config::from_yaml(CONFIG, "test", Vec::new()).expect("valid");
-    let namespaces = StaticNamespaces::new();
-    for (ns, group) in [("team-ci", "ci"), ("team-shadow", "shadow")] {
-        namespaces.insert(ns, [("pod-director/group".to_owned(), group.to_owned())].into());
-    }
-    let metrics = Arc::new(Metrics::new());
-    let admission = Admission::new(
-        Arc::new(ArcSwap::from_pointee(loaded)),
-        Arc::new(namespaces),
-        metrics.clone(),
-        Duration::from_secs(5),
-    )
-    .with_nodes(Arc::new(Nodes::new(nodes)));
-    (admission, metrics)
+    let (admission, metrics) = crate::support::admission(CONFIG, &[("team-ci", "ci"), ("team-shadow", "shadow")]);
+    (admission.with_nodes(Arc::new(Nodes::new(nodes))), metrics)
 }
 
 /// A pod CREATE in `namespace`, bound to `node` when given, already carrying the ci placement.

@@ -2,15 +2,11 @@
 //! the API server sends it: the decision trusts `request.userInfo`, never the
 //! fields the object's author wrote.
 
-use std::sync::Arc;
-
 use base64::Engine as _;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::config::Config;
 use crate::fixtures::Review;
-use crate::namespaces::StaticNamespaces;
 
 const CONFIG: &str = r#"
 namespaceGuard:
@@ -34,17 +30,8 @@ groups:
 const DAEMON_SET_CONTROLLER: &str = "system:serviceaccount:kube-system:daemon-set-controller";
 
 fn admission_with(config: &str) -> Admission {
-    let loaded = Config::from_yaml(config, "test", Vec::new()).expect("valid config");
-    let namespaces = Arc::new(StaticNamespaces::new());
-    for (name, group) in [("team-ci", "ci"), ("team-shadow", "shadow"), ("team-agents", "agents")] {
-        namespaces.insert(name, [("pod-director/group".to_owned(), group.to_owned())].into());
-    }
-    Admission::new(
-        Arc::new(ArcSwap::from_pointee(loaded)),
-        namespaces,
-        Arc::new(Metrics::new()),
-        Duration::from_secs(5),
-    )
+    let namespaces = [("team-ci", "ci"), ("team-shadow", "shadow"), ("team-agents", "agents")];
+    crate::support::admission(config, &namespaces).0
 }
 
 fn user(username: &str, groups: &[&str]) -> Value {

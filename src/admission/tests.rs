@@ -9,38 +9,12 @@ use super::*;
 use crate::config::{Config, Mode};
 use crate::namespaces::StaticNamespaces;
 
-/// The pod of [`review`]: a ReplicaSet's pod, generateName, no name yet.
+/// The pod of [`review`]: a ReplicaSet's pod, generateName, no name yet, with its managed fields.
 fn pod_object() -> Value {
-    json!({
-        "kind": "Pod",
-        "apiVersion": "v1",
-        "metadata": {
-            "generateName": "web-7c9f8d-",
-            "namespace": "team-ci",
-            "creationTimestamp": null,
-            "labels": {"app": "web", "pod-template-hash": "7c9f8d"},
-            "ownerReferences": [{
-                "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-7c9f8d",
-                "uid": "0f8e3c1a-2b4d-4e6f-8a9b-1c2d3e4f5a6b", "controller": true, "blockOwnerDeletion": true
-            }],
-            "managedFields": [{"manager": "kube-controller-manager", "operation": "Update", "apiVersion": "v1",
-                "time": "2026-11-02T10:00:00Z", "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {}}}]
-        },
-        "spec": {
-            "containers": [{"name": "web", "image": "nginx:1.27", "resources": {},
-                "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File", "imagePullPolicy": "IfNotPresent"}],
-            "restartPolicy": "Always",
-            "terminationGracePeriodSeconds": 30,
-            "dnsPolicy": "ClusterFirst",
-            "serviceAccountName": "default",
-            "securityContext": {},
-            "schedulerName": "default-scheduler",
-            "enableServiceLinks": true,
-            "preemptionPolicy": "PreemptLowerPriority",
-            "priority": 0
-        },
-        "status": {}
-    })
+    let mut pod = crate::fixtures::replica_set_pod("team-ci");
+    pod["metadata"]["managedFields"] = json!([{"manager": "kube-controller-manager", "operation": "Update",
+        "apiVersion": "v1", "time": "2026-11-02T10:00:00Z", "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {}}}]);
+    pod
 }
 
 /// A pod CREATE exactly as kube-apiserver sends it, as a value to edit.

@@ -91,33 +91,40 @@ fn bound(node: &str) -> Value {
     spec
 }
 
-fn ns_of(group: &str) -> BTreeMap<String, String> {
-    BTreeMap::from([("pod-director/group".to_owned(), group.to_owned())])
+/// A spec bound to `node` that carries the ci group's placement.
+fn compliant(node: &str) -> Value {
+    let mut spec = bound(node);
+    spec["nodeSelector"] = json!({"node-pool": "ci"});
+    spec["tolerations"] = json!([{"key": "dedicated", "operator": "Equal", "value": "ci", "effect": "NoSchedule"}]);
+    spec
+}
+
+/// `decide` on namespace `team` labelled for `group`.
+fn in_group<T>(group: &str, decide: impl FnOnce(&Namespace<'_>) -> T) -> T {
+    let labels = BTreeMap::from([("pod-director/group".to_owned(), group.to_owned())]);
+    decide(&Namespace {
+        name: "team",
+        labels: &labels,
+    })
 }
 
 fn mutate_in(group: &str, spec: Value, nodes: &dyn NodeView) -> Outcome {
-    let labels = ns_of(group);
-    let ns = Namespace {
-        name: "team",
-        labels: &labels,
-    };
-    mutate(&config(), &ns, &pod(spec), &Context::offline().with_nodes(Some(nodes)))
+    in_group(group, |ns| {
+        mutate(&config(), ns, &pod(spec), &Context::offline().with_nodes(Some(nodes)))
+    })
 }
 
 fn validate_in(group: &str, spec: Value, old: Option<Value>, nodes: Option<&dyn NodeView>) -> Outcome {
-    let labels = ns_of(group);
-    let ns = Namespace {
-        name: "team",
-        labels: &labels,
-    };
     let old = old.map(pod);
-    validate(
-        &config(),
-        &ns,
-        &pod(spec),
-        old.as_ref(),
-        &Context::offline().with_nodes(nodes),
-    )
+    in_group(group, |ns| {
+        validate(
+            &config(),
+            ns,
+            &pod(spec),
+            old.as_ref(),
+            &Context::offline().with_nodes(nodes),
+        )
+    })
 }
 
 #[test]
@@ -144,12 +151,7 @@ fn a_decision_counts_feasible_nodes_before_and_after_the_patch() {
 
 #[test]
 fn without_node_data_the_counts_are_absent_not_zero() {
-    let labels = ns_of("ci");
-    let ns = Namespace {
-        name: "team",
-        labels: &labels,
-    };
-    let out = mutate(&config(), &ns, &pod(plain()), &Context::default());
+    let out = in_group("ci", |ns| mutate(&config(), ns, &pod(plain()), &Context::default()));
     assert_eq!((out.feasible_nodes, out.feasible_nodes_before), (None, None));
     assert!(!out.no_feasible_node);
 }
@@ -225,16 +227,8 @@ fn the_top_level_on_no_feasible_node_is_the_groups_default() {
     let nodes = cluster();
     let ctx = Context::offline().with_nodes(Some(&nodes));
     for (group, decision) in [("g", Decision::Denied), ("h", Decision::Patched)] {
-        let labels = ns_of(group);
-        let ns = Namespace {
-            name: "team",
-            labels: &labels,
-        };
-        assert_eq!(
-            mutate(&loaded.config, &ns, &pod(plain()), &ctx).decision,
-            decision,
-            "{group}"
-        );
+        let out = in_group(group, |ns| mutate(&loaded.config, ns, &pod(plain()), &ctx));
+        assert_eq!(out.decision, decision, "{group}");
     }
 }
 
@@ -249,10 +243,7 @@ fn a_pod_bound_to_a_node_is_decided_at_mutate_like_any_other() {
 #[test]
 fn a_pod_bound_to_a_node_outside_its_group_is_denied_in_enforce_naming_node_and_requirement() {
     let nodes = cluster();
-    let mut spec = bound("gpu-1");
-    spec["nodeSelector"] = json!({"node-pool": "ci"});
-    spec["tolerations"] = json!([{"key": "dedicated", "operator": "Equal", "value": "ci", "effect": "NoSchedule"}]);
-    let out = validate_in("ci", spec, None, Some(&nodes));
+    let out = validate_in("ci", compliant("gpu-1"), None, Some(&nodes));
     assert_eq!((out.decision, out.allowed()), (Decision::Denied, false));
     assert_eq!(out.violations.len(), 1, "{:?}", out.violations);
     let message = out.message.expect("a message");
@@ -266,12 +257,6 @@ fn a_pod_bound_to_a_node_outside_its_group_is_denied_in_enforce_naming_node_and_
 #[test]
 fn an_untolerated_taint_or_cordon_of_the_named_node_is_named() {
     let nodes = cluster();
-    let compliant = |node: &str| {
-        let mut spec = bound(node);
-        spec["nodeSelector"] = json!({"node-pool": "ci"});
-        spec["tolerations"] = json!([{"key": "dedicated", "operator": "Equal", "value": "ci", "effect": "NoSchedule"}]);
-        spec
-    };
     let out = validate_in("ci", compliant("ci-dirty"), None, Some(&nodes));
     assert!(
         out.message
@@ -347,10 +332,7 @@ fn a_node_that_cannot_be_looked_up_makes_an_enforce_decision_undecidable() {
 
 #[test]
 fn an_update_keeping_the_node_does_not_look_it_up_again() {
-    let mut spec = bound("ghost");
-    spec["nodeSelector"] = json!({"node-pool": "ci"});
-    spec["tolerations"] = json!([{"key": "dedicated", "operator": "Equal", "value": "ci", "effect": "NoSchedule"}]);
-    let out = validate_in("ci", spec.clone(), Some(spec), Some(&Down));
+    let out = validate_in("ci", compliant("ghost"), Some(compliant("ghost")), Some(&Down));
     assert_eq!(out.decision, Decision::Noop, "bound earlier: {out:?}");
 }
 

@@ -9,8 +9,13 @@ use serde_json::{Value, json};
 use super::affinity::{requirement_implies, unsatisfiable};
 use super::*;
 use crate::config::{Config, Group, Mode, OnConflict};
+use crate::support::scheduler::{TestNode, term_matches, terms_match};
 
-fn pod(spec: Value) -> Value {
+/// A pod of one container ([`containers`]) with the fields of `spec`.
+fn pod(mut spec: Value) -> Value {
+    if spec.get("containers").is_none() {
+        spec["containers"] = containers();
+    }
     json!({
         "apiVersion": "v1",
         "kind": "Pod",
@@ -74,7 +79,7 @@ const SELECTOR_GROUP: &str = "nodeSelector: {node-pool: ci, kubernetes.io/os: li
 
 #[test]
 fn node_selector_is_added_whole_to_a_pod_without_one() {
-    let (p, patched) = plan_apply(&pod(json!({"containers": containers()})), &group(SELECTOR_GROUP));
+    let (p, patched) = plan_apply(&pod(json!({})), &group(SELECTOR_GROUP));
     assert_eq!(
         ops(&p),
         json!([{"op": "add", "path": "/spec/nodeSelector", "value": {"kubernetes.io/os": "linux", "node-pool": "ci"}}])
@@ -84,10 +89,7 @@ fn node_selector_is_added_whole_to_a_pod_without_one() {
 
 #[test]
 fn node_selector_keys_are_added_beside_unrelated_ones_with_escaped_pointers() {
-    let (p, patched) = plan_apply(
-        &pod(json!({"containers": containers(), "nodeSelector": {"disk": "ssd"}})),
-        &group(SELECTOR_GROUP),
-    );
+    let (p, patched) = plan_apply(&pod(json!({"nodeSelector": {"disk": "ssd"}})), &group(SELECTOR_GROUP));
     assert_eq!(
         ops(&p),
         json!([
@@ -104,7 +106,7 @@ fn node_selector_keys_are_added_beside_unrelated_ones_with_escaped_pointers() {
 #[test]
 fn node_selector_with_some_of_the_groups_keys_gets_only_the_missing_ones() {
     let (p, _) = plan_apply(
-        &pod(json!({"containers": containers(), "nodeSelector": {"node-pool": "ci"}})),
+        &pod(json!({"nodeSelector": {"node-pool": "ci"}})),
         &group(SELECTOR_GROUP),
     );
     assert_eq!(
@@ -118,10 +120,7 @@ fn node_selector_with_all_of_the_groups_keys_needs_nothing() {
     for extra in [json!({}), json!({"disk": "ssd"})] {
         let mut sel = json!({"node-pool": "ci", "kubernetes.io/os": "linux"});
         sel.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
-        let (p, _) = plan_apply(
-            &pod(json!({"containers": containers(), "nodeSelector": sel})),
-            &group(SELECTOR_GROUP),
-        );
+        let (p, _) = plan_apply(&pod(json!({"nodeSelector": sel})), &group(SELECTOR_GROUP));
         assert!(p.changes.is_empty() && p.conflicts.is_empty(), "{p:?}");
     }
 }
@@ -130,7 +129,7 @@ fn node_selector_with_all_of_the_groups_keys_needs_nothing() {
 fn pointer_tokens_escape_slash_and_tilde() {
     let mut g = Group::default();
     g.node_selector.insert("example.com/a~b".to_owned(), "x".to_owned());
-    let (p, patched) = plan_apply(&pod(json!({"containers": containers(), "nodeSelector": {}})), &g);
+    let (p, patched) = plan_apply(&pod(json!({"nodeSelector": {}})), &g);
     assert_eq!(
         p.patch().0[0].path().to_string(),
         "/spec/nodeSelector/example.com~1a~0b"
@@ -153,7 +152,7 @@ fn tolerations_of(v: &Value) -> Vec<Value> {
 
 #[test]
 fn tolerations_are_added_as_a_list_when_the_pod_has_none() {
-    let (p, patched) = plan_apply(&pod(json!({"containers": containers()})), &group(TOLERATION_GROUP));
+    let (p, patched) = plan_apply(&pod(json!({})), &group(TOLERATION_GROUP));
     assert_eq!(p.changes.len(), 1);
     assert_eq!(ops(&p)[0]["path"], "/spec/tolerations");
     assert!(ops(&p)[0]["value"].is_array(), "tolerations must be added as an array");
@@ -163,10 +162,7 @@ fn tolerations_are_added_as_a_list_when_the_pod_has_none() {
 #[test]
 fn tolerations_are_appended_to_unrelated_ones() {
     let existing = json!([{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}]);
-    let (p, patched) = plan_apply(
-        &pod(json!({"containers": containers(), "tolerations": existing})),
-        &group(TOLERATION_GROUP),
-    );
+    let (p, patched) = plan_apply(&pod(json!({"tolerations": existing})), &group(TOLERATION_GROUP));
     assert_eq!(p.changes.len(), 2);
     assert!(
         ops(&p)
@@ -181,10 +177,7 @@ fn tolerations_are_appended_to_unrelated_ones() {
 #[test]
 fn tolerations_partly_present_get_only_the_missing_one() {
     let existing = json!([{"key": "dedicated", "value": "ci", "effect": "NoSchedule"}]);
-    let (p, patched) = plan_apply(
-        &pod(json!({"containers": containers(), "tolerations": existing})),
-        &group(TOLERATION_GROUP),
-    );
+    let (p, patched) = plan_apply(&pod(json!({"tolerations": existing})), &group(TOLERATION_GROUP));
     assert_eq!(
         ops(&p),
         json!([{"op": "add", "path": "/spec/tolerations/-", "value": {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}}])
@@ -203,10 +196,7 @@ fn tolerations_all_present_or_with_extras_need_nothing() {
         .unwrap()
         .push(json!({"key": "spot", "operator": "Exists"}));
     for t in [all, extras] {
-        let (p, _) = plan_apply(
-            &pod(json!({"containers": containers(), "tolerations": t})),
-            &group(TOLERATION_GROUP),
-        );
+        let (p, _) = plan_apply(&pod(json!({"tolerations": t})), &group(TOLERATION_GROUP));
         assert!(p.changes.is_empty(), "{p:?}");
     }
 }
@@ -221,16 +211,13 @@ fn equivalent_toleration_spellings_are_not_duplicated() {
         json!([{"operator": "Exists", "effect": "NoSchedule"}]),
     ];
     for t in spellings {
-        let (p, _) = plan_apply(
-            &pod(json!({"containers": containers(), "tolerations": t.clone()})),
-            &group(TOLERATION_GROUP),
-        );
+        let (p, _) = plan_apply(&pod(json!({"tolerations": t.clone()})), &group(TOLERATION_GROUP));
         assert!(p.changes.is_empty(), "{t} should already tolerate the group: {p:?}");
     }
     // Not a superset: wrong value, narrower effect.
     let (p, _) = plan_apply(
         &pod(
-            json!({"containers": containers(), "tolerations": [{"key": "dedicated", "value": "gpu"}, {"operator": "Exists", "effect": "NoExecute"}]}),
+            json!({"tolerations": [{"key": "dedicated", "value": "gpu"}, {"operator": "Exists", "effect": "NoExecute"}]}),
         ),
         &group(TOLERATION_GROUP),
     );
@@ -239,10 +226,7 @@ fn equivalent_toleration_spellings_are_not_duplicated() {
 
 #[test]
 fn group_toleration_with_omitted_operator_is_added_normalized() {
-    let (p, _) = plan_apply(
-        &pod(json!({"containers": containers()})),
-        &group("tolerations: [{key: dedicated, value: ci}]"),
-    );
+    let (p, _) = plan_apply(&pod(json!({})), &group("tolerations: [{key: dedicated, value: ci}]"));
     assert_eq!(
         ops(&p)[0]["value"],
         json!([{"key": "dedicated", "operator": "Equal", "value": "ci"}])
@@ -250,44 +234,6 @@ fn group_toleration_with_omitted_operator_is_added_normalized() {
 }
 
 // ---- node affinity, checked semantically ------------------------------------
-
-/// A node of the universe: its name (for `matchFields` on `metadata.name`) and labels.
-struct TestNode {
-    name: &'static str,
-    labels: BTreeMap<&'static str, &'static str>,
-}
-
-fn req_matches(have: Option<&str>, r: &k8s_openapi::api::core::v1::NodeSelectorRequirement) -> bool {
-    let vals: Vec<&str> = r.values.iter().flatten().map(String::as_str).collect();
-    let int = |s: &str| s.parse::<i64>().ok();
-    match r.operator.as_str() {
-        "In" => have.is_some_and(|h| vals.contains(&h)),
-        "NotIn" => have.is_none_or(|h| !vals.contains(&h)),
-        "Exists" => have.is_some(),
-        "DoesNotExist" => have.is_none(),
-        "Gt" => matches!((have.and_then(int), vals.first().and_then(|v| int(v))), (Some(a), Some(b)) if a > b),
-        "Lt" => matches!((have.and_then(int), vals.first().and_then(|v| int(v))), (Some(a), Some(b)) if a < b),
-        _ => false,
-    }
-}
-
-/// The scheduler's reading: the term's requirements (expressions on labels, fields
-/// on `metadata.name`) all hold — and a term without requirements matches no node.
-fn term_matches(node: &TestNode, t: &NodeSelectorTerm) -> bool {
-    let expressions = t.match_expressions.as_deref().unwrap_or_default();
-    let fields = t.match_fields.as_deref().unwrap_or_default();
-    (!expressions.is_empty() || !fields.is_empty())
-        && expressions
-            .iter()
-            .all(|r| req_matches(node.labels.get(r.key.as_str()).copied(), r))
-        && fields
-            .iter()
-            .all(|r| r.key == "metadata.name" && req_matches(Some(node.name), r))
-}
-
-fn terms_match(node: &TestNode, terms: &[NodeSelectorTerm]) -> bool {
-    terms.iter().any(|t| term_matches(node, t))
-}
 
 fn required_terms(v: &Value) -> Option<Vec<NodeSelectorTerm>> {
     let terms =
@@ -328,7 +274,7 @@ fn fields_json(names: &[&str]) -> Value {
 }
 
 fn with_required(terms: &[Value]) -> Value {
-    json!({"containers": containers(), "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}})
+    json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}})
 }
 
 fn required_group(terms: &[Value]) -> Group {
@@ -340,7 +286,7 @@ fn required_group(terms: &[Value]) -> Group {
 /// checks, node by node, that the result matches exactly where pod AND group match.
 fn assert_pod_and_group(pod_terms: &[Value], group_terms: &[Value]) -> Option<Vec<NodeSelectorTerm>> {
     let spec = if pod_terms.is_empty() {
-        json!({"containers": containers()})
+        json!({})
     } else {
         with_required(pod_terms)
     };
@@ -519,7 +465,7 @@ fn verify_reads_empty_terms_as_the_planner_does() {
 
 #[test]
 fn requirements_already_implied_by_the_pod_are_not_repeated() {
-    let spec = json!({"containers": containers(), "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term_json(&[("pool", "In", &["ci"])])]}}}});
+    let spec = json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term_json(&[("pool", "In", &["ci"])])]}}}});
     let (p, _) = plan_apply(
         &pod(spec),
         &group(
@@ -551,7 +497,7 @@ fn preferred_and_pod_affinity_terms_are_appended_once() {
         "nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "preference": term_json(&[("disk", "In", &["ssd"])])}]},
         "podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1, "podAffinityTerm": {"topologyKey": "zone"}}]},
     });
-    let (p, patched) = plan_apply(&pod(json!({"containers": containers(), "affinity": existing})), &g);
+    let (p, patched) = plan_apply(&pod(json!({"affinity": existing})), &g);
     let paths: Vec<String> = p.patch().0.iter().map(|o| o.path().to_string()).collect();
     assert_eq!(
         paths,
@@ -566,7 +512,7 @@ fn preferred_and_pod_affinity_terms_are_appended_once() {
         .unwrap();
     assert_eq!(prefs.len(), 2);
     // A pod without affinity gets the group's whole affinity in one operation.
-    let (p, patched) = plan_apply(&pod(json!({"containers": containers()})), &g);
+    let (p, patched) = plan_apply(&pod(json!({})), &g);
     assert_eq!(ops(&p)[0]["path"], "/spec/affinity");
     assert_eq!(
         patched["spec"]["affinity"],
@@ -582,7 +528,7 @@ fn with_policy(yaml: &str, policy: &str) -> Group {
 
 #[test]
 fn conflicting_node_selector_follows_the_conflict_policy() {
-    let p0 = pod(json!({"containers": containers(), "nodeSelector": {"node-pool": "gpu"}}));
+    let p0 = pod(json!({"nodeSelector": {"node-pool": "gpu"}}));
     let (p, patched) = plan_apply(&p0, &with_policy("nodeSelector: {node-pool: ci}", "reject"));
     assert!(p.rejected() && p.changes.is_empty());
     assert_eq!(
@@ -609,7 +555,7 @@ fn conflicting_node_selector_follows_the_conflict_policy() {
 fn disjoint_required_affinity_follows_the_conflict_policy() {
     let yaml = "affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: pool, operator: In, values: [ci]}]}]}}}";
     let p0 = pod(
-        json!({"containers": containers(), "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term_json(&[("pool", "In", &["gpu"]), ("zone", "In", &["a"])])]}}}}),
+        json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term_json(&[("pool", "In", &["gpu"]), ("zone", "In", &["a"])])]}}}}),
     );
     let (p, _) = plan_apply(&p0, &with_policy(yaml, "reject"));
     assert!(p.rejected());
@@ -638,7 +584,7 @@ fn disjoint_required_affinity_follows_the_conflict_policy() {
 fn a_term_that_conflicts_with_only_some_group_terms_keeps_the_others() {
     let g: Group = serde_json::from_value(json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term_json(&[("pool", "In", &["ci"])]), term_json(&[("pool", "In", &["gpu"])])]}}}})).unwrap();
     let p0 = pod(
-        json!({"containers": containers(), "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term_json(&[("pool", "In", &["gpu"])])]}}}}),
+        json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term_json(&[("pool", "In", &["gpu"])])]}}}}),
     );
     let (p, _) = plan_apply(&p0, &g);
     assert!(
@@ -748,7 +694,7 @@ fn mirror_pod(node_name: &str) -> Value {
 }
 
 fn plain_pod() -> Value {
-    pod(json!({"containers": containers()}))
+    pod(json!({}))
 }
 
 #[test]
@@ -809,7 +755,7 @@ fn warn_mode_admits_untouched_and_warns_in_at_most_120_chars() {
 #[test]
 fn conflicts_deny_in_enforce_and_would_deny_otherwise() {
     let c = config("");
-    let gpu = pod(json!({"containers": containers(), "nodeSelector": {"node-pool": "gpu"}}));
+    let gpu = pod(json!({"nodeSelector": {"node-pool": "gpu"}}));
     let out = decide(&c, "a", &[("pod-director/group", "ci")], &gpu);
     assert_eq!((out.decision, out.allowed()), (Decision::Denied, false));
     assert!(
@@ -828,7 +774,7 @@ fn conflicts_deny_in_enforce_and_would_deny_otherwise() {
 fn compliant_pods_are_noops() {
     let c = config("");
     let p = pod(
-        json!({"containers": containers(), "nodeSelector": {"node-pool": "ci"}, "tolerations": [{"key": "dedicated", "value": "ci", "effect": "NoSchedule"}]}),
+        json!({"nodeSelector": {"node-pool": "ci"}, "tolerations": [{"key": "dedicated", "value": "ci", "effect": "NoSchedule"}]}),
     );
     let out = decide(&c, "a", &[("pod-director/group", "ci")], &p);
     assert_eq!(out.decision, Decision::Noop);
@@ -1016,7 +962,9 @@ fn daemonset_pods_are_planned_when_the_deprecated_skip_is_turned_off() {
     assert_eq!(out.decision, Decision::Patched);
 }
 
+/// A DaemonSet's pod template, of [`pod`]'s spec for `spec`.
 fn daemon_set_template(spec: Value) -> Pod {
+    let spec = pod(spec)["spec"].clone();
     template_pod(
         &serde_json::from_value(json!({"metadata": {"labels": {"app": "agent"}}, "spec": spec}))
             .expect("a pod template"),
@@ -1028,7 +976,7 @@ fn a_daemonset_of_a_group_without_allow_daemonsets_gets_its_pods_placement_under
     let c = config("");
     let l = labels(&[("pod-director/group", "ci")]);
     let ns = Namespace { name: "a", labels: &l };
-    let template = daemon_set_template(json!({"containers": containers()}));
+    let template = daemon_set_template(json!({}));
     let as_pod = mutate(&c, &ns, &template, &tenant());
     let out = mutate_daemon_set(&c, &ns, &template, None, &tenant());
     assert_eq!(out.decision, Decision::Patched);
@@ -1079,7 +1027,7 @@ fn a_daemonset_of_a_group_with_allow_daemonsets_is_left_alone() {
     let c = config("");
     let l = labels(&[("pod-director/group", "agents")]);
     let ns = Namespace { name: "a", labels: &l };
-    let template = daemon_set_template(json!({"containers": containers()}));
+    let template = daemon_set_template(json!({}));
     for out in [
         mutate_daemon_set(&c, &ns, &template, None, &tenant()),
         validate_daemon_set(&c, &ns, &template, None, &tenant()),
@@ -1100,9 +1048,9 @@ fn a_daemonset_update_reapplies_the_placement_and_denies_only_conflicts_it_intro
     .config;
     let l = labels(&[("pod-director/group", "ci")]);
     let ns = Namespace { name: "a", labels: &l };
-    let placed = daemon_set_template(json!({"containers": containers(), "nodeSelector": {"node-pool": "ci"}}));
-    let stripped = daemon_set_template(json!({"containers": containers()}));
-    let gpu = daemon_set_template(json!({"containers": containers(), "nodeSelector": {"node-pool": "gpu"}}));
+    let placed = daemon_set_template(json!({"nodeSelector": {"node-pool": "ci"}}));
+    let stripped = daemon_set_template(json!({}));
+    let gpu = daemon_set_template(json!({"nodeSelector": {"node-pool": "gpu"}}));
     // A tenant drops the placement: /mutate puts it back, /validate would have denied.
     let out = mutate_daemon_set(&c, &ns, &stripped, Some(&placed), &tenant());
     assert_eq!(out.decision, Decision::Patched);
@@ -1213,9 +1161,9 @@ fn validate_on_update_denies_only_what_the_update_introduces() {
     );
 
     let compliant = pod(
-        json!({"containers": containers(), "nodeSelector": {"node-pool": "ci"}, "tolerations": [{"key": "dedicated", "value": "ci", "effect": "NoSchedule"}]}),
+        json!({"nodeSelector": {"node-pool": "ci"}, "tolerations": [{"key": "dedicated", "value": "ci", "effect": "NoSchedule"}]}),
     );
-    let stripped = pod(json!({"containers": containers(), "nodeSelector": {"node-pool": "ci"}, "tolerations": []}));
+    let stripped = pod(json!({"nodeSelector": {"node-pool": "ci"}, "tolerations": []}));
     let out = validate(
         &c,
         &ns,
@@ -1229,7 +1177,7 @@ fn validate_on_update_denies_only_what_the_update_introduces() {
 
 #[test]
 fn validate_respects_ignore_but_not_reject_conflicts() {
-    let p = pod(json!({"containers": containers(), "nodeSelector": {"node-pool": "gpu"}}));
+    let p = pod(json!({"nodeSelector": {"node-pool": "gpu"}}));
     let reject = with_policy("nodeSelector: {node-pool: ci}", "reject");
     let ignore = with_policy("nodeSelector: {node-pool: ci}", "ignore");
     assert_eq!(verify(&typed(&p), &reject).len(), 1);
@@ -1245,7 +1193,7 @@ fn enforce_warns_when_a_conflict_is_overridden() {
     )
     .unwrap()
     .config;
-    let p = pod(json!({"containers": containers(), "nodeSelector": {"node-pool": "gpu"}}));
+    let p = pod(json!({"nodeSelector": {"node-pool": "gpu"}}));
     let out = decide(&c, "a", &[("pod-director/group", "ci")], &p);
     assert_eq!(out.decision, Decision::Patched);
     assert_eq!(out.conflicts.len(), 1);

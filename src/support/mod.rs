@@ -1,16 +1,55 @@
 //! Test and benchmark support: shared by the unit tests, `tests/`, `benches/` and `e2e/`,
 //! never used by pod-director itself, and not part of its API (hidden from the docs).
-//! `mod.rs`: the log capture; `floor.rs`: the load harness's no-work floor server.
+//! `mod.rs`: the log capture, the `/metrics` sample reader and an admission path on a test config; `floor.rs`: the load harness's no-work floor server;
+//! `mounted.rs`: kubelet-style mounted directories; `scheduler.rs`: the scheduler's reading of required node affinity, an oracle for the engine.
 
 mod floor;
+mod mounted;
+pub mod scheduler;
 
 pub use floor::{CannedServer, start_canned};
+pub use mounted::MountedDir;
 
 use std::io;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
 
 use serde_json::Value;
 use tracing_subscriber::fmt::MakeWriter;
+
+use crate::admission::Admission;
+use crate::config::Config;
+use crate::metrics::Metrics;
+use crate::namespaces::StaticNamespaces;
+
+/// The admission path on the configuration `config_yaml` (a test's, valid), its
+/// namespaces labelled for their groups (`(namespace, group)`), and its metrics.
+pub fn admission(config_yaml: &str, namespaces: &[(&str, &str)]) -> (Admission, Arc<Metrics>) {
+    let loaded = Config::from_yaml(config_yaml, "test", Vec::new()).unwrap_or_else(|e| panic!("test config: {e}"));
+    let source = StaticNamespaces::new();
+    for (name, group) in namespaces {
+        source.insert(name, [("pod-director/group".to_owned(), (*group).to_owned())].into());
+    }
+    let metrics = Arc::new(Metrics::new());
+    let admission = Admission::new(
+        Arc::new(ArcSwap::from_pointee(loaded)),
+        Arc::new(source),
+        metrics.clone(),
+        Duration::from_secs(5),
+    );
+    (admission, metrics)
+}
+
+/// The value of the first sample of a `/metrics` text whose line starts with
+/// `line_start` (e.g. `pod_director_config_reloads_total{result="error"}`).
+pub fn metric_value(text: &str, line_start: &str) -> Option<f64> {
+    text.lines()
+        .find(|line| line.starts_with(line_start))
+        .and_then(|line| line.rsplit(' ').next())
+        .and_then(|value| value.parse().ok())
+}
 
 /// A log output that keeps every byte written to it, for a subscriber under test
 /// (`JsonLayer::new(capture.clone())`, `fmt().with_writer(capture.clone())`).

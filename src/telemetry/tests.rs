@@ -16,11 +16,19 @@ fn lines(buffer: &Buffer) -> Vec<Value> {
         .collect()
 }
 
+/// What the JSON log layer writes while `emit` runs, behind the `RUST_LOG` filter `filter` when given.
+fn logged(filter: Option<&str>, emit: impl FnOnce()) -> Buffer {
+    let buffer = Buffer::default();
+    let subscriber = tracing_subscriber::registry()
+        .with(filter.map(|f| env_filter(Some(f)).expect("valid")))
+        .with(JsonLayer::new(buffer.clone()));
+    tracing::subscriber::with_default(subscriber, emit);
+    buffer
+}
+
 #[test]
 fn json_lines_flatten_span_fields_and_keep_json_fields_as_json() {
-    let buffer = Buffer::default();
-    let subscriber = tracing_subscriber::registry().with(JsonLayer::new(buffer.clone()));
-    tracing::subscriber::with_default(subscriber, || {
+    let buffer = logged(None, || {
         let span = tracing::info_span!(
             "admission",
             otel.name = "admission",
@@ -63,9 +71,7 @@ fn json_lines_flatten_span_fields_and_keep_json_fields_as_json() {
 
 #[test]
 fn a_json_field_that_is_not_json_stays_a_string() {
-    let buffer = Buffer::default();
-    let subscriber = tracing_subscriber::registry().with(JsonLayer::new(buffer.clone()));
-    tracing::subscriber::with_default(subscriber, || {
+    let buffer = logged(None, || {
         tracing::info!(placement.patch.json = "not json", "x");
     });
     assert_eq!(lines(&buffer)[0]["placement.patch.json"], "not json");
@@ -73,9 +79,7 @@ fn a_json_field_that_is_not_json_stays_a_string() {
 
 #[test]
 fn json_text_with_line_breaks_stays_on_one_line() {
-    let buffer = Buffer::default();
-    let subscriber = tracing_subscriber::registry().with(JsonLayer::new(buffer.clone()));
-    tracing::subscriber::with_default(subscriber, || {
+    let buffer = logged(None, || {
         tracing::info!(placement.patch.json = "[\n  {\"op\": \"add\"}\r\n]", note = "a\nb", "x");
     });
     let lines = lines(&buffer);
@@ -86,9 +90,7 @@ fn json_text_with_line_breaks_stays_on_one_line() {
 
 #[test]
 fn later_fields_replace_earlier_ones_in_place() {
-    let buffer = Buffer::default();
-    let subscriber = tracing_subscriber::registry().with(JsonLayer::new(buffer.clone()));
-    tracing::subscriber::with_default(subscriber, || {
+    let buffer = logged(None, || {
         let outer = tracing::info_span!("outer", a = "outer", b = 1_u64);
         let _outer = outer.enter();
         let inner = tracing::info_span!("inner", a = "inner", c = f64::NAN);
@@ -132,12 +134,7 @@ fn otlp_is_disabled_without_an_endpoint() {
 
 #[test]
 fn rust_log_warn_quiets_everything_but_the_decisions() {
-    let buffer = Buffer::default();
-    let filter = env_filter(Some("warn")).expect("valid");
-    let subscriber = tracing_subscriber::registry()
-        .with(filter)
-        .with(JsonLayer::new(buffer.clone()));
-    tracing::subscriber::with_default(subscriber, || {
+    let buffer = logged(Some("warn"), || {
         let span = tracing::info_span!(target: DECISION_TARGET, "admission", webhook = "mutate");
         span.in_scope(|| {
             tracing::info!("chatter");
@@ -152,12 +149,7 @@ fn rust_log_warn_quiets_everything_but_the_decisions() {
 
 #[test]
 fn rust_log_can_still_silence_the_decisions() {
-    let buffer = Buffer::default();
-    let filter = env_filter(Some("warn,pod_director::decision=off")).expect("valid");
-    let subscriber = tracing_subscriber::registry()
-        .with(filter)
-        .with(JsonLayer::new(buffer.clone()));
-    tracing::subscriber::with_default(subscriber, || {
+    let buffer = logged(Some("warn,pod_director::decision=off"), || {
         tracing::info!(target: DECISION_TARGET, "admission decision");
     });
     assert!(lines(&buffer).is_empty());

@@ -269,11 +269,3 @@ impl Drop for ServeProcess {
         let _ = self.child.wait();
     }
 }
-
-/// A metric's value in an exposition.
-pub fn metric_value(text: &str, line_start: &str) -> Option<f64> {
-    text.lines()
-        .find(|line| line.starts_with(line_start))
-        .and_then(|line| line.rsplit(' ').next())
-        .and_then(|value| value.parse().ok())
-}

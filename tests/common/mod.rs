@@ -6,7 +6,6 @@
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,49 +17,9 @@ pub use pki::Pki;
 use base64::Engine as _;
 use pod_director::namespaces::{NamespaceSource, StaticNamespaces};
 use pod_director::server::{RunningServer, Settings, Timeouts, TlsFiles};
+pub use pod_director::support::MountedDir;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-
-/// A directory laid out like a kubelet ConfigMap/Secret volume:
-/// `name -> ..data/name`, `..data -> ..<generation>/`; updates swap `..data` atomically.
-pub struct MountedDir {
-    pub dir: PathBuf,
-    generation: usize,
-}
-
-impl MountedDir {
-    pub fn new(dir: &Path, files: &[(&str, &[u8])]) -> Self {
-        std::fs::create_dir_all(dir).expect("mount dir");
-        let mut mounted = Self {
-            dir: dir.to_owned(),
-            generation: 0,
-        };
-        mounted.update(files);
-        for (name, _) in files {
-            std::os::unix::fs::symlink(Path::new("..data").join(name), dir.join(name)).expect("file symlink");
-        }
-        mounted
-    }
-
-    pub fn path(&self, name: &str) -> PathBuf {
-        self.dir.join(name)
-    }
-
-    /// Writes a new generation and swaps `..data` to it in one rename.
-    pub fn update(&mut self, files: &[(&str, &[u8])]) {
-        self.generation += 1;
-        let generation = format!("..2026_11_29_10_00_{:02}.{}", self.generation, self.generation);
-        let target = self.dir.join(&generation);
-        std::fs::create_dir_all(&target).expect("generation dir");
-        for (name, content) in files {
-            std::fs::write(target.join(name), content).expect("write file");
-        }
-        let tmp = self.dir.join("..data_tmp");
-        let _ = std::fs::remove_file(&tmp);
-        std::os::unix::fs::symlink(&generation, &tmp).expect("..data_tmp symlink");
-        std::fs::rename(&tmp, self.dir.join("..data")).expect("atomic ..data swap");
-    }
-}
 
 /// The server running in-process over real TLS, with its client.
 pub struct Harness {
@@ -206,43 +165,14 @@ pub fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
     pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
 }
 
-/// A pod as a ReplicaSet creates it; `spec` entries are merged into a realistic spec.
+/// A pod as a ReplicaSet creates it ([`pod_director::fixtures::replica_set_pod`]), with the
+/// DefaultTolerationSeconds tolerations; `spec` entries are merged into it.
 pub fn pod(namespace: &str, extra_spec: Value) -> Value {
-    let mut pod = json!({
-        "kind": "Pod",
-        "apiVersion": "v1",
-        "metadata": {
-            "generateName": "web-7c9f8d-",
-            "namespace": namespace,
-            "creationTimestamp": null,
-            "labels": {"app": "web", "pod-template-hash": "7c9f8d"},
-            "ownerReferences": [{
-                "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-7c9f8d",
-                "uid": "0f8e3c1a-2b4d-4e6f-8a9b-1c2d3e4f5a6b", "controller": true, "blockOwnerDeletion": true
-            }]
-        },
-        "spec": {
-            "containers": [{
-                "name": "web", "image": "nginx:1.27", "resources": {},
-                "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File",
-                "imagePullPolicy": "IfNotPresent"
-            }],
-            "restartPolicy": "Always",
-            "terminationGracePeriodSeconds": 30,
-            "dnsPolicy": "ClusterFirst",
-            "serviceAccountName": "default",
-            "securityContext": {},
-            "schedulerName": "default-scheduler",
-            "tolerations": [
-                {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
-                {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
-            ],
-            "priority": 0,
-            "enableServiceLinks": true,
-            "preemptionPolicy": "PreemptLowerPriority"
-        },
-        "status": {}
-    });
+    let mut pod = pod_director::fixtures::replica_set_pod(namespace);
+    pod["spec"]["tolerations"] = json!([
+        {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+        {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+    ]);
     if let (Some(spec), Value::Object(extra)) = (pod["spec"].as_object_mut(), extra_spec) {
         for (k, v) in extra {
             if k == "tolerations" {
@@ -264,6 +194,28 @@ pub fn review(uid: &str, operation: &str, object: &Value, old_object: Option<&Va
         Some(old) => review.old(old.clone()).value(),
         None => review.value(),
     }
+}
+
+/// A CREATE review of a plain [`pod`] in `namespace`.
+pub fn pod_create(uid: &str, namespace: &str) -> Value {
+    review(uid, "CREATE", &pod(namespace, json!({})), None)
+}
+
+/// The bytes of a CREATE review of a plain [`pod`] in namespace `ns`.
+pub fn review_bytes(uid: &str) -> Vec<u8> {
+    serde_json::to_vec(&pod_create(uid, "ns")).unwrap_or_default()
+}
+
+/// A whole HTTP/1.1 `POST /mutate` of [`review_bytes`].
+pub fn raw_request(uid: &str) -> Vec<u8> {
+    let body = review_bytes(uid);
+    let mut request = format!(
+        "POST /mutate HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    request.extend_from_slice(&body);
+    request
 }
 
 /// The response's patch, base64-decoded.
@@ -367,10 +319,7 @@ pub async fn metric(harness: &Harness, line_start: &str) -> Option<f64> {
         .text()
         .await
         .ok()?;
-    text.lines()
-        .find(|line| line.starts_with(line_start))
-        .and_then(|line| line.rsplit(' ').next())
-        .and_then(|value| value.parse().ok())
+    pod_director::support::metric_value(&text, line_start)
 }
 
 /// Namespaces that take `delay` to answer, to keep a request in flight.

@@ -4,17 +4,10 @@
 //! metrics text.
 #![allow(dead_code)]
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use arc_swap::ArcSwap;
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::trace::{SpanData, SpanExporter};
-use pod_director::admission::Admission;
-use pod_director::config::Config;
-use pod_director::metrics::Metrics;
-use pod_director::namespaces::StaticNamespaces;
 use pod_director::nodes::{Nodes, StaticNodes};
 use pod_director::placement::{NodeInfo, NodeTaint, Webhook};
 use pod_director::support::LogCapture;
@@ -168,22 +161,8 @@ impl Emitted {
 
 /// Reviews `requests` in order, one after the other.
 pub fn review(requests: Vec<Request>) -> Emitted {
-    let loaded = Config::from_yaml(&config(), "observability test", Vec::new()).expect("the test config is valid");
-    let namespaces = StaticNamespaces::new();
-    for (name, group) in NAMESPACES {
-        namespaces.insert(
-            name,
-            BTreeMap::from([("pod-director/group".to_owned(), (*group).to_owned())]),
-        );
-    }
-    let metrics = Arc::new(Metrics::new());
-    let admission = Admission::new(
-        Arc::new(ArcSwap::from_pointee(loaded)),
-        Arc::new(namespaces),
-        metrics.clone(),
-        Duration::from_secs(5),
-    )
-    .with_nodes(Arc::new(Nodes::new(Arc::new(nodes()))));
+    let (admission, metrics) = pod_director::support::admission(&config(), NAMESPACES);
+    let admission = admission.with_nodes(Arc::new(Nodes::new(Arc::new(nodes()))));
     let exported = Exported::default();
     let captured = LogCapture::default();
     let provider = telemetry::provider_builder()
@@ -216,20 +195,8 @@ pub fn review(requests: Vec<Request>) -> Emitted {
 
 /// A pod CREATE AdmissionReview as kube-apiserver sends it: a ReplicaSet's pod with `spec`.
 pub fn pod_create(uid: &str, namespace: &str, spec: Value) -> Value {
-    let pod = json!({
-        "kind": "Pod",
-        "apiVersion": "v1",
-        "metadata": {
-            "generateName": "web-7c9f8d-",
-            "namespace": namespace,
-            "labels": {"app": "web"},
-            "ownerReferences": [{
-                "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-7c9f8d",
-                "uid": "0f8e3c1a-2b4d-4e6f-8a9b-1c2d3e4f5a6b", "controller": true
-            }]
-        },
-        "spec": spec,
-    });
+    let mut pod = pod_director::fixtures::replica_set_pod(namespace);
+    pod["spec"] = spec;
     common::review(uid, "CREATE", &pod, None)
 }
 
@@ -268,12 +235,9 @@ pub fn namespace_relabel(uid: &str, namespace: &str, to: &str) -> Value {
         json!({"kind": "Namespace", "apiVersion": "v1", "metadata": {"name": namespace,
             "labels": {"kubernetes.io/metadata.name": namespace, "pod-director/group": group}}})
     };
-    let mut body = common::review(uid, "UPDATE", &object(to), Some(&object("strict")));
-    body["request"]["kind"] = json!({"group": "", "version": "v1", "kind": "Namespace"});
-    body["request"]["resource"] = json!({"group": "", "version": "v1", "resource": "namespaces"});
-    body["request"]["requestKind"] = body["request"]["kind"].clone();
-    body["request"]["requestResource"] = body["request"]["resource"].clone();
-    body["request"]["namespace"] = json!(namespace);
-    body["request"]["userInfo"] = json!({"username": "alice", "uid": "a1", "groups": ["system:authenticated"]});
-    body
+    pod_director::fixtures::Review::namespace("UPDATE", object(to))
+        .uid(uid)
+        .old(object("strict"))
+        .user_info(json!({"username": "alice", "uid": "a1", "groups": ["system:authenticated"]}))
+        .value()
 }

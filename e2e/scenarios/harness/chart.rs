@@ -37,38 +37,52 @@ pub fn helm(settings: &Settings) -> PathBuf {
     PathBuf::from(String::from_utf8_lossy(&output.stdout).trim())
 }
 
-/// `helm template` with the suite's values, webhooks calling `url` (e.g.
-/// `https://127.0.0.1:PORT`) and trusting `ca_pem`.
-pub fn render(settings: &Settings, url: &str, ca_pem: &[u8]) -> Rendered {
-    let ca_bundle = base64::engine::general_purpose::STANDARD.encode(ca_pem);
-    let output = Command::new(helm(settings))
+/// `helm template` of the suite's release with its values, the certificate of
+/// an existing Secret (`ca_bundle`, base64), `--set` `sets`, only `templates`.
+fn template(settings: &Settings, ca_bundle: &str, sets: &[String], templates: &[&str]) -> Vec<Value> {
+    let mut command = Command::new(helm(settings));
+    command
         .arg("template")
         .arg(&settings.release)
         .arg(settings.repo.join("chart"))
         .args(["--namespace", &settings.namespace])
         .arg("--values")
         .arg(settings.values_file())
-        .args(["--set", &format!("webhook.url={url}")])
         .args(["--set", "certificates.source=existingSecret"])
         .args(["--set", "certificates.existingSecret.name=pod-director-e2e-tls"])
-        .args(["--set", &format!("certificates.existingSecret.caBundle={ca_bundle}")])
-        .args(["--show-only", "templates/configmap.yaml"])
-        .args(["--show-only", "templates/webhooks.yaml"])
-        .output()
-        .expect("helm runs");
+        .args(["--set", &format!("certificates.existingSecret.caBundle={ca_bundle}")]);
+    for set in sets {
+        command.args(["--set", set]);
+    }
+    for template in templates {
+        command.args(["--show-only", template]);
+    }
+    let output = command.output().expect("helm runs");
     assert!(
         output.status.success(),
         "helm template failed:\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
     let text = String::from_utf8(output.stdout).expect("helm prints UTF-8");
-    let documents: Vec<Value> = serde_saphyr::from_multiple(&text).expect("helm prints YAML documents");
+    serde_saphyr::from_multiple(&text).expect("helm prints YAML documents")
+}
+
+/// `helm template` with the suite's values, webhooks calling `url` (e.g.
+/// `https://127.0.0.1:PORT`) and trusting `ca_pem`.
+pub fn render(settings: &Settings, url: &str, ca_pem: &[u8]) -> Rendered {
+    let ca_bundle = base64::engine::general_purpose::STANDARD.encode(ca_pem);
+    let documents = template(
+        settings,
+        &ca_bundle,
+        &[format!("webhook.url={url}")],
+        &["templates/configmap.yaml", "templates/webhooks.yaml"],
+    );
     let of_kind = |kind: &str| {
         documents
             .iter()
             .find(|d| d["kind"] == kind)
             .cloned()
-            .unwrap_or_else(|| panic!("the chart rendered no {kind}:\n{text}"))
+            .unwrap_or_else(|| panic!("the chart rendered no {kind}: {documents:?}"))
     };
     let config_map = of_kind("ConfigMap");
     let config_yaml = config_map["data"]["config.yaml"]
@@ -90,25 +104,6 @@ pub fn render_rbac(settings: &Settings) -> Vec<Value> {
 }
 
 /// The objects of one chart template for the suite's release.
-pub fn render_template(settings: &Settings, template: &str) -> Vec<Value> {
-    let output = Command::new(helm(settings))
-        .arg("template")
-        .arg(&settings.release)
-        .arg(settings.repo.join("chart"))
-        .args(["--namespace", &settings.namespace])
-        .arg("--values")
-        .arg(settings.values_file())
-        .args(["--set", "certificates.source=existingSecret"])
-        .args(["--set", "certificates.existingSecret.name=pod-director-e2e-tls"])
-        .args(["--set", "certificates.existingSecret.caBundle=Q0EK"])
-        .args(["--show-only", template])
-        .output()
-        .expect("helm runs");
-    assert!(
-        output.status.success(),
-        "helm template failed:\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let text = String::from_utf8(output.stdout).expect("helm prints UTF-8");
-    serde_saphyr::from_multiple(&text).expect("helm prints YAML documents")
+pub fn render_template(settings: &Settings, template_path: &str) -> Vec<Value> {
+    template(settings, "Q0EK", &[], &[template_path])
 }

@@ -479,6 +479,29 @@ impl Env {
             .expect("this scenario needs the local pod-director (Env::start_local)")
     }
 
+    /// Writes the suite's config with `edit` applied as the new generation of the
+    /// local pod-director's mounted file; returns what was written.
+    pub fn edit_config(&mut self, edit: impl FnOnce(&mut Value)) -> Value {
+        let mut config = serde_json::to_value(&self.config).expect("the config serializes");
+        edit(&mut config);
+        // JSON is YAML.
+        self.pod_director().write_config(&config.to_string());
+        config
+    }
+
+    /// Waits until pod-director logged `configuration reloaded` away from `revision`; returns the new one.
+    pub async fn reloaded_from(&self, revision: &str) -> String {
+        let line = k8s::eventually("the configuration reloaded log line", || async {
+            self.logs
+                .messages("configuration reloaded")
+                .await
+                .into_iter()
+                .find(|l| l["config.previous_revision"] == revision)
+        })
+        .await;
+        line["config.revision"].as_str().expect("a revision").to_owned()
+    }
+
     /// The value of a sample of the local pod-director's `/metrics` (the first line
     /// starting with `sample`, e.g. `pod_director_config_reloads_total{result="error"}`).
     pub async fn metric(&self, sample: &str) -> Option<f64> {
@@ -489,10 +512,7 @@ impl Env {
             .text()
             .await
             .ok()?;
-        text.lines()
-            .find(|l| l.starts_with(sample))
-            .and_then(|l| l.rsplit(' ').next())
-            .and_then(|v| v.parse().ok())
+        pod_director::support::metric_value(&text, sample)
     }
 
     /// The chart's two webhook configurations as they are in the cluster now.
@@ -618,23 +638,17 @@ impl Env {
     /// `count`, and after a short settling time (so that extra ones would show).
     pub async fn decisions(&self, namespace: &str, name: &str, webhook: &str, count: usize) -> Vec<Decision> {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        loop {
-            let found: Vec<Decision> = self
-                .logs
-                .decisions()
-                .await
-                .into_iter()
+        let logged = || async {
+            let all = self.logs.decisions().await;
+            all.into_iter()
                 .filter(|d| d.is(namespace, name, webhook))
-                .collect();
+                .collect::<Vec<_>>()
+        };
+        loop {
+            let found = logged().await;
             if found.len() >= count {
                 tokio::time::sleep(Duration::from_millis(300)).await;
-                return self
-                    .logs
-                    .decisions()
-                    .await
-                    .into_iter()
-                    .filter(|d| d.is(namespace, name, webhook))
-                    .collect();
+                return logged().await;
             }
             assert!(
                 tokio::time::Instant::now() < deadline,
@@ -643,6 +657,26 @@ impl Env {
                 self.log_hint()
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Applies RBAC objects (e.g. `render_template` output): cluster-wide roles and
+    /// bindings; Roles and RoleBindings in their namespace, else the release's.
+    pub async fn apply_rbac(&self, objects: Vec<Value>) {
+        use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+        for object in objects {
+            let name = object["metadata"]["name"].as_str().expect("named").to_owned();
+            let namespace = object["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or(&self.settings.namespace);
+            let client = self.client.clone();
+            match object["kind"].as_str() {
+                Some("ClusterRole") => apply(Api::<ClusterRole>::all(client), &name, object).await,
+                Some("ClusterRoleBinding") => apply(Api::<ClusterRoleBinding>::all(client), &name, object).await,
+                Some("Role") => apply(Api::<Role>::namespaced(client, namespace), &name, object).await,
+                Some("RoleBinding") => apply(Api::<RoleBinding>::namespaced(client, namespace), &name, object).await,
+                other => panic!("unexpected RBAC object {other:?}"),
+            }
         }
     }
 
@@ -706,6 +740,18 @@ impl Env {
             })
             .collect()
     }
+}
+
+/// Server-side applies `object` (a `K`) as `name`.
+async fn apply<K>(api: Api<K>, name: &str, object: Value)
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::Serialize + serde::de::DeserializeOwned,
+{
+    let kind = object["kind"].as_str().unwrap_or_default().to_owned();
+    let typed: K = serde_json::from_value(object).unwrap_or_else(|e| panic!("a {kind}: {e}"));
+    api.patch(name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&typed))
+        .await
+        .unwrap_or_else(|e| panic!("{kind} {name} applied: {e}"));
 }
 
 impl Drop for Env {

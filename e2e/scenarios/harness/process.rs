@@ -11,6 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use pod_director::support::MountedDir;
 use serde_json::Value;
 
 use super::logs::Lines;
@@ -50,45 +51,6 @@ pub fn free_local_addr() -> SocketAddr {
         .expect("a free port on 127.0.0.1")
 }
 
-/// A directory laid out like a mounted ConfigMap/Secret: `name -> ..data/name`,
-/// `..data -> ..<generation>`; an update writes a new generation and swaps `..data`
-/// in one rename, as the kubelet does.
-pub struct Mounted {
-    dir: PathBuf,
-    generation: u32,
-}
-
-impl Mounted {
-    pub fn new(dir: PathBuf, files: &[(&str, &[u8])]) -> Self {
-        std::fs::create_dir_all(&dir).expect("mount dir created");
-        let mut mounted = Self { dir, generation: 0 };
-        mounted.update(files);
-        for (name, _) in files {
-            std::os::unix::fs::symlink(Path::new("..data").join(name), mounted.dir.join(name))
-                .expect("file symlink created");
-        }
-        mounted
-    }
-
-    pub fn path(&self, name: &str) -> PathBuf {
-        self.dir.join(name)
-    }
-
-    pub fn update(&mut self, files: &[(&str, &[u8])]) {
-        self.generation += 1;
-        let generation = format!("..generation_{}", self.generation);
-        let target = self.dir.join(&generation);
-        std::fs::create_dir_all(&target).expect("generation dir created");
-        for (name, content) in files {
-            std::fs::write(target.join(name), content).expect("file written");
-        }
-        let tmp = self.dir.join("..data_tmp");
-        let _ = std::fs::remove_file(&tmp);
-        std::os::unix::fs::symlink(&generation, &tmp).expect("..data_tmp symlink");
-        std::fs::rename(&tmp, self.dir.join("..data")).expect("..data swapped");
-    }
-}
-
 /// How to start pod-director.
 pub struct Spawn<'a> {
     pub scenario: &'a str,
@@ -116,8 +78,8 @@ pub struct PodDirector {
     pub probe_addr: SocketAddr,
     pub lines: Lines,
     pub log_file: PathBuf,
-    config: Mounted,
-    tls: Mounted,
+    config: MountedDir,
+    tls: MountedDir,
     reader: Option<JoinHandle<()>>,
     _dir: tempfile::TempDir,
 }
@@ -132,9 +94,9 @@ impl PodDirector {
             .prefix(&format!("{}-", spawn.scenario))
             .tempdir_in(&runs)
             .expect("scenario temp dir");
-        let config = Mounted::new(dir.path().join("config"), &[("config.yaml", spawn.config.as_bytes())]);
-        let tls = Mounted::new(
-            dir.path().join("tls"),
+        let config = MountedDir::new(&dir.path().join("config"), &[("config.yaml", spawn.config.as_bytes())]);
+        let tls = MountedDir::new(
+            &dir.path().join("tls"),
             &[("tls.crt", spawn.cert), ("tls.key", spawn.key)],
         );
         let probe_addr = free_local_addr();
