@@ -25,6 +25,7 @@
 //! failurePolicy, so bad input never blocks pods of a dryRun group (Ignore) and
 //! never slips through an enforce group (Fail).
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -410,45 +411,51 @@ pub(crate) fn render_error(uid: Option<&str>, error: &AdmissionError) -> Admissi
 /// each key with the webhook's name). Values are bounded to [`MAX_ANNOTATION_BYTES`].
 #[cfg(test)]
 pub(crate) fn audit_annotations(outcome: &Outcome, revision: &str) -> std::collections::BTreeMap<&'static str, String> {
-    annotations(outcome, revision, &outcome.patch_text())
+    let patch = outcome.patch_text();
+    annotations(outcome, revision, &patch)
         .into_iter()
+        .map(|(key, value)| (key, value.into_owned()))
         .collect()
 }
 
 /// [`audit_annotations`], given the outcome's [`Outcome::patch_text`], in the order they are written.
-fn annotations(outcome: &Outcome, revision: &str, patch: &str) -> Vec<(&'static str, String)> {
+fn annotations<'a>(outcome: &'a Outcome, revision: &'a str, patch: &'a str) -> Vec<(&'static str, Cow<'a, str>)> {
     let mut annotations = Vec::with_capacity(8);
-    let mut put = |key: &'static str, value: &str| {
-        annotations.push((key, telemetry::truncate_bytes(value, MAX_ANNOTATION_BYTES)));
+    let mut put = |key: &'static str, value: Cow<'a, str>| {
+        let value = match value.len() <= MAX_ANNOTATION_BYTES {
+            true => value,
+            false => Cow::Owned(telemetry::truncate_bytes(&value, MAX_ANNOTATION_BYTES)),
+        };
+        annotations.push((key, value));
     };
-    put("decision", outcome.decision.as_str());
+    put("decision", outcome.decision.as_str().into());
     if let Some(group) = &outcome.group {
-        put("group", group);
+        put("group", group.into());
     }
     if let Some(mode) = outcome.mode {
-        put("mode", mode.as_str());
+        put("mode", mode.as_str().into());
     }
     if let Some(reason) = &outcome.skip_reason {
-        put("skip-reason", &reason.to_string());
+        put("skip-reason", reason.to_string().into());
     }
     if !outcome.summary.is_empty() {
-        put("summary", &outcome.summary);
+        put("summary", outcome.summary.as_str().into());
     }
     if !outcome.patch.0.is_empty() {
-        put("patch", &patch_annotation(outcome, patch));
+        put("patch", patch_annotation(outcome, patch));
     }
     if !outcome.conflicts.is_empty() {
         let conflicts: Vec<String> = outcome.conflicts.iter().map(ToString::to_string).collect();
-        put("conflicts", &conflicts.join("; "));
+        put("conflicts", conflicts.join("; ").into());
     }
-    put("config-revision", revision);
+    put("config-revision", revision.into());
     annotations
 }
 
 /// The patch as compact JSON when it fits, else its size and first paths.
-fn patch_annotation(outcome: &Outcome, patch: &str) -> String {
+fn patch_annotation<'a>(outcome: &Outcome, patch: &'a str) -> Cow<'a, str> {
     if patch.len() <= MAX_ANNOTATION_BYTES {
-        return patch.to_owned();
+        return Cow::Borrowed(patch);
     }
     let ops: Vec<String> = outcome
         .patch
@@ -469,7 +476,11 @@ fn patch_annotation(outcome: &Outcome, patch: &str) -> String {
     } else {
         String::new()
     };
-    format!("{} operations: {}{tail}", outcome.patch.0.len(), ops.join(", "))
+    Cow::Owned(format!(
+        "{} operations: {}{tail}",
+        outcome.patch.0.len(),
+        ops.join(", ")
+    ))
 }
 
 /// Serializes a review for the API server. kube-core writes `response.patch`

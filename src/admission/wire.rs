@@ -298,7 +298,12 @@ impl RequestSeed<'_> {
 /// The review answering a decided request, written straight from the outcome: what
 /// kube-core's `AdmissionResponse` would carry (`status` `{}` when allowed, a 403
 /// `Failure` when denied), the patch as base64, no intermediate response object.
-pub(super) fn decided(uid: &str, outcome: &Outcome, annotations: &[(&str, String)], patch: &str) -> Vec<u8> {
+pub(super) fn decided(
+    uid: &str,
+    outcome: &Outcome,
+    annotations: &[(&str, std::borrow::Cow<'_, str>)],
+    patch: &str,
+) -> Vec<u8> {
     let annotated: usize = annotations.iter().map(|(k, v)| k.len() + v.len() + 8).sum();
     let mut out = Vec::with_capacity(160 + uid.len() + patch.len() * 4 / 3 + annotated);
     out.extend_from_slice(br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"#);
