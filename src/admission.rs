@@ -842,7 +842,8 @@ fn log_decision(
     let violations = (!outcome.violations.is_empty()).then(|| json_strings(&outcome.violations));
     // i64, not usize: tracing-opentelemetry exports u64 fields as strings.
     let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
-    let paths = json_strings(&outcome.patch_paths());
+    let paths: Vec<&str> = outcome.patch.0.iter().map(|op| op.path().as_str()).collect();
+    let paths = serde_json::to_string(&paths).unwrap_or_else(|_| "[]".to_owned());
     let feasible = outcome.feasible_nodes.map(count);
     let error_text = error.map(ToString::to_string);
     OUTCOME_FIELDS.record(
