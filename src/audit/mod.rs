@@ -47,36 +47,22 @@ pub(crate) const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// Most workloads listed per group and finding kind; the others are counted.
 pub(crate) const MAX_FINDINGS: usize = 100;
 
-/// How a running pod or template fares under enforce (`decision` label of the audit gauges).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum AuditDecision {
-    /// Nothing to change.
-    Compliant,
-    /// Enforce would patch its re-creation.
-    WouldPatch,
-    /// Enforce would refuse its re-creation.
-    WouldDeny,
-    /// Not pod-director's business (a skip rule applies).
-    Skipped,
+named_enum! {
+    /// How a running pod or template fares under enforce (`decision` label of the audit gauges).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum AuditDecision {
+        /// Nothing to change.
+        Compliant => "compliant",
+        /// Enforce would patch its re-creation.
+        WouldPatch => "would_patch",
+        /// Enforce would refuse its re-creation.
+        WouldDeny => "would_deny",
+        /// Not pod-director's business (a skip rule applies).
+        Skipped => "skipped",
+    }
 }
 
 impl AuditDecision {
-    pub const ALL: [AuditDecision; 4] = [
-        AuditDecision::Compliant,
-        AuditDecision::WouldPatch,
-        AuditDecision::WouldDeny,
-        AuditDecision::Skipped,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AuditDecision::Compliant => "compliant",
-            AuditDecision::WouldPatch => "would_patch",
-            AuditDecision::WouldDeny => "would_deny",
-            AuditDecision::Skipped => "skipped",
-        }
-    }
-
     /// The engine's decision, whatever the group's mode: what enforce would do.
     fn of(decision: Decision) -> Self {
         match decision {
@@ -86,12 +72,6 @@ impl AuditDecision {
             Decision::Denied | Decision::WouldDeny | Decision::Error => AuditDecision::WouldDeny,
             Decision::Skipped | Decision::UnknownGroup => AuditDecision::Skipped,
         }
-    }
-}
-
-impl fmt::Display for AuditDecision {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 
