@@ -14,7 +14,8 @@
 //! - [`audit`]: is it safe to enforce a group? Running pods and workload templates decided as enforce
 //!   would, a readiness verdict per group (`pod-director audit`, and continuously in `serve`).
 //! - [`cli`]: the command line.
-//! - `support` (hidden): what tests and benchmarks share (log capture, the load floor server); not an API.
+//! - `support` (hidden): what tests and benchmarks share (log capture, the load floor server, in-memory
+//!   namespaces and nodes); not an API.
 //! - `fixtures` (hidden): the AdmissionReview builder of the tests and benches.
 
 /// A fieldless enum whose variants have fixed names (label values, log fields, config values):
