@@ -26,6 +26,7 @@ use kube::api::{Api, PartialObjectMeta};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Client, ResourceExt as _};
+use tokio_util::task::AbortOnDropHandle;
 use tracing::{debug, info, warn};
 
 /// A namespace's labels.
@@ -193,7 +194,8 @@ pub(crate) struct KubeNamespaces {
     api: Api<Namespace>,
     ready: Arc<AtomicBool>,
     lookups: Arc<LiveLookups>,
-    task: Option<tokio::task::JoinHandle<()>>,
+    /// The watch, stopped when the source is dropped.
+    _task: Option<AbortOnDropHandle<()>>,
 }
 
 impl KubeNamespaces {
@@ -236,7 +238,7 @@ impl KubeNamespaces {
             api: Api::all(client),
             ready,
             lookups,
-            task: Some(task),
+            _task: Some(AbortOnDropHandle::new(task)),
         }
     }
 
@@ -248,15 +250,7 @@ impl KubeNamespaces {
             api: Api::all(client),
             ready: Arc::new(AtomicBool::new(true)),
             lookups: Arc::default(),
-            task: None,
-        }
-    }
-}
-
-impl Drop for KubeNamespaces {
-    fn drop(&mut self) {
-        if let Some(task) = &self.task {
-            task.abort();
+            _task: None,
         }
     }
 }

@@ -28,6 +28,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Client;
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt as _, watcher};
+use tokio_util::task::AbortOnDropHandle;
 use tracing::{debug, info, warn};
 
 use crate::config::Config;
@@ -362,7 +363,8 @@ pub struct KubeNodes {
     store: Arc<NodeStore>,
     api: Api<Node>,
     ready: Arc<AtomicBool>,
-    task: Option<tokio::task::JoinHandle<()>>,
+    /// The watch, stopped when the source is dropped.
+    _task: Option<AbortOnDropHandle<()>>,
 }
 
 impl KubeNodes {
@@ -403,7 +405,7 @@ impl KubeNodes {
             store,
             api: Api::all(client),
             ready,
-            task: Some(task),
+            _task: Some(AbortOnDropHandle::new(task)),
         }
     }
 
@@ -414,15 +416,7 @@ impl KubeNodes {
             store,
             api: Api::all(client),
             ready: Arc::new(AtomicBool::new(true)),
-            task: None,
-        }
-    }
-}
-
-impl Drop for KubeNodes {
-    fn drop(&mut self) {
-        if let Some(task) = &self.task {
-            task.abort();
+            _task: None,
         }
     }
 }
