@@ -156,10 +156,6 @@ impl NodeInfo {
             .ok()
             .map(|i| self.labels[i].1.as_ref())
     }
-
-    pub fn labels(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.labels.iter().map(|(k, v)| (k.as_ref(), v.as_ref()))
-    }
 }
 
 /// The terms of an affinity's required node affinity.
@@ -621,7 +617,7 @@ mod tests {
         let info = NodeInfo::from_node(&node);
         assert_eq!(&*info.name, "w1");
         assert_eq!(info.label("pool"), Some("ci"));
-        assert_eq!(info.labels().count(), 1);
+        assert_eq!(info.labels.len(), 1);
         assert_eq!(&*info.taints, &[NodeTaint::new("k", "", "NoExecute")]);
         assert!(info.unschedulable);
     }
