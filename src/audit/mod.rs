@@ -99,13 +99,8 @@ impl Counts {
         }
     }
 
-    pub(crate) fn get(&self, decision: AuditDecision) -> u64 {
-        match decision {
-            AuditDecision::Compliant => self.compliant,
-            AuditDecision::WouldPatch => self.would_patch,
-            AuditDecision::WouldDeny => self.would_deny,
-            AuditDecision::Skipped => self.skipped,
-        }
+    pub(crate) fn get(mut self, decision: AuditDecision) -> u64 {
+        *self.slot(decision)
     }
 
     pub(crate) fn total(&self) -> u64 {
@@ -184,7 +179,7 @@ impl Findings {
 }
 
 /// The audit of one group.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct GroupAudit {
     pub group: String,
     /// The group's mode now (the audit decides as enforce would, whatever it is).
@@ -207,13 +202,7 @@ impl GroupAudit {
         Self {
             group,
             mode,
-            namespaces: 0,
-            pods: Counts::default(),
-            templates: Counts::default(),
-            feasible_nodes: None,
-            would_deny: Findings::default(),
-            no_feasible_node: Findings::default(),
-            verdict: Verdict::default(),
+            ..Self::default()
         }
     }
 
