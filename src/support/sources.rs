@@ -11,25 +11,52 @@ use crate::namespaces::{Labels, LookupError, NamespaceSource};
 use crate::nodes::{NodeLookupError, NodeSource, NodeStore};
 use crate::placement::NodeInfo;
 
-/// Namespaces held in memory.
+/// The "API server" of an in-memory source: what only a live read finds (to exercise the
+/// fallback), whether it answers, and whether the cache has synced.
 #[derive(Debug)]
-pub struct StaticNamespaces {
-    namespaces: RwLock<HashMap<String, Labels>>,
-    /// Namespaces that only a "live read" finds (to exercise the fallback).
-    remote: RwLock<HashMap<String, Labels>>,
+struct Remote<T> {
+    found: RwLock<HashMap<String, T>>,
     unreachable: AtomicBool,
     ready: AtomicBool,
 }
 
-impl Default for StaticNamespaces {
+impl<T> Default for Remote<T> {
     fn default() -> Self {
         Self {
-            namespaces: RwLock::default(),
-            remote: RwLock::default(),
+            found: RwLock::default(),
             unreachable: AtomicBool::new(false),
             ready: AtomicBool::new(true),
         }
     }
+}
+
+impl<T: Clone + Send + 'static> Remote<T> {
+    fn insert(&self, name: String, value: T) {
+        if let Ok(mut map) = self.found.write() {
+            map.insert(name, value);
+        }
+    }
+
+    /// The live read of `name`; `unavailable(name, reason)` when the API server is "down".
+    fn fetch<E: Send + 'static>(
+        &self,
+        name: &str,
+        unavailable: fn(String, String) -> E,
+    ) -> BoxFuture<'static, Result<Option<T>, E>> {
+        let result = if self.unreachable.load(Ordering::SeqCst) {
+            Err(unavailable(name.to_owned(), "the API server is unreachable".to_owned()))
+        } else {
+            Ok(self.found.read().ok().and_then(|m| m.get(name).cloned()))
+        };
+        Box::pin(std::future::ready(result))
+    }
+}
+
+/// Namespaces held in memory.
+#[derive(Debug, Default)]
+pub struct StaticNamespaces {
+    namespaces: RwLock<HashMap<String, Labels>>,
+    remote: Remote<Labels>,
 }
 
 impl StaticNamespaces {
@@ -46,18 +73,16 @@ impl StaticNamespaces {
 
     /// Puts a namespace where only the live read finds it.
     pub fn insert_remote(&self, name: &str, labels: Labels) {
-        if let Ok(mut map) = self.remote.write() {
-            map.insert(name.to_owned(), labels);
-        }
+        self.remote.insert(name.to_owned(), labels);
     }
 
     /// Makes live reads fail, as if the API server were down.
     pub fn set_unreachable(&self, unreachable: bool) {
-        self.unreachable.store(unreachable, Ordering::SeqCst);
+        self.remote.unreachable.store(unreachable, Ordering::SeqCst);
     }
 
     pub fn set_ready(&self, ready: bool) {
-        self.ready.store(ready, Ordering::SeqCst);
+        self.remote.ready.store(ready, Ordering::SeqCst);
     }
 }
 
@@ -67,19 +92,12 @@ impl NamespaceSource for StaticNamespaces {
     }
 
     fn fetch<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<Labels>, LookupError>> {
-        let result = if self.unreachable.load(Ordering::SeqCst) {
-            Err(LookupError::Unavailable {
-                name: name.to_owned(),
-                reason: "the API server is unreachable".to_owned(),
-            })
-        } else {
-            Ok(self.remote.read().ok().and_then(|m| m.get(name).cloned()))
-        };
-        Box::pin(std::future::ready(result))
+        self.remote
+            .fetch(name, |name, reason| LookupError::Unavailable { name, reason })
     }
 
     fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::SeqCst)
+        self.remote.ready.load(Ordering::SeqCst)
     }
 
     fn cached_count(&self) -> usize {
@@ -97,24 +115,10 @@ impl NamespaceSource for StaticNamespaces {
 }
 
 /// Nodes held in memory.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct StaticNodes {
     store: NodeStore,
-    /// Nodes that only a "live read" finds (to exercise the fallback).
-    remote: RwLock<HashMap<String, NodeInfo>>,
-    unreachable: AtomicBool,
-    ready: AtomicBool,
-}
-
-impl Default for StaticNodes {
-    fn default() -> Self {
-        Self {
-            store: NodeStore::new(),
-            remote: RwLock::default(),
-            unreachable: AtomicBool::new(false),
-            ready: AtomicBool::new(true),
-        }
-    }
+    remote: Remote<NodeInfo>,
 }
 
 impl StaticNodes {
@@ -133,18 +137,16 @@ impl StaticNodes {
 
     /// Puts a node where only the live read finds it.
     pub fn insert_remote(&self, node: NodeInfo) {
-        if let Ok(mut map) = self.remote.write() {
-            map.insert(node.name.to_string(), node);
-        }
+        self.remote.insert(node.name.to_string(), node);
     }
 
     /// Makes live reads fail, as if the API server were down.
     pub fn set_unreachable(&self, unreachable: bool) {
-        self.unreachable.store(unreachable, Ordering::SeqCst);
+        self.remote.unreachable.store(unreachable, Ordering::SeqCst);
     }
 
     pub fn set_ready(&self, ready: bool) {
-        self.ready.store(ready, Ordering::SeqCst);
+        self.remote.ready.store(ready, Ordering::SeqCst);
     }
 }
 
@@ -154,18 +156,11 @@ impl NodeSource for StaticNodes {
     }
 
     fn fetch<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<NodeInfo>, NodeLookupError>> {
-        let result = if self.unreachable.load(Ordering::SeqCst) {
-            Err(NodeLookupError::Unavailable {
-                name: name.to_owned(),
-                reason: "the API server is unreachable".to_owned(),
-            })
-        } else {
-            Ok(self.remote.read().ok().and_then(|m| m.get(name).cloned()))
-        };
-        Box::pin(std::future::ready(result))
+        self.remote
+            .fetch(name, |name, reason| NodeLookupError::Unavailable { name, reason })
     }
 
     fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::SeqCst)
+        self.remote.ready.load(Ordering::SeqCst)
     }
 }
