@@ -13,8 +13,9 @@ use std::sync::Arc;
 use criterion::{BenchmarkId, Criterion, criterion_group};
 use pod_director::admission::{self, Subject};
 use pod_director::config::Config;
-use pod_director::nodes::{Nodes, StaticNodes};
+use pod_director::nodes::Nodes;
 use pod_director::placement::{self, Context, Namespace, NodeInfo, NodeView, Placement, feasible};
+use pod_director::support::StaticNodes;
 
 #[path = "support/nodes.rs"]
 mod nodes;

@@ -38,6 +38,7 @@
 //! latency spike to a trace (Prometheus keeps exemplars with
 //! `--enable-feature=exemplar-storage`).
 
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -46,7 +47,7 @@ use prometheus_client::metrics::exemplar::HistogramWithExemplars;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::info::Info;
-use prometheus_client::registry::{Registry, Unit};
+use prometheus_client::registry::{Metric, Registry, Unit};
 
 use crate::config::{Config, Mode, OnConflict};
 use crate::placement::{Decision, Outcome, Resolution, Webhook};
@@ -59,49 +60,32 @@ const LATENCY_BUCKETS: [f64; 14] = [
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
 ];
 
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct DecisionLabels {
-    group: String,
-    mode: String,
-    decision: String,
-    webhook: String,
+/// A label set of `&'static str` values and `String`s, one field per label, in label order.
+macro_rules! label_set {
+    ($($(#[$attr:meta])* $name:ident { $($field:ident: $type:ty),* })*) => {
+        $(
+            $(#[$attr])*
+            #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+            struct $name {
+                $($field: $type),*
+            }
+        )*
+    };
 }
 
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ConflictLabels {
-    group: String,
-    mode: String,
-    resolution: String,
-    webhook: String,
-}
-
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct GroupModeLabels {
-    group: String,
-    mode: String,
-    webhook: String,
-}
-
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct GroupLabels {
-    group: String,
-}
-
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct GroupDecisionLabels {
-    group: String,
-    decision: &'static str,
-}
-
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct WebhookLabels {
-    webhook: String,
-}
-
-/// The exemplar of a latency observation: the decision span's trace.
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct TraceLabels {
-    trace_id: String,
+label_set! {
+    DecisionLabels { group: String, mode: &'static str, decision: &'static str, webhook: &'static str }
+    ConflictLabels { group: String, mode: &'static str, resolution: &'static str, webhook: &'static str }
+    GroupModeLabels { group: String, mode: &'static str, webhook: &'static str }
+    GroupLabels { group: String }
+    GroupDecisionLabels { group: String, decision: &'static str }
+    WebhookLabels { webhook: &'static str }
+    /// The exemplar of a latency observation: the decision span's trace.
+    TraceLabels { trace_id: String }
+    ResultLabels { result: &'static str }
+    VersionLabels { version: &'static str }
+    ReasonLabels { reason: &'static str }
+    TimeoutLabels { timeout: &'static str }
 }
 
 /// The exemplar label naming the trace (Grafana's `exemplarTraceIdDestinations[].name`).
@@ -109,158 +93,76 @@ pub const EXEMPLAR_TRACE_LABEL: &str = "trace_id";
 
 type LatencyHistogram = HistogramWithExemplars<TraceLabels>;
 
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ResultLabels {
-    result: String,
-}
-
-/// What one reconciliation of the webhook configurations ended with (`result` label).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReconcileResult {
-    /// Some namespaceSelector differed from the live configuration's and was patched.
-    Patched,
-    /// Every namespaceSelector already matched.
-    Unchanged,
-    /// The configurations could not be read or patched (retried).
-    Error,
-}
-
-impl ReconcileResult {
-    pub const ALL: [ReconcileResult; 3] = [
-        ReconcileResult::Patched,
-        ReconcileResult::Unchanged,
-        ReconcileResult::Error,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ReconcileResult::Patched => "patched",
-            ReconcileResult::Unchanged => "unchanged",
-            ReconcileResult::Error => "error",
-        }
+named_enum! {
+    /// What one reconciliation of the webhook configurations ended with (`result` label).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum ReconcileResult {
+        /// Some namespaceSelector differed from the live configuration's and was patched.
+        Patched => "patched",
+        /// Every namespaceSelector already matched.
+        Unchanged => "unchanged",
+        /// The configurations could not be read or patched (retried).
+        Error => "error",
     }
 }
 
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct VersionLabels {
-    version: String,
-}
-
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ReasonLabels {
-    reason: &'static str,
-}
-
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct TimeoutLabels {
-    timeout: &'static str,
-}
-
-/// Why a connection was refused at accept (`reason` label).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Rejection {
-    /// The admission port holds `--max-connections` connections.
-    Limit,
-    /// The probe port holds its own maximum.
-    ProbeLimit,
-}
-
-impl Rejection {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Rejection::Limit => "limit",
-            Rejection::ProbeLimit => "probe_limit",
-        }
+named_enum! {
+    /// Why a connection was refused at accept (`reason` label).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Rejection {
+        /// The admission port holds `--max-connections` connections.
+        Limit => "limit",
+        /// The probe port holds its own maximum.
+        ProbeLimit => "probe_limit",
     }
 }
 
-/// Which connection timer closed a connection (`timeout` label).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ConnectionTimeout {
-    /// The TLS handshake did not finish in time.
-    Handshake,
-    /// Connected (and TLS done), but no byte arrived in time.
-    FirstByte,
-    /// A request's head (for HTTP/2, the preface and first request) did not arrive in time.
-    HeaderRead,
-    /// No request for the idle timeout.
-    Idle,
-}
-
-impl ConnectionTimeout {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ConnectionTimeout::Handshake => "handshake",
-            ConnectionTimeout::FirstByte => "first_byte",
-            ConnectionTimeout::HeaderRead => "header_read",
-            ConnectionTimeout::Idle => "idle",
-        }
+named_enum! {
+    /// Which connection timer closed a connection (`timeout` label).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum ConnectionTimeout {
+        /// The TLS handshake did not finish in time.
+        Handshake => "handshake",
+        /// Connected (and TLS done), but no byte arrived in time.
+        FirstByte => "first_byte",
+        /// A request's head (for HTTP/2, the preface and first request) did not arrive in time.
+        HeaderRead => "header_read",
+        /// No request for the idle timeout.
+        Idle => "idle",
     }
 }
 
-/// What a reload attempt ended with (`result` label).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReloadResult {
-    Success,
-    Error,
-}
-
-impl ReloadResult {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ReloadResult::Success => "success",
-            ReloadResult::Error => "error",
-        }
+named_enum! {
+    /// What a reload attempt ended with (`result` label).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum ReloadResult {
+        Success => "success",
+        Error => "error",
     }
 }
 
-/// What one continuous audit scan ended with (`result` label).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ScanResult {
-    Success,
-    /// The scan could not complete (the API server did not answer, RBAC); the gauges keep the last scan.
-    Error,
-}
-
-impl ScanResult {
-    pub const ALL: [ScanResult; 2] = [ScanResult::Success, ScanResult::Error];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ScanResult::Success => "success",
-            ScanResult::Error => "error",
-        }
+named_enum! {
+    /// What one continuous audit scan ended with (`result` label).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum ScanResult {
+        Success => "success",
+        /// The scan could not complete (the API server did not answer, RBAC); the gauges keep the last scan.
+        Error => "error",
     }
 }
 
-/// How a node lookup (`spec.nodeName`) was answered (`result` label).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NodeLookupResult {
-    /// From the Node cache.
-    Cached,
-    /// Not cached; the live GET found it.
-    Fetched,
-    /// Not cached; the live GET says it does not exist.
-    NotFound,
-    /// Not cached; the live GET failed or timed out.
-    Error,
-}
-
-impl NodeLookupResult {
-    pub const ALL: [NodeLookupResult; 4] = [
-        NodeLookupResult::Cached,
-        NodeLookupResult::Fetched,
-        NodeLookupResult::NotFound,
-        NodeLookupResult::Error,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            NodeLookupResult::Cached => "cached",
-            NodeLookupResult::Fetched => "fetched",
-            NodeLookupResult::NotFound => "not_found",
-            NodeLookupResult::Error => "error",
-        }
+named_enum! {
+    /// How a node lookup (`spec.nodeName`) was answered (`result` label).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum NodeLookupResult {
+        /// From the Node cache.
+        Cached => "cached",
+        /// Not cached; the live GET found it.
+        Fetched => "fetched",
+        /// Not cached; the live GET says it does not exist.
+        NotFound => "not_found",
+        /// Not cached; the live GET failed or timed out.
+        Error => "error",
     }
 }
 
@@ -288,7 +190,7 @@ pub struct Metrics {
     group_ready: Family<GroupLabels, Gauge>,
     group_blockers: Family<GroupLabels, Gauge>,
     audit_scans: Family<ResultLabels, Counter>,
-    audit_duration: Gauge<f64, std::sync::atomic::AtomicU64>,
+    audit_duration: Gauge<f64, AtomicU64>,
 }
 
 impl Default for Metrics {
@@ -297,146 +199,150 @@ impl Default for Metrics {
     }
 }
 
+/// Registers `metric` under `pod_director_{name}` and returns it (a handle to the same series).
+fn register<M: Metric + Clone>(registry: &mut Registry, name: &str, help: &str, metric: M) -> M {
+    registry.register(name, help, metric.clone());
+    metric
+}
+
+/// A count as a gauge value.
+fn gauge(count: usize) -> i64 {
+    i64::try_from(count).unwrap_or(i64::MAX)
+}
+
 impl Metrics {
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("pod_director");
-        let decisions = Family::<DecisionLabels, Counter>::default();
-        registry.register(
+        let r = &mut registry;
+        // Registered in this order, which is the exposition's.
+        let decisions = register(
+            r,
             "decisions",
             "Admission decisions by group, mode, decision and webhook",
-            decisions.clone(),
+            Family::default(),
         );
-        let conflicts = Family::<ConflictLabels, Counter>::default();
-        registry.register(
+        let conflicts = register(
+            r,
             "conflicts",
             "Conflicts between a pod's own placement and its group's, by group, mode, resolution and webhook",
-            conflicts.clone(),
+            Family::default(),
         );
         let latency: Family<WebhookLabels, LatencyHistogram, fn() -> LatencyHistogram> =
             Family::new_with_constructor(|| HistogramWithExemplars::new(LATENCY_BUCKETS.into_iter()));
-        registry.register_with_unit(
+        r.register_with_unit(
             "admission_duration",
             "Time from request received to response ready, by webhook",
             Unit::Seconds,
             latency.clone(),
         );
-        let config_reloads = Family::<ResultLabels, Counter>::default();
-        registry.register(
+        let config_reloads = register(
+            r,
             "config_reloads",
             "Configuration reload attempts by result",
-            config_reloads.clone(),
+            Family::default(),
         );
-        let tls_reloads = Family::<ResultLabels, Counter>::default();
-        registry.register(
+        let tls_reloads = register(
+            r,
             "tls_reloads",
             "TLS certificate reload attempts by result",
-            tls_reloads.clone(),
+            Family::default(),
         );
-        let namespace_cache_size = Gauge::default();
-        registry.register(
+        let namespace_cache_size = register(
+            r,
             "namespace_cache_size",
             "Namespaces held in the namespace cache",
-            namespace_cache_size.clone(),
+            Gauge::default(),
         );
-        let orphaned_group_namespaces = Family::<GroupLabels, Gauge>::default();
-        registry.register(
+        let orphaned_group_namespaces = register(
+            r,
             "orphaned_group_namespaces",
             "Namespaces whose group label names a group the configuration does not define, by group",
-            orphaned_group_namespaces.clone(),
+            Family::default(),
         );
-        let webhook_reconciles = Family::<ResultLabels, Counter>::default();
-        registry.register(
+        let webhook_reconciles = register(
+            r,
             "webhook_reconciles",
             "Reconciliations of the webhook configurations' namespaceSelectors with the live configuration, by result",
-            webhook_reconciles.clone(),
+            Family::default(),
         );
-        let node_cache_size = Gauge::default();
-        registry.register(
-            "node_cache_size",
-            "Nodes held in the Node cache",
-            node_cache_size.clone(),
-        );
-        let node_lookups = Family::<ResultLabels, Counter>::default();
-        registry.register(
+        let node_cache_size = register(r, "node_cache_size", "Nodes held in the Node cache", Gauge::default());
+        let node_lookups = register(
+            r,
             "node_lookups",
             "Lookups of the node a pod names in spec.nodeName, by result",
-            node_lookups.clone(),
+            Family::default(),
         );
-        let no_feasible_node = Family::<GroupModeLabels, Counter>::default();
-        registry.register(
+        let no_feasible_node = register(
+            r,
             "no_feasible_node",
             "Decisions whose placed pod matches no node (placement only: resources not counted), by group, mode and webhook",
-            no_feasible_node.clone(),
+            Family::default(),
         );
-        let group_nodes = Family::<GroupLabels, Gauge>::default();
-        registry.register(
+        let group_nodes = register(
+            r,
             "group_nodes",
             "Nodes that satisfy each group's own placement (nodeSelector, required node affinity, tolerated taints, not cordoned)",
-            group_nodes.clone(),
+            Family::default(),
         );
-        let connections_open = Gauge::default();
-        registry.register(
+        let connections_open = register(
+            r,
             "connections_open",
             "Connections open on the admission port (accepted, not yet closed)",
-            connections_open.clone(),
+            Gauge::default(),
         );
-        let connections_rejected = Family::<ReasonLabels, Counter>::default();
-        registry.register(
+        let connections_rejected = register(
+            r,
             "connections_rejected",
             "Connections closed at accept, before the TLS handshake, by reason",
-            connections_rejected.clone(),
+            Family::default(),
         );
-        let connection_timeouts = Family::<TimeoutLabels, Counter>::default();
-        registry.register(
+        let connection_timeouts = register(
+            r,
             "connection_timeouts",
             "Connections closed by a connection timer, by timer",
-            connection_timeouts.clone(),
+            Family::default(),
         );
-        let audit_pods = Family::<GroupDecisionLabels, Gauge>::default();
-        registry.register(
+        let audit_pods = register(
+            r,
             "audit_pods",
             "Running pods of each group by what enforce would decide for their re-creation (latest audit)",
-            audit_pods.clone(),
+            Family::default(),
         );
-        let audit_templates = Family::<GroupDecisionLabels, Gauge>::default();
-        registry.register(
+        let audit_templates = register(
+            r,
             "audit_templates",
             "Workload pod templates of each group by what enforce would decide (latest audit)",
-            audit_templates.clone(),
+            Family::default(),
         );
-        let group_ready = Family::<GroupLabels, Gauge>::default();
-        registry.register(
+        let group_ready = register(
+            r,
             "group_ready",
             "1 when the latest audit found the group ready to enforce (no blocker), else 0",
-            group_ready.clone(),
+            Family::default(),
         );
-        let group_blockers = Family::<GroupLabels, Gauge>::default();
-        registry.register(
+        let group_blockers = register(
+            r,
             "group_blockers",
             "Blockers the latest audit found for enforcing each group",
-            group_blockers.clone(),
+            Family::default(),
         );
-        let audit_scans = Family::<ResultLabels, Counter>::default();
-        registry.register("audit_scans", "Continuous audit scans by result", audit_scans.clone());
-        let audit_duration = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
-        registry.register_with_unit(
+        let audit_scans = register(r, "audit_scans", "Continuous audit scans by result", Family::default());
+        let audit_duration = Gauge::<f64, AtomicU64>::default();
+        r.register_with_unit(
             "audit_duration",
             "Duration of the latest continuous audit scan",
             Unit::Seconds,
             audit_duration.clone(),
         );
-        registry.register(
+        r.register(
             "log_lines_dropped",
             "Log lines dropped because standard output did not keep up",
             crate::telemetry::log_lines_dropped(),
         );
-        registry.register(
-            "build",
-            "pod-director build information",
-            Info::new(VersionLabels {
-                version: env!("CARGO_PKG_VERSION").to_owned(),
-            }),
-        );
+        let version = VersionLabels {
+            version: env!("CARGO_PKG_VERSION"),
+        };
+        r.register("build", "pod-director build information", Info::new(version));
         Self {
             registry,
             decisions,
@@ -471,25 +377,19 @@ impl Metrics {
     /// results. Called at start and after each reload (a group flipped to enforce gets
     /// its enforce series); counters are never reset.
     pub fn initialise(&self, config: &Config) {
-        let decisions = |group: &str, mode: &str, webhook: Webhook, decisions: &[Decision]| {
+        let decisions = |group: &str, mode: &'static str, webhook: Webhook, decisions: &[Decision]| {
             for decision in decisions {
                 let _ = self.decisions.get_or_create(&DecisionLabels {
                     group: group.to_owned(),
-                    mode: mode.to_owned(),
-                    decision: decision.as_str().to_owned(),
-                    webhook: webhook.as_str().to_owned(),
+                    mode,
+                    decision: decision.as_str(),
+                    webhook: webhook.as_str(),
                 });
             }
         };
-        for webhook in [Webhook::Mutate, Webhook::Validate] {
+        for webhook in Webhook::ALL {
             decisions("", "", webhook, &[Decision::Skipped, Decision::Error]);
         }
-        decisions(
-            "",
-            "",
-            Webhook::ValidateNamespace,
-            &[Decision::Skipped, Decision::Error],
-        );
         let guard = config.namespace_guard.mode;
         let guard_denial = if guard == Mode::Enforce {
             Decision::Denied
@@ -499,10 +399,10 @@ impl Metrics {
         decisions("", guard.as_str(), Webhook::ValidateNamespace, &[Decision::Noop]);
         for (name, group) in &config.groups {
             let mode = config.mode_of(group);
-            let of_mode: &[Decision] = if mode == Mode::Enforce {
-                &[Decision::Patched, Decision::Denied, Decision::Noop, Decision::Skipped]
+            let of_mode = if mode == Mode::Enforce {
+                [Decision::Patched, Decision::Denied, Decision::Noop, Decision::Skipped]
             } else {
-                &[
+                [
                     Decision::WouldPatch,
                     Decision::WouldDeny,
                     Decision::Noop,
@@ -510,7 +410,7 @@ impl Metrics {
                 ]
             };
             for webhook in [Webhook::Mutate, Webhook::Validate] {
-                decisions(name, mode.as_str(), webhook, of_mode);
+                decisions(name, mode.as_str(), webhook, &of_mode);
             }
             decisions(
                 name,
@@ -525,35 +425,31 @@ impl Metrics {
             };
             let _ = self.conflicts.get_or_create(&ConflictLabels {
                 group: name.clone(),
-                mode: mode.as_str().to_owned(),
-                resolution: resolution.as_str().to_owned(),
-                webhook: Webhook::Mutate.as_str().to_owned(),
+                mode: mode.as_str(),
+                resolution: resolution.as_str(),
+                webhook: Webhook::Mutate.as_str(),
             });
             let _ = self.no_feasible_node.get_or_create(&GroupModeLabels {
                 group: name.clone(),
-                mode: mode.as_str().to_owned(),
-                webhook: Webhook::Mutate.as_str().to_owned(),
+                mode: mode.as_str(),
+                webhook: Webhook::Mutate.as_str(),
             });
         }
         for webhook in Webhook::ALL {
             let _ = self.latency.get_or_create(&WebhookLabels {
-                webhook: webhook.as_str().to_owned(),
+                webhook: webhook.as_str(),
             });
         }
-        for result in [ReloadResult::Success, ReloadResult::Error] {
+        for result in ReloadResult::ALL {
             let labels = ResultLabels {
-                result: result.as_str().to_owned(),
+                result: result.as_str(),
             };
             let _ = self.config_reloads.get_or_create(&labels);
             let _ = self.tls_reloads.get_or_create(&labels);
         }
-        for result in [
-            ReconcileResult::Patched,
-            ReconcileResult::Unchanged,
-            ReconcileResult::Error,
-        ] {
+        for result in ReconcileResult::ALL {
             let _ = self.webhook_reconciles.get_or_create(&ResultLabels {
-                result: result.as_str().to_owned(),
+                result: result.as_str(),
             });
         }
     }
@@ -567,15 +463,15 @@ impl Metrics {
             // Such a pod has no placement; it may match no node.
             let _ = self.no_feasible_node.get_or_create(&GroupModeLabels {
                 group: group.to_owned(),
-                mode: String::new(),
-                webhook: Webhook::Mutate.as_str().to_owned(),
+                mode: "",
+                webhook: Webhook::Mutate.as_str(),
             });
             for webhook in [Webhook::Mutate, Webhook::Validate] {
                 let _ = self.decisions.get_or_create(&DecisionLabels {
                     group: group.to_owned(),
-                    mode: String::new(),
-                    decision: Decision::UnknownGroup.as_str().to_owned(),
-                    webhook: webhook.as_str().to_owned(),
+                    mode: "",
+                    decision: Decision::UnknownGroup.as_str(),
+                    webhook: webhook.as_str(),
                 });
             }
         }
@@ -591,22 +487,22 @@ impl Metrics {
     pub(crate) fn observe_traced_decision(&self, outcome: &Outcome, latency: Duration, trace_id: Option<&str>) {
         let webhook = outcome.webhook.as_str();
         let group = outcome.group.as_deref().unwrap_or_default();
-        let mode = outcome.mode.map(|m| m.as_str()).unwrap_or_default();
+        let mode = outcome.mode.map(Mode::as_str).unwrap_or_default();
         self.decisions
             .get_or_create(&DecisionLabels {
                 group: group.to_owned(),
-                mode: mode.to_owned(),
-                decision: outcome.decision.as_str().to_owned(),
-                webhook: webhook.to_owned(),
+                mode,
+                decision: outcome.decision.as_str(),
+                webhook,
             })
             .inc();
         for conflict in &outcome.conflicts {
             self.conflicts
                 .get_or_create(&ConflictLabels {
                     group: group.to_owned(),
-                    mode: mode.to_owned(),
-                    resolution: conflict.resolution.as_str().to_owned(),
-                    webhook: webhook.to_owned(),
+                    mode,
+                    resolution: conflict.resolution.as_str(),
+                    webhook,
                 })
                 .inc();
         }
@@ -614,8 +510,8 @@ impl Metrics {
             self.no_feasible_node
                 .get_or_create(&GroupModeLabels {
                     group: group.to_owned(),
-                    mode: mode.to_owned(),
-                    webhook: webhook.to_owned(),
+                    mode,
+                    webhook,
                 })
                 .inc();
         }
@@ -623,16 +519,14 @@ impl Metrics {
             trace_id: id.to_owned(),
         });
         self.latency
-            .get_or_create(&WebhookLabels {
-                webhook: webhook.to_owned(),
-            })
+            .get_or_create(&WebhookLabels { webhook })
             .observe(latency.as_secs_f64(), exemplar, None);
     }
 
     pub fn config_reloaded(&self, result: ReloadResult) {
         self.config_reloads
             .get_or_create(&ResultLabels {
-                result: result.as_str().to_owned(),
+                result: result.as_str(),
             })
             .inc();
     }
@@ -640,13 +534,13 @@ impl Metrics {
     pub fn tls_reloaded(&self, result: ReloadResult) {
         self.tls_reloads
             .get_or_create(&ResultLabels {
-                result: result.as_str().to_owned(),
+                result: result.as_str(),
             })
             .inc();
     }
 
     pub fn set_namespace_cache_size(&self, size: usize) {
-        self.namespace_cache_size.set(i64::try_from(size).unwrap_or(i64::MAX));
+        self.namespace_cache_size.set(gauge(size));
     }
 
     /// Replaces the orphaned-group gauge with `orphaned` (group → namespaces), at most
@@ -656,14 +550,14 @@ impl Metrics {
         for (group, count) in crate::orphans::bounded(orphaned) {
             self.orphaned_group_namespaces
                 .get_or_create(&GroupLabels { group })
-                .set(i64::try_from(count).unwrap_or(i64::MAX));
+                .set(gauge(count));
         }
     }
 
     pub fn webhook_reconciled(&self, result: ReconcileResult) {
         self.webhook_reconciles
             .get_or_create(&ResultLabels {
-                result: result.as_str().to_owned(),
+                result: result.as_str(),
             })
             .inc();
     }
@@ -682,13 +576,13 @@ impl Metrics {
     }
 
     pub fn set_node_cache_size(&self, size: usize) {
-        self.node_cache_size.set(i64::try_from(size).unwrap_or(i64::MAX));
+        self.node_cache_size.set(gauge(size));
     }
 
     pub fn node_looked_up(&self, result: NodeLookupResult) {
         self.node_lookups
             .get_or_create(&ResultLabels {
-                result: result.as_str().to_owned(),
+                result: result.as_str(),
             })
             .inc();
     }
@@ -707,7 +601,7 @@ impl Metrics {
         for (group, count) in counts {
             self.group_nodes
                 .get_or_create(&GroupLabels { group: group.clone() })
-                .set(i64::try_from(*count).unwrap_or(i64::MAX));
+                .set(gauge(*count));
         }
     }
 
@@ -730,7 +624,7 @@ impl Metrics {
             self.group_ready.get_or_create(&group).set(i64::from(g.verdict.ready));
             self.group_blockers
                 .get_or_create(&group)
-                .set(count(g.verdict.blockers.len() as u64));
+                .set(gauge(g.verdict.blockers.len()));
         }
     }
 
@@ -745,7 +639,7 @@ impl Metrics {
     pub fn audit_scanned(&self, result: ScanResult) {
         self.audit_scans
             .get_or_create(&ResultLabels {
-                result: result.as_str().to_owned(),
+                result: result.as_str(),
             })
             .inc();
     }

@@ -13,13 +13,10 @@
 //! found" answer is remembered for [`ABSENT_TTL`] (forgotten as soon as the
 //! reflector sees the namespace; the cache is always read first). Each GET is
 //! bounded by [`LIVE_GET_TIMEOUT`].
-//!
-//! Tests and local runs use [`StaticNamespaces`] through the same
-//! [`NamespaceSource`] trait.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt as _;
@@ -29,6 +26,7 @@ use kube::api::{Api, PartialObjectMeta};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Client, ResourceExt as _};
+use tokio_util::task::AbortOnDropHandle;
 use tracing::{debug, info, warn};
 
 /// A namespace's labels.
@@ -196,7 +194,8 @@ pub(crate) struct KubeNamespaces {
     api: Api<Namespace>,
     ready: Arc<AtomicBool>,
     lookups: Arc<LiveLookups>,
-    task: Option<tokio::task::JoinHandle<()>>,
+    /// The watch, stopped when the source is dropped.
+    _task: Option<AbortOnDropHandle<()>>,
 }
 
 impl KubeNamespaces {
@@ -239,7 +238,7 @@ impl KubeNamespaces {
             api: Api::all(client),
             ready,
             lookups,
-            task: Some(task),
+            _task: Some(AbortOnDropHandle::new(task)),
         }
     }
 
@@ -251,15 +250,7 @@ impl KubeNamespaces {
             api: Api::all(client),
             ready: Arc::new(AtomicBool::new(true)),
             lookups: Arc::default(),
-            task: None,
-        }
-    }
-}
-
-impl Drop for KubeNamespaces {
-    fn drop(&mut self) {
-        if let Some(task) = &self.task {
-            task.abort();
+            _task: None,
         }
     }
 }
@@ -332,91 +323,6 @@ impl NamespaceSource for KubeNamespaces {
     }
 }
 
-/// Namespaces held in memory: for tests and for running without a cluster.
-#[derive(Debug)]
-pub struct StaticNamespaces {
-    namespaces: RwLock<HashMap<String, Labels>>,
-    /// Namespaces that only a "live read" finds (to exercise the fallback).
-    remote: RwLock<HashMap<String, Labels>>,
-    unreachable: AtomicBool,
-    ready: AtomicBool,
-}
-
-impl Default for StaticNamespaces {
-    fn default() -> Self {
-        Self {
-            namespaces: RwLock::default(),
-            remote: RwLock::default(),
-            unreachable: AtomicBool::new(false),
-            ready: AtomicBool::new(true),
-        }
-    }
-}
-
-impl StaticNamespaces {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Puts a namespace in the cache.
-    pub fn insert(&self, name: &str, labels: Labels) {
-        if let Ok(mut map) = self.namespaces.write() {
-            map.insert(name.to_owned(), labels);
-        }
-    }
-
-    /// Puts a namespace where only the live read finds it.
-    pub fn insert_remote(&self, name: &str, labels: Labels) {
-        if let Ok(mut map) = self.remote.write() {
-            map.insert(name.to_owned(), labels);
-        }
-    }
-
-    /// Makes live reads fail, as if the API server were down.
-    pub fn set_unreachable(&self, unreachable: bool) {
-        self.unreachable.store(unreachable, Ordering::SeqCst);
-    }
-
-    pub fn set_ready(&self, ready: bool) {
-        self.ready.store(ready, Ordering::SeqCst);
-    }
-}
-
-impl NamespaceSource for StaticNamespaces {
-    fn cached(&self, name: &str) -> Option<Labels> {
-        self.namespaces.read().ok()?.get(name).cloned()
-    }
-
-    fn fetch<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<Labels>, LookupError>> {
-        let result = if self.unreachable.load(Ordering::SeqCst) {
-            Err(LookupError::Unavailable {
-                name: name.to_owned(),
-                reason: "the API server is unreachable".to_owned(),
-            })
-        } else {
-            Ok(self.remote.read().ok().and_then(|m| m.get(name).cloned()))
-        };
-        Box::pin(std::future::ready(result))
-    }
-
-    fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::SeqCst)
-    }
-
-    fn cached_count(&self) -> usize {
-        self.namespaces.read().map(|m| m.len()).unwrap_or(0)
-    }
-
-    fn label_values(&self, key: &str) -> Vec<(String, String)> {
-        let Ok(map) = self.namespaces.read() else {
-            return Vec::new();
-        };
-        map.iter()
-            .filter_map(|(name, labels)| Some((name.clone(), labels.get(key)?.clone())))
-            .collect()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use http::{Request, Response, StatusCode};
@@ -424,6 +330,7 @@ mod tests {
     use kube::runtime::watcher::Event;
 
     use super::*;
+    use crate::support::StaticNamespaces;
 
     fn labels(pairs: &[(&str, &str)]) -> Labels {
         pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()

@@ -16,8 +16,6 @@
 //! the current generation, so a review costs a hash and a map lookup however
 //! many nodes there are; a new placement, or a change to the nodes, costs one
 //! pass over them.
-//!
-//! Tests and local runs use [`StaticNodes`] through the same [`NodeSource`] trait.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -30,6 +28,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Client;
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt as _, watcher};
+use tokio_util::task::AbortOnDropHandle;
 use tracing::{debug, info, warn};
 
 use crate::config::Config;
@@ -343,12 +342,29 @@ pub(crate) async fn keep_group_gauge(
     }
 }
 
+/// A fixed set of nodes (`pod-director audit` lists them once): always ready, and a node
+/// not in it does not exist.
+impl NodeSource for NodeStore {
+    fn store(&self) -> &NodeStore {
+        self
+    }
+
+    fn fetch<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<Option<NodeInfo>, NodeLookupError>> {
+        Box::pin(std::future::ready(Ok(None)))
+    }
+
+    fn is_ready(&self) -> bool {
+        true
+    }
+}
+
 /// Node data from the Kubernetes API: a watch into a [`NodeStore`] plus live GETs.
 pub struct KubeNodes {
     store: Arc<NodeStore>,
     api: Api<Node>,
     ready: Arc<AtomicBool>,
-    task: Option<tokio::task::JoinHandle<()>>,
+    /// The watch, stopped when the source is dropped.
+    _task: Option<AbortOnDropHandle<()>>,
 }
 
 impl KubeNodes {
@@ -389,7 +405,7 @@ impl KubeNodes {
             store,
             api: Api::all(client),
             ready,
-            task: Some(task),
+            _task: Some(AbortOnDropHandle::new(task)),
         }
     }
 
@@ -400,15 +416,7 @@ impl KubeNodes {
             store,
             api: Api::all(client),
             ready: Arc::new(AtomicBool::new(true)),
-            task: None,
-        }
-    }
-}
-
-impl Drop for KubeNodes {
-    fn drop(&mut self) {
-        if let Some(task) = &self.task {
-            task.abort();
+            _task: None,
         }
     }
 }
@@ -433,80 +441,6 @@ impl NodeSource for KubeNodes {
     }
 }
 
-/// Nodes held in memory: for tests and for running without a cluster.
-#[derive(Debug)]
-pub struct StaticNodes {
-    store: NodeStore,
-    /// Nodes that only a "live read" finds (to exercise the fallback).
-    remote: RwLock<HashMap<String, NodeInfo>>,
-    unreachable: AtomicBool,
-    ready: AtomicBool,
-}
-
-impl Default for StaticNodes {
-    fn default() -> Self {
-        Self {
-            store: NodeStore::new(),
-            remote: RwLock::default(),
-            unreachable: AtomicBool::new(false),
-            ready: AtomicBool::new(true),
-        }
-    }
-}
-
-impl StaticNodes {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Puts a node in the cache.
-    pub fn insert(&self, node: NodeInfo) {
-        self.store.apply(node);
-    }
-
-    pub fn remove(&self, name: &str) {
-        self.store.delete(name);
-    }
-
-    /// Puts a node where only the live read finds it.
-    pub fn insert_remote(&self, node: NodeInfo) {
-        if let Ok(mut map) = self.remote.write() {
-            map.insert(node.name.to_string(), node);
-        }
-    }
-
-    /// Makes live reads fail, as if the API server were down.
-    pub fn set_unreachable(&self, unreachable: bool) {
-        self.unreachable.store(unreachable, Ordering::SeqCst);
-    }
-
-    pub fn set_ready(&self, ready: bool) {
-        self.ready.store(ready, Ordering::SeqCst);
-    }
-}
-
-impl NodeSource for StaticNodes {
-    fn store(&self) -> &NodeStore {
-        &self.store
-    }
-
-    fn fetch<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<NodeInfo>, NodeLookupError>> {
-        let result = if self.unreachable.load(Ordering::SeqCst) {
-            Err(NodeLookupError::Unavailable {
-                name: name.to_owned(),
-                reason: "the API server is unreachable".to_owned(),
-            })
-        } else {
-            Ok(self.remote.read().ok().and_then(|m| m.get(name).cloned()))
-        };
-        Box::pin(std::future::ready(result))
-    }
-
-    fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::SeqCst)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::Mutex as StdMutex;
@@ -518,6 +452,7 @@ mod tests {
 
     use super::*;
     use crate::placement::NodeTaint;
+    use crate::support::StaticNodes;
 
     fn node(name: &str, pool: &str) -> NodeInfo {
         NodeInfo::new(name, [("pool".to_owned(), pool.to_owned())], Vec::new(), false)

@@ -115,8 +115,9 @@ pub(crate) fn spawn_reporter(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::namespaces::{Labels, StaticNamespaces};
+    use crate::namespaces::Labels;
     use crate::support::LogCapture;
+    use crate::support::StaticNamespaces;
 
     fn labelled(group: &str) -> Labels {
         Labels::from([("pod-director/group".to_owned(), group.to_owned())])

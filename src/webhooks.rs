@@ -64,37 +64,22 @@ const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
 const RETRY_FIRST: Duration = Duration::from_secs(1);
 const RETRY_MAX: Duration = Duration::from_secs(30);
 
-/// One of the chart's pod webhook entries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Entry {
-    Enforce,
-    Observe,
-    DefaultGroup,
-    UnknownGroup,
+named_enum! {
+    /// One of the chart's pod webhook entries.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+    pub enum Entry {
+        Enforce => "enforce",
+        Observe => "observe",
+        DefaultGroup => "default-group",
+        UnknownGroup => "unknown-group",
+    }
 }
 
 impl Entry {
-    pub const ALL: [Entry; 4] = [Entry::Enforce, Entry::Observe, Entry::DefaultGroup, Entry::UnknownGroup];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Entry::Enforce => "enforce",
-            Entry::Observe => "observe",
-            Entry::DefaultGroup => "default-group",
-            Entry::UnknownGroup => "unknown-group",
-        }
-    }
-
     /// The entry's name in `configuration`, as the chart writes it:
     /// `enforce.mutate.pod-director.pod-director.io`.
     pub fn name(self, webhook: &str, configuration: &str) -> String {
         format!("{}.{webhook}.{configuration}.pod-director.io", self.as_str())
-    }
-}
-
-impl fmt::Display for Entry {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 
@@ -181,21 +166,16 @@ pub fn namespace_selectors(config: &Config) -> BTreeMap<Entry, LabelSelector> {
     ])
 }
 
-/// Which webhook configuration object.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    Mutating,
-    Validating,
+named_enum! {
+    /// Which webhook configuration object.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Kind {
+        Mutating => "MutatingWebhookConfiguration",
+        Validating => "ValidatingWebhookConfiguration",
+    }
 }
 
 impl Kind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::Mutating => "MutatingWebhookConfiguration",
-            Kind::Validating => "ValidatingWebhookConfiguration",
-        }
-    }
-
     /// The middle part of its entries' names.
     pub fn webhook(self) -> &'static str {
         match self {

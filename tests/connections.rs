@@ -18,8 +18,8 @@ use common::{
 use futures::future::BoxFuture;
 use http_body_util::{BodyExt as _, Full};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use pod_director::namespaces::StaticNamespaces;
 use pod_director::server::Timeouts;
+use pod_director::support::StaticNamespaces;
 use serde_json::Value;
 use tokio::io::AsyncWriteExt as _;
 

@@ -9,9 +9,10 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm, Toleration};
 use pod_director::config::{Config, Group, Mode, OnConflict};
-use pod_director::nodes::{Nodes, StaticNodes};
+use pod_director::nodes::Nodes;
 use pod_director::placement::feasible::{self, NodeInfo, NodeTaint, NodeView, Placement};
 use pod_director::placement::{self as engine, Context, Namespace, Pod, PodSpec};
+use pod_director::support::StaticNodes;
 use proptest::prelude::*;
 use serde_json::json;
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{ClientKind, Harness, Options, Slow, decoded_patch, eventually, patched, pod, pod_create, review};
-use pod_director::namespaces::StaticNamespaces;
+use pod_director::support::StaticNamespaces;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::config::{Config, Mode};
-use crate::namespaces::StaticNamespaces;
+use crate::support::StaticNamespaces;
 
 /// The pod of [`review`]: a ReplicaSet's pod, generateName, no name yet, with its managed fields.
 fn pod_object() -> Value {

@@ -28,9 +28,10 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::{Duration, Instant};
 
+use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
-use k8s_openapi::api::core::v1::{Namespace as CoreNamespace, Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace as CoreNamespace, Node, Pod, PodTemplateSpec};
 use kube::api::{Api, ListParams, ObjectMeta};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
@@ -47,36 +48,22 @@ pub(crate) const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// Most workloads listed per group and finding kind; the others are counted.
 pub(crate) const MAX_FINDINGS: usize = 100;
 
-/// How a running pod or template fares under enforce (`decision` label of the audit gauges).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum AuditDecision {
-    /// Nothing to change.
-    Compliant,
-    /// Enforce would patch its re-creation.
-    WouldPatch,
-    /// Enforce would refuse its re-creation.
-    WouldDeny,
-    /// Not pod-director's business (a skip rule applies).
-    Skipped,
+named_enum! {
+    /// How a running pod or template fares under enforce (`decision` label of the audit gauges).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum AuditDecision {
+        /// Nothing to change.
+        Compliant => "compliant",
+        /// Enforce would patch its re-creation.
+        WouldPatch => "would_patch",
+        /// Enforce would refuse its re-creation.
+        WouldDeny => "would_deny",
+        /// Not pod-director's business (a skip rule applies).
+        Skipped => "skipped",
+    }
 }
 
 impl AuditDecision {
-    pub const ALL: [AuditDecision; 4] = [
-        AuditDecision::Compliant,
-        AuditDecision::WouldPatch,
-        AuditDecision::WouldDeny,
-        AuditDecision::Skipped,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AuditDecision::Compliant => "compliant",
-            AuditDecision::WouldPatch => "would_patch",
-            AuditDecision::WouldDeny => "would_deny",
-            AuditDecision::Skipped => "skipped",
-        }
-    }
-
     /// The engine's decision, whatever the group's mode: what enforce would do.
     fn of(decision: Decision) -> Self {
         match decision {
@@ -86,12 +73,6 @@ impl AuditDecision {
             Decision::Denied | Decision::WouldDeny | Decision::Error => AuditDecision::WouldDeny,
             Decision::Skipped | Decision::UnknownGroup => AuditDecision::Skipped,
         }
-    }
-}
-
-impl fmt::Display for AuditDecision {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 
@@ -118,13 +99,8 @@ impl Counts {
         }
     }
 
-    pub(crate) fn get(&self, decision: AuditDecision) -> u64 {
-        match decision {
-            AuditDecision::Compliant => self.compliant,
-            AuditDecision::WouldPatch => self.would_patch,
-            AuditDecision::WouldDeny => self.would_deny,
-            AuditDecision::Skipped => self.skipped,
-        }
+    pub(crate) fn get(mut self, decision: AuditDecision) -> u64 {
+        *self.slot(decision)
     }
 
     pub(crate) fn total(&self) -> u64 {
@@ -203,7 +179,7 @@ impl Findings {
 }
 
 /// The audit of one group.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct GroupAudit {
     pub group: String,
     /// The group's mode now (the audit decides as enforce would, whatever it is).
@@ -226,13 +202,7 @@ impl GroupAudit {
         Self {
             group,
             mode,
-            namespaces: 0,
-            pods: Counts::default(),
-            templates: Counts::default(),
-            feasible_nodes: None,
-            would_deny: Findings::default(),
-            no_feasible_node: Findings::default(),
-            verdict: Verdict::default(),
+            ..Self::default()
         }
     }
 
@@ -567,6 +537,125 @@ pub(crate) async fn scan(
     Ok(audit)
 }
 
+/// A workload kind whose pod template the audit decides.
+trait Workload: Resource<DynamicType = (), Scope = NamespaceResourceScope> + Clone + DeserializeOwned + fmt::Debug {
+    /// Its list, as errors name it.
+    const PLURAL: &'static str;
+    /// What it is among the namespace's controllers (the owners its pods name), if anything.
+    const CONTROLLER: Option<ControllerKind>;
+    /// The kind of owner that manages it: then the owner's template is decided, not its own.
+    const MANAGED_BY: Option<&'static str> = None;
+    /// The `(apiVersion, kind)` of its pods' owner, named after it; `None` (a DaemonSet):
+    /// decided as the object is at /mutate, where whoever updates it is a user.
+    const POD_OWNER: Option<(&'static str, &'static str)>;
+
+    fn template(&self) -> Option<&PodTemplateSpec>;
+}
+
+impl Workload for Deployment {
+    const PLURAL: &'static str = "deployments";
+    const CONTROLLER: Option<ControllerKind> = None;
+    const POD_OWNER: Option<(&'static str, &'static str)> = Some(("apps/v1", "ReplicaSet"));
+    fn template(&self) -> Option<&PodTemplateSpec> {
+        self.spec.as_ref().map(|s| &s.template)
+    }
+}
+
+impl Workload for ReplicaSet {
+    const PLURAL: &'static str = "replicasets";
+    const CONTROLLER: Option<ControllerKind> = Some(ControllerKind::ReplicaSet);
+    const MANAGED_BY: Option<&'static str> = Some("Deployment");
+    const POD_OWNER: Option<(&'static str, &'static str)> = Some(("apps/v1", "ReplicaSet"));
+    fn template(&self) -> Option<&PodTemplateSpec> {
+        self.spec.as_ref().and_then(|s| s.template.as_ref())
+    }
+}
+
+impl Workload for StatefulSet {
+    const PLURAL: &'static str = "statefulsets";
+    const CONTROLLER: Option<ControllerKind> = Some(ControllerKind::StatefulSet);
+    const POD_OWNER: Option<(&'static str, &'static str)> = Some(("apps/v1", "StatefulSet"));
+    fn template(&self) -> Option<&PodTemplateSpec> {
+        self.spec.as_ref().map(|s| &s.template)
+    }
+}
+
+impl Workload for DaemonSet {
+    const PLURAL: &'static str = "daemonsets";
+    const CONTROLLER: Option<ControllerKind> = Some(ControllerKind::DaemonSet);
+    const POD_OWNER: Option<(&'static str, &'static str)> = None;
+    fn template(&self) -> Option<&PodTemplateSpec> {
+        self.spec.as_ref().map(|s| &s.template)
+    }
+}
+
+impl Workload for CronJob {
+    const PLURAL: &'static str = "cronjobs";
+    const CONTROLLER: Option<ControllerKind> = None;
+    const POD_OWNER: Option<(&'static str, &'static str)> = Some(("batch/v1", "Job"));
+    fn template(&self) -> Option<&PodTemplateSpec> {
+        self.spec
+            .as_ref()
+            .and_then(|s| s.job_template.spec.as_ref())
+            .map(|s| &s.template)
+    }
+}
+
+impl Workload for Job {
+    const PLURAL: &'static str = "jobs";
+    const CONTROLLER: Option<ControllerKind> = Some(ControllerKind::Job);
+    const MANAGED_BY: Option<&'static str> = Some("CronJob");
+    const POD_OWNER: Option<(&'static str, &'static str)> = Some(("batch/v1", "Job"));
+    fn template(&self) -> Option<&PodTemplateSpec> {
+        self.spec.as_ref().map(|s| &s.template)
+    }
+}
+
+/// Lists the `K`s of namespace `name` into `controllers` and hands each template that is
+/// decided (as `Kind/name`, the pod it makes, and who would create that pod) to `decide`.
+async fn scan_workloads<K: Workload>(
+    client: &Client,
+    config: &Config,
+    name: &str,
+    options: &ScanOptions,
+    controllers: &mut Controllers,
+    decide: &mut impl FnMut(String, &crate::placement::Pod, Subject, Requester),
+) -> Result<(), AuditError> {
+    let kind = K::kind(&());
+    let requester = K::POD_OWNER
+        .and_then(|(api_version, owner)| ControllerKind::of(api_version, owner))
+        .map(|owner| engine::controller_requester(config, owner));
+    let each = |object: K| {
+        let meta = object.meta();
+        let object_name = name_of(meta);
+        let manager = K::MANAGED_BY
+            .and_then(|managed_by| controlling_owner(meta).filter(|(kind, _)| *kind == managed_by))
+            .map(|(kind, owner)| format!("{kind}/{owner}"));
+        if let Some(controller) = K::CONTROLLER {
+            let uid = meta.uid.as_deref().unwrap_or_default();
+            controllers.insert(controller, object_name, uid, manager.clone());
+        }
+        if let (None, Some(template)) = (&manager, object.template()) {
+            let owner = K::POD_OWNER.map(|(api_version, owner)| (api_version, owner, object_name));
+            let pod = engine::template_pod(template, owner);
+            let (subject, requester) = match &requester {
+                Some(requester) => (Subject::Pod, requester.clone()),
+                None => (Subject::DaemonSet, Requester::unknown()),
+            };
+            decide(format!("{kind}/{object_name}"), &pod, subject, requester);
+        }
+    };
+    let what = format!("{} in namespace {name}", K::PLURAL);
+    for_each_page(
+        &Api::<K>::namespaced(client.clone(), name),
+        &what,
+        options,
+        each,
+        |_| {},
+    )
+    .await
+}
+
 /// Decides the workload templates and the pods of one namespace into `group`.
 #[allow(clippy::too_many_arguments)]
 async fn scan_namespace(
@@ -580,166 +669,26 @@ async fn scan_namespace(
     progress: &mut (dyn FnMut(&Audit) + Send),
 ) -> Result<(), AuditError> {
     let name = ns.name;
-    let what = |kind: &str| format!("{kind} in namespace {name}");
     let mut controllers = Controllers::default();
     let mut templates = 0u64;
-    let replica_sets = engine::controller_requester(config, ControllerKind::ReplicaSet);
-    let mut template = |group: &mut GroupAudit,
-                        workload: String,
-                        pod: &crate::placement::Pod,
-                        subject: Subject,
-                        requester: Requester| {
+    let mut decide = |workload: String, pod: &crate::placement::Pod, subject: Subject, requester: Requester| {
         let outcome = engine::decide(config, ns, pod, subject, requester, nodes);
         group.record(name, &workload, Source::Template, &workload, &outcome);
         templates += 1;
     };
-
-    for_each_page(
-        &Api::<Deployment>::namespaced(client.clone(), name),
-        &what("deployments"),
-        options,
-        |d| {
-            let workload = format!("Deployment/{}", name_of(&d.metadata));
-            let Some(spec) = &d.spec else { return };
-            let pod = engine::template_pod(&spec.template, Some(("apps/v1", "ReplicaSet", name_of(&d.metadata))));
-            template(group, workload, &pod, Subject::Pod, replica_sets.clone());
-        },
-        |_| {},
-    )
-    .await?;
-    for_each_page(
-        &Api::<ReplicaSet>::namespaced(client.clone(), name),
-        &what("replicasets"),
-        options,
-        |rs| {
-            let rs_name = name_of(&rs.metadata);
-            let owner = controlling_owner(&rs.metadata);
-            let deployment = owner
-                .filter(|(kind, _)| *kind == "Deployment")
-                .map(|(kind, owner)| format!("{kind}/{owner}"));
-            let uid = rs.metadata.uid.as_deref().unwrap_or_default();
-            controllers.insert(ControllerKind::ReplicaSet, rs_name, uid, deployment.clone());
-            if deployment.is_none()
-                && let Some(t) = rs.spec.as_ref().and_then(|s| s.template.as_ref())
-            {
-                let pod = engine::template_pod(t, Some(("apps/v1", "ReplicaSet", rs_name)));
-                template(
-                    group,
-                    format!("ReplicaSet/{rs_name}"),
-                    &pod,
-                    Subject::Pod,
-                    replica_sets.clone(),
-                );
-            }
-        },
-        |_| {},
-    )
-    .await?;
-    let stateful = engine::controller_requester(config, ControllerKind::StatefulSet);
-    for_each_page(
-        &Api::<StatefulSet>::namespaced(client.clone(), name),
-        &what("statefulsets"),
-        options,
-        |s| {
-            let s_name = name_of(&s.metadata);
-            controllers.insert(
-                ControllerKind::StatefulSet,
-                s_name,
-                s.metadata.uid.as_deref().unwrap_or_default(),
-                None,
-            );
-            if let Some(spec) = &s.spec {
-                let pod = engine::template_pod(&spec.template, Some(("apps/v1", "StatefulSet", s_name)));
-                template(
-                    group,
-                    format!("StatefulSet/{s_name}"),
-                    &pod,
-                    Subject::Pod,
-                    stateful.clone(),
-                );
-            }
-        },
-        |_| {},
-    )
-    .await?;
-    for_each_page(
-        &Api::<DaemonSet>::namespaced(client.clone(), name),
-        &what("daemonsets"),
-        options,
-        |d| {
-            let d_name = name_of(&d.metadata);
-            controllers.insert(
-                ControllerKind::DaemonSet,
-                d_name,
-                d.metadata.uid.as_deref().unwrap_or_default(),
-                None,
-            );
-            if let Some(spec) = &d.spec {
-                // Decided as the DaemonSet object is at /mutate: whoever updates it is a user.
-                let pod = engine::template_pod(&spec.template, None);
-                template(
-                    group,
-                    format!("DaemonSet/{d_name}"),
-                    &pod,
-                    Subject::DaemonSet,
-                    Requester::unknown(),
-                );
-            }
-        },
-        |_| {},
-    )
-    .await?;
-    let jobs = engine::controller_requester(config, ControllerKind::Job);
-    for_each_page(
-        &Api::<CronJob>::namespaced(client.clone(), name),
-        &what("cronjobs"),
-        options,
-        |c| {
-            let c_name = name_of(&c.metadata);
-            if let Some(t) = c
-                .spec
-                .as_ref()
-                .and_then(|s| s.job_template.spec.as_ref())
-                .map(|s| &s.template)
-            {
-                let pod = engine::template_pod(t, Some(("batch/v1", "Job", c_name)));
-                template(group, format!("CronJob/{c_name}"), &pod, Subject::Pod, jobs.clone());
-            }
-        },
-        |_| {},
-    )
-    .await?;
-    for_each_page(
-        &Api::<Job>::namespaced(client.clone(), name),
-        &what("jobs"),
-        options,
-        |j| {
-            let j_name = name_of(&j.metadata);
-            let cron = controlling_owner(&j.metadata)
-                .filter(|(kind, _)| *kind == "CronJob")
-                .map(|(kind, owner)| format!("{kind}/{owner}"));
-            controllers.insert(
-                ControllerKind::Job,
-                j_name,
-                j.metadata.uid.as_deref().unwrap_or_default(),
-                cron.clone(),
-            );
-            if cron.is_none()
-                && let Some(spec) = &j.spec
-            {
-                let pod = engine::template_pod(&spec.template, Some(("batch/v1", "Job", j_name)));
-                template(group, format!("Job/{j_name}"), &pod, Subject::Pod, jobs.clone());
-            }
-        },
-        |_| {},
-    )
-    .await?;
+    let c = &mut controllers;
+    scan_workloads::<Deployment>(client, config, name, options, c, &mut decide).await?;
+    scan_workloads::<ReplicaSet>(client, config, name, options, c, &mut decide).await?;
+    scan_workloads::<StatefulSet>(client, config, name, options, c, &mut decide).await?;
+    scan_workloads::<DaemonSet>(client, config, name, options, c, &mut decide).await?;
+    scan_workloads::<CronJob>(client, config, name, options, c, &mut decide).await?;
+    scan_workloads::<Job>(client, config, name, options, c, &mut decide).await?;
     audit.templates_scanned += templates;
 
     // Pods: page by page, each decided as its re-creation would be.
     for_each_page(
         &Api::<Pod>::namespaced(client.clone(), name),
-        &what("pods"),
+        &format!("pods in namespace {name}"),
         options,
         |pod| {
             let pod = crate::placement::Pod::from(&pod);

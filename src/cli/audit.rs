@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use super::{AuditArgs, AuditFailOn, OutputFormat};
 use crate::audit::{self, Audit, AuditError, Progress, ScanOptions};
 use crate::config::{Config, ConfigError};
-use crate::nodes::{Nodes, StaticNodes};
+use crate::nodes::{NodeStore, Nodes};
 use crate::placement::NodeView;
 
 /// How often a long scan says how far it is, on standard error.
@@ -91,9 +91,9 @@ async fn audit(args: &AuditArgs) -> Result<Audit, CliError> {
         request_timeout: args.request_timeout,
     };
     let client = client(args.request_timeout).await?;
-    let store = StaticNodes::new();
+    let store = NodeStore::new();
     for node in audit::list_nodes(&client, &options).await? {
-        store.insert(node);
+        store.apply(node);
     }
     let nodes = Nodes::new(Arc::new(store));
     let view = nodes.view(None);

@@ -357,8 +357,7 @@ fn collect(
         .or_else(|| text("generateName").map(|g| format!("{g}*")))
         .unwrap_or_else(|| "(unnamed)".to_owned());
     let namespace = text("namespace").unwrap_or(default_ns).to_owned();
-    let where_ = format!("{}#{}", source.path, source.index);
-    match kind {
+    let pod: Pod = match kind {
         "Namespace" => {
             let labels: BTreeMap<String, String> = meta
                 .and_then(|m| m.get("labels"))
@@ -367,18 +366,9 @@ fn collect(
                 .map_err(|e| err(format!("Namespace {name}: labels must be a map of strings: {e}")))?
                 .unwrap_or_default();
             namespaces.insert(name, labels);
+            return Ok(());
         }
-        "Pod" => {
-            let pod: Pod =
-                serde_json::from_value(obj.clone()).map_err(|e| err(format!("cannot read Pod {name}: {e}")))?;
-            candidates.push(Candidate {
-                namespace,
-                name,
-                kind: kind.to_owned(),
-                source: where_,
-                pod: placement::Pod::from(&pod),
-            });
-        }
+        "Pod" => serde_json::from_value(obj.clone()).map_err(|e| err(format!("cannot read Pod {name}: {e}")))?,
         _ => {
             let Some((path, owner_kind)) = template_of(kind) else {
                 return Ok(());
@@ -407,15 +397,16 @@ fn collect(
                     ..OwnerReference::default()
                 }]);
             }
-            candidates.push(Candidate {
-                namespace,
-                name,
-                kind: kind.to_owned(),
-                source: where_,
-                pod: placement::Pod::from(&pod),
-            });
+            pod
         }
-    }
+    };
+    candidates.push(Candidate {
+        namespace,
+        name,
+        kind: kind.to_owned(),
+        source: format!("{}#{}", source.path, source.index),
+        pod: placement::Pod::from(&pod),
+    });
     Ok(())
 }
 

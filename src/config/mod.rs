@@ -38,57 +38,35 @@ pub(crate) const CONFIG_PATH_ENV: &str = "POD_DIRECTOR_CONFIG";
 /// Largest configuration file accepted.
 const MAX_CONFIG_BYTES: u64 = 4 * 1024 * 1024;
 
-/// How a group's decisions take effect.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-#[schemars(rename = "mode", transform = schema::variants_as_enum)]
-pub enum Mode {
-    /// Report the would-be patch or denial; admit the pod untouched.
-    #[default]
-    DryRun,
-    /// Like dryRun, and tell the client with an admission warning.
-    Warn,
-    /// Apply the patch; deny non-compliant pods.
-    Enforce,
-}
-
-impl Mode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::DryRun => "dryRun",
-            Mode::Warn => "warn",
-            Mode::Enforce => "enforce",
-        }
+named_enum! {
+    /// How a group's decisions take effect.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
+    #[serde(rename_all = "camelCase")]
+    #[schemars(rename = "mode", transform = schema::variants_as_enum)]
+    pub enum Mode {
+        /// Report the would-be patch or denial; admit the pod untouched.
+        #[default]
+        DryRun => "dryRun",
+        /// Like dryRun, and tell the client with an admission warning.
+        Warn => "warn",
+        /// Apply the patch; deny non-compliant pods.
+        Enforce => "enforce",
     }
 }
 
-impl fmt::Display for Mode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// What happens when the pod asks for something the group contradicts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-#[schemars(rename = "onConflict", transform = schema::variants_as_enum)]
-pub enum OnConflict {
-    /// Deny the pod (in enforce; reported as would_deny otherwise).
-    #[default]
-    Reject,
-    /// The group's requirement replaces the pod's.
-    Override,
-    /// The pod's own value stays; the conflict is recorded.
-    Ignore,
-}
-
-impl OnConflict {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            OnConflict::Reject => "reject",
-            OnConflict::Override => "override",
-            OnConflict::Ignore => "ignore",
-        }
+named_enum! {
+    /// What happens when the pod asks for something the group contradicts.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+    #[serde(rename_all = "camelCase")]
+    #[schemars(rename = "onConflict", transform = schema::variants_as_enum)]
+    pub enum OnConflict {
+        /// Deny the pod (in enforce; reported as would_deny otherwise).
+        #[default]
+        Reject => "reject",
+        /// The group's requirement replaces the pod's.
+        Override => "override",
+        /// The pod's own value stays; the conflict is recorded.
+        Ignore => "ignore",
     }
 }
 
@@ -104,24 +82,17 @@ pub enum UnknownGroup {
     Deny,
 }
 
-/// What happens when no node could take a pod after its group's placement.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-#[schemars(rename = "onNoFeasibleNode", transform = schema::variants_as_enum)]
-pub enum OnNoFeasibleNode {
-    /// Admit, with a warning in warn and enforce (a cluster autoscaler may add a node).
-    #[default]
-    Warn,
-    /// Deny the pod (in enforce; reported as would_deny otherwise).
-    Deny,
-}
-
-impl OnNoFeasibleNode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            OnNoFeasibleNode::Warn => "warn",
-            OnNoFeasibleNode::Deny => "deny",
-        }
+named_enum! {
+    /// What happens when no node could take a pod after its group's placement.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+    #[serde(rename_all = "camelCase")]
+    #[schemars(rename = "onNoFeasibleNode", transform = schema::variants_as_enum)]
+    pub enum OnNoFeasibleNode {
+        /// Admit, with a warning in warn and enforce (a cluster autoscaler may add a node).
+        #[default]
+        Warn => "warn",
+        /// Deny the pod (in enforce; reported as would_deny otherwise).
+        Deny => "deny",
     }
 }
 

@@ -28,18 +28,23 @@ fn is_dns1123_label_chars(s: &str) -> bool {
     lower_alnum(first) && lower_alnum(last) && s.chars().all(|c| lower_alnum(c) || c == '-')
 }
 
+/// Why `s` is invalid, each message after `part`: longer than `max`, or not `valid` (`rule`).
+fn check(s: &str, part: &str, max: usize, valid: fn(&str) -> bool, rule: &str) -> Option<String> {
+    if s.len() > max {
+        Some(format!("{part}must be no more than {max} characters"))
+    } else {
+        (!valid(s)).then(|| format!("{part}{rule}"))
+    }
+}
+
+const DNS1123_LABEL_RULE: &str =
+    "must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character";
+const QUALIFIED_NAME_RULE: &str =
+    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
+
 /// A DNS-1123 label: namespace names.
 pub(crate) fn dns1123_label(s: &str) -> Option<String> {
-    if s.len() > DNS1123_LABEL_MAX {
-        return Some(format!("must be no more than {DNS1123_LABEL_MAX} characters"));
-    }
-    if !is_dns1123_label_chars(s) {
-        return Some(
-            "must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character"
-                .to_owned(),
-        );
-    }
-    None
+    check(s, "", DNS1123_LABEL_MAX, is_dns1123_label_chars, DNS1123_LABEL_RULE)
 }
 
 /// A DNS-1123 subdomain: label key prefixes.
@@ -47,44 +52,34 @@ pub(crate) fn dns1123_subdomain(s: &str) -> Option<String> {
     if s.len() > DNS1123_SUBDOMAIN_MAX {
         return Some(format!("must be no more than {DNS1123_SUBDOMAIN_MAX} characters"));
     }
-    if s.split('.').any(|part| !is_dns1123_label_chars(part)) {
-        return Some(
-            "prefix must be a DNS subdomain: lower case alphanumeric characters, '-' or '.', starting and ending with an alphanumeric character"
-                .to_owned(),
-        );
-    }
-    None
+    s.split('.').any(|part| !is_dns1123_label_chars(part)).then(|| {
+        "prefix must be a DNS subdomain: lower case alphanumeric characters, '-' or '.', starting and ending with an alphanumeric character"
+            .to_owned()
+    })
 }
 
 /// A label key (qualified name): optional `prefix/` plus a name of at most 63 characters.
 pub(crate) fn label_key(s: &str) -> Option<String> {
-    let (prefix, name) = match s.split_once('/') {
-        Some((prefix, name)) => (Some(prefix), name),
-        None => (None, s),
+    let name = match s.split_once('/') {
+        Some(("", _)) => return Some("prefix part must be non-empty".to_owned()),
+        Some((prefix, name)) => {
+            if let Some(reason) = dns1123_subdomain(prefix) {
+                return Some(reason);
+            }
+            name
+        }
+        None => s,
     };
-    if let Some(prefix) = prefix {
-        if prefix.is_empty() {
-            return Some("prefix part must be non-empty".to_owned());
-        }
-        if let Some(reason) = dns1123_subdomain(prefix) {
-            return Some(reason);
-        }
-    }
     if name.is_empty() {
         return Some("name part must be non-empty".to_owned());
     }
-    if name.len() > QUALIFIED_NAME_MAX {
-        return Some(format!(
-            "name part must be no more than {QUALIFIED_NAME_MAX} characters"
-        ));
-    }
-    if !is_qualified_name_part(name) {
-        return Some(
-            "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"
-                .to_owned(),
-        );
-    }
-    None
+    check(
+        name,
+        "name part ",
+        QUALIFIED_NAME_MAX,
+        is_qualified_name_part,
+        QUALIFIED_NAME_RULE,
+    )
 }
 
 /// A label value: empty, or at most 63 characters of the qualified-name alphabet.
@@ -92,16 +87,7 @@ pub(crate) fn label_value(s: &str) -> Option<String> {
     if s.is_empty() {
         return None;
     }
-    if s.len() > LABEL_VALUE_MAX {
-        return Some(format!("must be no more than {LABEL_VALUE_MAX} characters"));
-    }
-    if !is_qualified_name_part(s) {
-        return Some(
-            "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"
-                .to_owned(),
-        );
-    }
-    None
+    check(s, "", LABEL_VALUE_MAX, is_qualified_name_part, QUALIFIED_NAME_RULE)
 }
 
 #[cfg(test)]

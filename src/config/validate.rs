@@ -224,6 +224,76 @@ impl Checker {
         }
     }
 
+    /// Checks each item of the list under `key`, when there is one; returns how many items it has.
+    fn each(
+        &mut self,
+        map: &Map<String, Value>,
+        key: &str,
+        path: &Path,
+        mut check: impl FnMut(&mut Self, &Value, &Path),
+    ) -> usize {
+        let Some(v) = map.get(key) else { return 0 };
+        let p = path.key(key);
+        let Some(items) = self.list(v, &p) else { return 0 };
+        for (i, item) in items.iter().enumerate() {
+            check(self, item, &p.index(i));
+        }
+        items.len()
+    }
+
+    /// [`Checker::each`] for a list of names, each listed once (`check` gives a valid item's name).
+    fn each_once(
+        &mut self,
+        map: &Map<String, Value>,
+        key: &str,
+        path: &Path,
+        check: fn(&mut Self, &Value, &Path) -> Option<String>,
+    ) -> usize {
+        let mut seen = Vec::new();
+        self.each(map, key, path, |checker, item, p| {
+            if let Some(name) = check(checker, item, p) {
+                if seen.contains(&name) {
+                    checker.err(p, format!("{name:?} is listed twice"));
+                }
+                seen.push(name);
+            }
+        })
+    }
+
+    /// A weighted term: `weight`, from 1 to 100, and the term under `term`.
+    fn weighted(&mut self, v: &Value, path: &Path, fields: &[&str], term: &str, check: fn(&mut Self, &Value, &Path)) {
+        let Some(map) = self.object(v, path, fields) else {
+            return;
+        };
+        let p = path.key("weight");
+        match map.get("weight") {
+            None => self.err(&p, "is required: an integer from 1 to 100"),
+            Some(w) => {
+                if let Some(n) = self.integer(w, &p)
+                    && !(1..=100).contains(&n)
+                {
+                    self.err(&p, format!("{n} is not in the range 1 to 100"));
+                }
+            }
+        }
+        match map.get(term) {
+            Some(t) => check(self, t, &path.key(term)),
+            None => self.err(&path.key(term), "is required"),
+        }
+    }
+
+    /// The `operator` of a requirement, which must be there.
+    fn operator(&mut self, map: &Map<String, Value>, path: &Path, allowed: &[&str]) -> Option<String> {
+        let p = path.key("operator");
+        match map.get("operator") {
+            None => {
+                self.err(&p, format!("is required: one of {}", one_of(allowed)));
+                None
+            }
+            Some(op) => self.enumerated(op, &p, allowed),
+        }
+    }
+
     fn root(&mut self, v: &Value) {
         let root = Path::root();
         let node = Node::root();
@@ -243,20 +313,7 @@ impl Checker {
         if let (Some(v), Some(node)) = (map.get("namespaceGuard"), node.child("namespaceGuard")) {
             self.namespace_guard(v, &root.key("namespaceGuard"), node);
         }
-        if let Some(v) = map.get("excludedNamespaces") {
-            let p = root.key("excludedNamespaces");
-            if let Some(items) = self.list(v, &p) {
-                let mut seen = Vec::new();
-                for (i, item) in items.iter().enumerate() {
-                    if let Some(name) = self.namespace_name(item, &p.index(i)) {
-                        if seen.contains(&name) {
-                            self.err(&p.index(i), format!("{name:?} is listed twice"));
-                        }
-                        seen.push(name);
-                    }
-                }
-            }
-        }
+        self.each_once(map, "excludedNamespaces", &root, Self::namespace_name);
         let groups = map.get("groups").and_then(|g| {
             let p = root.key("groups");
             let groups = self.map(g, &p)?;
@@ -318,14 +375,7 @@ impl Checker {
         if let Some(v) = map.get("nodeSelector") {
             self.label_map(v, &path.key("nodeSelector"));
         }
-        if let Some(v) = map.get("tolerations") {
-            let p = path.key("tolerations");
-            if let Some(items) = self.list(v, &p) {
-                for (i, t) in items.iter().enumerate() {
-                    self.toleration(t, &p.index(i));
-                }
-            }
-        }
+        self.each(map, "tolerations", path, Self::toleration);
         if let Some(v) = map.get("affinity") {
             self.affinity(v, &path.key("affinity"));
         }
@@ -353,42 +403,11 @@ impl Checker {
             return;
         };
         self.settings(map, path, node);
-        let mut allowed = 0;
-        for key in ["allowedUsers", "allowedGroups"] {
-            let Some(v) = map.get(key) else {
-                // allowedGroups defaults to [system:masters].
-                allowed += usize::from(key == "allowedGroups");
-                continue;
-            };
-            let p = path.key(key);
-            if let Some(items) = self.list(v, &p) {
-                allowed += items.len();
-                let mut seen = Vec::new();
-                for (i, item) in items.iter().enumerate() {
-                    if let Some(name) = self.username(item, &p.index(i)) {
-                        if seen.contains(&name) {
-                            self.err(&p.index(i), format!("{name:?} is listed twice"));
-                        }
-                        seen.push(name);
-                    }
-                }
-            }
-        }
-        if let Some(v) = map.get("allowedServiceAccounts") {
-            let p = path.key("allowedServiceAccounts");
-            if let Some(items) = self.list(v, &p) {
-                allowed += items.len();
-                let mut seen = Vec::new();
-                for (i, item) in items.iter().enumerate() {
-                    if let Some(account) = self.service_account(item, &p.index(i)) {
-                        if seen.contains(&account) {
-                            self.err(&p.index(i), format!("{account:?} is listed twice"));
-                        }
-                        seen.push(account);
-                    }
-                }
-            }
-        }
+        // allowedGroups defaults to [system:masters].
+        let mut allowed = usize::from(!map.contains_key("allowedGroups"));
+        allowed += self.each_once(map, "allowedUsers", path, Self::username);
+        allowed += self.each_once(map, "allowedGroups", path, Self::username);
+        allowed += self.each_once(map, "allowedServiceAccounts", path, Self::service_account);
         if allowed == 0 {
             self.err(
                 path,
@@ -552,53 +571,21 @@ impl Checker {
                 }
             }
         }
-        if let Some(v) = map.get(PREFERRED) {
-            let p = path.key(PREFERRED);
-            if let Some(items) = self.list(v, &p) {
-                for (i, item) in items.iter().enumerate() {
-                    let ip = p.index(i);
-                    if let Some(m) = self.object(item, &ip, allowed::<k8s::PreferredSchedulingTerm>()) {
-                        self.weight(m, &ip);
-                        match m.get("preference") {
-                            Some(term) => self.node_selector_term(term, &ip.key("preference")),
-                            None => self.err(&ip.key("preference"), "is required"),
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    fn weight(&mut self, map: &Map<String, Value>, path: &Path) {
-        let p = path.key("weight");
-        match map.get("weight") {
-            None => self.err(&p, "is required: an integer from 1 to 100"),
-            Some(w) => {
-                if let Some(n) = self.integer(w, &p)
-                    && !(1..=100).contains(&n)
-                {
-                    self.err(&p, format!("{n} is not in the range 1 to 100"));
-                }
-            }
-        }
+        self.each(map, PREFERRED, path, |checker, item, p| {
+            let fields = allowed::<k8s::PreferredSchedulingTerm>();
+            checker.weighted(item, p, fields, "preference", Self::node_selector_term);
+        });
     }
 
     fn node_selector_term(&mut self, v: &Value, path: &Path) {
         let Some(map) = self.object(v, path, allowed::<k8s::NodeSelectorTerm>()) else {
             return;
         };
-        let mut count = 0;
-        for (key, fields) in [("matchExpressions", false), ("matchFields", true)] {
-            if let Some(v) = map.get(key) {
-                let p = path.key(key);
-                if let Some(items) = self.list(v, &p) {
-                    count += items.len();
-                    for (i, item) in items.iter().enumerate() {
-                        self.node_selector_requirement(item, &p.index(i), fields);
-                    }
-                }
-            }
-        }
+        let count = self.each(map, "matchExpressions", path, |checker, item, p| {
+            checker.node_selector_requirement(item, p, false)
+        }) + self.each(map, "matchFields", path, |checker, item, p| {
+            checker.node_selector_requirement(item, p, true)
+        });
         if count == 0 {
             self.err(
                 path,
@@ -628,33 +615,17 @@ impl Checker {
                 self.label_key(k, &kp);
             }
         }
-        let op_path = path.key("operator");
         let allowed: &[&str] = if field {
             &["In", "NotIn"]
         } else {
             allowed::<k8s::NodeSelectorOperator>()
         };
-        let operator = match map.get("operator") {
-            None => {
-                self.err(&op_path, format!("is required: one of {}", one_of(allowed)));
-                None
-            }
-            Some(op) => self.enumerated(op, &op_path, allowed),
-        };
+        let operator = self.operator(map, path, allowed);
+        let mut values = Vec::new();
+        self.each(map, "values", path, |checker, item, p| {
+            values.extend(checker.string(item, p).map(str::to_owned));
+        });
         let vp = path.key("values");
-        let values: Vec<String> = match map.get("values") {
-            None | Some(Value::Null) => Vec::new(),
-            Some(v) => self
-                .list(v, &vp)
-                .map(|items| {
-                    items
-                        .iter()
-                        .enumerate()
-                        .filter_map(|(i, item)| self.string(item, &vp.index(i)).map(str::to_owned))
-                        .collect()
-                })
-                .unwrap_or_default(),
-        };
         let Some(operator) = operator else { return };
         match operator.as_str() {
             "In" | "NotIn" if field && values.len() != 1 => {
@@ -699,29 +670,11 @@ impl Checker {
         let Some(map) = self.object(v, path, allowed::<k8s::PodAffinity>()) else {
             return;
         };
-        if let Some(v) = map.get(REQUIRED) {
-            let p = path.key(REQUIRED);
-            if let Some(items) = self.list(v, &p) {
-                for (i, item) in items.iter().enumerate() {
-                    self.pod_affinity_term(item, &p.index(i));
-                }
-            }
-        }
-        if let Some(v) = map.get(PREFERRED) {
-            let p = path.key(PREFERRED);
-            if let Some(items) = self.list(v, &p) {
-                for (i, item) in items.iter().enumerate() {
-                    let ip = p.index(i);
-                    if let Some(m) = self.object(item, &ip, allowed::<k8s::WeightedPodAffinityTerm>()) {
-                        self.weight(m, &ip);
-                        match m.get("podAffinityTerm") {
-                            Some(term) => self.pod_affinity_term(term, &ip.key("podAffinityTerm")),
-                            None => self.err(&ip.key("podAffinityTerm"), "is required"),
-                        }
-                    }
-                }
-            }
-        }
+        self.each(map, REQUIRED, path, Self::pod_affinity_term);
+        self.each(map, PREFERRED, path, |checker, item, p| {
+            let fields = allowed::<k8s::WeightedPodAffinityTerm>();
+            checker.weighted(item, p, fields, "podAffinityTerm", Self::pod_affinity_term);
+        });
     }
 
     fn pod_affinity_term(&mut self, v: &Value, path: &Path) {
@@ -739,23 +692,13 @@ impl Checker {
                 self.label_selector(v, &path.key(key));
             }
         }
-        if let Some(v) = map.get("namespaces") {
-            let p = path.key("namespaces");
-            if let Some(items) = self.list(v, &p) {
-                for (i, item) in items.iter().enumerate() {
-                    self.namespace_name(item, &p.index(i));
-                }
-            }
-        }
+        self.each(map, "namespaces", path, |checker, item, p| {
+            checker.namespace_name(item, p);
+        });
         for key in ["matchLabelKeys", "mismatchLabelKeys"] {
-            if let Some(v) = map.get(key) {
-                let p = path.key(key);
-                if let Some(items) = self.list(v, &p) {
-                    for (i, item) in items.iter().enumerate() {
-                        self.label_key(item, &p.index(i));
-                    }
-                }
-            }
+            self.each(map, key, path, |checker, item, p| {
+                checker.label_key(item, p);
+            });
         }
     }
 
@@ -766,57 +709,30 @@ impl Checker {
         if let Some(v) = map.get("matchLabels") {
             self.label_map(v, &path.key("matchLabels"));
         }
-        if let Some(v) = map.get("matchExpressions") {
-            let p = path.key("matchExpressions");
-            if let Some(items) = self.list(v, &p) {
-                for (i, item) in items.iter().enumerate() {
-                    let ip = p.index(i);
-                    let Some(m) = self.object(item, &ip, allowed::<k8s::LabelSelectorRequirement>()) else {
-                        continue;
-                    };
-                    match m.get("key") {
-                        None => self.err(&ip.key("key"), "is required"),
-                        Some(k) => {
-                            self.label_key(k, &ip.key("key"));
-                        }
-                    }
-                    let op = match m.get("operator") {
-                        None => {
-                            self.err(
-                                &ip.key("operator"),
-                                format!(
-                                    "is required: one of {}",
-                                    one_of(allowed::<k8s::LabelSelectorOperator>())
-                                ),
-                            );
-                            None
-                        }
-                        Some(op) => self.enumerated(op, &ip.key("operator"), allowed::<k8s::LabelSelectorOperator>()),
-                    };
-                    let vp = ip.key("values");
-                    let count = match m.get("values") {
-                        None | Some(Value::Null) => 0,
-                        Some(v) => self
-                            .list(v, &vp)
-                            .map(|items| {
-                                for (j, item) in items.iter().enumerate() {
-                                    self.label_value(item, &vp.index(j));
-                                }
-                                items.len()
-                            })
-                            .unwrap_or(0),
-                    };
-                    match op.as_deref() {
-                        Some(op @ ("In" | "NotIn")) if count == 0 => {
-                            self.err(&vp, format!("must be non-empty when operator is {op}"));
-                        }
-                        Some(op @ ("Exists" | "DoesNotExist")) if count > 0 => {
-                            self.err(&vp, format!("must be empty when operator is {op}"));
-                        }
-                        _ => {}
-                    }
-                }
+        self.each(map, "matchExpressions", path, Self::label_selector_requirement);
+    }
+
+    fn label_selector_requirement(&mut self, v: &Value, path: &Path) {
+        let Some(map) = self.object(v, path, allowed::<k8s::LabelSelectorRequirement>()) else {
+            return;
+        };
+        match map.get("key") {
+            None => self.err(&path.key("key"), "is required"),
+            Some(k) => {
+                self.label_key(k, &path.key("key"));
             }
+        }
+        let op = self.operator(map, path, allowed::<k8s::LabelSelectorOperator>());
+        let count = self.each(map, "values", path, Self::label_value);
+        let vp = path.key("values");
+        match op.as_deref() {
+            Some(op @ ("In" | "NotIn")) if count == 0 => {
+                self.err(&vp, format!("must be non-empty when operator is {op}"));
+            }
+            Some(op @ ("Exists" | "DoesNotExist")) if count > 0 => {
+                self.err(&vp, format!("must be empty when operator is {op}"));
+            }
+            _ => {}
         }
     }
 }

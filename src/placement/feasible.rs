@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use std::hash::{BuildHasher as _, Hash, Hasher};
 use std::sync::LazyLock;
 
-use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm, Toleration};
+use k8s_openapi::api::core::v1::{Affinity, NodeSelectorRequirement, NodeSelectorTerm, Toleration};
 
 use super::PodSpec;
 use super::tolerations::tolerates_taint;
@@ -156,10 +156,17 @@ impl NodeInfo {
             .ok()
             .map(|i| self.labels[i].1.as_ref())
     }
+}
 
-    pub fn labels(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.labels.iter().map(|(k, v)| (k.as_ref(), v.as_ref()))
-    }
+/// The terms of an affinity's required node affinity.
+fn required_terms(affinity: Option<&Affinity>) -> Option<&[NodeSelectorTerm]> {
+    let node_affinity = affinity?.node_affinity.as_ref()?;
+    Some(
+        &node_affinity
+            .required_during_scheduling_ignored_during_execution
+            .as_ref()?
+            .node_selector_terms,
+    )
 }
 
 /// The placement-relevant parts of a pod (or of a group's placement).
@@ -175,12 +182,7 @@ impl<'a> Placement<'a> {
     pub fn of_spec(spec: &'a PodSpec) -> Self {
         Self {
             node_selector: spec.node_selector.as_ref(),
-            required: spec
-                .affinity
-                .as_ref()
-                .and_then(|a| a.node_affinity.as_ref())
-                .and_then(|n| n.required_during_scheduling_ignored_during_execution.as_ref())
-                .map(|r| r.node_selector_terms.as_slice()),
+            required: required_terms(spec.affinity.as_ref()),
             tolerations: spec.tolerations.as_deref().unwrap_or_default(),
         }
     }
@@ -189,12 +191,7 @@ impl<'a> Placement<'a> {
     pub fn of_group(group: &'a Group) -> Self {
         Self {
             node_selector: (!group.node_selector.is_empty()).then_some(&group.node_selector),
-            required: group
-                .affinity
-                .as_ref()
-                .and_then(|a| a.node_affinity.as_ref())
-                .and_then(|n| n.required_during_scheduling_ignored_during_execution.as_ref())
-                .map(|r| r.node_selector_terms.as_slice()),
+            required: required_terms(group.affinity.as_ref()),
             tolerations: &group.tolerations,
         }
     }
@@ -203,62 +200,20 @@ impl<'a> Placement<'a> {
     /// equally, so counts can be memoised per distinct placement.
     pub fn fingerprint(&self) -> u64 {
         let mut h = hasher();
-        fn opt(h: &mut impl Hasher, s: &Option<String>) {
-            match s {
-                None => 0u8.hash(h),
-                Some(s) => {
-                    1u8.hash(h);
-                    s.hash(h);
-                }
-            }
-        }
-        match self.node_selector {
-            None => 0u8.hash(&mut h),
-            Some(sel) => {
-                1u8.hash(&mut h);
-                sel.len().hash(&mut h);
-                for (k, v) in sel {
-                    k.hash(&mut h);
-                    v.hash(&mut h);
-                }
-            }
-        }
-        match self.required {
-            None => 0u8.hash(&mut h),
-            Some(terms) => {
-                1u8.hash(&mut h);
-                terms.len().hash(&mut h);
-                for term in terms {
-                    for list in [&term.match_expressions, &term.match_fields] {
-                        match list {
-                            None => 0u8.hash(&mut h),
-                            Some(reqs) => {
-                                1u8.hash(&mut h);
-                                reqs.len().hash(&mut h);
-                                for r in reqs {
-                                    r.key.hash(&mut h);
-                                    r.operator.hash(&mut h);
-                                    match &r.values {
-                                        None => 0u8.hash(&mut h),
-                                        Some(values) => {
-                                            1u8.hash(&mut h);
-                                            values.hash(&mut h);
-                                        }
-                                    }
-                                }
-                            }
-                        }
-                    }
+        self.node_selector.hash(&mut h);
+        self.required.map(<[_]>::len).hash(&mut h);
+        for term in self.required.into_iter().flatten() {
+            for list in [&term.match_expressions, &term.match_fields] {
+                list.as_ref().map(Vec::len).hash(&mut h);
+                for r in list.iter().flatten() {
+                    (&r.key, &r.operator, &r.values).hash(&mut h);
                 }
             }
         }
         self.tolerations.len().hash(&mut h);
         for t in self.tolerations {
-            opt(&mut h, &t.key);
-            opt(&mut h, &t.operator);
-            opt(&mut h, &t.value);
-            opt(&mut h, &t.effect);
             // tolerationSeconds does not change where a pod may be placed.
+            (&t.key, &t.operator, &t.value, &t.effect).hash(&mut h);
         }
         h.finish()
     }
@@ -662,7 +617,7 @@ mod tests {
         let info = NodeInfo::from_node(&node);
         assert_eq!(&*info.name, "w1");
         assert_eq!(info.label("pool"), Some("ci"));
-        assert_eq!(info.labels().count(), 1);
+        assert_eq!(info.labels.len(), 1);
         assert_eq!(&*info.taints, &[NodeTaint::new("k", "", "NoExecute")]);
         assert!(info.unschedulable);
     }

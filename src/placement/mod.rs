@@ -30,77 +30,37 @@ pub use verify::verify;
 
 use crate::config::Mode;
 
-/// The webhook a request arrived at.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Webhook {
-    Mutate,
-    Validate,
-    /// The namespace label guard: who may change a namespace's group label.
-    ValidateNamespace,
-}
-
-impl Webhook {
-    pub const ALL: [Webhook; 3] = [Webhook::Mutate, Webhook::Validate, Webhook::ValidateNamespace];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Webhook::Mutate => "mutate",
-            Webhook::Validate => "validate",
-            Webhook::ValidateNamespace => "validate-namespace",
-        }
+named_enum! {
+    /// The webhook a request arrived at.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum Webhook {
+        Mutate => "mutate",
+        Validate => "validate",
+        /// The namespace label guard: who may change a namespace's group label.
+        ValidateNamespace => "validate-namespace",
     }
 }
 
-/// What was decided for one admission request (`placement.decision`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Decision {
-    /// dryRun/warn: enforce would have patched the pod.
-    WouldPatch,
-    /// enforce: the response carries the patch.
-    Patched,
-    /// Nothing to change, nothing to deny.
-    Noop,
-    /// dryRun/warn: enforce would have denied the pod.
-    WouldDeny,
-    /// enforce (or `unknownGroup: deny`): the pod is denied.
-    Denied,
-    /// Not pod-director's business (see [`SkipReason`]).
-    Skipped,
-    /// The namespace names a group that is not defined (`unknownGroup: allow`).
-    UnknownGroup,
-    /// The request could not be decided (rendered by the admission layer).
-    Error,
-}
-
-impl Decision {
-    pub const ALL: [Decision; 8] = [
-        Decision::WouldPatch,
-        Decision::Patched,
-        Decision::Noop,
-        Decision::WouldDeny,
-        Decision::Denied,
-        Decision::Skipped,
-        Decision::UnknownGroup,
-        Decision::Error,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Decision::WouldPatch => "would_patch",
-            Decision::Patched => "patched",
-            Decision::Noop => "noop",
-            Decision::WouldDeny => "would_deny",
-            Decision::Denied => "denied",
-            Decision::Skipped => "skipped",
-            Decision::UnknownGroup => "unknown_group",
-            Decision::Error => "error",
-        }
-    }
-}
-
-impl fmt::Display for Decision {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+named_enum! {
+    /// What was decided for one admission request (`placement.decision`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum Decision {
+        /// dryRun/warn: enforce would have patched the pod.
+        WouldPatch => "would_patch",
+        /// enforce: the response carries the patch.
+        Patched => "patched",
+        /// Nothing to change, nothing to deny.
+        Noop => "noop",
+        /// dryRun/warn: enforce would have denied the pod.
+        WouldDeny => "would_deny",
+        /// enforce (or `unknownGroup: deny`): the pod is denied.
+        Denied => "denied",
+        /// Not pod-director's business (see [`SkipReason`]).
+        Skipped => "skipped",
+        /// The namespace names a group that is not defined (`unknownGroup: allow`).
+        UnknownGroup => "unknown_group",
+        /// The request could not be decided (rendered by the admission layer).
+        Error => "error",
     }
 }
 
@@ -146,24 +106,16 @@ impl fmt::Display for SkipReason {
     }
 }
 
-/// How a conflict was resolved, per `onConflict`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Resolution {
-    /// `reject`: the pod is (or would be) denied.
-    Rejected,
-    /// `override`: the group's value replaces the pod's.
-    Overridden,
-    /// `ignore`: the pod's value stays.
-    Ignored,
-}
-
-impl Resolution {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Resolution::Rejected => "rejected",
-            Resolution::Overridden => "overridden",
-            Resolution::Ignored => "ignored",
-        }
+named_enum! {
+    /// How a conflict was resolved, per `onConflict`.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Resolution {
+        /// `reject`: the pod is (or would be) denied.
+        Rejected => "rejected",
+        /// `override`: the group's value replaces the pod's.
+        Overridden => "overridden",
+        /// `ignore`: the pod's value stays.
+        Ignored => "ignored",
     }
 }
 

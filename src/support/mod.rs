@@ -1,14 +1,17 @@
 //! Test and benchmark support: shared by the unit tests, `tests/`, `benches/` and `e2e/`,
 //! never used by pod-director itself, and not part of its API (hidden from the docs).
 //! `mod.rs`: the log capture, the `/metrics` sample reader and an admission path on a test config; `floor.rs`: the load harness's no-work floor server;
-//! `mounted.rs`: kubelet-style mounted directories; `scheduler.rs`: the scheduler's reading of required node affinity, an oracle for the engine.
+//! `mounted.rs`: kubelet-style mounted directories; `scheduler.rs`: the scheduler's reading of required node affinity, an oracle for the engine;
+//! `sources.rs`: in-memory namespaces and nodes.
 
 mod floor;
 mod mounted;
 pub mod scheduler;
+mod sources;
 
 pub use floor::{CannedServer, start_canned};
 pub use mounted::MountedDir;
+pub use sources::{StaticNamespaces, StaticNodes};
 
 use std::io;
 use std::sync::{Arc, Mutex};
@@ -22,7 +25,6 @@ use tracing_subscriber::fmt::MakeWriter;
 use crate::admission::Admission;
 use crate::config::Config;
 use crate::metrics::Metrics;
-use crate::namespaces::StaticNamespaces;
 
 /// The admission path on the configuration `config_yaml` (a test's, valid), its
 /// namespaces labelled for their groups (`(namespace, group)`), and its metrics.

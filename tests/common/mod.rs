@@ -15,9 +15,10 @@ mod pki;
 pub use pki::Pki;
 
 use base64::Engine as _;
-use pod_director::namespaces::{NamespaceSource, StaticNamespaces};
+use pod_director::namespaces::NamespaceSource;
 use pod_director::server::{RunningServer, Settings, Timeouts, TlsFiles};
 pub use pod_director::support::MountedDir;
+use pod_director::support::StaticNamespaces;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -324,7 +325,7 @@ pub async fn metric(harness: &Harness, line_start: &str) -> Option<f64> {
 
 /// Namespaces that take `delay` to answer, to keep a request in flight.
 pub struct Slow {
-    pub inner: pod_director::namespaces::StaticNamespaces,
+    pub inner: pod_director::support::StaticNamespaces,
     pub delay: std::time::Duration,
 }
 

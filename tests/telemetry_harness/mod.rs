@@ -8,9 +8,9 @@ use std::sync::{Arc, Mutex};
 
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::trace::{SpanData, SpanExporter};
-use pod_director::nodes::{Nodes, StaticNodes};
+use pod_director::nodes::Nodes;
 use pod_director::placement::{NodeInfo, NodeTaint, Webhook};
-use pod_director::support::LogCapture;
+use pod_director::support::{LogCapture, StaticNodes};
 use pod_director::telemetry::{self, DECISION_TARGET, JsonLayer};
 use serde_json::{Value, json};
 use tracing_subscriber::layer::SubscriberExt as _;
