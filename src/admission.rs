@@ -808,25 +808,9 @@ fn json_strings<T: ToString>(items: &[T]) -> String {
     serde_json::to_string(&strings).unwrap_or_else(|_| "[]".to_owned())
 }
 
-/// The outcome's fields of the decision span, recorded in one dispatch.
-static OUTCOME_FIELDS: telemetry::FieldBatch<16> = telemetry::FieldBatch::new([
-    "placement.group",
-    "placement.mode",
-    "placement.decision",
-    "placement.skip_reason",
-    "placement.conflicts",
-    "placement.violations",
-    "placement.summary",
-    "placement.message",
-    "placement.warning",
-    "placement.patch.op_count",
-    "placement.patch.paths",
-    "placement.feasible_nodes",
-    "placement.no_feasible_node",
-    "placement.feasible_nodes_before",
-    "latency_ms",
-    "error",
-]);
+/// The outcome's fields of the decision span (the run of [`telemetry::DECISION_FIELDS`] from
+/// `placement.group` to `error`), recorded in one dispatch.
+static OUTCOME_FIELDS: telemetry::FieldBatch<16> = telemetry::FieldBatch::new(telemetry::decision_fields(11));
 
 /// Records the outcome on the span and writes the one decision log line
 /// (`patch`: the outcome's [`Outcome::patch_text`]; `exported`: the span is sampled, so it carries the patch too).
