@@ -1,5 +1,5 @@
 //! The pure admission path, per review: decode the AdmissionReview JSON, decide
-//! (plan + render the patch), build the response and encode it — for a small,
+//! (plan + render the patch), write the response (`admission::respond`) — for a small,
 //! a typical and a large pod. Also counts heap allocations per review.
 //!
 //! `cargo bench --bench admission` (add `-- --quick` for a fast pass).
@@ -21,7 +21,7 @@ mod alloc;
 #[global_allocator]
 static GLOBAL: alloc::Counting = alloc::Counting;
 
-/// decode → decide → render → encode, as the server does minus I/O. Not inlined, so
+/// decode → decide → respond, as the server does minus I/O. Not inlined, so
 /// profilers (callgrind `--toggle-collect=*handle*`) can price one review.
 #[inline(never)]
 fn handle(loaded: &Loaded, labels: &BTreeMap<String, String>, body: &[u8]) -> Vec<u8> {

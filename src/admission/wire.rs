@@ -10,7 +10,9 @@
 //! borrowed from the body and decoded once the request says what they are.
 //! Objects of requests pod-director does not decide are skipped unread.
 //! Fields nothing reads (`requestKind`, `requestResource`, `options`, …)
-//! are skipped too. Writing: kube-core's serialization with the patch as base64.
+//! are skipped too. Writing: a decided request's review straight from the
+//! outcome ([`decided`]); an error review with kube-core's serialization
+//! ([`encode`]); the patch as base64 in both.
 
 use std::cell::Cell;
 use std::fmt;
