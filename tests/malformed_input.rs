@@ -1,5 +1,6 @@
-//! Bad requests over real TLS: each gets a well-formed AdmissionReview error
-//! (400/503) or a precise 4xx, promptly, and the server keeps serving.
+//! Bad or oddly sent requests over real TLS: each bad one gets a well-formed AdmissionReview
+//! error (400/503) or a precise 4xx, promptly; a valid review gets the same answer however it
+//! is chunked; and the server keeps serving.
 
 mod common;
 
@@ -330,5 +331,33 @@ async fn requests_that_are_not_pod_creates_are_admitted_untouched() {
         assert_eq!(response["response"]["uid"], "u-valid", "{name}");
         assert!(response["response"].get("patch").is_none(), "{name}");
     }
+    harness.server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_review_sent_in_many_small_chunks_is_decided_as_if_sent_whole() {
+    let harness = Harness::start(CONFIG).await;
+    harness.label("ns", "ci");
+    let (status, whole) = harness.post("/mutate", &valid()).await;
+    assert_eq!(status, StatusCode::OK, "{whole}");
+    assert!(
+        whole["response"]["patch"].is_string(),
+        "the enforce group patches: {whole}"
+    );
+    // Chunks of 7 bytes split keys, strings and escapes across chunk boundaries.
+    let bytes = json_bytes(&valid());
+    let chunks: Vec<Bytes> = bytes.chunks(7).map(Bytes::copy_from_slice).collect();
+    assert!(chunks.len() > 100, "{} chunks", chunks.len());
+    let response = harness
+        .client
+        .post(format!("{}/mutate", harness.base))
+        .header("content-type", "application/json")
+        .body(streamed(futures::stream::iter(chunks)))
+        .send()
+        .await
+        .expect("request sent");
+    assert_eq!(response.status(), StatusCode::OK);
+    let chunked: Value = serde_json::from_slice(&response.bytes().await.expect("body read")).expect("JSON review");
+    assert_eq!(chunked, whole, "the same answer, patch and annotations included");
     harness.server.shutdown().await;
 }
