@@ -3,8 +3,9 @@
 //! [`parse`] turns request bytes into a typed request in one pass ([`wire`]:
 //! a pod's placement fields are built, the rest of it skipped), or says
 //! precisely what is wrong; the placement engine decides, and [`respond`] writes the
-//! response the way the API server reads it (an undecidable request's, [`to_wire`]). [`Admission::review`] strings these together with the namespace
-//! lookup, the decision log line, the span and the metrics.
+//! response the way the API server reads it ([`to_wire`] an undecidable request's).
+//! [`Admission::review`] strings these together with the namespace lookup, the
+//! decision log line, the span and the metrics.
 //!
 //! What each kind of request gets:
 //!
@@ -422,9 +423,10 @@ pub(crate) fn audit_annotations(outcome: &Outcome, revision: &str) -> std::colle
 fn annotations<'a>(outcome: &'a Outcome, revision: &'a str, patch: &'a str) -> Vec<(&'static str, Cow<'a, str>)> {
     let mut annotations = Vec::with_capacity(8);
     let mut put = |key: &'static str, value: Cow<'a, str>| {
-        let value = match value.len() <= MAX_ANNOTATION_BYTES {
-            true => value,
-            false => Cow::Owned(telemetry::truncate_bytes(&value, MAX_ANNOTATION_BYTES)),
+        let value = if value.len() <= MAX_ANNOTATION_BYTES {
+            value
+        } else {
+            Cow::Owned(telemetry::truncate_bytes(&value, MAX_ANNOTATION_BYTES))
         };
         annotations.push((key, value));
     };

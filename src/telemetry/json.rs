@@ -191,16 +191,28 @@ where
             .filter_map(|extensions| extensions.get::<Fields>())
             .chain([&own])
             .collect();
-        LINE.with_borrow_mut(|line| {
+        // A log line that cannot be written has nowhere else to go.
+        let write = |line: &mut Vec<u8>| {
             line.clear();
             write_line(line, meta, &own, &sources);
-            // A log line that cannot be written has nowhere else to go.
             let _ = self.make_writer.make_writer_for(meta).write_all(line);
-            // A rare huge line does not stay allocated.
-            if line.capacity() > LINE_KEPT_BYTES {
-                *line = Vec::new();
+        };
+        let reused = LINE.try_with(|cell| match cell.try_borrow_mut() {
+            Ok(mut line) => {
+                write(&mut line);
+                // A rare huge line does not stay allocated.
+                if line.capacity() > LINE_KEPT_BYTES {
+                    *line = Vec::new();
+                }
+                true
             }
+            Err(_) => false,
         });
+        // After the thread's buffer is gone (an event from another thread-local's destructor),
+        // or were it ever in use, the line gets a buffer of its own: never a panic.
+        if reused != Ok(true) {
+            write(&mut Vec::new());
+        }
     }
 }
 
