@@ -276,15 +276,8 @@ fn subject<'a>(
                     .map(Box::new)
                     .map_err(|e| invalid(field, DAEMON_SET, trail, e))
             };
-            let object = raw(object).ok_or(AdmissionError::MissingObject)?;
-            let old = match raw(old_object).filter(|_| update) {
-                Some(old) => Some(template(old, "oldObject")?),
-                None => None,
-            };
-            Ok(Subject::DaemonSet {
-                template: template(object, "object")?,
-                old,
-            })
+            let (template, old) = object_and_old(raw(object), raw(old_object).filter(|_| update), template)?;
+            Ok(Subject::DaemonSet { template, old })
         }
         Some(Resource::Namespaces) => {
             let namespace = |raw: &RawValue, field| {
@@ -292,19 +285,24 @@ fn subject<'a>(
                     .map(Box::new)
                     .map_err(|e| invalid(field, NAMESPACE, &Trail::default(), e))
             };
-            let object = raw(object).ok_or(AdmissionError::MissingObject)?;
-            let old = match raw(old_object).filter(|_| update) {
-                Some(old) => Some(namespace(old, "oldObject")?),
-                None => None,
-            };
-            Ok(Subject::Namespace {
-                namespace: namespace(object, "object")?,
-                old,
-            })
+            let (namespace, old) = object_and_old(raw(object), raw(old_object).filter(|_| update), namespace)?;
+            Ok(Subject::Namespace { namespace, old })
         }
         // not_applicable names every other resource.
         None => Ok(Subject::NotApplicable("not a resource pod-director decides".to_owned())),
     }
+}
+
+/// A raw object and its old version (on UPDATE) decoded with `decode`; the old one is
+/// decoded first, so its error is the one reported when both are invalid.
+fn object_and_old<T>(
+    object: Option<&RawValue>,
+    old: Option<&RawValue>,
+    decode: impl Fn(&RawValue, &'static str) -> Result<T, AdmissionError>,
+) -> Result<(T, Option<T>), AdmissionError> {
+    let object = object.ok_or(AdmissionError::MissingObject)?;
+    let old = old.map(|old| decode(old, "oldObject")).transpose()?;
+    Ok((decode(object, "object")?, old))
 }
 
 /// The resources pod-director decides.
