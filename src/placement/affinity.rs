@@ -6,8 +6,6 @@
 //! "a null or empty node selector term matches no objects"), so it is not the
 //! neutral element of AND: `{} AND g` matches nothing, never what `g` matches.
 
-use std::collections::BTreeSet;
-
 use k8s_openapi::api::core::v1::{
     Affinity, NodeSelectorRequirement, NodeSelectorTerm, PodAffinityTerm, WeightedPodAffinityTerm,
 };
@@ -82,34 +80,34 @@ impl<'a> PodTerms<'a> {
     }
 
     /// The group's required terms `self` lacks.
-    pub(crate) fn missing_required(&self, wanted: &PodTerms<'_>) -> Vec<PodAffinityTerm> {
+    pub(crate) fn missing_required<'w>(&self, wanted: &PodTerms<'w>) -> Vec<&'w PodAffinityTerm> {
         let present = self.required();
-        wanted
-            .required()
-            .iter()
-            .filter(|t| !present.contains(t))
-            .cloned()
-            .collect()
+        wanted.required().iter().filter(|t| !present.contains(t)).collect()
     }
 
     /// The group's preferred terms `self` lacks (whatever their weight).
-    pub(crate) fn missing_preferred(&self, wanted: &PodTerms<'_>) -> Vec<WeightedPodAffinityTerm> {
+    pub(crate) fn missing_preferred<'w>(&self, wanted: &PodTerms<'w>) -> Vec<&'w WeightedPodAffinityTerm> {
         let present = self.preferred();
         wanted
             .preferred()
             .iter()
             .filter(|w| !present.iter().any(|p| p.pod_affinity_term == w.pod_affinity_term))
-            .cloned()
             .collect()
     }
 }
 
-fn values(r: &NodeSelectorRequirement) -> BTreeSet<&str> {
-    r.values.iter().flatten().map(String::as_str).collect()
+/// The requirement's values. A requirement has a few values, so membership is a scan:
+/// these checks run on every review and build no set.
+fn values(r: &NodeSelectorRequirement) -> &[String] {
+    r.values.as_deref().unwrap_or_default()
+}
+
+fn has(values: &[String], value: &str) -> bool {
+    values.iter().any(|v| v == value)
 }
 
 fn int_value(r: &NodeSelectorRequirement) -> Option<i64> {
-    r.values.as_ref()?.first()?.parse().ok()
+    values(r).first()?.parse().ok()
 }
 
 /// Whether every node satisfying `p` also satisfies `g` (same key only).
@@ -121,20 +119,18 @@ pub(crate) fn requirement_implies(p: &NodeSelectorRequirement, g: &NodeSelectorR
         return true;
     }
     let (pv, gv) = (values(p), values(g));
-    let all_ints = |vals: &BTreeSet<&str>, test: &dyn Fn(i64) -> bool| {
-        !vals.is_empty() && vals.iter().all(|v| v.parse::<i64>().is_ok_and(test))
-    };
+    let all_ints = |test: &dyn Fn(i64) -> bool| !pv.is_empty() && pv.iter().all(|v| v.parse::<i64>().is_ok_and(test));
     match (p.operator.as_str(), g.operator.as_str()) {
-        ("In", "In") => !pv.is_empty() && pv.is_subset(&gv),
-        ("In", "NotIn") => pv.is_disjoint(&gv),
-        ("NotIn", "NotIn") => gv.is_subset(&pv),
+        ("In", "In") => !pv.is_empty() && pv.iter().all(|v| has(gv, v)),
+        ("In", "NotIn") => !pv.iter().any(|v| has(gv, v)),
+        ("NotIn", "NotIn") => gv.iter().all(|v| has(pv, v)),
         ("DoesNotExist", "NotIn") => true,
         ("In" | "Exists" | "Gt" | "Lt", "Exists") => true,
         ("DoesNotExist", "DoesNotExist") => true,
         ("Gt", "Gt") => matches!((int_value(p), int_value(g)), (Some(a), Some(b)) if a >= b),
         ("Lt", "Lt") => matches!((int_value(p), int_value(g)), (Some(a), Some(b)) if a <= b),
-        ("In", "Gt") => int_value(g).is_some_and(|b| all_ints(&pv, &|v| v > b)),
-        ("In", "Lt") => int_value(g).is_some_and(|b| all_ints(&pv, &|v| v < b)),
+        ("In", "Gt") => int_value(g).is_some_and(|b| all_ints(&|v| v > b)),
+        ("In", "Lt") => int_value(g).is_some_and(|b| all_ints(&|v| v < b)),
         _ => false,
     }
 }
@@ -215,8 +211,11 @@ pub fn overridden(pod: &NodeSelectorTerm, group: &NodeSelectorTerm) -> NodeSelec
 /// The pod's term without its requirements on the keys the group's term constrains.
 pub(crate) fn without_keys_of(pod: &NodeSelectorTerm, group: &NodeSelectorTerm) -> NodeSelectorTerm {
     let strip = |p: &[NodeSelectorRequirement], g: &[NodeSelectorRequirement]| {
-        let keys: BTreeSet<&str> = g.iter().map(|r| r.key.as_str()).collect();
-        let kept: Vec<NodeSelectorRequirement> = p.iter().filter(|r| !keys.contains(r.key.as_str())).cloned().collect();
+        let kept: Vec<NodeSelectorRequirement> = p
+            .iter()
+            .filter(|r| !g.iter().any(|k| k.key == r.key))
+            .cloned()
+            .collect();
         (!kept.is_empty()).then_some(kept)
     };
     NodeSelectorTerm {
@@ -225,70 +224,72 @@ pub(crate) fn without_keys_of(pod: &NodeSelectorTerm, group: &NodeSelectorTerm) 
     }
 }
 
-/// The first key on which the requirements cannot all hold, if any.
+/// The first key (in sorted order) on which the requirements cannot all hold, if any.
 fn contradiction(reqs: &[NodeSelectorRequirement]) -> Option<String> {
-    let keys: BTreeSet<&str> = reqs.iter().map(|r| r.key.as_str()).collect();
-    for key in keys {
-        let mut must_exist = false;
-        let mut must_not_exist = false;
-        let mut allowed: Option<BTreeSet<&str>> = None;
-        let mut forbidden: BTreeSet<&str> = BTreeSet::new();
-        let mut lower: Option<i64> = None;
-        let mut upper: Option<i64> = None;
-        for r in reqs.iter().filter(|r| r.key == key) {
-            match r.operator.as_str() {
-                "In" => {
-                    must_exist = true;
-                    let v = values(r);
-                    allowed = Some(match allowed {
-                        Some(a) => a.intersection(&v).copied().collect(),
-                        None => v,
-                    });
-                }
-                "NotIn" => forbidden.extend(values(r)),
-                "Exists" => must_exist = true,
-                "DoesNotExist" => must_not_exist = true,
-                "Gt" => {
-                    must_exist = true;
-                    if let Some(n) = int_value(r) {
-                        lower = Some(lower.map_or(n, |l| l.max(n)));
-                    }
-                }
-                "Lt" => {
-                    must_exist = true;
-                    if let Some(n) = int_value(r) {
-                        upper = Some(upper.map_or(n, |u| u.min(n)));
-                    }
-                }
-                _ => {}
-            }
-        }
-        if must_exist && must_not_exist {
-            return Some(key.to_owned());
-        }
-        let in_range = |v: &str| {
-            if lower.is_none() && upper.is_none() {
-                return true;
-            }
-            v.parse::<i64>()
-                .is_ok_and(|n| lower.is_none_or(|l| n > l) && upper.is_none_or(|u| n < u))
-        };
-        match &allowed {
-            Some(a) => {
-                if !a.iter().any(|v| !forbidden.contains(v) && in_range(v)) {
-                    return Some(key.to_owned());
-                }
-            }
-            None => {
-                if let (Some(l), Some(u)) = (lower, upper)
-                    && u.saturating_sub(l) < 2
-                {
-                    return Some(key.to_owned());
-                }
-            }
+    let mut first: Option<&str> = None;
+    for (i, r) in reqs.iter().enumerate() {
+        let key = r.key.as_str();
+        let seen = reqs[..i].iter().any(|e| e.key == key);
+        if !seen && first.is_none_or(|f| key < f) && contradicts(reqs, key) {
+            first = Some(key);
         }
     }
-    None
+    first.map(str::to_owned)
+}
+
+/// Whether the requirements on `key` cannot all hold.
+fn contradicts(reqs: &[NodeSelectorRequirement], key: &str) -> bool {
+    let on_key = || reqs.iter().filter(move |r| r.key == key);
+    let mut must_exist = false;
+    let mut must_not_exist = false;
+    let mut first_in: Option<&NodeSelectorRequirement> = None;
+    let mut lower: Option<i64> = None;
+    let mut upper: Option<i64> = None;
+    for r in on_key() {
+        match r.operator.as_str() {
+            "In" => {
+                must_exist = true;
+                first_in = first_in.or(Some(r));
+            }
+            "Exists" => must_exist = true,
+            "DoesNotExist" => must_not_exist = true,
+            "Gt" => {
+                must_exist = true;
+                if let Some(n) = int_value(r) {
+                    lower = Some(lower.map_or(n, |l| l.max(n)));
+                }
+            }
+            "Lt" => {
+                must_exist = true;
+                if let Some(n) = int_value(r) {
+                    upper = Some(upper.map_or(n, |u| u.min(n)));
+                }
+            }
+            _ => {}
+        }
+    }
+    if must_exist && must_not_exist {
+        return true;
+    }
+    let in_range = |v: &str| {
+        if lower.is_none() && upper.is_none() {
+            return true;
+        }
+        v.parse::<i64>()
+            .is_ok_and(|n| lower.is_none_or(|l| n > l) && upper.is_none_or(|u| n < u))
+    };
+    match first_in {
+        // A value every `In` allows, no `NotIn` forbids, and within the bounds.
+        Some(first_in) => !values(first_in).iter().any(|v| {
+            in_range(v)
+                && on_key().all(|r| match r.operator.as_str() {
+                    "In" => has(values(r), v),
+                    "NotIn" => !has(values(r), v),
+                    _ => true,
+                })
+        }),
+        None => matches!((lower, upper), (Some(l), Some(u)) if u.saturating_sub(l) < 2),
+    }
 }
 
 /// The first key (or field) on which no node can satisfy the term, if any.
@@ -296,21 +297,26 @@ pub(crate) fn unsatisfiable(term: &NodeSelectorTerm) -> Option<String> {
     contradiction(expressions(term)).or_else(|| contradiction(fields(term)))
 }
 
-/// Short human form: `node-pool In (ci), cpu Gt 4`.
+/// Short human form: `[node-pool In (ci), cpu Gt 4]`.
 pub(crate) fn describe_term(term: &NodeSelectorTerm) -> String {
-    let parts: Vec<String> = expressions(term)
-        .iter()
-        .chain(fields(term))
-        .map(|r| {
-            let vals: Vec<&str> = r.values.iter().flatten().map(String::as_str).collect();
-            if vals.is_empty() {
-                format!("{} {}", r.key, r.operator)
-            } else {
-                format!("{} {} ({})", r.key, r.operator, vals.join(","))
-            }
-        })
-        .collect();
-    format!("[{}]", parts.join(", "))
+    let mut out = String::from("[");
+    for (i, r) in expressions(term).iter().chain(fields(term)).enumerate() {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        out.push_str(&r.key);
+        out.push(' ');
+        out.push_str(&r.operator);
+        for (j, v) in values(r).iter().enumerate() {
+            out.push_str(if j == 0 { " (" } else { "," });
+            out.push_str(v);
+        }
+        if !values(r).is_empty() {
+            out.push(')');
+        }
+    }
+    out.push(']');
+    out
 }
 
 #[cfg(test)]
@@ -390,6 +396,22 @@ mod tests {
         assert_eq!(
             unsatisfiable(&term(vec![req("p", "NotIn", &["a"]), req("p", "DoesNotExist", &[])])),
             None
+        );
+        let in_ab_bc = vec![req("p", "In", &["a", "b"]), req("p", "In", &["b", "c"])];
+        assert_eq!(unsatisfiable(&term(in_ab_bc.clone())), None, "b is in both");
+        let mut without_b = in_ab_bc;
+        without_b.push(req("p", "NotIn", &["b"]));
+        assert_eq!(unsatisfiable(&term(without_b)), Some("p".into()));
+        let two_keys = vec![
+            req("z", "In", &["a"]),
+            req("z", "In", &["b"]),
+            req("a", "Exists", &[]),
+            req("a", "DoesNotExist", &[]),
+        ];
+        assert_eq!(
+            unsatisfiable(&term(two_keys)),
+            Some("a".into()),
+            "the first key in sorted order"
         );
     }
 

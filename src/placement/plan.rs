@@ -245,7 +245,6 @@ impl Planner<'_> {
             let missing: Vec<_> = preferred
                 .iter()
                 .filter(|w| !present.iter().any(|p| p.preference == w.preference))
-                .cloned()
                 .collect();
             let base = ["spec", "affinity", "nodeAffinity", PREFERRED];
             self.append(
