@@ -138,11 +138,14 @@ impl Planner<'_> {
             return;
         }
         let Some(existing) = &self.spec.node_selector else {
-            let pairs: Vec<String> = wanted.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            self.change(
-                add(&["spec", "nodeSelector"], json(wanted)),
-                format!("set nodeSelector {}", pairs.join(",")),
-            );
+            let mut reason = String::from("set nodeSelector ");
+            for (i, (key, value)) in wanted.iter().enumerate() {
+                if i > 0 {
+                    reason.push(',');
+                }
+                reason.extend([key.as_str(), "=", value.as_str()]);
+            }
+            self.change(add(&["spec", "nodeSelector"], json(wanted)), reason);
             return;
         };
         for (key, value) in wanted {

@@ -96,13 +96,13 @@ pub(crate) fn tolerates_taint(t: &Toleration, taint: &super::feasible::NodeTaint
 /// Short human form: `dedicated=ci:NoSchedule`, `nvidia.com/gpu:NoSchedule (Exists)`.
 pub(crate) fn describe(t: &Toleration) -> String {
     let key = if text(&t.key).is_empty() { "*" } else { text(&t.key) };
-    let mut out = match operator(t) {
-        "Exists" => format!("{key} exists"),
-        _ => format!("{key}={}", text(&t.value)),
-    };
+    let mut out = String::from(key);
+    match operator(t) {
+        "Exists" => out.push_str(" exists"),
+        _ => out.extend(["=", text(&t.value)]),
+    }
     if !text(&t.effect).is_empty() {
-        out.push(':');
-        out.push_str(text(&t.effect));
+        out.extend([":", text(&t.effect)]);
     }
     if let Some(s) = t.toleration_seconds {
         out.push_str(&format!(" for {s}s"));
