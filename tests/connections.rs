@@ -20,6 +20,7 @@ use http_body_util::{BodyExt as _, Full};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use pod_director::server::Timeouts;
 use pod_director::support::StaticNamespaces;
+use pod_director::support::assert_contains;
 use serde_json::Value;
 use tokio::io::AsyncWriteExt as _;
 
@@ -390,7 +391,7 @@ async fn shutdown_answers_every_request_that_arrives_and_closes_idle_connections
         .expect("closed after answering");
     let text = String::from_utf8_lossy(&bytes);
     assert!(text.starts_with("HTTP/1.1 200"), "{text}");
-    assert!(text.contains("u-raw"), "{text}");
+    assert_contains(&text, "u-raw");
     let (_, bytes) = closed_within(&mut late, Duration::from_secs(5))
         .await
         .expect("closed after answering");

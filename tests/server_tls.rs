@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use common::{ClientKind, Harness, Options, Slow, decoded_patch, eventually, patched, pod, pod_create, review};
 use pod_director::support::StaticNamespaces;
+use pod_director::support::assert_contains;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -365,9 +366,12 @@ async fn probes_report_health_readiness_and_metrics() {
         ),
         "{metrics}"
     );
-    assert!(metrics.contains(r#"pod_director_admission_duration_seconds_count{webhook="mutate"} 1"#));
-    assert!(metrics.contains("pod_director_namespace_cache_size 1"), "{metrics}");
-    assert!(metrics.contains("pod_director_build_info"));
+    assert_contains(
+        &metrics,
+        r#"pod_director_admission_duration_seconds_count{webhook="mutate"} 1"#,
+    );
+    assert_contains(&metrics, "pod_director_namespace_cache_size 1");
+    assert_contains(&metrics, "pod_director_build_info");
     harness.server.shutdown().await;
 }
 

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use super::*;
 use crate::placement::{NodeInfo, NodeTaint};
 use crate::support::StaticNodes;
+use crate::support::assert_contains;
 
 const CONFIG: &str = "groups:\n  ci: {mode: enforce, nodeSelector: {pool: ci}, tolerations: [{key: dedicated, operator: Equal, value: ci, effect: NoSchedule}]}\n  shadow: {mode: dryRun, nodeSelector: {pool: ci}, tolerations: [{key: dedicated, operator: Equal, value: ci, effect: NoSchedule}]}\n";
 
@@ -64,10 +65,7 @@ async fn a_pod_on_a_node_outside_its_enforce_group_is_denied_at_validate() {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(value["response"]["allowed"], false);
     let message = value["response"]["status"]["message"].as_str().unwrap_or_default();
-    assert!(
-        message.contains(r#"node "gpu-1" is not a node of the group"#),
-        "{message}"
-    );
+    assert_contains(&message, r#"node "gpu-1" is not a node of the group"#);
     let (_, value) = answer(&admission, Webhook::Validate, &review("team-ci", Some("ci-1"))).await;
     assert_eq!(value["response"]["allowed"], true, "a node of the group");
     assert!(
@@ -91,16 +89,10 @@ async fn a_node_not_cached_is_fetched_before_deciding() {
     assert_eq!(value["response"]["allowed"], false, "{value}");
     let (_, value) = answer(&admission, Webhook::Validate, &review("team-ci", Some("ghost"))).await;
     let message = value["response"]["status"]["message"].as_str().unwrap_or_default();
-    assert!(message.contains(r#"node "ghost" does not exist"#), "{message}");
+    assert_contains(&message, r#"node "ghost" does not exist"#);
     let text = metrics.encode();
-    assert!(
-        text.contains(r#"pod_director_node_lookups_total{result="fetched"} 1"#),
-        "{text}"
-    );
-    assert!(
-        text.contains(r#"pod_director_node_lookups_total{result="not_found"} 1"#),
-        "{text}"
-    );
+    assert_contains(&text, r#"pod_director_node_lookups_total{result="fetched"} 1"#);
+    assert_contains(&text, r#"pod_director_node_lookups_total{result="not_found"} 1"#);
 }
 
 #[tokio::test]

@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::fixtures::Review;
+use crate::support::assert_contains;
 
 const CONFIG: &str = r#"
 namespaceGuard:
@@ -345,12 +346,12 @@ async fn a_tenant_cannot_move_remove_or_invent_its_namespace_s_group() {
         assert_eq!(response["allowed"], false, "{what}");
         assert_eq!(response["status"]["code"], 403);
         let message = response["status"]["message"].as_str().unwrap_or_default();
-        assert!(message.contains(what), "{message}");
-        assert!(
-            message.contains("Only users platform-bot; members of system:masters; service accounts argocd/argocd-application-controller may change it"),
-            "{message}"
+        assert_contains(&message, what);
+        assert_contains(
+            &message,
+            "Only users platform-bot; members of system:masters; service accounts argocd/argocd-application-controller may change it",
         );
-        assert!(message.contains("leave the label as it is"), "{message}");
+        assert_contains(&message, "leave the label as it is");
     }
 }
 

@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use super::*;
 use crate::config::{Config, Mode};
 use crate::support::StaticNamespaces;
+use crate::support::assert_contains;
 
 /// The pod of [`review`]: a ReplicaSet's pod, generateName, no name yet, with its managed fields.
 fn pod_object() -> Value {
@@ -433,7 +434,7 @@ async fn an_invalid_namespace_is_refused_before_any_lookup() {
         let value: Value = serde_json::from_slice(&reply.body).expect("JSON");
         assert_eq!(value["response"]["uid"], "705ab4f5-6393-11e8-b7cc-42010a800002");
         let message = value["response"]["status"]["message"].as_str().unwrap_or_default();
-        assert!(message.contains("request.namespace"), "{message}");
+        assert_contains(&message, "request.namespace");
     }
     assert_eq!(
         counting.0.load(std::sync::atomic::Ordering::SeqCst),

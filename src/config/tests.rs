@@ -1,4 +1,5 @@
 use super::*;
+use crate::support::assert_contains;
 
 fn load(yaml: &str) -> Result<Loaded, ConfigError> {
     Config::from_yaml(yaml, "test.yaml", Vec::new())
@@ -82,10 +83,7 @@ fn a_document_that_means_nothing_is_refused() {
         );
         let message = err.to_string();
         assert!(message.starts_with("config test.yaml is empty ("), "{message}");
-        assert!(
-            message.contains("`groups: {}` to define no group on purpose"),
-            "{message}"
-        );
+        assert_contains(&message, "`groups: {}` to define no group on purpose");
     }
 }
 
@@ -364,7 +362,7 @@ fn skip_daemon_set_pods_still_loads_but_is_deprecated_with_what_to_do() {
         assert_eq!(loaded.warnings.len(), 1, "{value}");
         let text = loaded.warnings[0].to_string();
         assert!(text.starts_with("skipDaemonSetPods: deprecated;"), "{text}");
-        assert!(text.contains("allowDaemonSets: true"), "{text}");
+        assert_contains(&text, "allowDaemonSets: true");
     }
     assert!(load("groups: {ci: {}}").unwrap().warnings.is_empty());
     let errs = errors("skipDaemonSetPods: false\ngroups: {agents: {allowDaemonSets: true}}");

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use super::affinity::{requirement_implies, unsatisfiable};
 use super::*;
 use crate::config::{Config, Group, Mode, OnConflict};
+use crate::support::assert_contains;
 use crate::support::scheduler::{TestNode, term_matches, terms_match};
 
 /// A pod of one container ([`containers`]) with the fields of `spec`.
@@ -940,7 +941,7 @@ fn exclusion_label_is_ignored_when_the_group_does_not_allow_it() {
     p["metadata"]["labels"]["pod-director/exclude"] = json!("true");
     let out = decide(&c, "a", &[("pod-director/group", "ci")], &p);
     assert_eq!(out.decision, Decision::Patched);
-    assert!(out.summary.contains("exclusion label ignored"), "{}", out.summary);
+    assert_contains(&out.summary, "exclusion label ignored");
 }
 
 #[test]
@@ -1016,10 +1017,7 @@ fn a_daemonset_of_a_group_without_allow_daemonsets_gets_its_pods_placement_under
     let message = validate_daemon_set(&c, &ns, &template, None, &tenant())
         .message
         .unwrap_or_default();
-    assert!(
-        message.contains("the DaemonSet's pod template does not satisfy"),
-        "{message}"
-    );
+    assert_contains(&message, "the DaemonSet's pod template does not satisfy");
 }
 
 #[test]
@@ -1070,7 +1068,7 @@ fn a_daemonset_update_reapplies_the_placement_and_denies_only_conflicts_it_intro
     };
     let out = mutate_daemon_set(&c, &ns, &relabelled, Some(&gpu), &tenant());
     assert_eq!((out.decision, out.allowed()), (Decision::Noop, true));
-    assert!(out.summary.contains("predate this update"), "{}", out.summary);
+    assert_contains(&out.summary, "predate this update");
     assert_eq!(
         validate_daemon_set(&c, &ns, &relabelled, Some(&gpu), &tenant()).decision,
         Decision::Noop
@@ -1084,7 +1082,7 @@ fn unknown_groups_warn_or_deny_per_policy() {
         (out.decision, out.allowed(), out.group.as_deref()),
         (Decision::UnknownGroup, true, Some("nope"))
     );
-    assert!(out.warning.unwrap().contains(r#"selects group "nope""#));
+    assert_contains(&out.warning.unwrap(), r#"selects group "nope""#);
     let out = decide(
         &config("unknownGroup: deny"),
         "a",
@@ -1092,7 +1090,7 @@ fn unknown_groups_warn_or_deny_per_policy() {
         &plain_pod(),
     );
     assert_eq!((out.decision, out.allowed()), (Decision::Denied, false));
-    assert!(out.message.unwrap().contains("not defined"));
+    assert_contains(&out.message.unwrap(), "not defined");
 }
 
 #[test]
