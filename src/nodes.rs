@@ -508,12 +508,9 @@ mod tests {
 
     #[test]
     fn group_counts_use_each_groups_own_placement() {
-        let loaded = Config::from_yaml(
+        let config = crate::support::config(
             "groups:\n  ci: {nodeSelector: {pool: ci}}\n  gpu: {nodeSelector: {pool: gpu}, tolerations: [{key: gpu, operator: Exists}]}\n",
-            "test",
-            Vec::new(),
-        )
-        .expect("valid");
+        );
         let source = Arc::new(StaticNodes::new());
         source.insert(node("a", "ci"));
         source.insert(node("b", "ci"));
@@ -525,7 +522,7 @@ mod tests {
         ));
         let nodes = Nodes::new(source);
         assert_eq!(
-            nodes.group_counts(&loaded.config),
+            nodes.group_counts(&config),
             Some(vec![("ci".to_owned(), 2), ("gpu".to_owned(), 1)])
         );
     }

@@ -278,12 +278,7 @@ async fn an_unknown_group_is_admitted_with_a_warning() {
     let response = &body["response"];
     assert_eq!(response["allowed"], true);
     assert_eq!(response["auditAnnotations"]["decision"], "unknown_group");
-    assert!(
-        response["warnings"][0]
-            .as_str()
-            .unwrap_or_default()
-            .contains("no-such-group")
-    );
+    assert_contains(response["warnings"][0].as_str().unwrap_or_default(), "no-such-group");
     harness.server.shutdown().await;
 }
 
@@ -307,11 +302,9 @@ async fn an_unreachable_api_server_gives_503_so_the_failure_policy_applies() {
     let (status, body) = harness.post("/mutate", &pod_create("u-503", "not-cached")).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(body["response"]["uid"], "u-503");
-    assert!(
-        body["response"]["status"]["message"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("not-cached")
+    assert_contains(
+        body["response"]["status"]["message"].as_str().unwrap_or_default(),
+        "not-cached",
     );
     harness.server.shutdown().await;
 }

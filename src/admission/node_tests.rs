@@ -68,10 +68,9 @@ async fn a_pod_on_a_node_outside_its_enforce_group_is_denied_at_validate() {
     assert_contains(&message, r#"node "gpu-1" is not a node of the group"#);
     let (_, value) = answer(&admission, Webhook::Validate, &review("team-ci", Some("ci-1"))).await;
     assert_eq!(value["response"]["allowed"], true, "a node of the group");
-    assert!(
-        metrics
-            .encode()
-            .contains(r#"pod_director_node_lookups_total{result="cached"} 2"#)
+    assert_contains(
+        &metrics.encode(),
+        r#"pod_director_node_lookups_total{result="cached"} 2"#,
     );
 }
 

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::fixtures::Review;
-use crate::support::assert_contains;
+use crate::support::{assert_contains, json_pointers};
 
 const CONFIG: &str = r#"
 namespaceGuard:
@@ -397,11 +397,9 @@ async fn allowed_requesters_change_the_group_label_freely() {
     let body = namespace_review("UPDATE", admin, json!({"pod-director/group": "nope"}), old);
     let response = answer(&admission, Webhook::ValidateNamespace, &body).await;
     assert_eq!(response["allowed"], true);
-    assert!(
-        response["warnings"][0]
-            .as_str()
-            .unwrap_or_default()
-            .contains("\"nope\" is not defined")
+    assert_contains(
+        response["warnings"][0].as_str().unwrap_or_default(),
+        "\"nope\" is not defined",
     );
 }
 
@@ -439,23 +437,6 @@ async fn each_endpoint_decides_only_its_own_resources() {
     assert!(response.get("patch").is_none());
 }
 
-/// Every JSON Pointer inside `value`.
-fn pointers(value: &Value, at: &str, out: &mut Vec<String>) {
-    let children: Vec<(String, &Value)> = match value {
-        Value::Object(map) => map
-            .iter()
-            .map(|(k, v)| (k.replace('~', "~0").replace('/', "~1"), v))
-            .collect(),
-        Value::Array(items) => items.iter().enumerate().map(|(i, v)| (i.to_string(), v)).collect(),
-        _ => Vec::new(),
-    };
-    for (token, child) in children {
-        let pointer = format!("{at}/{token}");
-        out.push(pointer.clone());
-        pointers(child, &pointer, out);
-    }
-}
-
 #[tokio::test]
 async fn any_single_field_change_of_a_daemonset_or_namespace_review_is_answered_without_a_panic() {
     let admission = admission_with(CONFIG);
@@ -482,9 +463,7 @@ async fn any_single_field_change_of_a_daemonset_or_namespace_review_is_answered_
     ];
     let mut answered = 0;
     for base in bases {
-        let mut all = Vec::new();
-        pointers(&base, "", &mut all);
-        for pointer in &all {
+        for pointer in &json_pointers(&base) {
             for replacement in &replacements {
                 let mut body = base.clone();
                 if let Some(slot) = body.pointer_mut(pointer) {

@@ -6,9 +6,9 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::config::{Config, Mode};
+use crate::config::Mode;
 use crate::support::StaticNamespaces;
-use crate::support::assert_contains;
+use crate::support::{admission_on, assert_contains, json_pointers};
 
 /// The pod of [`review`]: a ReplicaSet's pod, generateName, no name yet, with its managed fields.
 fn pod_object() -> Value {
@@ -413,17 +413,9 @@ async fn an_invalid_namespace_is_refused_before_any_lookup() {
         }
     }
     let counting = Arc::new(Counting::default());
-    let loaded = Config::from_yaml(
+    let (admission, _) = admission_on(
         "groups:\n  ci: {mode: enforce, nodeSelector: {pool: ci}}\n",
-        "test",
-        Vec::new(),
-    )
-    .expect("valid config");
-    let admission = Admission::new(
-        Arc::new(ArcSwap::from_pointee(loaded)),
         counting.clone(),
-        Arc::new(Metrics::new()),
-        Duration::from_secs(5),
     );
     for namespace in ["team-ci/status", "team-ci#x", "../kube-system", "team-ci?watch=1"] {
         let body = with(review(), "/request/namespace", json!(namespace));
@@ -514,12 +506,7 @@ fn a_denial_is_forbidden_with_the_engines_message_and_warning() {
     assert_eq!(response["allowed"], false);
     assert_eq!(response["status"]["code"], 403);
     assert_eq!(response["status"]["reason"], "Forbidden");
-    assert!(
-        response["status"]["message"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("node-pool")
-    );
+    assert_contains(response["status"]["message"].as_str().unwrap_or_default(), "node-pool");
     assert_eq!(response["warnings"], json!(["pod-director[ci]: denied"]));
 }
 
@@ -566,13 +553,7 @@ fn error_responses_are_well_formed_reviews() {
 }
 
 fn admission(namespaces: Arc<StaticNamespaces>) -> Admission {
-    let loaded = Config::from_yaml("{}", "test", Vec::new()).expect("empty config is valid");
-    Admission::new(
-        Arc::new(ArcSwap::from_pointee(loaded)),
-        namespaces,
-        Arc::new(Metrics::new()),
-        Duration::from_secs(5),
-    )
+    admission_on("{}", namespaces).0
 }
 
 #[tokio::test]
@@ -585,11 +566,9 @@ async fn an_unreachable_api_server_answers_503_so_the_failure_policy_applies() {
     assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
     let value: Value = serde_json::from_slice(&reply.body).expect("JSON");
     assert_eq!(value["response"]["uid"], "705ab4f5-6393-11e8-b7cc-42010a800002");
-    assert!(
-        value["response"]["status"]["message"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("team-ci")
+    assert_contains(
+        value["response"]["status"]["message"].as_str().unwrap_or_default(),
+        "team-ci",
     );
 }
 
@@ -675,7 +654,7 @@ proptest! {
         ],
     ) {
         let mut body = review();
-        let pointers = pointers(&body);
+        let pointers = json_pointers(&body);
         let pointer = &pointers[index % pointers.len()];
         if let Some(slot) = body.pointer_mut(pointer) {
             *slot = replacement;
@@ -695,32 +674,6 @@ proptest! {
         let cut = cut.min(body.len() - 1);
         prop_assert!(parse(&body[..cut]).is_err());
     }
-}
-
-/// Every JSON Pointer inside `value` (objects and arrays, depth first).
-fn pointers(value: &Value) -> Vec<String> {
-    fn walk(value: &Value, at: String, out: &mut Vec<String>) {
-        match value {
-            Value::Object(map) => {
-                for (k, v) in map {
-                    let p = format!("{at}/{}", k.replace('~', "~0").replace('/', "~1"));
-                    out.push(p.clone());
-                    walk(v, p, out);
-                }
-            }
-            Value::Array(items) => {
-                for (i, v) in items.iter().enumerate() {
-                    let p = format!("{at}/{i}");
-                    out.push(p.clone());
-                    walk(v, p, out);
-                }
-            }
-            _ => {}
-        }
-    }
-    let mut out = Vec::new();
-    walk(value, String::new(), &mut out);
-    out
 }
 
 /// Names of the fields declared by the decision span and the decision event.

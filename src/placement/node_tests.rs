@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use super::feasible::{NodeInfo, NodeLookup, NodeTaint, NodeView, Placement};
 use super::*;
 use crate::config::Config;
-use crate::support::assert_contains;
+use crate::support::{self, assert_contains};
 
 const CONFIG: &str = r#"
 groups:
@@ -38,9 +38,7 @@ groups:
 "#;
 
 fn config() -> Config {
-    Config::from_yaml(CONFIG, "test", Vec::new())
-        .unwrap_or_else(|e| panic!("{e}"))
-        .config
+    support::config(CONFIG)
 }
 
 fn node(name: &str, pool: &str, taints: &[(&str, &str, &str)], cordoned: bool) -> Arc<NodeInfo> {
@@ -219,16 +217,13 @@ fn on_no_feasible_node_deny_denies_in_enforce_and_would_deny_in_dry_run() {
 
 #[test]
 fn the_top_level_on_no_feasible_node_is_the_groups_default() {
-    let loaded = Config::from_yaml(
+    let config = support::config(
         "onNoFeasibleNode: deny\ngroups:\n  g: {mode: enforce, nodeSelector: {node-pool: none}}\n  h: {mode: enforce, onNoFeasibleNode: warn, nodeSelector: {node-pool: none}}\n",
-        "test",
-        Vec::new(),
-    )
-    .expect("valid");
+    );
     let nodes = cluster();
     let ctx = Context::offline().with_nodes(Some(&nodes));
     for (group, decision) in [("g", Decision::Denied), ("h", Decision::Patched)] {
-        let out = in_group(group, |ns| mutate(&loaded.config, ns, &pod(plain()), &ctx));
+        let out = in_group(group, |ns| mutate(&config, ns, &pod(plain()), &ctx));
         assert_eq!(out.decision, decision, "{group}");
     }
 }

@@ -9,8 +9,8 @@ use serde_json::{Value, json};
 use super::affinity::{requirement_implies, unsatisfiable};
 use super::*;
 use crate::config::{Config, Group, Mode, OnConflict};
-use crate::support::assert_contains;
 use crate::support::scheduler::{TestNode, term_matches, terms_match};
+use crate::support::{self, assert_contains};
 
 /// A pod of one container ([`containers`]) with the fields of `spec`.
 fn pod(mut spec: Value) -> Value {
@@ -34,10 +34,7 @@ fn typed(v: &Value) -> Pod {
 }
 
 fn group(yaml: &str) -> Group {
-    let c = Config::from_yaml(&format!("groups:\n  g:\n{}", indent(yaml)), "test", Vec::new())
-        .unwrap_or_else(|e| panic!("{e}"))
-        .config;
-    c.groups["g"].clone()
+    support::config(&format!("groups:\n  g:\n{}", indent(yaml))).groups["g"].clone()
 }
 
 fn indent(yaml: &str) -> String {
@@ -640,9 +637,7 @@ groups:
 "#;
 
 fn config(extra: &str) -> Config {
-    Config::from_yaml(&format!("{extra}\n{CONFIG}"), "test", Vec::new())
-        .unwrap_or_else(|e| panic!("{e}"))
-        .config
+    support::config(&format!("{extra}\n{CONFIG}"))
 }
 
 fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
@@ -734,19 +729,11 @@ fn warn_mode_admits_untouched_and_warns_in_at_most_120_chars() {
     assert!(w.chars().count() <= MAX_SUMMARY_CHARS);
     let mut many = plain_pod();
     many["spec"]["nodeSelector"] = json!({});
-    let long = Config::from_yaml(
-        &format!(
-            "groups:\n  loud:\n    mode: warn\n    nodeSelector: {{{}}}",
-            (0..30)
-                .map(|i| format!("key-number-{i}: value-{i}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-        "t",
-        Vec::new(),
-    )
-    .unwrap()
-    .config;
+    let selector: Vec<String> = (0..30).map(|i| format!("key-number-{i}: value-{i}")).collect();
+    let long = support::config(&format!(
+        "groups:\n  loud:\n    mode: warn\n    nodeSelector: {{{}}}",
+        selector.join(", ")
+    ));
     let out = decide(&long, "a", &[("pod-director/group", "loud")], &many);
     let w = out.warning.unwrap();
     assert_eq!(w.chars().count(), MAX_SUMMARY_CHARS);
@@ -759,11 +746,9 @@ fn conflicts_deny_in_enforce_and_would_deny_otherwise() {
     let gpu = pod(json!({"nodeSelector": {"node-pool": "gpu"}}));
     let out = decide(&c, "a", &[("pod-director/group", "ci")], &gpu);
     assert_eq!((out.decision, out.allowed()), (Decision::Denied, false));
-    assert!(
-        out.message
-            .as_deref()
-            .unwrap()
-            .contains(r#"nodeSelector["node-pool"]: pod has "gpu", group requires "ci""#)
+    assert_contains(
+        out.message.as_deref().unwrap(),
+        r#"nodeSelector["node-pool"]: pod has "gpu", group requires "ci""#,
     );
     assert!(out.patch.0.is_empty());
     let out = decide(&c, "a", &[("pod-director/group", "shadow")], &gpu);
@@ -946,13 +931,7 @@ fn exclusion_label_is_ignored_when_the_group_does_not_allow_it() {
 
 #[test]
 fn daemonset_pods_are_planned_when_the_deprecated_skip_is_turned_off() {
-    let c = Config::from_yaml(
-        "skipDaemonSetPods: false\ngroups: {ci: {mode: enforce, nodeSelector: {node-pool: ci}}}",
-        "t",
-        Vec::new(),
-    )
-    .unwrap()
-    .config;
+    let c = support::config("skipDaemonSetPods: false\ngroups: {ci: {mode: enforce, nodeSelector: {node-pool: ci}}}");
     let out = decide_as(
         &c,
         "a",
@@ -1037,13 +1016,7 @@ fn a_daemonset_of_a_group_with_allow_daemonsets_is_left_alone() {
 
 #[test]
 fn a_daemonset_update_reapplies_the_placement_and_denies_only_conflicts_it_introduces() {
-    let c = Config::from_yaml(
-        "groups: {ci: {mode: enforce, onConflict: reject, nodeSelector: {node-pool: ci}}}",
-        "t",
-        Vec::new(),
-    )
-    .unwrap()
-    .config;
+    let c = support::config("groups: {ci: {mode: enforce, onConflict: reject, nodeSelector: {node-pool: ci}}}");
     let l = labels(&[("pod-director/group", "ci")]);
     let ns = Namespace { name: "a", labels: &l };
     let placed = daemon_set_template(json!({"nodeSelector": {"node-pool": "ci"}}));
@@ -1184,22 +1157,12 @@ fn validate_respects_ignore_but_not_reject_conflicts() {
 
 #[test]
 fn enforce_warns_when_a_conflict_is_overridden() {
-    let c = Config::from_yaml(
-        "groups: {ci: {mode: enforce, onConflict: override, nodeSelector: {node-pool: ci}}}",
-        "t",
-        Vec::new(),
-    )
-    .unwrap()
-    .config;
+    let c = support::config("groups: {ci: {mode: enforce, onConflict: override, nodeSelector: {node-pool: ci}}}");
     let p = pod(json!({"nodeSelector": {"node-pool": "gpu"}}));
     let out = decide(&c, "a", &[("pod-director/group", "ci")], &p);
     assert_eq!(out.decision, Decision::Patched);
     assert_eq!(out.conflicts.len(), 1);
-    assert!(
-        out.warning
-            .unwrap()
-            .contains("override nodeSelector node-pool=gpu with ci")
-    );
+    assert_contains(&out.warning.unwrap(), "override nodeSelector node-pool=gpu with ci");
 }
 
 #[test]

@@ -26,6 +26,7 @@ use tracing_subscriber::fmt::MakeWriter;
 use crate::admission::Admission;
 use crate::config::{Config, Loaded};
 use crate::metrics::Metrics;
+use crate::namespaces::NamespaceSource;
 
 /// A test's configuration file `yaml`, loaded without environment overrides; it must be valid.
 pub fn loaded(yaml: &str) -> Loaded {
@@ -77,18 +78,18 @@ pub async fn until(what: &str, check: impl Fn() -> bool) {
 /// The admission path on the configuration `config_yaml` (a test's, valid), its
 /// namespaces labelled for their groups (`(namespace, group)`), and its metrics.
 pub fn admission(config_yaml: &str, namespaces: &[(&str, &str)]) -> (Admission, Arc<Metrics>) {
-    let loaded = loaded(config_yaml);
     let source = StaticNamespaces::new();
     for (name, group) in namespaces {
         source.insert(name, [("pod-director/group".to_owned(), (*group).to_owned())].into());
     }
+    admission_on(config_yaml, Arc::new(source))
+}
+
+/// The admission path on the configuration `config_yaml` (a test's, valid) and the namespace source `namespaces`.
+pub fn admission_on(config_yaml: &str, namespaces: Arc<dyn NamespaceSource>) -> (Admission, Arc<Metrics>) {
     let metrics = Arc::new(Metrics::new());
-    let admission = Admission::new(
-        Arc::new(ArcSwap::from_pointee(loaded)),
-        Arc::new(source),
-        metrics.clone(),
-        Duration::from_secs(5),
-    );
+    let live = Arc::new(ArcSwap::from_pointee(loaded(config_yaml)));
+    let admission = Admission::new(live, namespaces, metrics.clone(), Duration::from_secs(5));
     (admission, metrics)
 }
 

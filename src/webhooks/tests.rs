@@ -404,10 +404,9 @@ async fn a_failing_api_server_is_counted_as_an_error_and_patches_nothing() {
     api.broken.store(true, std::sync::atomic::Ordering::SeqCst);
     let (reconciler, _, metrics) = reconciler(&api, "groups: {ci: {}}");
     assert!(!reconciler.reconcile().await);
-    assert!(
-        metrics
-            .encode()
-            .contains(r#"pod_director_webhook_reconciles_total{result="error"} 1"#)
+    assert_contains(
+        &metrics.encode(),
+        r#"pod_director_webhook_reconciles_total{result="error"} 1"#,
     );
     assert!(api.requests().iter().all(|r| r.starts_with("GET")));
 }
@@ -423,10 +422,9 @@ async fn a_configuration_that_does_not_exist_is_an_error() {
         json!(["ci"]),
         "the mutating one is still reconciled"
     );
-    assert!(
-        metrics
-            .encode()
-            .contains(r#"pod_director_webhook_reconciles_total{result="error"} 1"#)
+    assert_contains(
+        &metrics.encode(),
+        r#"pod_director_webhook_reconciles_total{result="error"} 1"#,
     );
 }
 
