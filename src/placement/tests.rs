@@ -76,50 +76,50 @@ fn ops(p: &Plan) -> Value {
 const SELECTOR_GROUP: &str = "nodeSelector: {node-pool: ci, kubernetes.io/os: linux}";
 
 #[test]
-fn node_selector_is_added_whole_to_a_pod_without_one() {
-    let (p, patched) = plan_apply(&pod(json!({})), &group(SELECTOR_GROUP));
-    assert_eq!(
-        ops(&p),
-        json!([{"op": "add", "path": "/spec/nodeSelector", "value": {"kubernetes.io/os": "linux", "node-pool": "ci"}}])
-    );
-    assert_eq!(patched["spec"]["nodeSelector"]["node-pool"], "ci");
-}
-
-#[test]
-fn node_selector_keys_are_added_beside_unrelated_ones_with_escaped_pointers() {
-    let (p, patched) = plan_apply(&pod(json!({"nodeSelector": {"disk": "ssd"}})), &group(SELECTOR_GROUP));
-    assert_eq!(
-        ops(&p),
-        json!([
-            {"op": "add", "path": "/spec/nodeSelector/kubernetes.io~1os", "value": "linux"},
-            {"op": "add", "path": "/spec/nodeSelector/node-pool", "value": "ci"},
-        ])
-    );
-    assert_eq!(
-        patched["spec"]["nodeSelector"],
-        json!({"disk": "ssd", "kubernetes.io/os": "linux", "node-pool": "ci"})
-    );
-}
-
-#[test]
-fn node_selector_with_some_of_the_groups_keys_gets_only_the_missing_ones() {
-    let (p, _) = plan_apply(
-        &pod(json!({"nodeSelector": {"node-pool": "ci"}})),
-        &group(SELECTOR_GROUP),
-    );
-    assert_eq!(
-        ops(&p),
-        json!([{"op": "add", "path": "/spec/nodeSelector/kubernetes.io~1os", "value": "linux"}])
-    );
-}
-
-#[test]
-fn node_selector_with_all_of_the_groups_keys_needs_nothing() {
-    for extra in [json!({}), json!({"disk": "ssd"})] {
-        let mut sel = json!({"node-pool": "ci", "kubernetes.io/os": "linux"});
-        sel.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
-        let (p, _) = plan_apply(&pod(json!({"nodeSelector": sel})), &group(SELECTOR_GROUP));
-        assert!(p.changes.is_empty() && p.conflicts.is_empty(), "{p:?}");
+fn node_selector_keys_the_pod_lacks_are_added_with_escaped_pointers() {
+    let all = json!({"kubernetes.io/os": "linux", "node-pool": "ci"});
+    let cases = [
+        (
+            "a pod without one gets the whole selector",
+            None,
+            json!([{"op": "add", "path": "/spec/nodeSelector", "value": all}]),
+            all.clone(),
+        ),
+        (
+            "the keys are added beside unrelated ones",
+            Some(json!({"disk": "ssd"})),
+            json!([
+                {"op": "add", "path": "/spec/nodeSelector/kubernetes.io~1os", "value": "linux"},
+                {"op": "add", "path": "/spec/nodeSelector/node-pool", "value": "ci"},
+            ]),
+            json!({"disk": "ssd", "kubernetes.io/os": "linux", "node-pool": "ci"}),
+        ),
+        (
+            "some of the group's keys get only the missing ones",
+            Some(json!({"node-pool": "ci"})),
+            json!([{"op": "add", "path": "/spec/nodeSelector/kubernetes.io~1os", "value": "linux"}]),
+            all.clone(),
+        ),
+        (
+            "all of the group's keys need nothing",
+            Some(all.clone()),
+            json!([]),
+            all.clone(),
+        ),
+        (
+            "all of the group's keys and another need nothing",
+            Some(json!({"disk": "ssd", "kubernetes.io/os": "linux", "node-pool": "ci"})),
+            json!([]),
+            json!({"disk": "ssd", "kubernetes.io/os": "linux", "node-pool": "ci"}),
+        ),
+    ];
+    for (case, selector, expected_ops, expected_selector) in cases {
+        let spec = selector.map_or(json!({}), |s| json!({"nodeSelector": s}));
+        let (p, patched) = plan_apply(&pod(spec), &group(SELECTOR_GROUP));
+        assert_eq!(ops(&p), expected_ops, "{case}");
+        assert_eq!(p.changes.is_empty(), expected_ops == json!([]), "{case}: {p:?}");
+        assert!(p.conflicts.is_empty(), "{case}: {p:?}");
+        assert_eq!(patched["spec"]["nodeSelector"], expected_selector, "{case}");
     }
 }
 
@@ -149,53 +149,48 @@ fn tolerations_of(v: &Value) -> Vec<Value> {
 }
 
 #[test]
-fn tolerations_are_added_as_a_list_when_the_pod_has_none() {
-    let (p, patched) = plan_apply(&pod(json!({})), &group(TOLERATION_GROUP));
-    assert_eq!(p.changes.len(), 1);
-    assert_eq!(ops(&p)[0]["path"], "/spec/tolerations");
-    assert!(ops(&p)[0]["value"].is_array(), "tolerations must be added as an array");
-    assert_eq!(tolerations_of(&patched).len(), 2);
-}
-
-#[test]
-fn tolerations_are_appended_to_unrelated_ones() {
-    let existing = json!([{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}]);
-    let (p, patched) = plan_apply(&pod(json!({"tolerations": existing})), &group(TOLERATION_GROUP));
-    assert_eq!(p.changes.len(), 2);
-    assert!(
-        ops(&p)
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|o| o["path"] == "/spec/tolerations/-")
-    );
-    assert_eq!(tolerations_of(&patched).len(), 3);
-}
-
-#[test]
-fn tolerations_partly_present_get_only_the_missing_one() {
-    let existing = json!([{"key": "dedicated", "value": "ci", "effect": "NoSchedule"}]);
-    let (p, patched) = plan_apply(&pod(json!({"tolerations": existing})), &group(TOLERATION_GROUP));
-    assert_eq!(
-        ops(&p),
-        json!([{"op": "add", "path": "/spec/tolerations/-", "value": {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}}])
-    );
-    assert_eq!(tolerations_of(&patched).len(), 2);
-}
-
-#[test]
-fn tolerations_all_present_or_with_extras_need_nothing() {
-    let all = json!([
-        {"key": "dedicated", "operator": "Equal", "value": "ci", "effect": "NoSchedule"},
-        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]);
-    let mut extras = all.clone();
-    extras
-        .as_array_mut()
-        .unwrap()
-        .push(json!({"key": "spot", "operator": "Exists"}));
-    for t in [all, extras] {
-        let (p, _) = plan_apply(&pod(json!({"tolerations": t})), &group(TOLERATION_GROUP));
-        assert!(p.changes.is_empty(), "{p:?}");
+fn tolerations_the_pod_lacks_are_added_once() {
+    let dedicated = json!({"key": "dedicated", "operator": "Equal", "value": "ci", "effect": "NoSchedule"});
+    let gpu = json!({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"});
+    let append = |t: &Value| json!({"op": "add", "path": "/spec/tolerations/-", "value": t});
+    let not_ready = json!({"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300});
+    let cases = [
+        (
+            "a pod without any gets the group's as a list",
+            None,
+            json!([{"op": "add", "path": "/spec/tolerations", "value": [dedicated, gpu]}]),
+            2,
+        ),
+        (
+            "the group's are appended to unrelated ones",
+            Some(json!([not_ready])),
+            json!([append(&dedicated), append(&gpu)]),
+            3,
+        ),
+        (
+            "one partly present gets only the missing one",
+            Some(json!([{"key": "dedicated", "value": "ci", "effect": "NoSchedule"}])),
+            json!([append(&gpu)]),
+            2,
+        ),
+        ("all present need nothing", Some(json!([dedicated, gpu])), json!([]), 2),
+        (
+            "all present with extras need nothing",
+            Some(json!([dedicated, gpu, {"key": "spot", "operator": "Exists"}])),
+            json!([]),
+            3,
+        ),
+    ];
+    for (case, tolerations, expected_ops, count) in cases {
+        let spec = tolerations.map_or(json!({}), |t| json!({"tolerations": t}));
+        let (p, patched) = plan_apply(&pod(spec), &group(TOLERATION_GROUP));
+        assert_eq!(ops(&p), expected_ops, "{case}");
+        assert_eq!(
+            Some(p.changes.len()),
+            expected_ops.as_array().map(Vec::len),
+            "{case}: {p:?}"
+        );
+        assert_eq!(tolerations_of(&patched).len(), count, "{case}");
     }
 }
 
