@@ -144,12 +144,8 @@ async fn a_tenant_s_pod_with_a_forged_daemonset_owner_is_decided_like_any_pod() 
     let admission = admission_with(CONFIG);
     for namespace in ["team-ci", "team-agents"] {
         for controller_ref in [true, false] {
-            let response = answer(
-                &admission,
-                Webhook::Mutate,
-                &daemon_set_pod(namespace, tenant(), controller_ref),
-            )
-            .await;
+            let body = daemon_set_pod(namespace, tenant(), controller_ref);
+            let response = answer(&admission, Webhook::Mutate, &body).await;
             assert_eq!(
                 annotation(&response, "decision"),
                 "patched",
@@ -163,37 +159,21 @@ async fn a_tenant_s_pod_with_a_forged_daemonset_owner_is_decided_like_any_pod() 
 #[tokio::test]
 async fn the_daemonset_controller_s_pods_are_skipped_only_in_a_group_that_allows_daemonsets() {
     let admission = admission_with(CONFIG);
-    let response = answer(
-        &admission,
-        Webhook::Mutate,
-        &daemon_set_pod("team-agents", controller(), true),
-    )
-    .await;
+    let body = daemon_set_pod("team-agents", controller(), true);
+    let response = answer(&admission, Webhook::Mutate, &body).await;
     assert_eq!(annotation(&response, "decision"), "skipped");
     assert_eq!(annotation(&response, "skip-reason"), "daemonset_pod");
     assert!(response.get("patch").is_none());
     // The same controller in a group that does not allow DaemonSets.
-    let response = answer(
-        &admission,
-        Webhook::Mutate,
-        &daemon_set_pod("team-ci", controller(), true),
-    )
-    .await;
+    let body = daemon_set_pod("team-ci", controller(), true);
+    let response = answer(&admission, Webhook::Mutate, &body).await;
     assert_eq!(annotation(&response, "decision"), "patched");
     // /validate too: the final pod of a tenant is checked.
-    let response = answer(
-        &admission,
-        Webhook::Validate,
-        &daemon_set_pod("team-agents", tenant(), true),
-    )
-    .await;
+    let body = daemon_set_pod("team-agents", tenant(), true);
+    let response = answer(&admission, Webhook::Validate, &body).await;
     assert_eq!(response["allowed"], false);
-    let response = answer(
-        &admission,
-        Webhook::Validate,
-        &daemon_set_pod("team-agents", controller(), true),
-    )
-    .await;
+    let body = daemon_set_pod("team-agents", controller(), true);
+    let response = answer(&admission, Webhook::Validate, &body).await;
     assert_eq!(response["allowed"], true);
 }
 
@@ -204,19 +184,11 @@ async fn a_mirror_annotation_exempts_only_a_pod_its_node_creates() {
         "kubernetes.io/config.mirror": "a3f0c1", "kubernetes.io/config.hash": "a3f0c1", "kubernetes.io/config.source": "file"}});
     let spec = json!({"containers": [{"name": "etcd", "image": "etcd:3"}]});
     let node = user("system:node:node-1", &["system:nodes", "system:authenticated"]);
-    let response = answer(
-        &admission,
-        Webhook::Mutate,
-        &pod_review("team-ci", node, metadata.clone(), spec.clone()),
-    )
-    .await;
+    let body = pod_review("team-ci", node, metadata.clone(), spec.clone());
+    let response = answer(&admission, Webhook::Mutate, &body).await;
     assert_eq!(annotation(&response, "skip-reason"), "mirror_pod");
-    let response = answer(
-        &admission,
-        Webhook::Mutate,
-        &pod_review("team-ci", tenant(), metadata, spec),
-    )
-    .await;
+    let body = pod_review("team-ci", tenant(), metadata, spec);
+    let response = answer(&admission, Webhook::Mutate, &body).await;
     assert_eq!(annotation(&response, "decision"), "patched");
 }
 
@@ -337,12 +309,8 @@ async fn a_tenant_cannot_move_remove_or_invent_its_namespace_s_group() {
         ),
     ];
     for (operation, labels, old, what) in cases {
-        let response = answer(
-            &admission,
-            Webhook::ValidateNamespace,
-            &namespace_review(operation, tenant(), labels, old),
-        )
-        .await;
+        let body = namespace_review(operation, tenant(), labels, old);
+        let response = answer(&admission, Webhook::ValidateNamespace, &body).await;
         assert_eq!(response["allowed"], false, "{what}");
         assert_eq!(response["status"]["code"], 403);
         let message = response["status"]["message"].as_str().unwrap_or_default();
@@ -360,12 +328,8 @@ async fn a_namespace_update_that_leaves_the_label_alone_is_never_denied() {
     let admission = admission_with(CONFIG);
     let old = json!({"pod-director/group": "ci"});
     let new = json!({"pod-director/group": "ci", "team": "web"});
-    let response = answer(
-        &admission,
-        Webhook::ValidateNamespace,
-        &namespace_review("UPDATE", tenant(), new, Some(old)),
-    )
-    .await;
+    let body = namespace_review("UPDATE", tenant(), new, Some(old));
+    let response = answer(&admission, Webhook::ValidateNamespace, &body).await;
     assert_eq!(response["allowed"], true);
     assert!(response.get("warnings").is_none());
 }
