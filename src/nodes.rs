@@ -451,11 +451,10 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::placement::NodeTaint;
     use crate::support::StaticNodes;
 
     fn node(name: &str, pool: &str) -> NodeInfo {
-        NodeInfo::new(name, [("pool".to_owned(), pool.to_owned())], Vec::new(), false)
+        crate::support::node(name, &[("pool", pool)], &[], false)
     }
 
     fn spec(value: serde_json::Value) -> PodSpec {
@@ -475,10 +474,10 @@ mod tests {
             Some(2),
             "a new node is counted"
         );
-        source.insert(NodeInfo::new(
+        source.insert(crate::support::node(
             "b",
-            [("pool".to_owned(), "ci".to_owned())],
-            vec![NodeTaint::new("k", "", "NoSchedule")],
+            &[("pool", "ci")],
+            &[("k", "", "NoSchedule")],
             false,
         ));
         assert_eq!(nodes.feasible(&Placement::of_spec(&ci)), Some(1), "a new taint is seen");
@@ -514,10 +513,10 @@ mod tests {
         let source = Arc::new(StaticNodes::new());
         source.insert(node("a", "ci"));
         source.insert(node("b", "ci"));
-        source.insert(NodeInfo::new(
+        source.insert(crate::support::node(
             "g",
-            [("pool".to_owned(), "gpu".to_owned())],
-            vec![NodeTaint::new("gpu", "", "NoSchedule")],
+            &[("pool", "gpu")],
+            &[("gpu", "", "NoSchedule")],
             false,
         ));
         let nodes = Nodes::new(source);
@@ -597,15 +596,8 @@ mod tests {
         let NodeLookup::Found(found) = nodes.lookup("known", &metrics).await else {
             panic!("known is found")
         };
-        assert_eq!(
-            *found,
-            NodeInfo::new(
-                "known",
-                [("pool".to_owned(), "ci".to_owned())],
-                vec![NodeTaint::new("dedicated", "ci", "NoSchedule")],
-                false
-            )
-        );
+        let expected = crate::support::node("known", &[("pool", "ci")], &[("dedicated", "ci", "NoSchedule")], false);
+        assert_eq!(*found, expected);
         assert_eq!(nodes.lookup("ghost", &metrics).await, NodeLookup::Unknown);
         assert!(
             matches!(nodes.lookup("explode", &metrics).await, NodeLookup::Unavailable(why) if why.contains("explode"))

@@ -7,26 +7,19 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::placement::{NodeInfo, NodeTaint};
-use crate::support::StaticNodes;
-use crate::support::assert_contains;
+use crate::support::{StaticNodes, assert_contains, node};
 
 const CONFIG: &str = "groups:\n  ci: {mode: enforce, nodeSelector: {pool: ci}, tolerations: [{key: dedicated, operator: Equal, value: ci, effect: NoSchedule}]}\n  shadow: {mode: dryRun, nodeSelector: {pool: ci}, tolerations: [{key: dedicated, operator: Equal, value: ci, effect: NoSchedule}]}\n";
 
 fn nodes() -> Arc<StaticNodes> {
     let nodes = StaticNodes::new();
-    nodes.insert(NodeInfo::new(
+    nodes.insert(node(
         "ci-1",
-        [("pool".to_owned(), "ci".to_owned())],
-        vec![NodeTaint::new("dedicated", "ci", "NoSchedule")],
+        &[("pool", "ci")],
+        &[("dedicated", "ci", "NoSchedule")],
         false,
     ));
-    nodes.insert(NodeInfo::new(
-        "gpu-1",
-        [("pool".to_owned(), "gpu".to_owned())],
-        Vec::new(),
-        false,
-    ));
+    nodes.insert(node("gpu-1", &[("pool", "gpu")], &[], false));
     Arc::new(nodes)
 }
 
@@ -77,12 +70,7 @@ async fn a_pod_on_a_node_outside_its_enforce_group_is_denied_at_validate() {
 #[tokio::test]
 async fn a_node_not_cached_is_fetched_before_deciding() {
     let nodes = nodes();
-    nodes.insert_remote(NodeInfo::new(
-        "fresh",
-        [("pool".to_owned(), "gpu".to_owned())],
-        Vec::new(),
-        false,
-    ));
+    nodes.insert_remote(node("fresh", &[("pool", "gpu")], &[], false));
     let (admission, metrics) = admission(nodes);
     let (_, value) = answer(&admission, Webhook::Validate, &review("team-ci", Some("fresh"))).await;
     assert_eq!(value["response"]["allowed"], false, "{value}");

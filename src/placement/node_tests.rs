@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::feasible::{NodeInfo, NodeLookup, NodeTaint, NodeView, Placement};
+use super::feasible::{NodeInfo, NodeLookup, NodeView, Placement};
 use super::*;
 use crate::config::Config;
 use crate::support::{self, assert_contains};
@@ -42,12 +42,7 @@ fn config() -> Config {
 }
 
 fn node(name: &str, pool: &str, taints: &[(&str, &str, &str)], cordoned: bool) -> Arc<NodeInfo> {
-    Arc::new(NodeInfo::new(
-        name,
-        [("node-pool".to_owned(), pool.to_owned())],
-        taints.iter().map(|(k, v, e)| NodeTaint::new(k, v, e)).collect(),
-        cordoned,
-    ))
+    Arc::new(support::node(name, &[("node-pool", pool)], taints, cordoned))
 }
 
 /// Two ci nodes (tainted for ci), a gpu node, a cordoned ci node, a ci node with a taint the group does not tolerate.

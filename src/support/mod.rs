@@ -1,6 +1,6 @@
 //! Test and benchmark support: shared by the unit tests, `tests/`, `benches/` and `e2e/`,
 //! never used by pod-director itself, and not part of its API (hidden from the docs).
-//! `mod.rs`: the log capture, the `/metrics` sample reader, a test config and an admission path on it, `assert_contains`,
+//! `mod.rs`: the log capture, the `/metrics` sample reader, a test config and an admission path on it, a node, `assert_contains`,
 //! a JSON value's pointers and a condition polled until it holds; `floor.rs`: the load harness's no-work floor server;
 //! `mounted.rs`: kubelet-style mounted directories; `scheduler.rs`: the scheduler's reading of required node affinity, an oracle for the engine;
 //! `sources.rs`: in-memory namespaces and nodes.
@@ -27,6 +27,7 @@ use crate::admission::Admission;
 use crate::config::{Config, Loaded};
 use crate::metrics::Metrics;
 use crate::namespaces::NamespaceSource;
+use crate::placement::{NodeInfo, NodeTaint};
 
 /// A test's configuration file `yaml`, loaded without environment overrides; it must be valid.
 pub fn loaded(yaml: &str) -> Loaded {
@@ -36,6 +37,16 @@ pub fn loaded(yaml: &str) -> Loaded {
 /// The [`Config`] of [`loaded`].
 pub fn config(yaml: &str) -> Config {
     loaded(yaml).config
+}
+
+/// A node named `name` with `labels`, `taints` (`(key, value, effect)`), cordoned or not.
+pub fn node(name: &str, labels: &[(&str, &str)], taints: &[(&str, &str, &str)], cordoned: bool) -> NodeInfo {
+    NodeInfo::new(
+        name,
+        labels.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+        taints.iter().map(|(k, v, e)| NodeTaint::new(k, v, e)).collect(),
+        cordoned,
+    )
 }
 
 /// Asserts that `text` contains `needle`, showing both when it does not.
