@@ -1,6 +1,6 @@
 //! AdmissionReview bodies shaped like kube-apiserver's, for tests and benches:
 //! the one review builder of the tree (unit tests, `tests/`, `benches/`), and
-//! the pod a ReplicaSet creates ([`replica_set_pod`]).
+//! the pod a ReplicaSet creates ([`replica_set_pod`]), and a review's JSON edited ([`with`], [`without`]).
 //!
 //! [`Review::bytes`] writes the fields in the order kube-apiserver's Go
 //! encoder writes them (`uid`, `kind`, `resource`, … `operation`, `userInfo`,
@@ -190,6 +190,22 @@ impl Review {
     pub fn value(&self) -> Value {
         serde_json::to_value(self).unwrap_or_default()
     }
+}
+
+/// `value` with the value at `pointer` replaced by `new` (unchanged when nothing is there).
+pub fn with(mut value: Value, pointer: &str, new: Value) -> Value {
+    if let Some(slot) = value.pointer_mut(pointer) {
+        *slot = new;
+    }
+    value
+}
+
+/// `value` without the object at `parent`'s `key`.
+pub fn without(mut value: Value, parent: &str, key: &str) -> Value {
+    if let Some(Value::Object(map)) = value.pointer_mut(parent) {
+        map.remove(key);
+    }
+    value
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::config::Mode;
+use crate::fixtures::{with, without};
 use crate::support::StaticNamespaces;
 use crate::support::{admission_on, assert_contains, json_pointers};
 
@@ -30,20 +31,6 @@ fn api_server_bytes() -> Vec<u8> {
 
 fn bytes(value: &Value) -> Vec<u8> {
     serde_json::to_vec(value).unwrap_or_default()
-}
-
-fn with(mut value: Value, pointer: &str, new: Value) -> Value {
-    if let Some(slot) = value.pointer_mut(pointer) {
-        *slot = new;
-    }
-    value
-}
-
-fn without(mut value: Value, parent: &str, key: &str) -> Value {
-    if let Some(Value::Object(map)) = value.pointer_mut(parent) {
-        map.remove(key);
-    }
-    value
 }
 
 fn rejected(body: &[u8]) -> Rejected {
@@ -595,23 +582,26 @@ async fn an_update_at_mutate_is_admitted_untouched() {
     assert!(value["response"].get("patch").is_none());
 }
 
-#[test]
-fn each_review_writes_one_decision_line_with_the_documented_fields() {
+/// `/mutate` of `body` on an empty configuration, under `layer` alone.
+fn review_under(layer: impl tracing_subscriber::Layer<tracing_subscriber::Registry> + Send + Sync, body: &Value) {
     use tracing_subscriber::layer::SubscriberExt as _;
-    let captured = crate::support::LogCapture::default();
-    let subscriber = tracing_subscriber::registry().with(telemetry::JsonLayer::new(captured.clone()));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("runtime");
-    let body = with(review(), "/request/dryRun", json!(true));
-    tracing::subscriber::with_default(subscriber, || {
-        runtime.block_on(admission(Arc::new(StaticNamespaces::new())).review(
-            Webhook::Mutate,
-            &http::HeaderMap::new(),
-            &bytes(&body),
-        ));
+    tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+        let admission = admission(Arc::new(StaticNamespaces::new()));
+        runtime.block_on(admission.review(Webhook::Mutate, &http::HeaderMap::new(), &bytes(body)));
     });
+}
+
+#[test]
+fn each_review_writes_one_decision_line_with_the_documented_fields() {
+    let captured = crate::support::LogCapture::default();
+    review_under(
+        telemetry::JsonLayer::new(captured.clone()),
+        &with(review(), "/request/dryRun", json!(true)),
+    );
     let text = captured.text();
     let decisions: Vec<Value> = text
         .lines()
@@ -709,20 +699,8 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Declared {
 
 #[test]
 fn the_documented_decision_fields_are_exactly_the_declared_ones() {
-    use tracing_subscriber::layer::SubscriberExt as _;
     let declared = Declared::default();
-    let subscriber = tracing_subscriber::registry().with(declared.clone());
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    tracing::subscriber::with_default(subscriber, || {
-        runtime.block_on(admission(Arc::new(StaticNamespaces::new())).review(
-            Webhook::Mutate,
-            &http::HeaderMap::new(),
-            &bytes(&review()),
-        ));
-    });
+    review_under(declared.clone(), &review());
     let mut names: Vec<String> = declared
         .0
         .lock()
