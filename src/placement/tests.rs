@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use super::affinity::{requirement_implies, unsatisfiable};
 use super::*;
 use crate::config::{Config, Group, Mode, OnConflict};
+use crate::fixtures::with;
 use crate::support::scheduler::{TestNode, term_matches, terms_match};
 use crate::support::{self, assert_contains};
 
@@ -676,11 +677,18 @@ fn daemon_set_pod(controller: Option<bool>) -> Value {
     p
 }
 
-fn mirror_pod(node_name: &str) -> Value {
+/// A pod with the kubelet's mirror annotations (created without `spec.nodeName`, as a node creates it).
+fn mirror_pod() -> Value {
     let mut p = plain_pod();
     p["metadata"]["annotations"] =
         json!({"kubernetes.io/config.mirror": "0f2d4b6c8e", "kubernetes.io/config.source": "file"});
-    p["spec"]["nodeName"] = json!(node_name);
+    p
+}
+
+/// A pod carrying the exclusion label.
+fn excluded_pod() -> Value {
+    let mut p = plain_pod();
+    p["metadata"]["labels"]["pod-director/exclude"] = json!("true");
     p
 }
 
@@ -722,8 +730,7 @@ fn warn_mode_admits_untouched_and_warns_in_at_most_120_chars() {
     let w = out.warning.expect("warn mode warns");
     assert!(w.starts_with("pod-director loud: "), "{w}");
     assert!(w.chars().count() <= MAX_SUMMARY_CHARS);
-    let mut many = plain_pod();
-    many["spec"]["nodeSelector"] = json!({});
+    let many = pod(json!({"nodeSelector": {}}));
     let selector: Vec<String> = (0..30).map(|i| format!("key-number-{i}: value-{i}")).collect();
     let long = support::config(&format!(
         "groups:\n  loud:\n    mode: warn\n    nodeSelector: {{{}}}",
@@ -768,21 +775,10 @@ fn every_skip_rule_has_its_reason() {
     let ci = [("pod-director/group", "ci")];
     let agents = [("pod-director/group", "agents")];
     type Case<'a> = (Value, &'a str, &'a [(&'a str, &'a str)], Context<'static>, SkipReason);
-    let mut mirror_without_node_name = mirror_pod("node-1");
-    mirror_without_node_name["spec"]
-        .as_object_mut()
-        .expect("a spec")
-        .remove("nodeName");
     let cases: Vec<Case> = vec![
         (plain_pod(), "kube-system", &ci, tenant(), SkipReason::ExcludedNamespace),
         (plain_pod(), "a", &[], tenant(), SkipReason::NoGroup),
-        (
-            mirror_without_node_name,
-            "a",
-            &ci,
-            node("node-1"),
-            SkipReason::MirrorPod,
-        ),
+        (mirror_pod(), "a", &ci, node("node-1"), SkipReason::MirrorPod),
         (
             daemon_set_pod(Some(true)),
             "a",
@@ -791,22 +787,14 @@ fn every_skip_rule_has_its_reason() {
             SkipReason::DaemonSetPod,
         ),
         (
-            {
-                let mut p = plain_pod();
-                p["metadata"]["labels"]["pod-director/exclude"] = json!("true");
-                p
-            },
+            excluded_pod(),
             "a",
             &[("pod-director/group", "optout")],
             tenant(),
             SkipReason::ExclusionLabel,
         ),
         (
-            {
-                let mut p = plain_pod();
-                p["spec"] = Value::Null;
-                p
-            },
+            with(plain_pod(), "/spec", Value::Null),
             "a",
             &ci,
             tenant(),
@@ -893,8 +881,7 @@ fn the_daemonset_controller_username_is_configurable() {
 fn a_mirror_pod_is_skipped_only_when_a_node_creates_it() {
     let c = config("");
     let ci = [("pod-director/group", "ci")];
-    let mut p = mirror_pod("node-1");
-    p["spec"].as_object_mut().expect("a spec").remove("nodeName");
+    let p = mirror_pod();
     assert_eq!(
         decide_as(&c, "a", &ci, &p, &node("node-1")).skip_reason,
         Some(SkipReason::MirrorPod)
@@ -917,9 +904,7 @@ fn a_mirror_pod_is_skipped_only_when_a_node_creates_it() {
 #[test]
 fn exclusion_label_is_ignored_when_the_group_does_not_allow_it() {
     let c = config("");
-    let mut p = plain_pod();
-    p["metadata"]["labels"]["pod-director/exclude"] = json!("true");
-    let out = decide(&c, "a", &[("pod-director/group", "ci")], &p);
+    let out = decide(&c, "a", &[("pod-director/group", "ci")], &excluded_pod());
     assert_eq!(out.decision, Decision::Patched);
     assert_contains(&out.summary, "exclusion label ignored");
 }
