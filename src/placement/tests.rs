@@ -936,9 +936,11 @@ fn a_daemonset_of_a_group_without_allow_daemonsets_gets_its_pods_placement_under
     let c = config("");
     let l = labels(&[("pod-director/group", "ci")]);
     let ns = Namespace { name: "a", labels: &l };
+    let mutate_ds = |template: &Pod, old: Option<&Pod>| mutate_daemon_set(&c, &ns, template, old, &tenant());
+    let validate_ds = |template: &Pod, old: Option<&Pod>| validate_daemon_set(&c, &ns, template, old, &tenant());
     let template = daemon_set_template(json!({}));
     let as_pod = mutate(&c, &ns, &template, &tenant());
-    let out = mutate_daemon_set(&c, &ns, &template, None, &tenant());
+    let out = mutate_ds(&template, None);
     assert_eq!(out.decision, Decision::Patched);
     assert_eq!(
         out.patch, as_pod.patch,
@@ -960,22 +962,11 @@ fn a_daemonset_of_a_group_without_allow_daemonsets_gets_its_pods_placement_under
     json_patch::patch(&mut ds, &rerooted.patch.0).expect("the patch applies to the DaemonSet");
     let placed = daemon_set_template(ds["spec"]["template"]["spec"].clone());
     assert!(verify(&placed, &c.groups["ci"]).is_empty());
-    assert_eq!(
-        mutate_daemon_set(&c, &ns, &placed, None, &tenant()).decision,
-        Decision::Noop
-    );
+    assert_eq!(mutate_ds(&placed, None).decision, Decision::Noop);
     // /validate checks the final template.
-    assert_eq!(
-        validate_daemon_set(&c, &ns, &template, None, &tenant()).decision,
-        Decision::Denied
-    );
-    assert_eq!(
-        validate_daemon_set(&c, &ns, &placed, None, &tenant()).decision,
-        Decision::Noop
-    );
-    let message = validate_daemon_set(&c, &ns, &template, None, &tenant())
-        .message
-        .unwrap_or_default();
+    assert_eq!(validate_ds(&template, None).decision, Decision::Denied);
+    assert_eq!(validate_ds(&placed, None).decision, Decision::Noop);
+    let message = validate_ds(&template, None).message.unwrap_or_default();
     assert_contains(&message, "the DaemonSet's pod template does not satisfy");
 }
 
@@ -999,33 +990,26 @@ fn a_daemonset_update_reapplies_the_placement_and_denies_only_conflicts_it_intro
     let c = support::config("groups: {ci: {mode: enforce, onConflict: reject, nodeSelector: {node-pool: ci}}}");
     let l = labels(&[("pod-director/group", "ci")]);
     let ns = Namespace { name: "a", labels: &l };
+    let mutate_ds = |template: &Pod, old: Option<&Pod>| mutate_daemon_set(&c, &ns, template, old, &tenant());
+    let validate_ds = |template: &Pod, old: Option<&Pod>| validate_daemon_set(&c, &ns, template, old, &tenant());
     let placed = daemon_set_template(json!({"nodeSelector": {"node-pool": "ci"}}));
     let stripped = daemon_set_template(json!({}));
     let gpu = daemon_set_template(json!({"nodeSelector": {"node-pool": "gpu"}}));
     // A tenant drops the placement: /mutate puts it back, /validate would have denied.
-    let out = mutate_daemon_set(&c, &ns, &stripped, Some(&placed), &tenant());
+    let out = mutate_ds(&stripped, Some(&placed));
     assert_eq!(out.decision, Decision::Patched);
-    assert_eq!(
-        validate_daemon_set(&c, &ns, &stripped, Some(&placed), &tenant()).decision,
-        Decision::Denied
-    );
+    assert_eq!(validate_ds(&stripped, Some(&placed)).decision, Decision::Denied);
     // A conflict the update introduces is denied; one the DaemonSet already had is not.
-    assert_eq!(
-        mutate_daemon_set(&c, &ns, &gpu, Some(&placed), &tenant()).decision,
-        Decision::Denied
-    );
+    assert_eq!(mutate_ds(&gpu, Some(&placed)).decision, Decision::Denied);
     let relabelled = {
         let mut t = gpu.clone();
         t.metadata.labels.get_or_insert_default().insert("v".into(), "2".into());
         t
     };
-    let out = mutate_daemon_set(&c, &ns, &relabelled, Some(&gpu), &tenant());
+    let out = mutate_ds(&relabelled, Some(&gpu));
     assert_eq!((out.decision, out.allowed()), (Decision::Noop, true));
     assert_contains(&out.summary, "predate this update");
-    assert_eq!(
-        validate_daemon_set(&c, &ns, &relabelled, Some(&gpu), &tenant()).decision,
-        Decision::Noop
-    );
+    assert_eq!(validate_ds(&relabelled, Some(&gpu)).decision, Decision::Noop);
 }
 
 #[test]
