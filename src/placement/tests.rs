@@ -1056,12 +1056,17 @@ fn the_configured_label_key_is_the_one_read() {
     );
 }
 
+/// `/validate` of `p` (`old`: before the update) in namespace `a` of `group`.
+fn validate_in(c: &Config, group: &str, p: &Value, old: Option<&Value>) -> Outcome {
+    let l = labels(&[("pod-director/group", group)]);
+    let ns = Namespace { name: "a", labels: &l };
+    validate(c, &ns, &typed(p), old.map(typed).as_ref(), &Context::default())
+}
+
 #[test]
 fn validate_lists_every_violation_and_denies_only_in_enforce() {
     let c = config("");
-    let l = labels(&[("pod-director/group", "ci")]);
-    let ns = Namespace { name: "a", labels: &l };
-    let out = validate(&c, &ns, &typed(&plain_pod()), None, &Context::default());
+    let out = validate_in(&c, "ci", &plain_pod(), None);
     assert_eq!((out.decision, out.allowed()), (Decision::Denied, false));
     assert_eq!(out.violations.len(), 2);
     let msg = out.message.unwrap();
@@ -1071,27 +1076,17 @@ fn validate_lists_every_violation_and_denies_only_in_enforce() {
         "{msg}"
     );
 
-    let l = labels(&[("pod-director/group", "shadow")]);
-    let out = validate(
-        &c,
-        &Namespace { name: "a", labels: &l },
-        &typed(&plain_pod()),
-        None,
-        &Context::default(),
-    );
+    let out = validate_in(&c, "shadow", &plain_pod(), None);
     assert_eq!((out.decision, out.allowed()), (Decision::WouldDeny, true));
 }
 
 #[test]
 fn validate_on_update_denies_only_what_the_update_introduces() {
     let c = config("");
-    let l = labels(&[("pod-director/group", "ci")]);
-    let ns = Namespace { name: "a", labels: &l };
-    let old = typed(&plain_pod());
     let mut relabelled = plain_pod();
     relabelled["metadata"]["labels"]["version"] = json!("2");
     assert_eq!(
-        validate(&c, &ns, &typed(&relabelled), Some(&old), &Context::default()).decision,
+        validate_in(&c, "ci", &relabelled, Some(&plain_pod())).decision,
         Decision::Noop
     );
 
@@ -1099,13 +1094,7 @@ fn validate_on_update_denies_only_what_the_update_introduces() {
         json!({"nodeSelector": {"node-pool": "ci"}, "tolerations": [{"key": "dedicated", "value": "ci", "effect": "NoSchedule"}]}),
     );
     let stripped = pod(json!({"nodeSelector": {"node-pool": "ci"}, "tolerations": []}));
-    let out = validate(
-        &c,
-        &ns,
-        &typed(&stripped),
-        Some(&typed(&compliant)),
-        &Context::default(),
-    );
+    let out = validate_in(&c, "ci", &stripped, Some(&compliant));
     assert_eq!(out.decision, Decision::Denied);
     assert_eq!(out.violations.len(), 1);
 }
