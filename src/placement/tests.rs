@@ -813,14 +813,9 @@ fn every_skip_rule_has_its_reason() {
 fn a_daemonset_pod_is_skipped_only_when_the_daemonset_controller_creates_it_in_a_group_that_allows_it() {
     let c = config("");
     let agents = [("pod-director/group", "agents")];
-    let skipped = |out: &Outcome| out.skip_reason == Some(SkipReason::DaemonSetPod);
-    assert!(skipped(&decide_as(
-        &c,
-        "a",
-        &agents,
-        &daemon_set_pod(Some(true)),
-        &daemon_set_controller()
-    )));
+    let (ds_pod, controller) = (daemon_set_pod(Some(true)), daemon_set_controller());
+    let out = decide_as(&c, "a", &agents, &ds_pod, &controller);
+    assert_eq!(out.skip_reason, Some(SkipReason::DaemonSetPod));
     // A tenant forging the owner reference, with controller true or false, or none.
     for controller in [Some(true), Some(false), None] {
         let out = decide_as(&c, "a", &agents, &daemon_set_pod(controller), &tenant());
@@ -839,24 +834,18 @@ fn a_daemonset_pod_is_skipped_only_when_the_daemonset_controller_creates_it_in_a
     ] {
         let mut p = plain_pod();
         p["metadata"]["ownerReferences"] = owner.clone();
-        let out = decide_as(&c, "a", &agents, &p, &daemon_set_controller());
+        let out = decide_as(&c, "a", &agents, &p, &controller);
         assert_eq!(out.decision, Decision::Patched, "{owner}");
     }
     // The controller's real pods in a group that does not allow DaemonSets: decided like pods.
-    let out = decide_as(
-        &c,
-        "a",
-        &[("pod-director/group", "ci")],
-        &daemon_set_pod(Some(true)),
-        &daemon_set_controller(),
-    );
+    let out = decide_as(&c, "a", &[("pod-director/group", "ci")], &ds_pod, &controller);
     assert_eq!(out.decision, Decision::Patched);
     // A controller that is only named like the DaemonSet controller in a group.
     let impostor = requester(
         json!({"username": "mallory", "groups": ["system:serviceaccount:kube-system:daemon-set-controller"]}),
     );
     assert_eq!(
-        decide_as(&c, "a", &agents, &daemon_set_pod(Some(true)), &impostor).decision,
+        decide_as(&c, "a", &agents, &ds_pod, &impostor).decision,
         Decision::Patched
     );
 }
@@ -912,13 +901,8 @@ fn exclusion_label_is_ignored_when_the_group_does_not_allow_it() {
 #[test]
 fn daemonset_pods_are_planned_when_the_deprecated_skip_is_turned_off() {
     let c = support::config("skipDaemonSetPods: false\ngroups: {ci: {mode: enforce, nodeSelector: {node-pool: ci}}}");
-    let out = decide_as(
-        &c,
-        "a",
-        &[("pod-director/group", "ci")],
-        &daemon_set_pod(Some(true)),
-        &daemon_set_controller(),
-    );
+    let ci = [("pod-director/group", "ci")];
+    let out = decide_as(&c, "a", &ci, &daemon_set_pod(Some(true)), &daemon_set_controller());
     assert_eq!(out.decision, Decision::Patched);
 }
 
@@ -1020,12 +1004,8 @@ fn unknown_groups_warn_or_deny_per_policy() {
         (Decision::UnknownGroup, true, Some("nope"))
     );
     assert_contains(&out.warning.unwrap(), r#"selects group "nope""#);
-    let out = decide(
-        &config("unknownGroup: deny"),
-        "a",
-        &[("pod-director/group", "nope")],
-        &plain_pod(),
-    );
+    let deny = config("unknownGroup: deny");
+    let out = decide(&deny, "a", &[("pod-director/group", "nope")], &plain_pod());
     assert_eq!((out.decision, out.allowed()), (Decision::Denied, false));
     assert_contains(&out.message.unwrap(), "not defined");
 }
