@@ -330,8 +330,7 @@ mod tests {
     use kube::runtime::watcher::Event;
 
     use super::*;
-    use crate::support::StaticNamespaces;
-    use crate::support::assert_contains;
+    use crate::support::{StaticNamespaces, assert_contains};
 
     fn labels(pairs: &[(&str, &str)]) -> Labels {
         pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()

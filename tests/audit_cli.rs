@@ -2,7 +2,6 @@
 //! that accepts connections and never answers, one that refuses every request.
 //! Each ends the audit with a clear error and exit code 2, in bounded time.
 
-use pod_director::support::assert_contains;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -11,6 +10,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+use pod_director::support::assert_contains;
 
 /// Longest any server thread of these tests lives.
 const SERVER_LIFETIME: Duration = Duration::from_secs(60);

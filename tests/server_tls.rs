@@ -9,8 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{ClientKind, Harness, Options, Slow, decoded_patch, eventually, patched, pod, pod_create, review};
-use pod_director::support::StaticNamespaces;
-use pod_director::support::assert_contains;
+use pod_director::support::{StaticNamespaces, assert_contains};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 

@@ -8,8 +8,7 @@ use serde_json::{Value, json};
 use super::*;
 use crate::config::Mode;
 use crate::fixtures::{with, without};
-use crate::support::StaticNamespaces;
-use crate::support::{admission_on, assert_contains, json_pointers};
+use crate::support::{StaticNamespaces, admission_on, assert_contains, json_pointers};
 
 /// The pod of [`review`]: a ReplicaSet's pod, generateName, no name yet, with its managed fields.
 fn pod_object() -> Value {
