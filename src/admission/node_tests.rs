@@ -4,10 +4,10 @@
 
 use std::sync::Arc;
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::*;
-use crate::support::{StaticNodes, assert_contains, node};
+use crate::support::{StaticNodes, answer, assert_contains, node};
 
 const CONFIG: &str = "groups:\n  ci: {mode: enforce, nodeSelector: {pool: ci}, tolerations: [{key: dedicated, operator: Equal, value: ci, effect: NoSchedule}]}\n  shadow: {mode: dryRun, nodeSelector: {pool: ci}, tolerations: [{key: dedicated, operator: Equal, value: ci, effect: NoSchedule}]}\n";
 
@@ -44,11 +44,6 @@ fn review(namespace: &str, node: Option<&str>) -> Vec<u8> {
         .uid("u-1")
         .user("tenant", &[])
         .bytes()
-}
-
-async fn answer(admission: &Admission, webhook: Webhook, body: &[u8]) -> (StatusCode, Value) {
-    let reply = admission.review(webhook, &http::HeaderMap::new(), body).await;
-    (reply.status, serde_json::from_slice(&reply.body).expect("JSON"))
 }
 
 #[tokio::test]

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::fixtures::Review;
-use crate::support::{assert_contains, json_pointers};
+use crate::support::{self, assert_contains, json_pointers};
 
 const CONFIG: &str = r#"
 namespaceGuard:
@@ -116,15 +116,9 @@ async fn answer(admission: &Admission, webhook: Webhook, body: &Value) -> Value 
     // Reviewed under a live subscriber: a callsite first met with no subscriber alive would be
     // cached as never enabled, and the tests that read decision lines would then see none.
     let _subscriber = tracing::subscriber::set_default(tracing_subscriber::registry());
-    let reply = admission
-        .review(
-            webhook,
-            &http::HeaderMap::new(),
-            &serde_json::to_vec(body).unwrap_or_default(),
-        )
-        .await;
-    assert_eq!(reply.status, StatusCode::OK, "{}", String::from_utf8_lossy(&reply.body));
-    serde_json::from_slice::<Value>(&reply.body).expect("JSON")["response"].clone()
+    let (status, value) = support::answer(admission, webhook, &serde_json::to_vec(body).unwrap_or_default()).await;
+    assert_eq!(status, StatusCode::OK, "{value}");
+    value["response"].clone()
 }
 
 fn patch_of(response: &Value) -> Value {
@@ -262,15 +256,13 @@ async fn a_daemonset_that_is_not_one_is_refused_with_400() {
     let mut object = daemon_set("broken", json!({"containers": [{"name": "agent", "image": "agent:1"}]}));
     object["spec"]["template"] = json!("not a template");
     let body = daemon_set_review("team-ci", "CREATE", object, Value::Null);
-    let reply = admission
-        .review(
-            Webhook::Mutate,
-            &http::HeaderMap::new(),
-            &serde_json::to_vec(&body).unwrap_or_default(),
-        )
-        .await;
-    assert_eq!(reply.status, StatusCode::BAD_REQUEST);
-    let value: Value = serde_json::from_slice(&reply.body).expect("JSON");
+    let (status, value) = support::answer(
+        &admission,
+        Webhook::Mutate,
+        &serde_json::to_vec(&body).unwrap_or_default(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
     let message = value["response"]["status"]["message"].as_str().unwrap_or_default();
     assert!(
         message.starts_with("request.object is not a valid apps/v1 DaemonSet"),

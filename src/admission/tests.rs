@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use super::*;
 use crate::config::Mode;
 use crate::fixtures::{with, without};
-use crate::support::{StaticNamespaces, admission_on, assert_contains, json_pointers};
+use crate::support::{StaticNamespaces, admission_on, answer, assert_contains, json_pointers};
 
 /// The pod of [`review`]: a ReplicaSet's pod, generateName, no name yet, with its managed fields.
 fn pod_object() -> Value {
@@ -405,11 +405,8 @@ async fn an_invalid_namespace_is_refused_before_any_lookup() {
     );
     for namespace in ["team-ci/status", "team-ci#x", "../kube-system", "team-ci?watch=1"] {
         let body = with(review(), "/request/namespace", json!(namespace));
-        let reply = admission
-            .review(Webhook::Mutate, &http::HeaderMap::new(), &bytes(&body))
-            .await;
-        assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{namespace}");
-        let value: Value = serde_json::from_slice(&reply.body).expect("JSON");
+        let (status, value) = answer(&admission, Webhook::Mutate, &bytes(&body)).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{namespace}");
         assert_eq!(value["response"]["uid"], "705ab4f5-6393-11e8-b7cc-42010a800002");
         let message = value["response"]["status"]["message"].as_str().unwrap_or_default();
         assert_contains(&message, "request.namespace");
@@ -546,11 +543,8 @@ fn admission(namespaces: Arc<StaticNamespaces>) -> Admission {
 async fn an_unreachable_api_server_answers_503_so_the_failure_policy_applies() {
     let namespaces = Arc::new(StaticNamespaces::new());
     namespaces.set_unreachable(true);
-    let reply = admission(namespaces)
-        .review(Webhook::Mutate, &http::HeaderMap::new(), &bytes(&review()))
-        .await;
-    assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
-    let value: Value = serde_json::from_slice(&reply.body).expect("JSON");
+    let (status, value) = answer(&admission(namespaces), Webhook::Mutate, &bytes(&review())).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(value["response"]["uid"], "705ab4f5-6393-11e8-b7cc-42010a800002");
     assert_contains(
         value["response"]["status"]["message"].as_str().unwrap_or_default(),
@@ -563,20 +557,16 @@ async fn excluded_namespaces_are_decided_without_a_namespace_lookup() {
     let namespaces = Arc::new(StaticNamespaces::new());
     namespaces.set_unreachable(true);
     let body = with(review(), "/request/namespace", json!("kube-system"));
-    let reply = admission(namespaces)
-        .review(Webhook::Mutate, &http::HeaderMap::new(), &bytes(&body))
-        .await;
-    assert_eq!(reply.status, StatusCode::OK);
+    let (status, _) = answer(&admission(namespaces), Webhook::Mutate, &bytes(&body)).await;
+    assert_eq!(status, StatusCode::OK);
 }
 
 #[tokio::test]
 async fn an_update_at_mutate_is_admitted_untouched() {
     let body = with(review(), "/request/operation", json!("UPDATE"));
-    let reply = admission(Arc::new(StaticNamespaces::new()))
-        .review(Webhook::Mutate, &http::HeaderMap::new(), &bytes(&body))
-        .await;
-    assert_eq!(reply.status, StatusCode::OK);
-    let value: Value = serde_json::from_slice(&reply.body).expect("JSON");
+    let admission = admission(Arc::new(StaticNamespaces::new()));
+    let (status, value) = answer(&admission, Webhook::Mutate, &bytes(&body)).await;
+    assert_eq!(status, StatusCode::OK);
     assert_eq!(value["response"]["allowed"], true);
     assert!(value["response"].get("patch").is_none());
 }

@@ -1,6 +1,6 @@
 //! Test and benchmark support: shared by the unit tests, `tests/`, `benches/` and `e2e/`,
 //! never used by pod-director itself, and not part of its API (hidden from the docs).
-//! `mod.rs`: the log capture, the `/metrics` sample reader, a test config and an admission path on it, a node, `assert_contains`,
+//! `mod.rs`: the log capture, the `/metrics` sample reader, a test config, an admission path on it and its answer to a review, a node, `assert_contains`,
 //! a JSON value's pointers and a condition polled until it holds; `floor.rs`: the load harness's no-work floor server;
 //! `mounted.rs`: kubelet-style mounted directories; `scheduler.rs`: the scheduler's reading of required node affinity, an oracle for the engine;
 //! `sources.rs`: in-memory namespaces and nodes.
@@ -27,7 +27,7 @@ use crate::admission::Admission;
 use crate::config::{Config, Loaded};
 use crate::metrics::Metrics;
 use crate::namespaces::NamespaceSource;
-use crate::placement::{NodeInfo, NodeTaint};
+use crate::placement::{NodeInfo, NodeTaint, Webhook};
 
 /// A test's configuration file `yaml`, loaded without environment overrides; it must be valid.
 pub fn loaded(yaml: &str) -> Loaded {
@@ -84,6 +84,15 @@ pub async fn until(what: &str, check: impl Fn() -> bool) {
         assert!(tokio::time::Instant::now() < deadline, "{what}");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+}
+
+/// `admission`'s answer to the review `body` at `webhook`: the HTTP status and the AdmissionReview sent back.
+pub async fn answer(admission: &Admission, webhook: Webhook, body: &[u8]) -> (http::StatusCode, Value) {
+    let reply = admission.review(webhook, &http::HeaderMap::new(), body).await;
+    (
+        reply.status,
+        serde_json::from_slice(&reply.body).expect("a JSON review"),
+    )
 }
 
 /// The admission path on the configuration `config_yaml` (a test's, valid), its
