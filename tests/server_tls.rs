@@ -8,7 +8,8 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{ClientKind, Harness, Options, Slow, decoded_patch, eventually, patched, pod, pod_create, review};
+use common::{ClientKind, Harness, Options, Slow, eventually, patched, pod, pod_create, review};
+use pod_director::fixtures::decoded_patch;
 use pod_director::support::{StaticNamespaces, assert_contains};
 use reqwest::StatusCode;
 use serde_json::{Value, json};

@@ -2,11 +2,10 @@
 //! the API server sends it: the decision trusts `request.userInfo`, never the
 //! fields the object's author wrote.
 
-use base64::Engine as _;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::fixtures::Review;
+use crate::fixtures::{Review, decoded_patch};
 use crate::support::{self, assert_contains, json_pointers};
 
 const CONFIG: &str = r#"
@@ -121,14 +120,6 @@ async fn answer(admission: &Admission, webhook: Webhook, body: &Value) -> Value 
     value["response"].clone()
 }
 
-fn patch_of(response: &Value) -> Value {
-    let encoded = response["patch"].as_str().unwrap_or_default();
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(encoded)
-        .expect("base64");
-    serde_json::from_slice(&bytes).unwrap_or(Value::Null)
-}
-
 fn annotation<'a>(response: &'a Value, key: &str) -> &'a str {
     response["auditAnnotations"][key].as_str().unwrap_or_default()
 }
@@ -145,7 +136,7 @@ async fn a_tenant_s_pod_with_a_forged_daemonset_owner_is_decided_like_any_pod() 
                 "patched",
                 "{namespace} controller={controller_ref}"
             );
-            assert!(patch_of(&response).as_array().is_some_and(|ops| !ops.is_empty()));
+            assert!(decoded_patch(&response).is_some_and(|ops| !ops.0.is_empty()));
         }
     }
 }
@@ -202,7 +193,7 @@ async fn a_tenant_s_daemonset_gets_its_group_s_placement_in_its_pod_template() {
     assert_eq!(response["allowed"], true);
     assert_eq!(response["patchType"], "JSONPatch");
     assert_eq!(
-        patch_of(&response),
+        serde_json::to_value(decoded_patch(&response)).unwrap_or_default(),
         json!([
             {"op": "add", "path": "/spec/template/spec/nodeSelector", "value": {"node-pool": "ci"}},
             {"op": "add", "path": "/spec/template/spec/tolerations", "value": [
@@ -211,7 +202,7 @@ async fn a_tenant_s_daemonset_gets_its_group_s_placement_in_its_pod_template() {
     );
     // The patched DaemonSet validates.
     let mut patched = body["request"]["object"].clone();
-    let ops: json_patch::Patch = serde_json::from_value(patch_of(&response)).expect("a patch");
+    let ops = decoded_patch(&response).expect("a patch");
     json_patch::patch(&mut patched, &ops.0).expect("applies");
     let final_review = daemon_set_review("team-ci", "CREATE", patched.clone(), Value::Null);
     assert_eq!(
