@@ -1,6 +1,6 @@
 //! Test and benchmark support: shared by the unit tests, `tests/`, `benches/` and `e2e/`,
 //! never used by pod-director itself, and not part of its API (hidden from the docs).
-//! `mod.rs`: the log capture, the `/metrics` sample reader, a test config, an admission path on it and its answer to a review, a node, `assert_contains`,
+//! `mod.rs`: the log capture, the `/metrics` sample reader, a test config, an admission path on it and its answer to a review, a node, a toleration, `assert_contains`,
 //! a JSON value's pointers and a condition polled until it holds; `floor.rs`: the load harness's no-work floor server;
 //! `mounted.rs`: kubelet-style mounted directories; `scheduler.rs`: the scheduler's reading of required node affinity, an oracle for the engine;
 //! `sources.rs`: in-memory namespaces and nodes.
@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
+use k8s_openapi::api::core::v1::Toleration;
 
 use serde_json::Value;
 use tracing_subscriber::fmt::MakeWriter;
@@ -47,6 +48,18 @@ pub fn node(name: &str, labels: &[(&str, &str)], taints: &[(&str, &str, &str)], 
         taints.iter().map(|(k, v, e)| NodeTaint::new(k, v, e)).collect(),
         cordoned,
     )
+}
+
+/// A toleration; an empty `key`, `operator`, `value` or `effect` is left out.
+pub fn toleration(key: &str, operator: &str, value: &str, effect: &str, seconds: Option<i64>) -> Toleration {
+    let given = |s: &str| (!s.is_empty()).then(|| s.to_owned());
+    Toleration {
+        key: given(key),
+        operator: given(operator),
+        value: given(value),
+        effect: given(effect),
+        toleration_seconds: seconds,
+    }
 }
 
 /// Asserts that `text` contains `needle`, showing both when it does not.
