@@ -1,7 +1,8 @@
 //! Test and benchmark support: shared by the unit tests, `tests/`, `benches/` and `e2e/`,
 //! never used by pod-director itself, and not part of its API (hidden from the docs).
-//! `mod.rs`: the log capture, the `/metrics` sample reader, a test config, an admission path on it and its answer to a review, a node, a toleration, `assert_contains`,
-//! a JSON value's pointers and a condition polled until it holds; `floor.rs`: the load harness's no-work floor server;
+//! `mod.rs`: the log capture, the `/metrics` sample reader, a test config, an admission path on it and its answer
+//! to a review, a node, a toleration, `assert_contains`, a JSON value's pointers and a condition polled until it
+//! holds; `floor.rs`: the load harness's no-work floor server;
 //! `mounted.rs`: kubelet-style mounted directories; `scheduler.rs`: the scheduler's reading of required node affinity, an oracle for the engine;
 //! `sources.rs`: in-memory namespaces and nodes.
 
