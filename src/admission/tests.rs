@@ -134,183 +134,152 @@ fn requests_that_are_not_pod_creates_or_updates_are_not_applicable() {
 
 #[test]
 fn each_kind_of_bad_request_gets_its_own_error_and_keeps_the_uid_when_readable() {
-    let uid = Some("705ab4f5-6393-11e8-b7cc-42010a800002".to_owned());
-    type Case = (&'static str, Vec<u8>, fn(&AdmissionError) -> bool, Option<String>);
-    let cases: Vec<Case> = vec![
+    let set = |pointer: &str, value: Value| bytes(&with(review(), pointer, value));
+    let unset = |parent: &str, key: &str| bytes(&without(review(), parent, key));
+    let update = with(review(), "/request/operation", json!("UPDATE"));
+    let update_with_old = |old: Value| bytes(&with(update.clone(), "/request/oldObject", old));
+    let mut string_tolerations = review();
+    string_tolerations["request"]["object"]["spec"]["tolerations"] = json!("dedicated");
+    let string_tolerations = bytes(&string_tolerations);
+    let uid = Some("705ab4f5-6393-11e8-b7cc-42010a800002");
+    type Check = fn(&AdmissionError) -> bool;
+    // Each error, the uid echoed with it (none when unreadable), and the requests that get it.
+    let cases: Vec<(Check, Option<&str>, Vec<(&str, Vec<u8>)>)> = vec![
         (
-            "empty body",
-            Vec::new(),
             |e| matches!(e, AdmissionError::EmptyBody),
             None,
+            vec![("empty body", Vec::new())],
         ),
         (
-            "not JSON",
-            b"hello".to_vec(),
             |e| matches!(e, AdmissionError::Decode(_)),
             None,
+            vec![
+                ("not JSON", b"hello".to_vec()),
+                ("JSON array", b"[]".to_vec()),
+                ("no uid", unset("/request", "uid")),
+            ],
         ),
         (
-            "JSON array",
-            b"[]".to_vec(),
-            |e| matches!(e, AdmissionError::Decode(_)),
-            None,
-        ),
-        (
-            "wrong kind",
-            bytes(&with(review(), "/kind", json!("Pod"))),
-            |e| matches!(e, AdmissionError::WrongKind(_)),
-            uid.clone(),
-        ),
-        (
-            "v1beta1",
-            bytes(&with(review(), "/apiVersion", json!("admission.k8s.io/v1beta1"))),
-            |e| matches!(e, AdmissionError::WrongApiVersion(_)),
-            uid.clone(),
-        ),
-        (
-            "no request",
-            bytes(&without(review(), "", "request")),
             |e| matches!(e, AdmissionError::MissingRequest),
             None,
+            vec![("no request", unset("", "request"))],
         ),
         (
-            "no uid",
-            bytes(&without(review(), "/request", "uid")),
-            |e| matches!(e, AdmissionError::Decode(_)),
-            None,
-        ),
-        (
-            "empty uid",
-            bytes(&with(review(), "/request/uid", json!(""))),
             |e| matches!(e, AdmissionError::MissingUid),
             None,
+            vec![("empty uid", set("/request/uid", json!("")))],
         ),
         (
-            "no object",
-            bytes(&without(review(), "/request", "object")),
+            |e| matches!(e, AdmissionError::WrongKind(_)),
+            uid,
+            vec![("wrong kind", set("/kind", json!("Pod")))],
+        ),
+        (
+            |e| matches!(e, AdmissionError::WrongApiVersion(_)),
+            uid,
+            vec![("v1beta1", set("/apiVersion", json!("admission.k8s.io/v1beta1")))],
+        ),
+        (
             |e| matches!(e, AdmissionError::MissingObject),
-            uid.clone(),
+            uid,
+            vec![
+                ("no object", unset("/request", "object")),
+                ("null object", set("/request/object", Value::Null)),
+            ],
         ),
         (
-            "null object",
-            bytes(&with(review(), "/request/object", Value::Null)),
-            |e| matches!(e, AdmissionError::MissingObject),
-            uid.clone(),
-        ),
-        (
-            "no namespace",
-            bytes(&without(review(), "/request", "namespace")),
             |e| matches!(e, AdmissionError::MissingNamespace),
-            uid.clone(),
+            uid,
+            vec![("no namespace", unset("/request", "namespace"))],
         ),
         (
-            "a Deployment sent as a pod",
-            bytes(&with(review(), "/request/object/kind", json!("Deployment"))),
             |e| matches!(e, AdmissionError::InvalidObject { field: "object", at, .. } if at == "kind"),
-            uid.clone(),
+            uid,
+            vec![(
+                "a Deployment sent as a pod",
+                set("/request/object/kind", json!("Deployment")),
+            )],
         ),
         (
-            "tolerations is a string",
-            bytes(&{
-                let mut v = review();
-                v["request"]["object"]["spec"]["tolerations"] = json!("dedicated");
-                v
-            }),
             |e| matches!(e, AdmissionError::InvalidObject { field: "object", at, .. } if at == "spec.tolerations"),
-            uid.clone(),
+            uid,
+            vec![("tolerations is a string", string_tolerations.clone())],
         ),
         (
-            "a label value is a number",
-            bytes(&with(review(), "/request/object/metadata/labels/app", json!(7))),
             |e| matches!(e, AdmissionError::InvalidObject { field: "object", at, .. } if at == "metadata.labels"),
-            uid.clone(),
+            uid,
+            vec![(
+                "a label value is a number",
+                set("/request/object/metadata/labels/app", json!(7)),
+            )],
         ),
         (
-            "an old pod whose nodeSelector is a list",
-            bytes(&with(
-                with(review(), "/request/operation", json!("UPDATE")),
-                "/request/oldObject",
-                json!({"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "web"}, "spec": {"nodeSelector": []}}),
-            )),
             |e| matches!(e, AdmissionError::InvalidObject { field: "oldObject", at, .. } if at == "spec.nodeSelector"),
-            uid.clone(),
+            uid,
+            vec![(
+                "an old pod whose nodeSelector is a list",
+                update_with_old(
+                    json!({"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "web"}, "spec": {"nodeSelector": []}}),
+                ),
+            )],
         ),
         (
-            "operation unknown",
-            bytes(&with(review(), "/request/operation", json!("PATCH"))),
             |e| matches!(e, AdmissionError::Decode(_)),
-            uid.clone(),
+            uid,
+            vec![("operation unknown", set("/request/operation", json!("PATCH")))],
         ),
         (
-            "a namespace naming a subresource",
-            bytes(&with(review(), "/request/namespace", json!("team-ci/status"))),
             |e| matches!(e, AdmissionError::InvalidNamespace { .. }),
-            uid.clone(),
+            uid,
+            vec![
+                (
+                    "a namespace naming a subresource",
+                    set("/request/namespace", json!("team-ci/status")),
+                ),
+                (
+                    "a namespace with a URL fragment",
+                    set("/request/namespace", json!("team-ci#x")),
+                ),
+                ("a namespace in upper case", set("/request/namespace", json!("Team-CI"))),
+                (
+                    "a namespace longer than 63 characters",
+                    set("/request/namespace", json!("a".repeat(64))),
+                ),
+            ],
         ),
         (
-            "a namespace with a URL fragment",
-            bytes(&with(review(), "/request/namespace", json!("team-ci#x"))),
-            |e| matches!(e, AdmissionError::InvalidNamespace { .. }),
-            uid.clone(),
-        ),
-        (
-            "a namespace in upper case",
-            bytes(&with(review(), "/request/namespace", json!("Team-CI"))),
-            |e| matches!(e, AdmissionError::InvalidNamespace { .. }),
-            uid.clone(),
-        ),
-        (
-            "a namespace longer than 63 characters",
-            bytes(&with(review(), "/request/namespace", json!("a".repeat(64)))),
-            |e| matches!(e, AdmissionError::InvalidNamespace { .. }),
-            uid.clone(),
-        ),
-        (
-            "an empty object",
-            bytes(&with(review(), "/request/object", json!({}))),
             |e| matches!(e, AdmissionError::MissingSpec { field: "object" }),
-            uid.clone(),
+            uid,
+            vec![
+                ("an empty object", set("/request/object", json!({}))),
+                ("a pod without a spec", unset("/request/object", "spec")),
+                ("a pod whose spec is null", set("/request/object/spec", Value::Null)),
+            ],
         ),
         (
-            "a pod without a spec",
-            bytes(&without(review(), "/request/object", "spec")),
-            |e| matches!(e, AdmissionError::MissingSpec { field: "object" }),
-            uid.clone(),
-        ),
-        (
-            "a pod whose spec is null",
-            bytes(&with(review(), "/request/object/spec", Value::Null)),
-            |e| matches!(e, AdmissionError::MissingSpec { field: "object" }),
-            uid.clone(),
-        ),
-        (
-            "an update whose old pod has no spec",
-            bytes(&with(
-                with(review(), "/request/operation", json!("UPDATE")),
-                "/request/oldObject",
-                json!({"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "web"}}),
-            )),
             |e| matches!(e, AdmissionError::MissingSpec { field: "oldObject" }),
-            uid.clone(),
+            uid,
+            vec![(
+                "an update whose old pod has no spec",
+                update_with_old(json!({"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "web"}})),
+            )],
         ),
     ];
-    let tolerations = {
-        let mut v = review();
-        v["request"]["object"]["spec"]["tolerations"] = json!("dedicated");
-        rejected(&bytes(&v)).error.to_string()
-    };
     // The message the README shows.
+    let tolerations = rejected(&string_tolerations).error.to_string();
     assert!(
         tolerations.starts_with(
             "request.object is not a valid v1 Pod: spec.tolerations: invalid type: string \"dedicated\", expected a sequence at line 1 column "
         ),
         "{tolerations}"
     );
-    for (name, body, expected, expected_uid) in cases {
-        let rejected = rejected(&body);
-        assert!(expected(&rejected.error), "{name}: got {:?}", rejected.error);
-        assert_eq!(rejected.uid, expected_uid, "{name}");
-        assert_eq!(rejected.error.status(), StatusCode::BAD_REQUEST, "{name}");
+    for (expected, expected_uid, requests) in cases {
+        for (name, body) in requests {
+            let rejected = rejected(&body);
+            assert!(expected(&rejected.error), "{name}: got {:?}", rejected.error);
+            assert_eq!(rejected.uid.as_deref(), expected_uid, "{name}");
+            assert_eq!(rejected.error.status(), StatusCode::BAD_REQUEST, "{name}");
+        }
     }
 }
 
