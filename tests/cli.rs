@@ -214,7 +214,7 @@ spec:
         (field(agent, "decision"), field(agent, "reason")),
         ("skipped", "daemonset_allowed")
     );
-    assert_contains(&field(agent, "requester_dependent"), "its pods are skipped");
+    assert_contains(field(agent, "requester_dependent"), "its pods are skipped");
     let tenant = find(&reports, "tenant-agent");
     assert_eq!(tenant["decision"], "patched");
     assert_eq!(tenant["requester_dependent"], Value::Null);
@@ -284,7 +284,7 @@ fn pods_of_namespaces_missing_from_the_input_are_reported_not_guessed() {
         "{unresolved:?}"
     );
     assert_contains(
-        &field(&unresolved[0], "reason"),
+        field(&unresolved[0], "reason"),
         r#"namespace "ci-runners" is not in the input"#,
     );
 
@@ -632,7 +632,7 @@ fn explain_nodes_reads_the_list_kubectl_get_nodes_prints_and_counts_feasible_nod
     assert_eq!(gpu["decision"], "denied", "{gpu}");
     let reason = field(gpu, "reason");
     assert_contains(
-        &reason,
+        reason,
         r#"node "gpu-1" is not a node of the group: nodeSelector node-pool=ci"#,
     );
     let ghost = find(&reports, "on-ghost");

@@ -53,7 +53,7 @@ async fn a_pod_on_a_node_outside_its_enforce_group_is_denied_at_validate() {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(value["response"]["allowed"], false);
     let message = value["response"]["status"]["message"].as_str().unwrap_or_default();
-    assert_contains(&message, r#"node "gpu-1" is not a node of the group"#);
+    assert_contains(message, r#"node "gpu-1" is not a node of the group"#);
     let (_, value) = answer(&admission, Webhook::Validate, &review("team-ci", Some("ci-1"))).await;
     assert_eq!(value["response"]["allowed"], true, "a node of the group");
     assert_contains(
@@ -71,7 +71,7 @@ async fn a_node_not_cached_is_fetched_before_deciding() {
     assert_eq!(value["response"]["allowed"], false, "{value}");
     let (_, value) = answer(&admission, Webhook::Validate, &review("team-ci", Some("ghost"))).await;
     let message = value["response"]["status"]["message"].as_str().unwrap_or_default();
-    assert_contains(&message, r#"node "ghost" does not exist"#);
+    assert_contains(message, r#"node "ghost" does not exist"#);
     let text = metrics.encode();
     assert_contains(&text, r#"pod_director_node_lookups_total{result="fetched"} 1"#);
     assert_contains(&text, r#"pod_director_node_lookups_total{result="not_found"} 1"#);

@@ -297,12 +297,12 @@ async fn a_tenant_cannot_move_remove_or_invent_its_namespace_s_group() {
         assert_eq!(response["allowed"], false, "{what}");
         assert_eq!(response["status"]["code"], 403);
         let message = response["status"]["message"].as_str().unwrap_or_default();
-        assert_contains(&message, what);
+        assert_contains(message, what);
         assert_contains(
-            &message,
+            message,
             "Only users platform-bot; members of system:masters; service accounts argocd/argocd-application-controller may change it",
         );
-        assert_contains(&message, "leave the label as it is");
+        assert_contains(message, "leave the label as it is");
     }
 }
 

@@ -142,9 +142,9 @@ fn each_kind_of_bad_request_gets_its_own_error_and_keeps_the_uid_when_readable()
     string_tolerations["request"]["object"]["spec"]["tolerations"] = json!("dedicated");
     let string_tolerations = bytes(&string_tolerations);
     let uid = Some("705ab4f5-6393-11e8-b7cc-42010a800002");
-    type Check = fn(&AdmissionError) -> bool;
-    // Each error, the uid echoed with it (none when unreadable), and the requests that get it.
-    let cases: Vec<(Check, Option<&str>, Vec<(&str, Vec<u8>)>)> = vec![
+    /// An error, the uid echoed with it (none when unreadable), and the requests that get it.
+    type Case<'a> = (fn(&AdmissionError) -> bool, Option<&'a str>, Vec<(&'a str, Vec<u8>)>);
+    let cases: Vec<Case> = vec![
         (
             |e| matches!(e, AdmissionError::EmptyBody),
             None,
@@ -378,7 +378,7 @@ async fn an_invalid_namespace_is_refused_before_any_lookup() {
         assert_eq!(status, StatusCode::BAD_REQUEST, "{namespace}");
         assert_eq!(value["response"]["uid"], "705ab4f5-6393-11e8-b7cc-42010a800002");
         let message = value["response"]["status"]["message"].as_str().unwrap_or_default();
-        assert_contains(&message, "request.namespace");
+        assert_contains(message, "request.namespace");
     }
     assert_eq!(
         counting.0.load(std::sync::atomic::Ordering::SeqCst),

@@ -387,7 +387,7 @@ async fn the_reconciler_patches_both_configurations_once_and_then_finds_them_in_
     assert_eq!(patches.len(), 2, "{patches:?}");
     for patch in &patches {
         assert!(patch.ends_with("application/json-patch+json"), "{patch}");
-        assert_contains(&patch, "fieldManager=pod-director");
+        assert_contains(patch, "fieldManager=pod-director");
     }
 
     assert!(reconciler.reconcile().await);
