@@ -474,12 +474,8 @@ mod tests {
             Some(2),
             "a new node is counted"
         );
-        source.insert(crate::support::node(
-            "b",
-            &[("pool", "ci")],
-            &[("k", "", "NoSchedule")],
-            false,
-        ));
+        let tainted = crate::support::node("b", &[("pool", "ci")], &[("k", "", "NoSchedule")], false);
+        source.insert(tainted);
         assert_eq!(nodes.feasible(&Placement::of_spec(&ci)), Some(1), "a new taint is seen");
         source.remove("a");
         assert_eq!(nodes.feasible(&Placement::of_spec(&ci)), Some(0));
@@ -513,12 +509,8 @@ mod tests {
         let source = Arc::new(StaticNodes::new());
         source.insert(node("a", "ci"));
         source.insert(node("b", "ci"));
-        source.insert(crate::support::node(
-            "g",
-            &[("pool", "gpu")],
-            &[("gpu", "", "NoSchedule")],
-            false,
-        ));
+        let gpu = crate::support::node("g", &[("pool", "gpu")], &[("gpu", "", "NoSchedule")], false);
+        source.insert(gpu);
         let nodes = Nodes::new(source);
         assert_eq!(
             nodes.group_counts(&config),

@@ -13,12 +13,8 @@ const CONFIG: &str = "groups:\n  ci: {mode: enforce, nodeSelector: {pool: ci}, t
 
 fn nodes() -> Arc<StaticNodes> {
     let nodes = StaticNodes::new();
-    nodes.insert(node(
-        "ci-1",
-        &[("pool", "ci")],
-        &[("dedicated", "ci", "NoSchedule")],
-        false,
-    ));
+    let tainted = node("ci-1", &[("pool", "ci")], &[("dedicated", "ci", "NoSchedule")], false);
+    nodes.insert(tainted);
     nodes.insert(node("gpu-1", &[("pool", "gpu")], &[], false));
     Arc::new(nodes)
 }

@@ -259,12 +259,8 @@ fn a_non_mapping_document_is_refused() {
 
 #[test]
 fn environment_overrides_win_over_the_file_and_are_validated() {
-    let loaded = Config::from_yaml(
-        FULL,
-        "test.yaml",
-        vec![("POD_DIRECTOR__GROUPS__GPU__MODE".to_owned(), "enforce".to_owned())],
-    )
-    .unwrap();
+    let gpu_mode = |mode: &str| vec![("POD_DIRECTOR__GROUPS__GPU__MODE".to_owned(), mode.to_owned())];
+    let loaded = Config::from_yaml(FULL, "test.yaml", gpu_mode("enforce")).unwrap();
     assert_eq!(loaded.config.mode_of(&loaded.config.groups["gpu"]), Mode::Enforce);
     assert_eq!(
         loaded.overrides,
@@ -274,12 +270,7 @@ fn environment_overrides_win_over_the_file_and_are_validated() {
         )]
     );
 
-    let err = Config::from_yaml(
-        FULL,
-        "test.yaml",
-        vec![("POD_DIRECTOR__GROUPS__GPU__MODE".to_owned(), "on".to_owned())],
-    )
-    .unwrap_err();
+    let err = Config::from_yaml(FULL, "test.yaml", gpu_mode("on")).unwrap_err();
     assert_eq!(
         err.field_errors()[0].to_string(),
         r#"groups.gpu.mode: "on" is not one of dryRun, warn, enforce"#

@@ -110,15 +110,8 @@ fn mutate_in(group: &str, spec: Value, nodes: &dyn NodeView) -> Outcome {
 
 fn validate_in(group: &str, spec: Value, old: Option<Value>, nodes: Option<&dyn NodeView>) -> Outcome {
     let old = old.map(pod);
-    in_group(group, |ns| {
-        validate(
-            &config(),
-            ns,
-            &pod(spec),
-            old.as_ref(),
-            &Context::offline().with_nodes(nodes),
-        )
-    })
+    let ctx = Context::offline().with_nodes(nodes);
+    in_group(group, |ns| validate(&config(), ns, &pod(spec), old.as_ref(), &ctx))
 }
 
 #[test]
@@ -334,13 +327,8 @@ fn skipped_pods_with_a_node_name_are_not_checked() {
         name: "kube-system",
         labels: &labels,
     };
-    let out = validate(
-        &config(),
-        &ns,
-        &pod(bound("ghost")),
-        None,
-        &Context::offline().with_nodes(Some(&Down)),
-    );
+    let ctx = Context::offline().with_nodes(Some(&Down));
+    let out = validate(&config(), &ns, &pod(bound("ghost")), None, &ctx);
     assert_eq!(out.decision, Decision::Skipped);
     assert_eq!(needs_bound_node(&config(), &ns, &pod(bound("ghost")), None), None);
 }

@@ -1014,12 +1014,8 @@ fn unknown_groups_warn_or_deny_per_policy() {
 fn default_group_applies_to_unlabelled_namespaces_only() {
     let c = config("defaultGroup: shadow");
     assert_eq!(decide(&c, "a", &[], &plain_pod()).group.as_deref(), Some("shadow"));
-    assert_eq!(
-        decide(&c, "a", &[("pod-director/group", "ci")], &plain_pod())
-            .group
-            .as_deref(),
-        Some("ci")
-    );
+    let labelled = decide(&c, "a", &[("pod-director/group", "ci")], &plain_pod());
+    assert_eq!(labelled.group.as_deref(), Some("ci"));
     assert_eq!(decide(&c, "kube-system", &[], &plain_pod()).decision, Decision::Skipped);
 }
 
