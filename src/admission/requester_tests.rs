@@ -247,12 +247,8 @@ async fn a_daemonset_that_is_not_one_is_refused_with_400() {
     let mut object = daemon_set("broken", json!({"containers": [{"name": "agent", "image": "agent:1"}]}));
     object["spec"]["template"] = json!("not a template");
     let body = daemon_set_review("team-ci", "CREATE", object, Value::Null);
-    let (status, value) = support::answer(
-        &admission,
-        Webhook::Mutate,
-        &serde_json::to_vec(&body).unwrap_or_default(),
-    )
-    .await;
+    let bytes = serde_json::to_vec(&body).unwrap_or_default();
+    let (status, value) = support::answer(&admission, Webhook::Mutate, &bytes).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     let message = value["response"]["status"]["message"].as_str().unwrap_or_default();
     assert!(
@@ -329,12 +325,8 @@ async fn allowed_requesters_change_the_group_label_freely() {
             &["system:serviceaccounts"],
         ),
     ] {
-        let body = namespace_review(
-            "UPDATE",
-            requester.clone(),
-            json!({"pod-director/group": "agents"}),
-            old.clone(),
-        );
+        let labels = json!({"pod-director/group": "agents"});
+        let body = namespace_review("UPDATE", requester.clone(), labels, old.clone());
         let response = answer(&admission, Webhook::ValidateNamespace, &body).await;
         assert_eq!(response["allowed"], true, "{requester}");
         assert_eq!(annotation(&response, "decision"), "noop");

@@ -209,12 +209,8 @@ fn equivalent_toleration_spellings_are_not_duplicated() {
         assert!(p.changes.is_empty(), "{t} should already tolerate the group: {p:?}");
     }
     // Not a superset: wrong value, narrower effect.
-    let (p, _) = plan_apply(
-        &pod(
-            json!({"tolerations": [{"key": "dedicated", "value": "gpu"}, {"operator": "Exists", "effect": "NoExecute"}]}),
-        ),
-        &group(TOLERATION_GROUP),
-    );
+    let narrower = json!([{"key": "dedicated", "value": "gpu"}, {"operator": "Exists", "effect": "NoExecute"}]);
+    let (p, _) = plan_apply(&pod(json!({"tolerations": narrower})), &group(TOLERATION_GROUP));
     assert_eq!(p.changes.len(), 2);
 }
 
@@ -460,12 +456,10 @@ fn verify_reads_empty_terms_as_the_planner_does() {
 #[test]
 fn requirements_already_implied_by_the_pod_are_not_repeated() {
     let spec = json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term_json(&[("pool", "In", &["ci"])])]}}}});
-    let (p, _) = plan_apply(
-        &pod(spec),
-        &group(
-            "affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: pool, operator: In, values: [ci, ci2]}]}]}}}",
-        ),
+    let wider = group(
+        "affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: pool, operator: In, values: [ci, ci2]}]}]}}}",
     );
+    let (p, _) = plan_apply(&pod(spec), &wider);
     assert!(
         p.changes.is_empty(),
         "a narrower pod term already satisfies the group: {p:?}"
