@@ -1,6 +1,6 @@
 //! AdmissionReview bodies shaped like kube-apiserver's, for tests and benches:
 //! the one review builder of the tree (unit tests, `tests/`, `benches/`), and
-//! the pod a ReplicaSet creates ([`replica_set_pod`]).
+//! the pod a ReplicaSet creates ([`replica_set_pod`]), a review's JSON edited ([`with`], [`without`]) and a response's patch ([`decoded_patch`]).
 //!
 //! [`Review::bytes`] writes the fields in the order kube-apiserver's Go
 //! encoder writes them (`uid`, `kind`, `resource`, … `operation`, `userInfo`,
@@ -10,6 +10,7 @@
 //! (`object` before `operation` and `resource`), which takes the decoder's
 //! path for objects that come before their request's resource.
 
+use base64::Engine as _;
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -190,6 +191,31 @@ impl Review {
     pub fn value(&self) -> Value {
         serde_json::to_value(self).unwrap_or_default()
     }
+}
+
+/// The patch of an AdmissionReview `response`, base64-decoded (`None` when it carries none).
+pub fn decoded_patch(response: &Value) -> Option<json_patch::Patch> {
+    let encoded = response["patch"].as_str()?;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(encoded)
+        .expect("patch is base64");
+    Some(serde_json::from_slice(&bytes).expect("patch is a JSON Patch"))
+}
+
+/// `value` with the value at `pointer` replaced by `new` (unchanged when nothing is there).
+pub fn with(mut value: Value, pointer: &str, new: Value) -> Value {
+    if let Some(slot) = value.pointer_mut(pointer) {
+        *slot = new;
+    }
+    value
+}
+
+/// `value` without the object at `parent`'s `key`.
+pub fn without(mut value: Value, parent: &str, key: &str) -> Value {
+    if let Some(Value::Object(map)) = value.pointer_mut(parent) {
+        map.remove(key);
+    }
+    value
 }
 
 #[cfg(test)]

@@ -330,7 +330,7 @@ mod tests {
     use kube::runtime::watcher::Event;
 
     use super::*;
-    use crate::support::StaticNamespaces;
+    use crate::support::{StaticNamespaces, assert_contains};
 
     fn labels(pairs: &[(&str, &str)]) -> Labels {
         pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
@@ -446,7 +446,7 @@ mod tests {
         let source = KubeNamespaces::with_store(store, fake_client(&[], Arc::default()));
         let err = lookup(&source, "explode").await.expect_err("500 is an error");
         assert!(matches!(err, LookupError::Api { .. }), "{err}");
-        assert!(err.to_string().contains("explode"));
+        assert_contains(&err.to_string(), "explode");
     }
 
     fn gets(seen: &Arc<Mutex<Vec<String>>>) -> Vec<String> {

@@ -451,11 +451,10 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::placement::NodeTaint;
     use crate::support::StaticNodes;
 
     fn node(name: &str, pool: &str) -> NodeInfo {
-        NodeInfo::new(name, [("pool".to_owned(), pool.to_owned())], Vec::new(), false)
+        crate::support::node(name, &[("pool", pool)], &[], false)
     }
 
     fn spec(value: serde_json::Value) -> PodSpec {
@@ -475,12 +474,8 @@ mod tests {
             Some(2),
             "a new node is counted"
         );
-        source.insert(NodeInfo::new(
-            "b",
-            [("pool".to_owned(), "ci".to_owned())],
-            vec![NodeTaint::new("k", "", "NoSchedule")],
-            false,
-        ));
+        let tainted = crate::support::node("b", &[("pool", "ci")], &[("k", "", "NoSchedule")], false);
+        source.insert(tainted);
         assert_eq!(nodes.feasible(&Placement::of_spec(&ci)), Some(1), "a new taint is seen");
         source.remove("a");
         assert_eq!(nodes.feasible(&Placement::of_spec(&ci)), Some(0));
@@ -508,24 +503,17 @@ mod tests {
 
     #[test]
     fn group_counts_use_each_groups_own_placement() {
-        let loaded = Config::from_yaml(
+        let config = crate::support::config(
             "groups:\n  ci: {nodeSelector: {pool: ci}}\n  gpu: {nodeSelector: {pool: gpu}, tolerations: [{key: gpu, operator: Exists}]}\n",
-            "test",
-            Vec::new(),
-        )
-        .expect("valid");
+        );
         let source = Arc::new(StaticNodes::new());
         source.insert(node("a", "ci"));
         source.insert(node("b", "ci"));
-        source.insert(NodeInfo::new(
-            "g",
-            [("pool".to_owned(), "gpu".to_owned())],
-            vec![NodeTaint::new("gpu", "", "NoSchedule")],
-            false,
-        ));
+        let gpu = crate::support::node("g", &[("pool", "gpu")], &[("gpu", "", "NoSchedule")], false);
+        source.insert(gpu);
         let nodes = Nodes::new(source);
         assert_eq!(
-            nodes.group_counts(&loaded.config),
+            nodes.group_counts(&config),
             Some(vec![("ci".to_owned(), 2), ("gpu".to_owned(), 1)])
         );
     }
@@ -600,15 +588,8 @@ mod tests {
         let NodeLookup::Found(found) = nodes.lookup("known", &metrics).await else {
             panic!("known is found")
         };
-        assert_eq!(
-            *found,
-            NodeInfo::new(
-                "known",
-                [("pool".to_owned(), "ci".to_owned())],
-                vec![NodeTaint::new("dedicated", "ci", "NoSchedule")],
-                false
-            )
-        );
+        let expected = crate::support::node("known", &[("pool", "ci")], &[("dedicated", "ci", "NoSchedule")], false);
+        assert_eq!(*found, expected);
         assert_eq!(nodes.lookup("ghost", &metrics).await, NodeLookup::Unknown);
         assert!(
             matches!(nodes.lookup("explode", &metrics).await, NodeLookup::Unavailable(why) if why.contains("explode"))

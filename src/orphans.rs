@@ -116,15 +116,10 @@ pub(crate) fn spawn_reporter(
 mod tests {
     use super::*;
     use crate::namespaces::Labels;
-    use crate::support::LogCapture;
-    use crate::support::StaticNamespaces;
+    use crate::support::{LogCapture, StaticNamespaces, config, loaded, until};
 
     fn labelled(group: &str) -> Labels {
         Labels::from([("pod-director/group".to_owned(), group.to_owned())])
-    }
-
-    fn config(yaml: &str) -> Config {
-        Config::from_yaml(yaml, "test", Vec::new()).expect("valid").config
     }
 
     #[test]
@@ -169,14 +164,6 @@ mod tests {
 
     const WARNED: &str = "namespaces select a group that is not defined; their pods are decided by unknownGroup";
 
-    async fn until(what: &str, check: impl Fn() -> bool) {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-        while !check() {
-            assert!(tokio::time::Instant::now() < deadline, "{what}");
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    }
-
     #[tokio::test(flavor = "current_thread")]
     async fn the_reporter_warns_once_the_cache_has_synced_and_after_each_reload() {
         let captured = LogCapture::default();
@@ -191,9 +178,7 @@ mod tests {
         namespaces.set_ready(false);
         namespaces.insert("team-a", labelled("old"));
         namespaces.insert("team-b", labelled("old"));
-        let live = Arc::new(ArcSwap::from_pointee(
-            Config::from_yaml("groups: {ci: {}}", "test", Vec::new()).expect("valid"),
-        ));
+        let live = Arc::new(ArcSwap::from_pointee(loaded("groups: {ci: {}}")));
         let (changed, changes) = watch::channel(String::new());
         let (stop, stopped) = watch::channel(false);
         let task = spawn_reporter(live.clone(), namespaces.clone(), changes, stopped);
@@ -211,16 +196,12 @@ mod tests {
         assert_eq!(line["fields"]["namespaces"], 2);
 
         // A reload that defines the group: no new WARN; one that removes it again: a WARN.
-        live.store(Arc::new(
-            Config::from_yaml("groups: {ci: {}, old: {}}", "test", Vec::new()).expect("valid"),
-        ));
+        live.store(Arc::new(loaded("groups: {ci: {}, old: {}}")));
         changed.send_replace("2".to_owned());
         let settled = "every labelled namespace selects a defined group";
         until("the reload is reported", || !lines(&captured, settled).is_empty()).await;
         assert_eq!(lines(&captured, WARNED).len(), 1);
-        live.store(Arc::new(
-            Config::from_yaml("groups: {ci: {}}", "test", Vec::new()).expect("valid"),
-        ));
+        live.store(Arc::new(loaded("groups: {ci: {}}")));
         changed.send_replace("3".to_owned());
         until("the WARN after the reload", || lines(&captured, WARNED).len() == 2).await;
 

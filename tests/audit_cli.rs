@@ -11,6 +11,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use pod_director::support::assert_contains;
+
 /// Longest any server thread of these tests lives.
 const SERVER_LIFETIME: Duration = Duration::from_secs(60);
 /// Most connections a test server accepts.
@@ -105,9 +107,9 @@ fn an_api_server_that_stops_answering_ends_the_audit_with_a_clear_error_within_t
     let (output, took) = audit(&kubeconfig, &["--request-timeout", "1s"]);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
-    assert!(
-        stderr.contains("error: the API server did not answer within 1s while listing nodes"),
-        "{stderr}"
+    assert_contains(
+        &stderr,
+        "error: the API server did not answer within 1s while listing nodes",
     );
     assert!(stderr.contains("--request-timeout"), "says what to change: {stderr}");
     assert!(took < Duration::from_secs(10), "bounded: took {took:?}");
@@ -138,8 +140,8 @@ fn an_api_server_that_refuses_the_audit_gets_an_error_naming_what_to_grant() {
     let (output, took) = audit(&kubeconfig, &["--request-timeout", "5s"]);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("error: cannot list nodes:"), "{stderr}");
-    assert!(stderr.contains("forbidden"), "{stderr}");
+    assert_contains(&stderr, "error: cannot list nodes:");
+    assert_contains(&stderr, "forbidden");
     assert!(
         stderr.contains("the audit reads namespaces, nodes, pods, deployments"),
         "names what to grant: {stderr}"
@@ -155,8 +157,8 @@ fn an_unknown_group_is_refused_before_the_cluster_is_asked() {
     let (output, _) = audit(&kubeconfig, &["--group", "nope"]);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
-    assert!(
-        stderr.contains("error: --group \"nope\" is not a group of the configuration (groups: "),
-        "{stderr}"
+    assert_contains(
+        &stderr,
+        "error: --group \"nope\" is not a group of the configuration (groups: ",
     );
 }

@@ -4,6 +4,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+use pod_director::support::assert_contains;
 use serde_json::Value;
 
 fn bin() -> Command {
@@ -213,15 +214,15 @@ spec:
         (field(agent, "decision"), field(agent, "reason")),
         ("skipped", "daemonset_allowed")
     );
-    assert!(field(agent, "requester_dependent").contains("its pods are skipped"));
+    assert_contains(field(agent, "requester_dependent"), "its pods are skipped");
     let tenant = find(&reports, "tenant-agent");
     assert_eq!(tenant["decision"], "patched");
     assert_eq!(tenant["requester_dependent"], Value::Null);
 
     let text = stdout(&explain(&config, &[&manifests], &[]));
-    assert!(
-        text.contains("  requester-dependent: mirror_pod: skipped only when its node creates it"),
-        "{text}"
+    assert_contains(
+        &text,
+        "  requester-dependent: mirror_pod: skipped only when its node creates it",
     );
 }
 
@@ -250,14 +251,8 @@ fn explain_text_output_is_a_table_with_the_patches() {
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
     assert!(text.starts_with("NAMESPACE   NAME"), "{text}");
-    assert!(
-        text.contains("ci-runners  runner-1       Pod         ci     enforce  patched"),
-        "{text}"
-    );
-    assert!(
-        text.contains(r#"patch: [{"op":"add","path":"/spec/nodeSelector""#),
-        "{text}"
-    );
+    assert_contains(&text, "ci-runners  runner-1       Pod         ci     enforce  patched");
+    assert_contains(&text, r#"patch: [{"op":"add","path":"/spec/nodeSelector""#);
 }
 
 #[test]
@@ -288,7 +283,10 @@ fn pods_of_namespaces_missing_from_the_input_are_reported_not_guessed() {
             .all(|r| r["decision"] == "unresolved" && r["group"].is_null()),
         "{unresolved:?}"
     );
-    assert!(field(&unresolved[0], "reason").contains(r#"namespace "ci-runners" is not in the input"#));
+    assert_contains(
+        field(&unresolved[0], "reason"),
+        r#"namespace "ci-runners" is not in the input"#,
+    );
 
     let batch = reports(&explain_examples(&["manifests/ci.yaml"], &["--group", "batch"]));
     assert!(
@@ -377,7 +375,7 @@ fn unreadable_files_and_unknown_groups_exit_2() {
         ),
     ] {
         assert_eq!(out.status.code(), Some(2), "{expected}");
-        assert!(stderr(&out).contains(expected), "{}", stderr(&out));
+        assert_contains(&stderr(&out), expected);
     }
 }
 
@@ -429,30 +427,22 @@ fn check_config_reads_the_path_from_the_environment_and_applies_overrides() {
     let out = with_env("POD_DIRECTOR__GROUPS__BATCH__MODE");
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
-    assert!(
-        text.contains("override: groups.batch.mode from POD_DIRECTOR__GROUPS__BATCH__MODE"),
-        "{text}"
+    assert_contains(
+        &text,
+        "override: groups.batch.mode from POD_DIRECTOR__GROUPS__BATCH__MODE",
     );
-    assert!(text.contains("batch: mode=enforce"), "{text}");
+    assert_contains(&text, "batch: mode=enforce");
 
     let out = with_env("POD_DIRECTOR__GROUPS__NOPE__MODE");
     assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr(&out).contains("environment variable POD_DIRECTOR__GROUPS__NOPE__MODE"),
-        "{}",
-        stderr(&out)
-    );
+    assert_contains(&stderr(&out), "environment variable POD_DIRECTOR__GROUPS__NOPE__MODE");
 }
 
 #[test]
 fn missing_config_file_is_a_clear_error() {
     let out = check_config(Path::new("/nonexistent/config.yaml"));
     assert_eq!(out.status.code(), Some(1));
-    assert!(
-        stderr(&out).contains("cannot read config file /nonexistent/config.yaml"),
-        "{}",
-        stderr(&out)
-    );
+    assert_contains(&stderr(&out), "cannot read config file /nonexistent/config.yaml");
 }
 
 #[test]
@@ -641,9 +631,9 @@ fn explain_nodes_reads_the_list_kubectl_get_nodes_prints_and_counts_feasible_nod
     let gpu = find(&reports, "on-gpu");
     assert_eq!(gpu["decision"], "denied", "{gpu}");
     let reason = field(gpu, "reason");
-    assert!(
-        reason.contains(r#"node "gpu-1" is not a node of the group: nodeSelector node-pool=ci"#),
-        "{reason}"
+    assert_contains(
+        reason,
+        r#"node "gpu-1" is not a node of the group: nodeSelector node-pool=ci"#,
     );
     let ghost = find(&reports, "on-ghost");
     assert_eq!(ghost["decision"], "denied");
@@ -652,7 +642,7 @@ fn explain_nodes_reads_the_list_kubectl_get_nodes_prints_and_counts_feasible_nod
 
     let text = stdout(&fixture.explain(Some(&fixture.list), "text"));
     assert!(text.lines().next().unwrap().ends_with("FEASIBLE"), "{text}");
-    assert!(text.contains("feasible nodes: 1 after the patch, 0 before"), "{text}");
+    assert_contains(&text, "feasible nodes: 1 after the patch, 0 before");
     assert!(
         text.contains("resources, pod affinity and topology spread are not counted"),
         "the scope is said: {text}"
@@ -669,7 +659,7 @@ fn explain_nodes_reads_a_directory_of_node_manifests_like_the_list() {
     }
     let from_dir = stdout(&fixture.explain(Some(&nodes), "json"));
     let from_list = stdout(&fixture.explain(Some(&fixture.list), "json"));
-    assert!(from_dir.contains("\"feasible_nodes\": 1"), "{from_dir}");
+    assert_contains(&from_dir, "\"feasible_nodes\": 1");
     assert_eq!(from_dir, from_list);
 }
 
@@ -697,11 +687,7 @@ fn explain_nodes_refuses_what_is_not_a_node() {
     let fixture = NodesFixture::new();
     let out = fixture.explain(Some(&fixture.manifests), "json");
     assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("--nodes reads Node manifests; this is a Namespace"),
-        "{}",
-        stderr(&out)
-    );
+    assert_contains(&stderr(&out), "--nodes reads Node manifests; this is a Namespace");
 }
 
 #[test]

@@ -19,7 +19,7 @@ use futures::future::BoxFuture;
 use http_body_util::{BodyExt as _, Full};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use pod_director::server::Timeouts;
-use pod_director::support::StaticNamespaces;
+use pod_director::support::{StaticNamespaces, assert_contains};
 use serde_json::Value;
 use tokio::io::AsyncWriteExt as _;
 
@@ -73,27 +73,24 @@ fn assert_closed_in(closed: Option<(Duration, Vec<u8>)>, at_least: Duration, wha
     bytes
 }
 
+/// [`assert_closed_in`] of `stream`, read for at most 5 s.
+async fn assert_closes_in<S: tokio::io::AsyncRead + Unpin>(stream: &mut S, at_least: Duration, what: &str) -> Vec<u8> {
+    assert_closed_in(closed_within(stream, Duration::from_secs(5)).await, at_least, what)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_that_never_starts_tls_is_dropped_at_the_handshake_timeout() {
     let harness = start(timeouts(), None).await;
     let mut tcp = tokio::net::TcpStream::connect(harness.server.addr)
         .await
         .expect("connect");
-    assert_closed_in(
-        closed_within(&mut tcp, Duration::from_secs(5)).await,
-        timeouts().handshake,
-        "no ClientHello",
-    );
+    assert_closes_in(&mut tcp, timeouts().handshake, "no ClientHello").await;
     let mut half = tokio::net::TcpStream::connect(harness.server.addr)
         .await
         .expect("connect");
     // The first bytes of a ClientHello record, then nothing.
     half.write_all(&[0x16, 0x03, 0x01, 0x02]).await.expect("write");
-    assert_closed_in(
-        closed_within(&mut half, Duration::from_secs(5)).await,
-        timeouts().handshake,
-        "half a ClientHello",
-    );
+    assert_closes_in(&mut half, timeouts().handshake, "half a ClientHello").await;
     assert_eq!(timed_out(&harness, "handshake").await, Some(2.0));
     harness.server.shutdown().await;
 }
@@ -103,11 +100,7 @@ async fn a_connection_silent_after_tls_is_closed_at_the_first_byte_timeout() {
     let harness = start(timeouts(), None).await;
     for alpn in [&["h2"][..], &["http/1.1"], &[]] {
         let mut tls = tls_connect(harness.server.addr, &harness.pki, alpn).await;
-        assert_closed_in(
-            closed_within(&mut tls, Duration::from_secs(5)).await,
-            timeouts().first_byte,
-            &format!("silent, ALPN {alpn:?}"),
-        );
+        assert_closes_in(&mut tls, timeouts().first_byte, &format!("silent, ALPN {alpn:?}")).await;
     }
     assert_eq!(timed_out(&harness, "first_byte").await, Some(3.0));
     harness.server.shutdown().await;
@@ -157,11 +150,7 @@ async fn an_http2_client_that_sends_its_preface_and_settings_then_idles_is_close
     let harness = start(timeouts(), None).await;
     let mut tls = tls_connect(harness.server.addr, &harness.pki, &["h2"]).await;
     tls.write_all(HTTP2_PREFACE_AND_SETTINGS).await.expect("preface");
-    let bytes = assert_closed_in(
-        closed_within(&mut tls, Duration::from_secs(5)).await,
-        timeouts().header_read,
-        "preface, then nothing",
-    );
+    let bytes = assert_closes_in(&mut tls, timeouts().header_read, "preface, then nothing").await;
     assert!(has_goaway(&bytes), "the server says GOAWAY before closing: {bytes:?}");
     harness.server.shutdown().await;
 }
@@ -390,7 +379,7 @@ async fn shutdown_answers_every_request_that_arrives_and_closes_idle_connections
         .expect("closed after answering");
     let text = String::from_utf8_lossy(&bytes);
     assert!(text.starts_with("HTTP/1.1 200"), "{text}");
-    assert!(text.contains("u-raw"), "{text}");
+    assert_contains(&text, "u-raw");
     let (_, bytes) = closed_within(&mut late, Duration::from_secs(5))
         .await
         .expect("closed after answering");

@@ -12,7 +12,7 @@ use pod_director::config::{Config, Group, Mode, OnConflict};
 use pod_director::nodes::Nodes;
 use pod_director::placement::feasible::{self, NodeInfo, NodeTaint, NodeView, Placement};
 use pod_director::placement::{self as engine, Context, Namespace, Pod, PodSpec};
-use pod_director::support::StaticNodes;
+use pod_director::support::{self, StaticNodes};
 use proptest::prelude::*;
 use serde_json::json;
 
@@ -77,16 +77,7 @@ fn toleration() -> impl Strategy<Value = Toleration> {
         prop::sample::select(vec!["", "a", "b"]),
         prop::sample::select(vec!["", "NoSchedule", "PreferNoSchedule", "NoExecute"]),
     )
-        .prop_map(|(key, op, value, effect)| {
-            let opt = |s: &str| (!s.is_empty()).then(|| s.to_owned());
-            Toleration {
-                key: opt(key),
-                operator: opt(op),
-                value: opt(value),
-                effect: opt(effect),
-                toleration_seconds: None,
-            }
-        })
+        .prop_map(|(key, op, value, effect)| support::toleration(key, op, value, effect, None))
 }
 
 fn requirement(field: bool) -> impl Strategy<Value = NodeSelectorRequirement> {

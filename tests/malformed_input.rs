@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use common::{Harness, Options, pod_create};
 use futures::StreamExt as _;
+use pod_director::fixtures::{with, without};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
@@ -17,13 +18,6 @@ const LIMIT: u64 = 64 * 1024;
 
 fn valid() -> Value {
     pod_create("u-valid", "ns")
-}
-
-fn set(mut value: Value, pointer: &str, new: Value) -> Value {
-    if let Some(slot) = value.pointer_mut(pointer) {
-        *slot = new;
-    }
-    value
 }
 
 fn json_bytes(value: &Value) -> Vec<u8> {
@@ -74,16 +68,12 @@ fn bad(name: &'static str, body: Vec<u8>, says: &'static str) -> Case {
 
 /// The valid review with the value at `pointer` replaced, as bytes.
 fn valid_with(pointer: &str, new: Value) -> Vec<u8> {
-    json_bytes(&set(valid(), pointer, new))
+    json_bytes(&with(valid(), pointer, new))
 }
 
 /// The valid review without `parent`'s `key`, as bytes.
 fn valid_without(parent: &str, key: &str) -> Vec<u8> {
-    let mut value = valid();
-    if let Some(Value::Object(map)) = value.pointer_mut(parent) {
-        map.remove(key);
-    }
-    json_bytes(&value)
+    json_bytes(&without(valid(), parent, key))
 }
 
 fn cases() -> Vec<Case> {
@@ -312,14 +302,14 @@ async fn a_pod_whose_unread_fields_have_the_wrong_type_is_decided_like_any_other
 async fn requests_that_are_not_pod_creates_are_admitted_untouched() {
     let harness = Harness::start(CONFIG).await;
     harness.label("ns", "ci");
-    let deployments = set(
+    let deployments = with(
         valid(),
         "/request/resource",
         json!({"group": "apps", "version": "v1", "resource": "deployments"}),
     );
     let mut status_subresource = valid();
     status_subresource["request"]["subResource"] = json!("status");
-    let delete = set(valid(), "/request/operation", json!("DELETE"));
+    let delete = with(valid(), "/request/operation", json!("DELETE"));
     for (name, body) in [
         ("a Deployment", deployments),
         ("the status subresource", status_subresource),

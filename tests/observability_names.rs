@@ -596,25 +596,11 @@ fn dashboards_query_only_what_pod_director_emits() {
             for target in panel["targets"].as_array().into_iter().flatten() {
                 let at = format!("{file} panel {title:?} target {}", target["refId"]);
                 let kind = datasource_type(target, panel, &variables);
+                let text = |key: &str| target[key].as_str().unwrap_or_default();
                 match kind.as_str() {
-                    "prometheus" => check_promql(
-                        target["expr"].as_str().unwrap_or_default(),
-                        &at,
-                        &emitted,
-                        &mut findings,
-                    ),
-                    "tempo" => check_traceql(
-                        target["query"].as_str().unwrap_or_default(),
-                        &at,
-                        &emitted,
-                        &mut findings,
-                    ),
-                    "loki" => check_logql(
-                        target["expr"].as_str().unwrap_or_default(),
-                        &at,
-                        &emitted,
-                        &mut findings,
-                    ),
+                    "prometheus" => check_promql(text("expr"), &at, &emitted, &mut findings),
+                    "tempo" => check_traceql(text("query"), &at, &emitted, &mut findings),
+                    "loki" => check_logql(text("expr"), &at, &emitted, &mut findings),
                     other => findings.0.push(format!("{at}: unexpected datasource type {other:?}")),
                 }
                 queried += 1;
@@ -844,25 +830,14 @@ fn the_readme_documents_every_field_attribute_and_metric() {
 fn the_tokenizer_reads_the_query_shapes_the_checks_rely_on() {
     let emitted = emitted();
     let mut findings = Findings::default();
-    check_promql(
-        r#"sum by (group, color) (rate(pod_director_decisions_total{decision="would_patch|maybe"}[5m]))"#,
-        "p",
-        &emitted,
-        &mut findings,
-    );
+    let promql = r#"sum by (group, color) (rate(pod_director_decisions_total{decision="would_patch|maybe"}[5m]))"#;
+    let traceql =
+        r#"{ span."placement.decision" = "would_pach" && span.placement.grup = "x" } | select(span."placement.group")"#;
+    let logql = r#"{app="x"} |= "admission decison" | json | placement_decision="would_patch" | placement_gruop="x" | line_format "{{.placement_group}} {{.nope}}""#;
+    check_promql(promql, "p", &emitted, &mut findings);
     check_promql("rate(pod_director_decisions[5m])", "p", &emitted, &mut findings);
-    check_traceql(
-        r#"{ span."placement.decision" = "would_pach" && span.placement.grup = "x" } | select(span."placement.group")"#,
-        "t",
-        &emitted,
-        &mut findings,
-    );
-    check_logql(
-        r#"{app="x"} |= "admission decison" | json | placement_decision="would_patch" | placement_gruop="x" | line_format "{{.placement_group}} {{.nope}}""#,
-        "l",
-        &emitted,
-        &mut findings,
-    );
+    check_traceql(traceql, "t", &emitted, &mut findings);
+    check_logql(logql, "l", &emitted, &mut findings);
     let found = findings.0.join("\n");
     for expected in [
         r#"grouping label "color""#,

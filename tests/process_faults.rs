@@ -29,15 +29,7 @@ struct Outcome {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_during_a_burst_of_200_clients_loses_no_request_that_was_fully_written() {
-    let mut server = ServeProcess::start(
-        CONFIG,
-        Spawn {
-            stdout: Stdio::null(),
-            open_files: None,
-            args: &["--shutdown-timeout", "10s"],
-        },
-    )
-    .await;
+    let mut server = ServeProcess::start(CONFIG, Spawn::args(&["--shutdown-timeout", "10s"])).await;
     let addr = server.addr;
     let ca = Arc::new(server.pki.ca_pem());
     let start = Arc::new(tokio::sync::Barrier::new(201));
@@ -180,15 +172,7 @@ async fn handshake(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_a_low_descriptor_limit_a_flood_is_refused_while_probes_and_a_connected_client_are_served() {
     // 256 descriptors: at most 256 - 96 = 160 admission connections.
-    let server = ServeProcess::start(
-        CONFIG,
-        Spawn {
-            stdout: Stdio::null(),
-            open_files: Some(256),
-            args: &["--handshake-timeout", "60s"],
-        },
-    )
-    .await;
+    let server = ServeProcess::start(CONFIG, Spawn::args(&["--handshake-timeout", "60s"]).open_files(256)).await;
     let mut established = tls_connect(server.addr, &server.pki, &["http/1.1"]).await;
     let mut flood = Vec::new();
     for _ in 0..300 {
@@ -275,27 +259,11 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_standard_output_nobody_reads_leaves_reviews_and_healthz_answering() {
-    let drained = ServeProcess::start(
-        CONFIG,
-        Spawn {
-            stdout: Stdio::null(),
-            open_files: None,
-            args: &[],
-        },
-    )
-    .await;
+    let drained = ServeProcess::start(CONFIG, Spawn::args(&[])).await;
     let baseline = latencies(&drained, 500).await;
     drop(drained);
 
-    let mut blocked = ServeProcess::start(
-        CONFIG,
-        Spawn {
-            stdout: Stdio::piped(),
-            open_files: None,
-            args: &[],
-        },
-    )
-    .await;
+    let mut blocked = ServeProcess::start(CONFIG, Spawn::args(&[]).stdout(Stdio::piped())).await;
     // Held, never read: the pipe fills (64 KiB), then the log buffer (2 MiB of ~1.5 KB lines).
     let _stdout = blocked.child.stdout.take();
     let _fill = latencies(&blocked, 2500).await;
@@ -361,11 +329,7 @@ async fn measure_idle_connections_tolerated_and_memory_per_idle_connection() {
     raise_own_open_files_limit();
     let server = ServeProcess::start(
         CONFIG,
-        Spawn {
-            stdout: Stdio::null(),
-            open_files: Some(1024),
-            args: &["--first-byte-timeout", "600s", "--idle-timeout", "600s"],
-        },
+        Spawn::args(&["--first-byte-timeout", "600s", "--idle-timeout", "600s"]).open_files(1024),
     )
     .await;
     // Warm up: the first connections allocate the runtime's and TLS's lasting buffers.

@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::{ClientKind, Harness, decoded_patch, eventually, metric, pod_create};
+use common::{ClientKind, Harness, eventually, metric, pod_create};
+use pod_director::fixtures::decoded_patch;
 use reqwest::StatusCode;
 use serde_json::Value;
 

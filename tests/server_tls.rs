@@ -8,8 +8,9 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{ClientKind, Harness, Options, Slow, decoded_patch, eventually, patched, pod, pod_create, review};
-use pod_director::support::StaticNamespaces;
+use common::{ClientKind, Harness, Options, Slow, eventually, patched, pod, pod_create, review};
+use pod_director::fixtures::decoded_patch;
+use pod_director::support::{StaticNamespaces, assert_contains};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -277,12 +278,7 @@ async fn an_unknown_group_is_admitted_with_a_warning() {
     let response = &body["response"];
     assert_eq!(response["allowed"], true);
     assert_eq!(response["auditAnnotations"]["decision"], "unknown_group");
-    assert!(
-        response["warnings"][0]
-            .as_str()
-            .unwrap_or_default()
-            .contains("no-such-group")
-    );
+    assert_contains(response["warnings"][0].as_str().unwrap_or_default(), "no-such-group");
     harness.server.shutdown().await;
 }
 
@@ -306,11 +302,9 @@ async fn an_unreachable_api_server_gives_503_so_the_failure_policy_applies() {
     let (status, body) = harness.post("/mutate", &pod_create("u-503", "not-cached")).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(body["response"]["uid"], "u-503");
-    assert!(
-        body["response"]["status"]["message"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("not-cached")
+    assert_contains(
+        body["response"]["status"]["message"].as_str().unwrap_or_default(),
+        "not-cached",
     );
     harness.server.shutdown().await;
 }
@@ -365,9 +359,12 @@ async fn probes_report_health_readiness_and_metrics() {
         ),
         "{metrics}"
     );
-    assert!(metrics.contains(r#"pod_director_admission_duration_seconds_count{webhook="mutate"} 1"#));
-    assert!(metrics.contains("pod_director_namespace_cache_size 1"), "{metrics}");
-    assert!(metrics.contains("pod_director_build_info"));
+    assert_contains(
+        &metrics,
+        r#"pod_director_admission_duration_seconds_count{webhook="mutate"} 1"#,
+    );
+    assert_contains(&metrics, "pod_director_namespace_cache_size 1");
+    assert_contains(&metrics, "pod_director_build_info");
     harness.server.shutdown().await;
 }
 

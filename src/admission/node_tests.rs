@@ -4,28 +4,18 @@
 
 use std::sync::Arc;
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::*;
-use crate::placement::{NodeInfo, NodeTaint};
-use crate::support::StaticNodes;
+use crate::support::{StaticNodes, answer, assert_contains, node};
 
 const CONFIG: &str = "groups:\n  ci: {mode: enforce, nodeSelector: {pool: ci}, tolerations: [{key: dedicated, operator: Equal, value: ci, effect: NoSchedule}]}\n  shadow: {mode: dryRun, nodeSelector: {pool: ci}, tolerations: [{key: dedicated, operator: Equal, value: ci, effect: NoSchedule}]}\n";
 
 fn nodes() -> Arc<StaticNodes> {
     let nodes = StaticNodes::new();
-    nodes.insert(NodeInfo::new(
-        "ci-1",
-        [("pool".to_owned(), "ci".to_owned())],
-        vec![NodeTaint::new("dedicated", "ci", "NoSchedule")],
-        false,
-    ));
-    nodes.insert(NodeInfo::new(
-        "gpu-1",
-        [("pool".to_owned(), "gpu".to_owned())],
-        Vec::new(),
-        false,
-    ));
+    let tainted = node("ci-1", &[("pool", "ci")], &[("dedicated", "ci", "NoSchedule")], false);
+    nodes.insert(tainted);
+    nodes.insert(node("gpu-1", &[("pool", "gpu")], &[], false));
     Arc::new(nodes)
 }
 
@@ -52,11 +42,6 @@ fn review(namespace: &str, node: Option<&str>) -> Vec<u8> {
         .bytes()
 }
 
-async fn answer(admission: &Admission, webhook: Webhook, body: &[u8]) -> (StatusCode, Value) {
-    let reply = admission.review(webhook, &http::HeaderMap::new(), body).await;
-    (reply.status, serde_json::from_slice(&reply.body).expect("JSON"))
-}
-
 #[tokio::test]
 async fn a_pod_on_a_node_outside_its_enforce_group_is_denied_at_validate() {
     let (admission, metrics) = admission(nodes());
@@ -64,43 +49,28 @@ async fn a_pod_on_a_node_outside_its_enforce_group_is_denied_at_validate() {
     assert_eq!(status, StatusCode::OK);
     assert_eq!(value["response"]["allowed"], false);
     let message = value["response"]["status"]["message"].as_str().unwrap_or_default();
-    assert!(
-        message.contains(r#"node "gpu-1" is not a node of the group"#),
-        "{message}"
-    );
+    assert_contains(message, r#"node "gpu-1" is not a node of the group"#);
     let (_, value) = answer(&admission, Webhook::Validate, &review("team-ci", Some("ci-1"))).await;
     assert_eq!(value["response"]["allowed"], true, "a node of the group");
-    assert!(
-        metrics
-            .encode()
-            .contains(r#"pod_director_node_lookups_total{result="cached"} 2"#)
+    assert_contains(
+        &metrics.encode(),
+        r#"pod_director_node_lookups_total{result="cached"} 2"#,
     );
 }
 
 #[tokio::test]
 async fn a_node_not_cached_is_fetched_before_deciding() {
     let nodes = nodes();
-    nodes.insert_remote(NodeInfo::new(
-        "fresh",
-        [("pool".to_owned(), "gpu".to_owned())],
-        Vec::new(),
-        false,
-    ));
+    nodes.insert_remote(node("fresh", &[("pool", "gpu")], &[], false));
     let (admission, metrics) = admission(nodes);
     let (_, value) = answer(&admission, Webhook::Validate, &review("team-ci", Some("fresh"))).await;
     assert_eq!(value["response"]["allowed"], false, "{value}");
     let (_, value) = answer(&admission, Webhook::Validate, &review("team-ci", Some("ghost"))).await;
     let message = value["response"]["status"]["message"].as_str().unwrap_or_default();
-    assert!(message.contains(r#"node "ghost" does not exist"#), "{message}");
+    assert_contains(message, r#"node "ghost" does not exist"#);
     let text = metrics.encode();
-    assert!(
-        text.contains(r#"pod_director_node_lookups_total{result="fetched"} 1"#),
-        "{text}"
-    );
-    assert!(
-        text.contains(r#"pod_director_node_lookups_total{result="not_found"} 1"#),
-        "{text}"
-    );
+    assert_contains(&text, r#"pod_director_node_lookups_total{result="fetched"} 1"#);
+    assert_contains(&text, r#"pod_director_node_lookups_total{result="not_found"} 1"#);
 }
 
 #[tokio::test]

@@ -2,11 +2,11 @@
 //! the API server sends it: the decision trusts `request.userInfo`, never the
 //! fields the object's author wrote.
 
-use base64::Engine as _;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::fixtures::Review;
+use crate::fixtures::{Review, decoded_patch};
+use crate::support::{self, assert_contains, json_pointers};
 
 const CONFIG: &str = r#"
 namespaceGuard:
@@ -115,23 +115,9 @@ async fn answer(admission: &Admission, webhook: Webhook, body: &Value) -> Value 
     // Reviewed under a live subscriber: a callsite first met with no subscriber alive would be
     // cached as never enabled, and the tests that read decision lines would then see none.
     let _subscriber = tracing::subscriber::set_default(tracing_subscriber::registry());
-    let reply = admission
-        .review(
-            webhook,
-            &http::HeaderMap::new(),
-            &serde_json::to_vec(body).unwrap_or_default(),
-        )
-        .await;
-    assert_eq!(reply.status, StatusCode::OK, "{}", String::from_utf8_lossy(&reply.body));
-    serde_json::from_slice::<Value>(&reply.body).expect("JSON")["response"].clone()
-}
-
-fn patch_of(response: &Value) -> Value {
-    let encoded = response["patch"].as_str().unwrap_or_default();
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(encoded)
-        .expect("base64");
-    serde_json::from_slice(&bytes).unwrap_or(Value::Null)
+    let (status, value) = support::answer(admission, webhook, &serde_json::to_vec(body).unwrap_or_default()).await;
+    assert_eq!(status, StatusCode::OK, "{value}");
+    value["response"].clone()
 }
 
 fn annotation<'a>(response: &'a Value, key: &str) -> &'a str {
@@ -143,18 +129,14 @@ async fn a_tenant_s_pod_with_a_forged_daemonset_owner_is_decided_like_any_pod() 
     let admission = admission_with(CONFIG);
     for namespace in ["team-ci", "team-agents"] {
         for controller_ref in [true, false] {
-            let response = answer(
-                &admission,
-                Webhook::Mutate,
-                &daemon_set_pod(namespace, tenant(), controller_ref),
-            )
-            .await;
+            let body = daemon_set_pod(namespace, tenant(), controller_ref);
+            let response = answer(&admission, Webhook::Mutate, &body).await;
             assert_eq!(
                 annotation(&response, "decision"),
                 "patched",
                 "{namespace} controller={controller_ref}"
             );
-            assert!(patch_of(&response).as_array().is_some_and(|ops| !ops.is_empty()));
+            assert!(decoded_patch(&response).is_some_and(|ops| !ops.0.is_empty()));
         }
     }
 }
@@ -162,37 +144,21 @@ async fn a_tenant_s_pod_with_a_forged_daemonset_owner_is_decided_like_any_pod() 
 #[tokio::test]
 async fn the_daemonset_controller_s_pods_are_skipped_only_in_a_group_that_allows_daemonsets() {
     let admission = admission_with(CONFIG);
-    let response = answer(
-        &admission,
-        Webhook::Mutate,
-        &daemon_set_pod("team-agents", controller(), true),
-    )
-    .await;
+    let body = daemon_set_pod("team-agents", controller(), true);
+    let response = answer(&admission, Webhook::Mutate, &body).await;
     assert_eq!(annotation(&response, "decision"), "skipped");
     assert_eq!(annotation(&response, "skip-reason"), "daemonset_pod");
     assert!(response.get("patch").is_none());
     // The same controller in a group that does not allow DaemonSets.
-    let response = answer(
-        &admission,
-        Webhook::Mutate,
-        &daemon_set_pod("team-ci", controller(), true),
-    )
-    .await;
+    let body = daemon_set_pod("team-ci", controller(), true);
+    let response = answer(&admission, Webhook::Mutate, &body).await;
     assert_eq!(annotation(&response, "decision"), "patched");
     // /validate too: the final pod of a tenant is checked.
-    let response = answer(
-        &admission,
-        Webhook::Validate,
-        &daemon_set_pod("team-agents", tenant(), true),
-    )
-    .await;
+    let body = daemon_set_pod("team-agents", tenant(), true);
+    let response = answer(&admission, Webhook::Validate, &body).await;
     assert_eq!(response["allowed"], false);
-    let response = answer(
-        &admission,
-        Webhook::Validate,
-        &daemon_set_pod("team-agents", controller(), true),
-    )
-    .await;
+    let body = daemon_set_pod("team-agents", controller(), true);
+    let response = answer(&admission, Webhook::Validate, &body).await;
     assert_eq!(response["allowed"], true);
 }
 
@@ -203,19 +169,11 @@ async fn a_mirror_annotation_exempts_only_a_pod_its_node_creates() {
         "kubernetes.io/config.mirror": "a3f0c1", "kubernetes.io/config.hash": "a3f0c1", "kubernetes.io/config.source": "file"}});
     let spec = json!({"containers": [{"name": "etcd", "image": "etcd:3"}]});
     let node = user("system:node:node-1", &["system:nodes", "system:authenticated"]);
-    let response = answer(
-        &admission,
-        Webhook::Mutate,
-        &pod_review("team-ci", node, metadata.clone(), spec.clone()),
-    )
-    .await;
+    let body = pod_review("team-ci", node, metadata.clone(), spec.clone());
+    let response = answer(&admission, Webhook::Mutate, &body).await;
     assert_eq!(annotation(&response, "skip-reason"), "mirror_pod");
-    let response = answer(
-        &admission,
-        Webhook::Mutate,
-        &pod_review("team-ci", tenant(), metadata, spec),
-    )
-    .await;
+    let body = pod_review("team-ci", tenant(), metadata, spec);
+    let response = answer(&admission, Webhook::Mutate, &body).await;
     assert_eq!(annotation(&response, "decision"), "patched");
 }
 
@@ -235,7 +193,7 @@ async fn a_tenant_s_daemonset_gets_its_group_s_placement_in_its_pod_template() {
     assert_eq!(response["allowed"], true);
     assert_eq!(response["patchType"], "JSONPatch");
     assert_eq!(
-        patch_of(&response),
+        serde_json::to_value(decoded_patch(&response)).unwrap_or_default(),
         json!([
             {"op": "add", "path": "/spec/template/spec/nodeSelector", "value": {"node-pool": "ci"}},
             {"op": "add", "path": "/spec/template/spec/tolerations", "value": [
@@ -244,7 +202,7 @@ async fn a_tenant_s_daemonset_gets_its_group_s_placement_in_its_pod_template() {
     );
     // The patched DaemonSet validates.
     let mut patched = body["request"]["object"].clone();
-    let ops: json_patch::Patch = serde_json::from_value(patch_of(&response)).expect("a patch");
+    let ops = decoded_patch(&response).expect("a patch");
     json_patch::patch(&mut patched, &ops.0).expect("applies");
     let final_review = daemon_set_review("team-ci", "CREATE", patched.clone(), Value::Null);
     assert_eq!(
@@ -289,15 +247,9 @@ async fn a_daemonset_that_is_not_one_is_refused_with_400() {
     let mut object = daemon_set("broken", json!({"containers": [{"name": "agent", "image": "agent:1"}]}));
     object["spec"]["template"] = json!("not a template");
     let body = daemon_set_review("team-ci", "CREATE", object, Value::Null);
-    let reply = admission
-        .review(
-            Webhook::Mutate,
-            &http::HeaderMap::new(),
-            &serde_json::to_vec(&body).unwrap_or_default(),
-        )
-        .await;
-    assert_eq!(reply.status, StatusCode::BAD_REQUEST);
-    let value: Value = serde_json::from_slice(&reply.body).expect("JSON");
+    let bytes = serde_json::to_vec(&body).unwrap_or_default();
+    let (status, value) = support::answer(&admission, Webhook::Mutate, &bytes).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
     let message = value["response"]["status"]["message"].as_str().unwrap_or_default();
     assert!(
         message.starts_with("request.object is not a valid apps/v1 DaemonSet"),
@@ -336,21 +288,17 @@ async fn a_tenant_cannot_move_remove_or_invent_its_namespace_s_group() {
         ),
     ];
     for (operation, labels, old, what) in cases {
-        let response = answer(
-            &admission,
-            Webhook::ValidateNamespace,
-            &namespace_review(operation, tenant(), labels, old),
-        )
-        .await;
+        let body = namespace_review(operation, tenant(), labels, old);
+        let response = answer(&admission, Webhook::ValidateNamespace, &body).await;
         assert_eq!(response["allowed"], false, "{what}");
         assert_eq!(response["status"]["code"], 403);
         let message = response["status"]["message"].as_str().unwrap_or_default();
-        assert!(message.contains(what), "{message}");
-        assert!(
-            message.contains("Only users platform-bot; members of system:masters; service accounts argocd/argocd-application-controller may change it"),
-            "{message}"
+        assert_contains(message, what);
+        assert_contains(
+            message,
+            "Only users platform-bot; members of system:masters; service accounts argocd/argocd-application-controller may change it",
         );
-        assert!(message.contains("leave the label as it is"), "{message}");
+        assert_contains(message, "leave the label as it is");
     }
 }
 
@@ -359,12 +307,8 @@ async fn a_namespace_update_that_leaves_the_label_alone_is_never_denied() {
     let admission = admission_with(CONFIG);
     let old = json!({"pod-director/group": "ci"});
     let new = json!({"pod-director/group": "ci", "team": "web"});
-    let response = answer(
-        &admission,
-        Webhook::ValidateNamespace,
-        &namespace_review("UPDATE", tenant(), new, Some(old)),
-    )
-    .await;
+    let body = namespace_review("UPDATE", tenant(), new, Some(old));
+    let response = answer(&admission, Webhook::ValidateNamespace, &body).await;
     assert_eq!(response["allowed"], true);
     assert!(response.get("warnings").is_none());
 }
@@ -381,12 +325,8 @@ async fn allowed_requesters_change_the_group_label_freely() {
             &["system:serviceaccounts"],
         ),
     ] {
-        let body = namespace_review(
-            "UPDATE",
-            requester.clone(),
-            json!({"pod-director/group": "agents"}),
-            old.clone(),
-        );
+        let labels = json!({"pod-director/group": "agents"});
+        let body = namespace_review("UPDATE", requester.clone(), labels, old.clone());
         let response = answer(&admission, Webhook::ValidateNamespace, &body).await;
         assert_eq!(response["allowed"], true, "{requester}");
         assert_eq!(annotation(&response, "decision"), "noop");
@@ -396,11 +336,9 @@ async fn allowed_requesters_change_the_group_label_freely() {
     let body = namespace_review("UPDATE", admin, json!({"pod-director/group": "nope"}), old);
     let response = answer(&admission, Webhook::ValidateNamespace, &body).await;
     assert_eq!(response["allowed"], true);
-    assert!(
-        response["warnings"][0]
-            .as_str()
-            .unwrap_or_default()
-            .contains("\"nope\" is not defined")
+    assert_contains(
+        response["warnings"][0].as_str().unwrap_or_default(),
+        "\"nope\" is not defined",
     );
 }
 
@@ -438,23 +376,6 @@ async fn each_endpoint_decides_only_its_own_resources() {
     assert!(response.get("patch").is_none());
 }
 
-/// Every JSON Pointer inside `value`.
-fn pointers(value: &Value, at: &str, out: &mut Vec<String>) {
-    let children: Vec<(String, &Value)> = match value {
-        Value::Object(map) => map
-            .iter()
-            .map(|(k, v)| (k.replace('~', "~0").replace('/', "~1"), v))
-            .collect(),
-        Value::Array(items) => items.iter().enumerate().map(|(i, v)| (i.to_string(), v)).collect(),
-        _ => Vec::new(),
-    };
-    for (token, child) in children {
-        let pointer = format!("{at}/{token}");
-        out.push(pointer.clone());
-        pointers(child, &pointer, out);
-    }
-}
-
 #[tokio::test]
 async fn any_single_field_change_of_a_daemonset_or_namespace_review_is_answered_without_a_panic() {
     let admission = admission_with(CONFIG);
@@ -481,9 +402,7 @@ async fn any_single_field_change_of_a_daemonset_or_namespace_review_is_answered_
     ];
     let mut answered = 0;
     for base in bases {
-        let mut all = Vec::new();
-        pointers(&base, "", &mut all);
-        for pointer in &all {
+        for pointer in &json_pointers(&base) {
             for replacement in &replacements {
                 let mut body = base.clone();
                 if let Some(slot) = body.pointer_mut(pointer) {

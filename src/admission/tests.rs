@@ -6,8 +6,9 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::config::{Config, Mode};
-use crate::support::StaticNamespaces;
+use crate::config::Mode;
+use crate::fixtures::{with, without};
+use crate::support::{StaticNamespaces, admission_on, answer, assert_contains, json_pointers};
 
 /// The pod of [`review`]: a ReplicaSet's pod, generateName, no name yet, with its managed fields.
 fn pod_object() -> Value {
@@ -29,20 +30,6 @@ fn api_server_bytes() -> Vec<u8> {
 
 fn bytes(value: &Value) -> Vec<u8> {
     serde_json::to_vec(value).unwrap_or_default()
-}
-
-fn with(mut value: Value, pointer: &str, new: Value) -> Value {
-    if let Some(slot) = value.pointer_mut(pointer) {
-        *slot = new;
-    }
-    value
-}
-
-fn without(mut value: Value, parent: &str, key: &str) -> Value {
-    if let Some(Value::Object(map)) = value.pointer_mut(parent) {
-        map.remove(key);
-    }
-    value
 }
 
 fn rejected(body: &[u8]) -> Rejected {
@@ -147,183 +134,152 @@ fn requests_that_are_not_pod_creates_or_updates_are_not_applicable() {
 
 #[test]
 fn each_kind_of_bad_request_gets_its_own_error_and_keeps_the_uid_when_readable() {
-    let uid = Some("705ab4f5-6393-11e8-b7cc-42010a800002".to_owned());
-    type Case = (&'static str, Vec<u8>, fn(&AdmissionError) -> bool, Option<String>);
+    let set = |pointer: &str, value: Value| bytes(&with(review(), pointer, value));
+    let unset = |parent: &str, key: &str| bytes(&without(review(), parent, key));
+    let update = with(review(), "/request/operation", json!("UPDATE"));
+    let update_with_old = |old: Value| bytes(&with(update.clone(), "/request/oldObject", old));
+    let mut string_tolerations = review();
+    string_tolerations["request"]["object"]["spec"]["tolerations"] = json!("dedicated");
+    let string_tolerations = bytes(&string_tolerations);
+    let uid = Some("705ab4f5-6393-11e8-b7cc-42010a800002");
+    /// An error, the uid echoed with it (none when unreadable), and the requests that get it.
+    type Case<'a> = (fn(&AdmissionError) -> bool, Option<&'a str>, Vec<(&'a str, Vec<u8>)>);
     let cases: Vec<Case> = vec![
         (
-            "empty body",
-            Vec::new(),
             |e| matches!(e, AdmissionError::EmptyBody),
             None,
+            vec![("empty body", Vec::new())],
         ),
         (
-            "not JSON",
-            b"hello".to_vec(),
             |e| matches!(e, AdmissionError::Decode(_)),
             None,
+            vec![
+                ("not JSON", b"hello".to_vec()),
+                ("JSON array", b"[]".to_vec()),
+                ("no uid", unset("/request", "uid")),
+            ],
         ),
         (
-            "JSON array",
-            b"[]".to_vec(),
-            |e| matches!(e, AdmissionError::Decode(_)),
-            None,
-        ),
-        (
-            "wrong kind",
-            bytes(&with(review(), "/kind", json!("Pod"))),
-            |e| matches!(e, AdmissionError::WrongKind(_)),
-            uid.clone(),
-        ),
-        (
-            "v1beta1",
-            bytes(&with(review(), "/apiVersion", json!("admission.k8s.io/v1beta1"))),
-            |e| matches!(e, AdmissionError::WrongApiVersion(_)),
-            uid.clone(),
-        ),
-        (
-            "no request",
-            bytes(&without(review(), "", "request")),
             |e| matches!(e, AdmissionError::MissingRequest),
             None,
+            vec![("no request", unset("", "request"))],
         ),
         (
-            "no uid",
-            bytes(&without(review(), "/request", "uid")),
-            |e| matches!(e, AdmissionError::Decode(_)),
-            None,
-        ),
-        (
-            "empty uid",
-            bytes(&with(review(), "/request/uid", json!(""))),
             |e| matches!(e, AdmissionError::MissingUid),
             None,
+            vec![("empty uid", set("/request/uid", json!("")))],
         ),
         (
-            "no object",
-            bytes(&without(review(), "/request", "object")),
+            |e| matches!(e, AdmissionError::WrongKind(_)),
+            uid,
+            vec![("wrong kind", set("/kind", json!("Pod")))],
+        ),
+        (
+            |e| matches!(e, AdmissionError::WrongApiVersion(_)),
+            uid,
+            vec![("v1beta1", set("/apiVersion", json!("admission.k8s.io/v1beta1")))],
+        ),
+        (
             |e| matches!(e, AdmissionError::MissingObject),
-            uid.clone(),
+            uid,
+            vec![
+                ("no object", unset("/request", "object")),
+                ("null object", set("/request/object", Value::Null)),
+            ],
         ),
         (
-            "null object",
-            bytes(&with(review(), "/request/object", Value::Null)),
-            |e| matches!(e, AdmissionError::MissingObject),
-            uid.clone(),
-        ),
-        (
-            "no namespace",
-            bytes(&without(review(), "/request", "namespace")),
             |e| matches!(e, AdmissionError::MissingNamespace),
-            uid.clone(),
+            uid,
+            vec![("no namespace", unset("/request", "namespace"))],
         ),
         (
-            "a Deployment sent as a pod",
-            bytes(&with(review(), "/request/object/kind", json!("Deployment"))),
             |e| matches!(e, AdmissionError::InvalidObject { field: "object", at, .. } if at == "kind"),
-            uid.clone(),
+            uid,
+            vec![(
+                "a Deployment sent as a pod",
+                set("/request/object/kind", json!("Deployment")),
+            )],
         ),
         (
-            "tolerations is a string",
-            bytes(&{
-                let mut v = review();
-                v["request"]["object"]["spec"]["tolerations"] = json!("dedicated");
-                v
-            }),
             |e| matches!(e, AdmissionError::InvalidObject { field: "object", at, .. } if at == "spec.tolerations"),
-            uid.clone(),
+            uid,
+            vec![("tolerations is a string", string_tolerations.clone())],
         ),
         (
-            "a label value is a number",
-            bytes(&with(review(), "/request/object/metadata/labels/app", json!(7))),
             |e| matches!(e, AdmissionError::InvalidObject { field: "object", at, .. } if at == "metadata.labels"),
-            uid.clone(),
+            uid,
+            vec![(
+                "a label value is a number",
+                set("/request/object/metadata/labels/app", json!(7)),
+            )],
         ),
         (
-            "an old pod whose nodeSelector is a list",
-            bytes(&with(
-                with(review(), "/request/operation", json!("UPDATE")),
-                "/request/oldObject",
-                json!({"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "web"}, "spec": {"nodeSelector": []}}),
-            )),
             |e| matches!(e, AdmissionError::InvalidObject { field: "oldObject", at, .. } if at == "spec.nodeSelector"),
-            uid.clone(),
+            uid,
+            vec![(
+                "an old pod whose nodeSelector is a list",
+                update_with_old(
+                    json!({"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "web"}, "spec": {"nodeSelector": []}}),
+                ),
+            )],
         ),
         (
-            "operation unknown",
-            bytes(&with(review(), "/request/operation", json!("PATCH"))),
             |e| matches!(e, AdmissionError::Decode(_)),
-            uid.clone(),
+            uid,
+            vec![("operation unknown", set("/request/operation", json!("PATCH")))],
         ),
         (
-            "a namespace naming a subresource",
-            bytes(&with(review(), "/request/namespace", json!("team-ci/status"))),
             |e| matches!(e, AdmissionError::InvalidNamespace { .. }),
-            uid.clone(),
+            uid,
+            vec![
+                (
+                    "a namespace naming a subresource",
+                    set("/request/namespace", json!("team-ci/status")),
+                ),
+                (
+                    "a namespace with a URL fragment",
+                    set("/request/namespace", json!("team-ci#x")),
+                ),
+                ("a namespace in upper case", set("/request/namespace", json!("Team-CI"))),
+                (
+                    "a namespace longer than 63 characters",
+                    set("/request/namespace", json!("a".repeat(64))),
+                ),
+            ],
         ),
         (
-            "a namespace with a URL fragment",
-            bytes(&with(review(), "/request/namespace", json!("team-ci#x"))),
-            |e| matches!(e, AdmissionError::InvalidNamespace { .. }),
-            uid.clone(),
-        ),
-        (
-            "a namespace in upper case",
-            bytes(&with(review(), "/request/namespace", json!("Team-CI"))),
-            |e| matches!(e, AdmissionError::InvalidNamespace { .. }),
-            uid.clone(),
-        ),
-        (
-            "a namespace longer than 63 characters",
-            bytes(&with(review(), "/request/namespace", json!("a".repeat(64)))),
-            |e| matches!(e, AdmissionError::InvalidNamespace { .. }),
-            uid.clone(),
-        ),
-        (
-            "an empty object",
-            bytes(&with(review(), "/request/object", json!({}))),
             |e| matches!(e, AdmissionError::MissingSpec { field: "object" }),
-            uid.clone(),
+            uid,
+            vec![
+                ("an empty object", set("/request/object", json!({}))),
+                ("a pod without a spec", unset("/request/object", "spec")),
+                ("a pod whose spec is null", set("/request/object/spec", Value::Null)),
+            ],
         ),
         (
-            "a pod without a spec",
-            bytes(&without(review(), "/request/object", "spec")),
-            |e| matches!(e, AdmissionError::MissingSpec { field: "object" }),
-            uid.clone(),
-        ),
-        (
-            "a pod whose spec is null",
-            bytes(&with(review(), "/request/object/spec", Value::Null)),
-            |e| matches!(e, AdmissionError::MissingSpec { field: "object" }),
-            uid.clone(),
-        ),
-        (
-            "an update whose old pod has no spec",
-            bytes(&with(
-                with(review(), "/request/operation", json!("UPDATE")),
-                "/request/oldObject",
-                json!({"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "web"}}),
-            )),
             |e| matches!(e, AdmissionError::MissingSpec { field: "oldObject" }),
-            uid.clone(),
+            uid,
+            vec![(
+                "an update whose old pod has no spec",
+                update_with_old(json!({"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "web"}})),
+            )],
         ),
     ];
-    let tolerations = {
-        let mut v = review();
-        v["request"]["object"]["spec"]["tolerations"] = json!("dedicated");
-        rejected(&bytes(&v)).error.to_string()
-    };
     // The message the README shows.
+    let tolerations = rejected(&string_tolerations).error.to_string();
     assert!(
         tolerations.starts_with(
             "request.object is not a valid v1 Pod: spec.tolerations: invalid type: string \"dedicated\", expected a sequence at line 1 column "
         ),
         "{tolerations}"
     );
-    for (name, body, expected, expected_uid) in cases {
-        let rejected = rejected(&body);
-        assert!(expected(&rejected.error), "{name}: got {:?}", rejected.error);
-        assert_eq!(rejected.uid, expected_uid, "{name}");
-        assert_eq!(rejected.error.status(), StatusCode::BAD_REQUEST, "{name}");
+    for (expected, expected_uid, requests) in cases {
+        for (name, body) in requests {
+            let rejected = rejected(&body);
+            assert!(expected(&rejected.error), "{name}: got {:?}", rejected.error);
+            assert_eq!(rejected.uid.as_deref(), expected_uid, "{name}");
+            assert_eq!(rejected.error.status(), StatusCode::BAD_REQUEST, "{name}");
+        }
     }
 }
 
@@ -412,28 +368,17 @@ async fn an_invalid_namespace_is_refused_before_any_lookup() {
         }
     }
     let counting = Arc::new(Counting::default());
-    let loaded = Config::from_yaml(
+    let (admission, _) = admission_on(
         "groups:\n  ci: {mode: enforce, nodeSelector: {pool: ci}}\n",
-        "test",
-        Vec::new(),
-    )
-    .expect("valid config");
-    let admission = Admission::new(
-        Arc::new(ArcSwap::from_pointee(loaded)),
         counting.clone(),
-        Arc::new(Metrics::new()),
-        Duration::from_secs(5),
     );
     for namespace in ["team-ci/status", "team-ci#x", "../kube-system", "team-ci?watch=1"] {
         let body = with(review(), "/request/namespace", json!(namespace));
-        let reply = admission
-            .review(Webhook::Mutate, &http::HeaderMap::new(), &bytes(&body))
-            .await;
-        assert_eq!(reply.status, StatusCode::BAD_REQUEST, "{namespace}");
-        let value: Value = serde_json::from_slice(&reply.body).expect("JSON");
+        let (status, value) = answer(&admission, Webhook::Mutate, &bytes(&body)).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{namespace}");
         assert_eq!(value["response"]["uid"], "705ab4f5-6393-11e8-b7cc-42010a800002");
         let message = value["response"]["status"]["message"].as_str().unwrap_or_default();
-        assert!(message.contains("request.namespace"), "{message}");
+        assert_contains(message, "request.namespace");
     }
     assert_eq!(
         counting.0.load(std::sync::atomic::Ordering::SeqCst),
@@ -513,12 +458,7 @@ fn a_denial_is_forbidden_with_the_engines_message_and_warning() {
     assert_eq!(response["allowed"], false);
     assert_eq!(response["status"]["code"], 403);
     assert_eq!(response["status"]["reason"], "Forbidden");
-    assert!(
-        response["status"]["message"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("node-pool")
-    );
+    assert_contains(response["status"]["message"].as_str().unwrap_or_default(), "node-pool");
     assert_eq!(response["warnings"], json!(["pod-director[ci]: denied"]));
 }
 
@@ -565,30 +505,19 @@ fn error_responses_are_well_formed_reviews() {
 }
 
 fn admission(namespaces: Arc<StaticNamespaces>) -> Admission {
-    let loaded = Config::from_yaml("{}", "test", Vec::new()).expect("empty config is valid");
-    Admission::new(
-        Arc::new(ArcSwap::from_pointee(loaded)),
-        namespaces,
-        Arc::new(Metrics::new()),
-        Duration::from_secs(5),
-    )
+    admission_on("{}", namespaces).0
 }
 
 #[tokio::test]
 async fn an_unreachable_api_server_answers_503_so_the_failure_policy_applies() {
     let namespaces = Arc::new(StaticNamespaces::new());
     namespaces.set_unreachable(true);
-    let reply = admission(namespaces)
-        .review(Webhook::Mutate, &http::HeaderMap::new(), &bytes(&review()))
-        .await;
-    assert_eq!(reply.status, StatusCode::SERVICE_UNAVAILABLE);
-    let value: Value = serde_json::from_slice(&reply.body).expect("JSON");
+    let (status, value) = answer(&admission(namespaces), Webhook::Mutate, &bytes(&review())).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(value["response"]["uid"], "705ab4f5-6393-11e8-b7cc-42010a800002");
-    assert!(
-        value["response"]["status"]["message"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("team-ci")
+    assert_contains(
+        value["response"]["status"]["message"].as_str().unwrap_or_default(),
+        "team-ci",
     );
 }
 
@@ -597,41 +526,40 @@ async fn excluded_namespaces_are_decided_without_a_namespace_lookup() {
     let namespaces = Arc::new(StaticNamespaces::new());
     namespaces.set_unreachable(true);
     let body = with(review(), "/request/namespace", json!("kube-system"));
-    let reply = admission(namespaces)
-        .review(Webhook::Mutate, &http::HeaderMap::new(), &bytes(&body))
-        .await;
-    assert_eq!(reply.status, StatusCode::OK);
+    let (status, _) = answer(&admission(namespaces), Webhook::Mutate, &bytes(&body)).await;
+    assert_eq!(status, StatusCode::OK);
 }
 
 #[tokio::test]
 async fn an_update_at_mutate_is_admitted_untouched() {
     let body = with(review(), "/request/operation", json!("UPDATE"));
-    let reply = admission(Arc::new(StaticNamespaces::new()))
-        .review(Webhook::Mutate, &http::HeaderMap::new(), &bytes(&body))
-        .await;
-    assert_eq!(reply.status, StatusCode::OK);
-    let value: Value = serde_json::from_slice(&reply.body).expect("JSON");
+    let admission = admission(Arc::new(StaticNamespaces::new()));
+    let (status, value) = answer(&admission, Webhook::Mutate, &bytes(&body)).await;
+    assert_eq!(status, StatusCode::OK);
     assert_eq!(value["response"]["allowed"], true);
     assert!(value["response"].get("patch").is_none());
 }
 
-#[test]
-fn each_review_writes_one_decision_line_with_the_documented_fields() {
+/// `/mutate` of `body` on an empty configuration, under `layer` alone.
+fn review_under(layer: impl tracing_subscriber::Layer<tracing_subscriber::Registry> + Send + Sync, body: &Value) {
     use tracing_subscriber::layer::SubscriberExt as _;
-    let captured = crate::support::LogCapture::default();
-    let subscriber = tracing_subscriber::registry().with(telemetry::JsonLayer::new(captured.clone()));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("runtime");
-    let body = with(review(), "/request/dryRun", json!(true));
-    tracing::subscriber::with_default(subscriber, || {
-        runtime.block_on(admission(Arc::new(StaticNamespaces::new())).review(
-            Webhook::Mutate,
-            &http::HeaderMap::new(),
-            &bytes(&body),
-        ));
+    tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+        let admission = admission(Arc::new(StaticNamespaces::new()));
+        runtime.block_on(admission.review(Webhook::Mutate, &http::HeaderMap::new(), &bytes(body)));
     });
+}
+
+#[test]
+fn each_review_writes_one_decision_line_with_the_documented_fields() {
+    let captured = crate::support::LogCapture::default();
+    review_under(
+        telemetry::JsonLayer::new(captured.clone()),
+        &with(review(), "/request/dryRun", json!(true)),
+    );
     let text = captured.text();
     let decisions: Vec<Value> = text
         .lines()
@@ -674,7 +602,7 @@ proptest! {
         ],
     ) {
         let mut body = review();
-        let pointers = pointers(&body);
+        let pointers = json_pointers(&body);
         let pointer = &pointers[index % pointers.len()];
         if let Some(slot) = body.pointer_mut(pointer) {
             *slot = replacement;
@@ -694,32 +622,6 @@ proptest! {
         let cut = cut.min(body.len() - 1);
         prop_assert!(parse(&body[..cut]).is_err());
     }
-}
-
-/// Every JSON Pointer inside `value` (objects and arrays, depth first).
-fn pointers(value: &Value) -> Vec<String> {
-    fn walk(value: &Value, at: String, out: &mut Vec<String>) {
-        match value {
-            Value::Object(map) => {
-                for (k, v) in map {
-                    let p = format!("{at}/{}", k.replace('~', "~0").replace('/', "~1"));
-                    out.push(p.clone());
-                    walk(v, p, out);
-                }
-            }
-            Value::Array(items) => {
-                for (i, v) in items.iter().enumerate() {
-                    let p = format!("{at}/{i}");
-                    out.push(p.clone());
-                    walk(v, p, out);
-                }
-            }
-            _ => {}
-        }
-    }
-    let mut out = Vec::new();
-    walk(value, String::new(), &mut out);
-    out
 }
 
 /// Names of the fields declared by the decision span and the decision event.
@@ -755,20 +657,8 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Declared {
 
 #[test]
 fn the_documented_decision_fields_are_exactly_the_declared_ones() {
-    use tracing_subscriber::layer::SubscriberExt as _;
     let declared = Declared::default();
-    let subscriber = tracing_subscriber::registry().with(declared.clone());
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    tracing::subscriber::with_default(subscriber, || {
-        runtime.block_on(admission(Arc::new(StaticNamespaces::new())).review(
-            Webhook::Mutate,
-            &http::HeaderMap::new(),
-            &bytes(&review()),
-        ));
-    });
+    review_under(declared.clone(), &review());
     let mut names: Vec<String> = declared
         .0
         .lock()

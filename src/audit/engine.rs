@@ -233,7 +233,7 @@ mod tests {
     use crate::placement::{Decision, NodeInfo, SkipReason};
 
     fn config() -> Config {
-        Config::from_yaml(
+        crate::support::config(
             r#"
 groups:
   agents:
@@ -244,11 +244,7 @@ groups:
     mode: dryRun
     nodeSelector: {pool: ci}
 "#,
-            "test.yaml",
-            Vec::new(),
         )
-        .expect("valid")
-        .config
     }
 
     fn pod(value: serde_json::Value) -> Pod {

@@ -223,6 +223,7 @@ mod tests {
     use super::*;
     use crate::audit::{AuditDecision, Source, Verdict};
     use crate::config::Mode;
+    use crate::support::assert_contains;
 
     fn audit() -> Audit {
         let mut g = GroupAudit::new("ci".to_owned(), Mode::DryRun);
@@ -265,18 +266,12 @@ mod tests {
                 "ci     dryRun  no     1           0/2    1     0          0            1           0        0          0"
             )
         );
-        assert!(
-            text.contains("\nci (dryRun): NOT READY\n  blocker: no node for the group\n"),
-            "{text}"
+        assert_contains(&text, "\nci (dryRun): NOT READY\n  blocker: no node for the group\n");
+        assert_contains(
+            &text,
+            "  would_deny: team-a/Deployment/web: 1 pod (e.g. web-1): the pod conflicts with",
         );
-        assert!(
-            text.contains("  would_deny: team-a/Deployment/web: 1 pod (e.g. web-1): the pod conflicts with"),
-            "{text}"
-        );
-        assert!(
-            text.contains("scanned 1 namespaces, 1 pods, 0 workload templates in 1.2 s"),
-            "{text}"
-        );
+        assert_contains(&text, "scanned 1 namespaces, 1 pods, 0 workload templates in 1.2 s");
     }
 
     #[test]

@@ -111,13 +111,9 @@ mod tests {
     use crate::audit::{AuditDecision, Counts};
 
     fn config(guard: &str) -> Config {
-        Config::from_yaml(
-            &format!("namespaceGuard: {{mode: {guard}}}\ngroups:\n  ci:\n    nodeSelector: {{pool: ci}}\n"),
-            "test.yaml",
-            Vec::new(),
-        )
-        .expect("valid")
-        .config
+        crate::support::config(&format!(
+            "namespaceGuard: {{mode: {guard}}}\ngroups:\n  ci:\n    nodeSelector: {{pool: ci}}\n"
+        ))
     }
 
     fn group() -> GroupAudit {

@@ -1,4 +1,5 @@
 use super::*;
+use crate::support::assert_contains;
 
 fn load(yaml: &str) -> Result<Loaded, ConfigError> {
     Config::from_yaml(yaml, "test.yaml", Vec::new())
@@ -82,10 +83,7 @@ fn a_document_that_means_nothing_is_refused() {
         );
         let message = err.to_string();
         assert!(message.starts_with("config test.yaml is empty ("), "{message}");
-        assert!(
-            message.contains("`groups: {}` to define no group on purpose"),
-            "{message}"
-        );
+        assert_contains(&message, "`groups: {}` to define no group on purpose");
     }
 }
 
@@ -261,12 +259,8 @@ fn a_non_mapping_document_is_refused() {
 
 #[test]
 fn environment_overrides_win_over_the_file_and_are_validated() {
-    let loaded = Config::from_yaml(
-        FULL,
-        "test.yaml",
-        vec![("POD_DIRECTOR__GROUPS__GPU__MODE".to_owned(), "enforce".to_owned())],
-    )
-    .unwrap();
+    let gpu_mode = |mode: &str| vec![("POD_DIRECTOR__GROUPS__GPU__MODE".to_owned(), mode.to_owned())];
+    let loaded = Config::from_yaml(FULL, "test.yaml", gpu_mode("enforce")).unwrap();
     assert_eq!(loaded.config.mode_of(&loaded.config.groups["gpu"]), Mode::Enforce);
     assert_eq!(
         loaded.overrides,
@@ -276,12 +270,7 @@ fn environment_overrides_win_over_the_file_and_are_validated() {
         )]
     );
 
-    let err = Config::from_yaml(
-        FULL,
-        "test.yaml",
-        vec![("POD_DIRECTOR__GROUPS__GPU__MODE".to_owned(), "on".to_owned())],
-    )
-    .unwrap_err();
+    let err = Config::from_yaml(FULL, "test.yaml", gpu_mode("on")).unwrap_err();
     assert_eq!(
         err.field_errors()[0].to_string(),
         r#"groups.gpu.mode: "on" is not one of dryRun, warn, enforce"#
@@ -364,7 +353,7 @@ fn skip_daemon_set_pods_still_loads_but_is_deprecated_with_what_to_do() {
         assert_eq!(loaded.warnings.len(), 1, "{value}");
         let text = loaded.warnings[0].to_string();
         assert!(text.starts_with("skipDaemonSetPods: deprecated;"), "{text}");
-        assert!(text.contains("allowDaemonSets: true"), "{text}");
+        assert_contains(&text, "allowDaemonSets: true");
     }
     assert!(load("groups: {ci: {}}").unwrap().warnings.is_empty());
     let errs = errors("skipDaemonSetPods: false\ngroups: {agents: {allowDaemonSets: true}}");

@@ -4,9 +4,7 @@ use super::*;
 use crate::config::Config;
 
 fn config(guard: &str) -> Config {
-    Config::from_yaml(&format!("{guard}\ngroups: {{ci: {{}}, gpu: {{}}}}"), "test", Vec::new())
-        .unwrap_or_else(|e| panic!("{e}"))
-        .config
+    crate::support::config(&format!("{guard}\ngroups: {{ci: {{}}, gpu: {{}}}}"))
 }
 
 fn labels(group: Option<&str>) -> BTreeMap<String, String> {

@@ -415,15 +415,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-
-    fn node(name: &str, labels: &[(&str, &str)], taints: &[(&str, &str, &str)], cordoned: bool) -> NodeInfo {
-        NodeInfo::new(
-            name,
-            labels.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
-            taints.iter().map(|(k, v, e)| NodeTaint::new(k, v, e)).collect(),
-            cordoned,
-        )
-    }
+    use crate::support::node;
 
     fn spec(value: serde_json::Value) -> PodSpec {
         serde_json::from_value(value).expect("a valid PodSpec")

@@ -6,9 +6,10 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::feasible::{NodeInfo, NodeLookup, NodeTaint, NodeView, Placement};
+use super::feasible::{NodeInfo, NodeLookup, NodeView, Placement};
 use super::*;
 use crate::config::Config;
+use crate::support::{self, assert_contains};
 
 const CONFIG: &str = r#"
 groups:
@@ -37,18 +38,11 @@ groups:
 "#;
 
 fn config() -> Config {
-    Config::from_yaml(CONFIG, "test", Vec::new())
-        .unwrap_or_else(|e| panic!("{e}"))
-        .config
+    support::config(CONFIG)
 }
 
 fn node(name: &str, pool: &str, taints: &[(&str, &str, &str)], cordoned: bool) -> Arc<NodeInfo> {
-    Arc::new(NodeInfo::new(
-        name,
-        [("node-pool".to_owned(), pool.to_owned())],
-        taints.iter().map(|(k, v, e)| NodeTaint::new(k, v, e)).collect(),
-        cordoned,
-    ))
+    Arc::new(support::node(name, &[("node-pool", pool)], taints, cordoned))
 }
 
 /// Two ci nodes (tainted for ci), a gpu node, a cordoned ci node, a ci node with a taint the group does not tolerate.
@@ -116,15 +110,8 @@ fn mutate_in(group: &str, spec: Value, nodes: &dyn NodeView) -> Outcome {
 
 fn validate_in(group: &str, spec: Value, old: Option<Value>, nodes: Option<&dyn NodeView>) -> Outcome {
     let old = old.map(pod);
-    in_group(group, |ns| {
-        validate(
-            &config(),
-            ns,
-            &pod(spec),
-            old.as_ref(),
-            &Context::offline().with_nodes(nodes),
-        )
-    })
+    let ctx = Context::offline().with_nodes(nodes);
+    in_group(group, |ns| validate(&config(), ns, &pod(spec), old.as_ref(), &ctx))
 }
 
 #[test]
@@ -208,9 +195,9 @@ fn on_no_feasible_node_deny_denies_in_enforce_and_would_deny_in_dry_run() {
         (Decision::Denied, false, false)
     );
     let message = out.message.expect("a message");
-    assert!(message.contains("0 of 5 nodes match"), "{message}");
+    assert_contains(&message, "0 of 5 nodes match");
     assert!(message.contains("onNoFeasibleNode: warn"), "says what to do: {message}");
-    assert!(message.contains("resources not counted"), "{message}");
+    assert_contains(&message, "resources not counted");
     let out = mutate_in("strict-shadow", plain(), &nodes);
     assert_eq!((out.decision, out.allowed()), (Decision::WouldDeny, true));
     assert!(out.no_feasible_node);
@@ -218,16 +205,13 @@ fn on_no_feasible_node_deny_denies_in_enforce_and_would_deny_in_dry_run() {
 
 #[test]
 fn the_top_level_on_no_feasible_node_is_the_groups_default() {
-    let loaded = Config::from_yaml(
+    let config = support::config(
         "onNoFeasibleNode: deny\ngroups:\n  g: {mode: enforce, nodeSelector: {node-pool: none}}\n  h: {mode: enforce, onNoFeasibleNode: warn, nodeSelector: {node-pool: none}}\n",
-        "test",
-        Vec::new(),
-    )
-    .expect("valid");
+    );
     let nodes = cluster();
     let ctx = Context::offline().with_nodes(Some(&nodes));
     for (group, decision) in [("g", Decision::Denied), ("h", Decision::Patched)] {
-        let out = in_group(group, |ns| mutate(&loaded.config, ns, &pod(plain()), &ctx));
+        let out = in_group(group, |ns| mutate(&config, ns, &pod(plain()), &ctx));
         assert_eq!(out.decision, decision, "{group}");
     }
 }
@@ -247,9 +231,9 @@ fn a_pod_bound_to_a_node_outside_its_group_is_denied_in_enforce_naming_node_and_
     assert_eq!((out.decision, out.allowed()), (Decision::Denied, false));
     assert_eq!(out.violations.len(), 1, "{:?}", out.violations);
     let message = out.message.expect("a message");
-    assert!(
-        message.contains(r#"spec.nodeName: node "gpu-1" is not a node of the group: nodeSelector node-pool=ci: the node's label node-pool is "gpu""#),
-        "{message}"
+    assert_contains(
+        &message,
+        r#"spec.nodeName: node "gpu-1" is not a node of the group: nodeSelector node-pool=ci: the node's label node-pool is "gpu""#,
     );
     assert!(message.contains("remove spec.nodeName"), "says what to do: {message}");
 }
@@ -327,7 +311,7 @@ fn a_node_that_cannot_be_looked_up_makes_an_enforce_decision_undecidable() {
     assert!(out.message.is_some_and(|m| m.contains("fresh")));
     let out = validate_in("shadow", bound("fresh"), None, Some(&Down));
     assert_ne!(out.decision, Decision::Error, "dryRun is never blocked");
-    assert!(out.summary.contains("not checked"), "{}", out.summary);
+    assert_contains(&out.summary, "not checked");
 }
 
 #[test]
@@ -343,13 +327,8 @@ fn skipped_pods_with_a_node_name_are_not_checked() {
         name: "kube-system",
         labels: &labels,
     };
-    let out = validate(
-        &config(),
-        &ns,
-        &pod(bound("ghost")),
-        None,
-        &Context::offline().with_nodes(Some(&Down)),
-    );
+    let ctx = Context::offline().with_nodes(Some(&Down));
+    let out = validate(&config(), &ns, &pod(bound("ghost")), None, &ctx);
     assert_eq!(out.decision, Decision::Skipped);
     assert_eq!(needs_bound_node(&config(), &ns, &pod(bound("ghost")), None), None);
 }

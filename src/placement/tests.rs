@@ -9,7 +9,9 @@ use serde_json::{Value, json};
 use super::affinity::{requirement_implies, unsatisfiable};
 use super::*;
 use crate::config::{Config, Group, Mode, OnConflict};
+use crate::fixtures::with;
 use crate::support::scheduler::{TestNode, term_matches, terms_match};
+use crate::support::{self, assert_contains};
 
 /// A pod of one container ([`containers`]) with the fields of `spec`.
 fn pod(mut spec: Value) -> Value {
@@ -33,10 +35,7 @@ fn typed(v: &Value) -> Pod {
 }
 
 fn group(yaml: &str) -> Group {
-    let c = Config::from_yaml(&format!("groups:\n  g:\n{}", indent(yaml)), "test", Vec::new())
-        .unwrap_or_else(|e| panic!("{e}"))
-        .config;
-    c.groups["g"].clone()
+    support::config(&format!("groups:\n  g:\n{}", indent(yaml))).groups["g"].clone()
 }
 
 fn indent(yaml: &str) -> String {
@@ -78,50 +77,50 @@ fn ops(p: &Plan) -> Value {
 const SELECTOR_GROUP: &str = "nodeSelector: {node-pool: ci, kubernetes.io/os: linux}";
 
 #[test]
-fn node_selector_is_added_whole_to_a_pod_without_one() {
-    let (p, patched) = plan_apply(&pod(json!({})), &group(SELECTOR_GROUP));
-    assert_eq!(
-        ops(&p),
-        json!([{"op": "add", "path": "/spec/nodeSelector", "value": {"kubernetes.io/os": "linux", "node-pool": "ci"}}])
-    );
-    assert_eq!(patched["spec"]["nodeSelector"]["node-pool"], "ci");
-}
-
-#[test]
-fn node_selector_keys_are_added_beside_unrelated_ones_with_escaped_pointers() {
-    let (p, patched) = plan_apply(&pod(json!({"nodeSelector": {"disk": "ssd"}})), &group(SELECTOR_GROUP));
-    assert_eq!(
-        ops(&p),
-        json!([
-            {"op": "add", "path": "/spec/nodeSelector/kubernetes.io~1os", "value": "linux"},
-            {"op": "add", "path": "/spec/nodeSelector/node-pool", "value": "ci"},
-        ])
-    );
-    assert_eq!(
-        patched["spec"]["nodeSelector"],
-        json!({"disk": "ssd", "kubernetes.io/os": "linux", "node-pool": "ci"})
-    );
-}
-
-#[test]
-fn node_selector_with_some_of_the_groups_keys_gets_only_the_missing_ones() {
-    let (p, _) = plan_apply(
-        &pod(json!({"nodeSelector": {"node-pool": "ci"}})),
-        &group(SELECTOR_GROUP),
-    );
-    assert_eq!(
-        ops(&p),
-        json!([{"op": "add", "path": "/spec/nodeSelector/kubernetes.io~1os", "value": "linux"}])
-    );
-}
-
-#[test]
-fn node_selector_with_all_of_the_groups_keys_needs_nothing() {
-    for extra in [json!({}), json!({"disk": "ssd"})] {
-        let mut sel = json!({"node-pool": "ci", "kubernetes.io/os": "linux"});
-        sel.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
-        let (p, _) = plan_apply(&pod(json!({"nodeSelector": sel})), &group(SELECTOR_GROUP));
-        assert!(p.changes.is_empty() && p.conflicts.is_empty(), "{p:?}");
+fn node_selector_keys_the_pod_lacks_are_added_with_escaped_pointers() {
+    let all = json!({"kubernetes.io/os": "linux", "node-pool": "ci"});
+    let cases = [
+        (
+            "a pod without one gets the whole selector",
+            None,
+            json!([{"op": "add", "path": "/spec/nodeSelector", "value": all}]),
+            all.clone(),
+        ),
+        (
+            "the keys are added beside unrelated ones",
+            Some(json!({"disk": "ssd"})),
+            json!([
+                {"op": "add", "path": "/spec/nodeSelector/kubernetes.io~1os", "value": "linux"},
+                {"op": "add", "path": "/spec/nodeSelector/node-pool", "value": "ci"},
+            ]),
+            json!({"disk": "ssd", "kubernetes.io/os": "linux", "node-pool": "ci"}),
+        ),
+        (
+            "some of the group's keys get only the missing ones",
+            Some(json!({"node-pool": "ci"})),
+            json!([{"op": "add", "path": "/spec/nodeSelector/kubernetes.io~1os", "value": "linux"}]),
+            all.clone(),
+        ),
+        (
+            "all of the group's keys need nothing",
+            Some(all.clone()),
+            json!([]),
+            all.clone(),
+        ),
+        (
+            "all of the group's keys and another need nothing",
+            Some(json!({"disk": "ssd", "kubernetes.io/os": "linux", "node-pool": "ci"})),
+            json!([]),
+            json!({"disk": "ssd", "kubernetes.io/os": "linux", "node-pool": "ci"}),
+        ),
+    ];
+    for (case, selector, expected_ops, expected_selector) in cases {
+        let spec = selector.map_or(json!({}), |s| json!({"nodeSelector": s}));
+        let (p, patched) = plan_apply(&pod(spec), &group(SELECTOR_GROUP));
+        assert_eq!(ops(&p), expected_ops, "{case}");
+        assert_eq!(p.changes.is_empty(), expected_ops == json!([]), "{case}: {p:?}");
+        assert!(p.conflicts.is_empty(), "{case}: {p:?}");
+        assert_eq!(patched["spec"]["nodeSelector"], expected_selector, "{case}");
     }
 }
 
@@ -151,53 +150,48 @@ fn tolerations_of(v: &Value) -> Vec<Value> {
 }
 
 #[test]
-fn tolerations_are_added_as_a_list_when_the_pod_has_none() {
-    let (p, patched) = plan_apply(&pod(json!({})), &group(TOLERATION_GROUP));
-    assert_eq!(p.changes.len(), 1);
-    assert_eq!(ops(&p)[0]["path"], "/spec/tolerations");
-    assert!(ops(&p)[0]["value"].is_array(), "tolerations must be added as an array");
-    assert_eq!(tolerations_of(&patched).len(), 2);
-}
-
-#[test]
-fn tolerations_are_appended_to_unrelated_ones() {
-    let existing = json!([{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}]);
-    let (p, patched) = plan_apply(&pod(json!({"tolerations": existing})), &group(TOLERATION_GROUP));
-    assert_eq!(p.changes.len(), 2);
-    assert!(
-        ops(&p)
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|o| o["path"] == "/spec/tolerations/-")
-    );
-    assert_eq!(tolerations_of(&patched).len(), 3);
-}
-
-#[test]
-fn tolerations_partly_present_get_only_the_missing_one() {
-    let existing = json!([{"key": "dedicated", "value": "ci", "effect": "NoSchedule"}]);
-    let (p, patched) = plan_apply(&pod(json!({"tolerations": existing})), &group(TOLERATION_GROUP));
-    assert_eq!(
-        ops(&p),
-        json!([{"op": "add", "path": "/spec/tolerations/-", "value": {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}}])
-    );
-    assert_eq!(tolerations_of(&patched).len(), 2);
-}
-
-#[test]
-fn tolerations_all_present_or_with_extras_need_nothing() {
-    let all = json!([
-        {"key": "dedicated", "operator": "Equal", "value": "ci", "effect": "NoSchedule"},
-        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]);
-    let mut extras = all.clone();
-    extras
-        .as_array_mut()
-        .unwrap()
-        .push(json!({"key": "spot", "operator": "Exists"}));
-    for t in [all, extras] {
-        let (p, _) = plan_apply(&pod(json!({"tolerations": t})), &group(TOLERATION_GROUP));
-        assert!(p.changes.is_empty(), "{p:?}");
+fn tolerations_the_pod_lacks_are_added_once() {
+    let dedicated = json!({"key": "dedicated", "operator": "Equal", "value": "ci", "effect": "NoSchedule"});
+    let gpu = json!({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"});
+    let append = |t: &Value| json!({"op": "add", "path": "/spec/tolerations/-", "value": t});
+    let not_ready = json!({"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300});
+    let cases = [
+        (
+            "a pod without any gets the group's as a list",
+            None,
+            json!([{"op": "add", "path": "/spec/tolerations", "value": [dedicated, gpu]}]),
+            2,
+        ),
+        (
+            "the group's are appended to unrelated ones",
+            Some(json!([not_ready])),
+            json!([append(&dedicated), append(&gpu)]),
+            3,
+        ),
+        (
+            "one partly present gets only the missing one",
+            Some(json!([{"key": "dedicated", "value": "ci", "effect": "NoSchedule"}])),
+            json!([append(&gpu)]),
+            2,
+        ),
+        ("all present need nothing", Some(json!([dedicated, gpu])), json!([]), 2),
+        (
+            "all present with extras need nothing",
+            Some(json!([dedicated, gpu, {"key": "spot", "operator": "Exists"}])),
+            json!([]),
+            3,
+        ),
+    ];
+    for (case, tolerations, expected_ops, count) in cases {
+        let spec = tolerations.map_or(json!({}), |t| json!({"tolerations": t}));
+        let (p, patched) = plan_apply(&pod(spec), &group(TOLERATION_GROUP));
+        assert_eq!(ops(&p), expected_ops, "{case}");
+        assert_eq!(
+            Some(p.changes.len()),
+            expected_ops.as_array().map(Vec::len),
+            "{case}: {p:?}"
+        );
+        assert_eq!(tolerations_of(&patched).len(), count, "{case}");
     }
 }
 
@@ -215,12 +209,8 @@ fn equivalent_toleration_spellings_are_not_duplicated() {
         assert!(p.changes.is_empty(), "{t} should already tolerate the group: {p:?}");
     }
     // Not a superset: wrong value, narrower effect.
-    let (p, _) = plan_apply(
-        &pod(
-            json!({"tolerations": [{"key": "dedicated", "value": "gpu"}, {"operator": "Exists", "effect": "NoExecute"}]}),
-        ),
-        &group(TOLERATION_GROUP),
-    );
+    let narrower = json!([{"key": "dedicated", "value": "gpu"}, {"operator": "Exists", "effect": "NoExecute"}]);
+    let (p, _) = plan_apply(&pod(json!({"tolerations": narrower})), &group(TOLERATION_GROUP));
     assert_eq!(p.changes.len(), 2);
 }
 
@@ -466,12 +456,10 @@ fn verify_reads_empty_terms_as_the_planner_does() {
 #[test]
 fn requirements_already_implied_by_the_pod_are_not_repeated() {
     let spec = json!({"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term_json(&[("pool", "In", &["ci"])])]}}}});
-    let (p, _) = plan_apply(
-        &pod(spec),
-        &group(
-            "affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: pool, operator: In, values: [ci, ci2]}]}]}}}",
-        ),
+    let wider = group(
+        "affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: pool, operator: In, values: [ci, ci2]}]}]}}}",
     );
+    let (p, _) = plan_apply(&pod(spec), &wider);
     assert!(
         p.changes.is_empty(),
         "a narrower pod term already satisfies the group: {p:?}"
@@ -639,9 +627,7 @@ groups:
 "#;
 
 fn config(extra: &str) -> Config {
-    Config::from_yaml(&format!("{extra}\n{CONFIG}"), "test", Vec::new())
-        .unwrap_or_else(|e| panic!("{e}"))
-        .config
+    support::config(&format!("{extra}\n{CONFIG}"))
 }
 
 fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
@@ -685,11 +671,18 @@ fn daemon_set_pod(controller: Option<bool>) -> Value {
     p
 }
 
-fn mirror_pod(node_name: &str) -> Value {
+/// A pod with the kubelet's mirror annotations (created without `spec.nodeName`, as a node creates it).
+fn mirror_pod() -> Value {
     let mut p = plain_pod();
     p["metadata"]["annotations"] =
         json!({"kubernetes.io/config.mirror": "0f2d4b6c8e", "kubernetes.io/config.source": "file"});
-    p["spec"]["nodeName"] = json!(node_name);
+    p
+}
+
+/// A pod carrying the exclusion label.
+fn excluded_pod() -> Value {
+    let mut p = plain_pod();
+    p["metadata"]["labels"]["pod-director/exclude"] = json!("true");
     p
 }
 
@@ -731,21 +724,12 @@ fn warn_mode_admits_untouched_and_warns_in_at_most_120_chars() {
     let w = out.warning.expect("warn mode warns");
     assert!(w.starts_with("pod-director loud: "), "{w}");
     assert!(w.chars().count() <= MAX_SUMMARY_CHARS);
-    let mut many = plain_pod();
-    many["spec"]["nodeSelector"] = json!({});
-    let long = Config::from_yaml(
-        &format!(
-            "groups:\n  loud:\n    mode: warn\n    nodeSelector: {{{}}}",
-            (0..30)
-                .map(|i| format!("key-number-{i}: value-{i}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-        "t",
-        Vec::new(),
-    )
-    .unwrap()
-    .config;
+    let many = pod(json!({"nodeSelector": {}}));
+    let selector: Vec<String> = (0..30).map(|i| format!("key-number-{i}: value-{i}")).collect();
+    let long = support::config(&format!(
+        "groups:\n  loud:\n    mode: warn\n    nodeSelector: {{{}}}",
+        selector.join(", ")
+    ));
     let out = decide(&long, "a", &[("pod-director/group", "loud")], &many);
     let w = out.warning.unwrap();
     assert_eq!(w.chars().count(), MAX_SUMMARY_CHARS);
@@ -758,11 +742,9 @@ fn conflicts_deny_in_enforce_and_would_deny_otherwise() {
     let gpu = pod(json!({"nodeSelector": {"node-pool": "gpu"}}));
     let out = decide(&c, "a", &[("pod-director/group", "ci")], &gpu);
     assert_eq!((out.decision, out.allowed()), (Decision::Denied, false));
-    assert!(
-        out.message
-            .as_deref()
-            .unwrap()
-            .contains(r#"nodeSelector["node-pool"]: pod has "gpu", group requires "ci""#)
+    assert_contains(
+        out.message.as_deref().unwrap(),
+        r#"nodeSelector["node-pool"]: pod has "gpu", group requires "ci""#,
     );
     assert!(out.patch.0.is_empty());
     let out = decide(&c, "a", &[("pod-director/group", "shadow")], &gpu);
@@ -787,21 +769,10 @@ fn every_skip_rule_has_its_reason() {
     let ci = [("pod-director/group", "ci")];
     let agents = [("pod-director/group", "agents")];
     type Case<'a> = (Value, &'a str, &'a [(&'a str, &'a str)], Context<'static>, SkipReason);
-    let mut mirror_without_node_name = mirror_pod("node-1");
-    mirror_without_node_name["spec"]
-        .as_object_mut()
-        .expect("a spec")
-        .remove("nodeName");
     let cases: Vec<Case> = vec![
         (plain_pod(), "kube-system", &ci, tenant(), SkipReason::ExcludedNamespace),
         (plain_pod(), "a", &[], tenant(), SkipReason::NoGroup),
-        (
-            mirror_without_node_name,
-            "a",
-            &ci,
-            node("node-1"),
-            SkipReason::MirrorPod,
-        ),
+        (mirror_pod(), "a", &ci, node("node-1"), SkipReason::MirrorPod),
         (
             daemon_set_pod(Some(true)),
             "a",
@@ -810,22 +781,14 @@ fn every_skip_rule_has_its_reason() {
             SkipReason::DaemonSetPod,
         ),
         (
-            {
-                let mut p = plain_pod();
-                p["metadata"]["labels"]["pod-director/exclude"] = json!("true");
-                p
-            },
+            excluded_pod(),
             "a",
             &[("pod-director/group", "optout")],
             tenant(),
             SkipReason::ExclusionLabel,
         ),
         (
-            {
-                let mut p = plain_pod();
-                p["spec"] = Value::Null;
-                p
-            },
+            with(plain_pod(), "/spec", Value::Null),
             "a",
             &ci,
             tenant(),
@@ -844,14 +807,9 @@ fn every_skip_rule_has_its_reason() {
 fn a_daemonset_pod_is_skipped_only_when_the_daemonset_controller_creates_it_in_a_group_that_allows_it() {
     let c = config("");
     let agents = [("pod-director/group", "agents")];
-    let skipped = |out: &Outcome| out.skip_reason == Some(SkipReason::DaemonSetPod);
-    assert!(skipped(&decide_as(
-        &c,
-        "a",
-        &agents,
-        &daemon_set_pod(Some(true)),
-        &daemon_set_controller()
-    )));
+    let (ds_pod, controller) = (daemon_set_pod(Some(true)), daemon_set_controller());
+    let out = decide_as(&c, "a", &agents, &ds_pod, &controller);
+    assert_eq!(out.skip_reason, Some(SkipReason::DaemonSetPod));
     // A tenant forging the owner reference, with controller true or false, or none.
     for controller in [Some(true), Some(false), None] {
         let out = decide_as(&c, "a", &agents, &daemon_set_pod(controller), &tenant());
@@ -870,24 +828,18 @@ fn a_daemonset_pod_is_skipped_only_when_the_daemonset_controller_creates_it_in_a
     ] {
         let mut p = plain_pod();
         p["metadata"]["ownerReferences"] = owner.clone();
-        let out = decide_as(&c, "a", &agents, &p, &daemon_set_controller());
+        let out = decide_as(&c, "a", &agents, &p, &controller);
         assert_eq!(out.decision, Decision::Patched, "{owner}");
     }
     // The controller's real pods in a group that does not allow DaemonSets: decided like pods.
-    let out = decide_as(
-        &c,
-        "a",
-        &[("pod-director/group", "ci")],
-        &daemon_set_pod(Some(true)),
-        &daemon_set_controller(),
-    );
+    let out = decide_as(&c, "a", &[("pod-director/group", "ci")], &ds_pod, &controller);
     assert_eq!(out.decision, Decision::Patched);
     // A controller that is only named like the DaemonSet controller in a group.
     let impostor = requester(
         json!({"username": "mallory", "groups": ["system:serviceaccount:kube-system:daemon-set-controller"]}),
     );
     assert_eq!(
-        decide_as(&c, "a", &agents, &daemon_set_pod(Some(true)), &impostor).decision,
+        decide_as(&c, "a", &agents, &ds_pod, &impostor).decision,
         Decision::Patched
     );
 }
@@ -912,8 +864,7 @@ fn the_daemonset_controller_username_is_configurable() {
 fn a_mirror_pod_is_skipped_only_when_a_node_creates_it() {
     let c = config("");
     let ci = [("pod-director/group", "ci")];
-    let mut p = mirror_pod("node-1");
-    p["spec"].as_object_mut().expect("a spec").remove("nodeName");
+    let p = mirror_pod();
     assert_eq!(
         decide_as(&c, "a", &ci, &p, &node("node-1")).skip_reason,
         Some(SkipReason::MirrorPod)
@@ -936,29 +887,16 @@ fn a_mirror_pod_is_skipped_only_when_a_node_creates_it() {
 #[test]
 fn exclusion_label_is_ignored_when_the_group_does_not_allow_it() {
     let c = config("");
-    let mut p = plain_pod();
-    p["metadata"]["labels"]["pod-director/exclude"] = json!("true");
-    let out = decide(&c, "a", &[("pod-director/group", "ci")], &p);
+    let out = decide(&c, "a", &[("pod-director/group", "ci")], &excluded_pod());
     assert_eq!(out.decision, Decision::Patched);
-    assert!(out.summary.contains("exclusion label ignored"), "{}", out.summary);
+    assert_contains(&out.summary, "exclusion label ignored");
 }
 
 #[test]
 fn daemonset_pods_are_planned_when_the_deprecated_skip_is_turned_off() {
-    let c = Config::from_yaml(
-        "skipDaemonSetPods: false\ngroups: {ci: {mode: enforce, nodeSelector: {node-pool: ci}}}",
-        "t",
-        Vec::new(),
-    )
-    .unwrap()
-    .config;
-    let out = decide_as(
-        &c,
-        "a",
-        &[("pod-director/group", "ci")],
-        &daemon_set_pod(Some(true)),
-        &daemon_set_controller(),
-    );
+    let c = support::config("skipDaemonSetPods: false\ngroups: {ci: {mode: enforce, nodeSelector: {node-pool: ci}}}");
+    let ci = [("pod-director/group", "ci")];
+    let out = decide_as(&c, "a", &ci, &daemon_set_pod(Some(true)), &daemon_set_controller());
     assert_eq!(out.decision, Decision::Patched);
 }
 
@@ -976,9 +914,11 @@ fn a_daemonset_of_a_group_without_allow_daemonsets_gets_its_pods_placement_under
     let c = config("");
     let l = labels(&[("pod-director/group", "ci")]);
     let ns = Namespace { name: "a", labels: &l };
+    let mutate_ds = |template: &Pod, old: Option<&Pod>| mutate_daemon_set(&c, &ns, template, old, &tenant());
+    let validate_ds = |template: &Pod, old: Option<&Pod>| validate_daemon_set(&c, &ns, template, old, &tenant());
     let template = daemon_set_template(json!({}));
     let as_pod = mutate(&c, &ns, &template, &tenant());
-    let out = mutate_daemon_set(&c, &ns, &template, None, &tenant());
+    let out = mutate_ds(&template, None);
     assert_eq!(out.decision, Decision::Patched);
     assert_eq!(
         out.patch, as_pod.patch,
@@ -1000,26 +940,12 @@ fn a_daemonset_of_a_group_without_allow_daemonsets_gets_its_pods_placement_under
     json_patch::patch(&mut ds, &rerooted.patch.0).expect("the patch applies to the DaemonSet");
     let placed = daemon_set_template(ds["spec"]["template"]["spec"].clone());
     assert!(verify(&placed, &c.groups["ci"]).is_empty());
-    assert_eq!(
-        mutate_daemon_set(&c, &ns, &placed, None, &tenant()).decision,
-        Decision::Noop
-    );
+    assert_eq!(mutate_ds(&placed, None).decision, Decision::Noop);
     // /validate checks the final template.
-    assert_eq!(
-        validate_daemon_set(&c, &ns, &template, None, &tenant()).decision,
-        Decision::Denied
-    );
-    assert_eq!(
-        validate_daemon_set(&c, &ns, &placed, None, &tenant()).decision,
-        Decision::Noop
-    );
-    let message = validate_daemon_set(&c, &ns, &template, None, &tenant())
-        .message
-        .unwrap_or_default();
-    assert!(
-        message.contains("the DaemonSet's pod template does not satisfy"),
-        "{message}"
-    );
+    assert_eq!(validate_ds(&template, None).decision, Decision::Denied);
+    assert_eq!(validate_ds(&placed, None).decision, Decision::Noop);
+    let message = validate_ds(&template, None).message.unwrap_or_default();
+    assert_contains(&message, "the DaemonSet's pod template does not satisfy");
 }
 
 #[test]
@@ -1039,42 +965,29 @@ fn a_daemonset_of_a_group_with_allow_daemonsets_is_left_alone() {
 
 #[test]
 fn a_daemonset_update_reapplies_the_placement_and_denies_only_conflicts_it_introduces() {
-    let c = Config::from_yaml(
-        "groups: {ci: {mode: enforce, onConflict: reject, nodeSelector: {node-pool: ci}}}",
-        "t",
-        Vec::new(),
-    )
-    .unwrap()
-    .config;
+    let c = support::config("groups: {ci: {mode: enforce, onConflict: reject, nodeSelector: {node-pool: ci}}}");
     let l = labels(&[("pod-director/group", "ci")]);
     let ns = Namespace { name: "a", labels: &l };
+    let mutate_ds = |template: &Pod, old: Option<&Pod>| mutate_daemon_set(&c, &ns, template, old, &tenant());
+    let validate_ds = |template: &Pod, old: Option<&Pod>| validate_daemon_set(&c, &ns, template, old, &tenant());
     let placed = daemon_set_template(json!({"nodeSelector": {"node-pool": "ci"}}));
     let stripped = daemon_set_template(json!({}));
     let gpu = daemon_set_template(json!({"nodeSelector": {"node-pool": "gpu"}}));
     // A tenant drops the placement: /mutate puts it back, /validate would have denied.
-    let out = mutate_daemon_set(&c, &ns, &stripped, Some(&placed), &tenant());
+    let out = mutate_ds(&stripped, Some(&placed));
     assert_eq!(out.decision, Decision::Patched);
-    assert_eq!(
-        validate_daemon_set(&c, &ns, &stripped, Some(&placed), &tenant()).decision,
-        Decision::Denied
-    );
+    assert_eq!(validate_ds(&stripped, Some(&placed)).decision, Decision::Denied);
     // A conflict the update introduces is denied; one the DaemonSet already had is not.
-    assert_eq!(
-        mutate_daemon_set(&c, &ns, &gpu, Some(&placed), &tenant()).decision,
-        Decision::Denied
-    );
+    assert_eq!(mutate_ds(&gpu, Some(&placed)).decision, Decision::Denied);
     let relabelled = {
         let mut t = gpu.clone();
         t.metadata.labels.get_or_insert_default().insert("v".into(), "2".into());
         t
     };
-    let out = mutate_daemon_set(&c, &ns, &relabelled, Some(&gpu), &tenant());
+    let out = mutate_ds(&relabelled, Some(&gpu));
     assert_eq!((out.decision, out.allowed()), (Decision::Noop, true));
-    assert!(out.summary.contains("predate this update"), "{}", out.summary);
-    assert_eq!(
-        validate_daemon_set(&c, &ns, &relabelled, Some(&gpu), &tenant()).decision,
-        Decision::Noop
-    );
+    assert_contains(&out.summary, "predate this update");
+    assert_eq!(validate_ds(&relabelled, Some(&gpu)).decision, Decision::Noop);
 }
 
 #[test]
@@ -1084,27 +997,19 @@ fn unknown_groups_warn_or_deny_per_policy() {
         (out.decision, out.allowed(), out.group.as_deref()),
         (Decision::UnknownGroup, true, Some("nope"))
     );
-    assert!(out.warning.unwrap().contains(r#"selects group "nope""#));
-    let out = decide(
-        &config("unknownGroup: deny"),
-        "a",
-        &[("pod-director/group", "nope")],
-        &plain_pod(),
-    );
+    assert_contains(&out.warning.unwrap(), r#"selects group "nope""#);
+    let deny = config("unknownGroup: deny");
+    let out = decide(&deny, "a", &[("pod-director/group", "nope")], &plain_pod());
     assert_eq!((out.decision, out.allowed()), (Decision::Denied, false));
-    assert!(out.message.unwrap().contains("not defined"));
+    assert_contains(&out.message.unwrap(), "not defined");
 }
 
 #[test]
 fn default_group_applies_to_unlabelled_namespaces_only() {
     let c = config("defaultGroup: shadow");
     assert_eq!(decide(&c, "a", &[], &plain_pod()).group.as_deref(), Some("shadow"));
-    assert_eq!(
-        decide(&c, "a", &[("pod-director/group", "ci")], &plain_pod())
-            .group
-            .as_deref(),
-        Some("ci")
-    );
+    let labelled = decide(&c, "a", &[("pod-director/group", "ci")], &plain_pod());
+    assert_eq!(labelled.group.as_deref(), Some("ci"));
     assert_eq!(decide(&c, "kube-system", &[], &plain_pod()).decision, Decision::Skipped);
 }
 
@@ -1121,12 +1026,17 @@ fn the_configured_label_key_is_the_one_read() {
     );
 }
 
+/// `/validate` of `p` (`old`: before the update) in namespace `a` of `group`.
+fn validate_in(c: &Config, group: &str, p: &Value, old: Option<&Value>) -> Outcome {
+    let l = labels(&[("pod-director/group", group)]);
+    let ns = Namespace { name: "a", labels: &l };
+    validate(c, &ns, &typed(p), old.map(typed).as_ref(), &Context::default())
+}
+
 #[test]
 fn validate_lists_every_violation_and_denies_only_in_enforce() {
     let c = config("");
-    let l = labels(&[("pod-director/group", "ci")]);
-    let ns = Namespace { name: "a", labels: &l };
-    let out = validate(&c, &ns, &typed(&plain_pod()), None, &Context::default());
+    let out = validate_in(&c, "ci", &plain_pod(), None);
     assert_eq!((out.decision, out.allowed()), (Decision::Denied, false));
     assert_eq!(out.violations.len(), 2);
     let msg = out.message.unwrap();
@@ -1136,27 +1046,17 @@ fn validate_lists_every_violation_and_denies_only_in_enforce() {
         "{msg}"
     );
 
-    let l = labels(&[("pod-director/group", "shadow")]);
-    let out = validate(
-        &c,
-        &Namespace { name: "a", labels: &l },
-        &typed(&plain_pod()),
-        None,
-        &Context::default(),
-    );
+    let out = validate_in(&c, "shadow", &plain_pod(), None);
     assert_eq!((out.decision, out.allowed()), (Decision::WouldDeny, true));
 }
 
 #[test]
 fn validate_on_update_denies_only_what_the_update_introduces() {
     let c = config("");
-    let l = labels(&[("pod-director/group", "ci")]);
-    let ns = Namespace { name: "a", labels: &l };
-    let old = typed(&plain_pod());
     let mut relabelled = plain_pod();
     relabelled["metadata"]["labels"]["version"] = json!("2");
     assert_eq!(
-        validate(&c, &ns, &typed(&relabelled), Some(&old), &Context::default()).decision,
+        validate_in(&c, "ci", &relabelled, Some(&plain_pod())).decision,
         Decision::Noop
     );
 
@@ -1164,13 +1064,7 @@ fn validate_on_update_denies_only_what_the_update_introduces() {
         json!({"nodeSelector": {"node-pool": "ci"}, "tolerations": [{"key": "dedicated", "value": "ci", "effect": "NoSchedule"}]}),
     );
     let stripped = pod(json!({"nodeSelector": {"node-pool": "ci"}, "tolerations": []}));
-    let out = validate(
-        &c,
-        &ns,
-        &typed(&stripped),
-        Some(&typed(&compliant)),
-        &Context::default(),
-    );
+    let out = validate_in(&c, "ci", &stripped, Some(&compliant));
     assert_eq!(out.decision, Decision::Denied);
     assert_eq!(out.violations.len(), 1);
 }
@@ -1186,22 +1080,12 @@ fn validate_respects_ignore_but_not_reject_conflicts() {
 
 #[test]
 fn enforce_warns_when_a_conflict_is_overridden() {
-    let c = Config::from_yaml(
-        "groups: {ci: {mode: enforce, onConflict: override, nodeSelector: {node-pool: ci}}}",
-        "t",
-        Vec::new(),
-    )
-    .unwrap()
-    .config;
+    let c = support::config("groups: {ci: {mode: enforce, onConflict: override, nodeSelector: {node-pool: ci}}}");
     let p = pod(json!({"nodeSelector": {"node-pool": "gpu"}}));
     let out = decide(&c, "a", &[("pod-director/group", "ci")], &p);
     assert_eq!(out.decision, Decision::Patched);
     assert_eq!(out.conflicts.len(), 1);
-    assert!(
-        out.warning
-            .unwrap()
-            .contains("override nodeSelector node-pool=gpu with ci")
-    );
+    assert_contains(&out.warning.unwrap(), "override nodeSelector node-pool=gpu with ci");
 }
 
 #[test]

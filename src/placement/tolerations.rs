@@ -113,17 +113,7 @@ pub(crate) fn describe(t: &Toleration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn tol(key: &str, op: &str, value: &str, effect: &str, seconds: Option<i64>) -> Toleration {
-        let opt = |s: &str| (!s.is_empty()).then(|| s.to_owned());
-        Toleration {
-            key: opt(key),
-            operator: opt(op),
-            value: opt(value),
-            effect: opt(effect),
-            toleration_seconds: seconds,
-        }
-    }
+    use crate::support::toleration as tol;
 
     #[test]
     fn omitted_operator_is_equal() {

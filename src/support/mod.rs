@@ -1,6 +1,8 @@
 //! Test and benchmark support: shared by the unit tests, `tests/`, `benches/` and `e2e/`,
 //! never used by pod-director itself, and not part of its API (hidden from the docs).
-//! `mod.rs`: the log capture, the `/metrics` sample reader and an admission path on a test config; `floor.rs`: the load harness's no-work floor server;
+//! `mod.rs`: the log capture, the `/metrics` sample reader, a test config, an admission path on it and its answer
+//! to a review, a node, a toleration, `assert_contains`, a JSON value's pointers and a condition polled until it
+//! holds; `floor.rs`: the load harness's no-work floor server;
 //! `mounted.rs`: kubelet-style mounted directories; `scheduler.rs`: the scheduler's reading of required node affinity, an oracle for the engine;
 //! `sources.rs`: in-memory namespaces and nodes.
 
@@ -18,29 +20,110 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
+use k8s_openapi::api::core::v1::Toleration;
 
 use serde_json::Value;
 use tracing_subscriber::fmt::MakeWriter;
 
 use crate::admission::Admission;
-use crate::config::Config;
+use crate::config::{Config, Loaded};
 use crate::metrics::Metrics;
+use crate::namespaces::NamespaceSource;
+use crate::placement::{NodeInfo, NodeTaint, Webhook};
+
+/// A test's configuration file `yaml`, loaded without environment overrides; it must be valid.
+pub fn loaded(yaml: &str) -> Loaded {
+    Config::from_yaml(yaml, "test", Vec::new()).unwrap_or_else(|e| panic!("test config: {e}"))
+}
+
+/// The [`Config`] of [`loaded`].
+pub fn config(yaml: &str) -> Config {
+    loaded(yaml).config
+}
+
+/// A node named `name` with `labels`, `taints` (`(key, value, effect)`), cordoned or not.
+pub fn node(name: &str, labels: &[(&str, &str)], taints: &[(&str, &str, &str)], cordoned: bool) -> NodeInfo {
+    NodeInfo::new(
+        name,
+        labels.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+        taints.iter().map(|(k, v, e)| NodeTaint::new(k, v, e)).collect(),
+        cordoned,
+    )
+}
+
+/// A toleration; an empty `key`, `operator`, `value` or `effect` is left out.
+pub fn toleration(key: &str, operator: &str, value: &str, effect: &str, seconds: Option<i64>) -> Toleration {
+    let given = |s: &str| (!s.is_empty()).then(|| s.to_owned());
+    Toleration {
+        key: given(key),
+        operator: given(operator),
+        value: given(value),
+        effect: given(effect),
+        toleration_seconds: seconds,
+    }
+}
+
+/// Asserts that `text` contains `needle`, showing both when it does not.
+#[track_caller]
+pub fn assert_contains(text: &str, needle: &str) {
+    assert!(text.contains(needle), "expected {needle:?} in:\n{text}");
+}
+
+/// Every JSON Pointer inside `value` (objects and arrays, depth first), its tokens escaped.
+pub fn json_pointers(value: &Value) -> Vec<String> {
+    fn walk(value: &Value, at: &str, out: &mut Vec<String>) {
+        let children: Vec<(String, &Value)> = match value {
+            Value::Object(map) => map
+                .iter()
+                .map(|(k, v)| (k.replace('~', "~0").replace('/', "~1"), v))
+                .collect(),
+            Value::Array(items) => items.iter().enumerate().map(|(i, v)| (i.to_string(), v)).collect(),
+            _ => Vec::new(),
+        };
+        for (token, child) in children {
+            let pointer = format!("{at}/{token}");
+            out.push(pointer.clone());
+            walk(child, &pointer, out);
+        }
+    }
+    let mut out = Vec::new();
+    walk(value, "", &mut out);
+    out
+}
+
+/// Polls `check` every 10 ms until it holds; fails naming `what` after 10 s.
+pub async fn until(what: &str, check: impl Fn() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !check() {
+        assert!(tokio::time::Instant::now() < deadline, "{what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// `admission`'s answer to the review `body` at `webhook`: the HTTP status and the AdmissionReview sent back.
+pub async fn answer(admission: &Admission, webhook: Webhook, body: &[u8]) -> (http::StatusCode, Value) {
+    let reply = admission.review(webhook, &http::HeaderMap::new(), body).await;
+    (
+        reply.status,
+        serde_json::from_slice(&reply.body).expect("a JSON review"),
+    )
+}
 
 /// The admission path on the configuration `config_yaml` (a test's, valid), its
 /// namespaces labelled for their groups (`(namespace, group)`), and its metrics.
 pub fn admission(config_yaml: &str, namespaces: &[(&str, &str)]) -> (Admission, Arc<Metrics>) {
-    let loaded = Config::from_yaml(config_yaml, "test", Vec::new()).unwrap_or_else(|e| panic!("test config: {e}"));
     let source = StaticNamespaces::new();
     for (name, group) in namespaces {
         source.insert(name, [("pod-director/group".to_owned(), (*group).to_owned())].into());
     }
+    admission_on(config_yaml, Arc::new(source))
+}
+
+/// The admission path on the configuration `config_yaml` (a test's, valid) and the namespace source `namespaces`.
+pub fn admission_on(config_yaml: &str, namespaces: Arc<dyn NamespaceSource>) -> (Admission, Arc<Metrics>) {
     let metrics = Arc::new(Metrics::new());
-    let admission = Admission::new(
-        Arc::new(ArcSwap::from_pointee(loaded)),
-        Arc::new(source),
-        metrics.clone(),
-        Duration::from_secs(5),
-    );
+    let live = Arc::new(ArcSwap::from_pointee(loaded(config_yaml)));
+    let admission = Admission::new(live, namespaces, metrics.clone(), Duration::from_secs(5));
     (admission, metrics)
 }
 

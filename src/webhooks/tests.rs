@@ -5,14 +5,7 @@ use kube::client::Body;
 use serde_json::json;
 
 use super::*;
-
-fn config(yaml: &str) -> Config {
-    Config::from_yaml(yaml, "test", Vec::new()).expect("valid").config
-}
-
-fn loaded(yaml: &str) -> Loaded {
-    Config::from_yaml(yaml, "test", Vec::new()).expect("valid")
-}
+use crate::support::{assert_contains, config, loaded, until};
 
 fn expressions(selector: &LabelSelector) -> Value {
     serde_json::to_value(selector.match_expressions.as_ref().expect("expressions")).unwrap()
@@ -394,21 +387,15 @@ async fn the_reconciler_patches_both_configurations_once_and_then_finds_them_in_
     assert_eq!(patches.len(), 2, "{patches:?}");
     for patch in &patches {
         assert!(patch.ends_with("application/json-patch+json"), "{patch}");
-        assert!(patch.contains("fieldManager=pod-director"), "{patch}");
+        assert_contains(patch, "fieldManager=pod-director");
     }
 
     assert!(reconciler.reconcile().await);
     let patches = api.requests().into_iter().filter(|r| r.starts_with("PATCH")).count();
     assert_eq!(patches, 2, "the second pass finds nothing to patch");
     let text = metrics.encode();
-    assert!(
-        text.contains(r#"pod_director_webhook_reconciles_total{result="patched"} 1"#),
-        "{text}"
-    );
-    assert!(
-        text.contains(r#"pod_director_webhook_reconciles_total{result="unchanged"} 1"#),
-        "{text}"
-    );
+    assert_contains(&text, r#"pod_director_webhook_reconciles_total{result="patched"} 1"#);
+    assert_contains(&text, r#"pod_director_webhook_reconciles_total{result="unchanged"} 1"#);
 }
 
 #[tokio::test]
@@ -417,10 +404,9 @@ async fn a_failing_api_server_is_counted_as_an_error_and_patches_nothing() {
     api.broken.store(true, std::sync::atomic::Ordering::SeqCst);
     let (reconciler, _, metrics) = reconciler(&api, "groups: {ci: {}}");
     assert!(!reconciler.reconcile().await);
-    assert!(
-        metrics
-            .encode()
-            .contains(r#"pod_director_webhook_reconciles_total{result="error"} 1"#)
+    assert_contains(
+        &metrics.encode(),
+        r#"pod_director_webhook_reconciles_total{result="error"} 1"#,
     );
     assert!(api.requests().iter().all(|r| r.starts_with("GET")));
 }
@@ -436,10 +422,9 @@ async fn a_configuration_that_does_not_exist_is_an_error() {
         json!(["ci"]),
         "the mutating one is still reconciled"
     );
-    assert!(
-        metrics
-            .encode()
-            .contains(r#"pod_director_webhook_reconciles_total{result="error"} 1"#)
+    assert_contains(
+        &metrics.encode(),
+        r#"pod_director_webhook_reconciles_total{result="error"} 1"#,
     );
 }
 
@@ -452,36 +437,21 @@ async fn the_reconciler_task_follows_reloads_and_retries_failures() {
     api.broken.store(true, std::sync::atomic::Ordering::SeqCst);
     let task = spawn(reconciler, changed_rx, Duration::from_secs(3600), stop_rx);
 
-    let eventually = |what: &'static str, check: Box<dyn Fn() -> bool>| async move {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        while !check() {
-            assert!(tokio::time::Instant::now() < deadline, "{what}");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    };
-    let m = metrics.clone();
-    eventually(
-        "a failure is counted",
-        Box::new(move || m.encode().contains(r#"result="error"} 1"#)),
-    )
+    until("a failure is counted", || {
+        metrics.encode().contains(r#"result="error"} 1"#)
+    })
     .await;
     api.broken.store(false, std::sync::atomic::Ordering::SeqCst);
-    let m = metrics.clone();
-    eventually(
-        "the retry (after 1 s, long before the resync) succeeds",
-        Box::new(move || m.encode().contains(r#"result="unchanged"} 1"#)),
-    )
+    until("the retry (after 1 s, long before the resync) succeeds", || {
+        metrics.encode().contains(r#"result="unchanged"} 1"#)
+    })
     .await;
 
     live.store(Arc::new(loaded(&format!("defaultGroup: gpu\n{GROUPS}"))));
     changed_tx.send_replace("new".to_owned());
-    let a = api.clone();
-    eventually(
-        "the reload is reconciled at once",
-        Box::new(move || {
-            a.webhooks(MUTATING_PATH)[3]["namespaceSelector"]["matchExpressions"][0]["operator"] == "DoesNotExist"
-        }),
-    )
+    until("the reload is reconciled at once", || {
+        api.webhooks(MUTATING_PATH)[3]["namespaceSelector"]["matchExpressions"][0]["operator"] == "DoesNotExist"
+    })
     .await;
     stop_tx.send_replace(true);
     tokio::time::timeout(Duration::from_secs(5), task)

@@ -148,12 +148,33 @@ pub struct ServeProcess {
     pub api: FakeApi,
 }
 
-/// How the child's standard output is wired, and its limits.
+/// The child's extra `serve` arguments, how its standard output is wired (discarded unless set), and its limits.
 pub struct Spawn<'a> {
     pub stdout: Stdio,
     /// Soft RLIMIT_NOFILE for the child.
     pub open_files: Option<u64>,
     pub args: &'a [&'a str],
+}
+
+impl<'a> Spawn<'a> {
+    pub fn args(args: &'a [&'a str]) -> Self {
+        Self {
+            stdout: Stdio::null(),
+            open_files: None,
+            args,
+        }
+    }
+
+    pub fn open_files(self, limit: u64) -> Self {
+        Self {
+            open_files: Some(limit),
+            ..self
+        }
+    }
+
+    pub fn stdout(self, stdout: Stdio) -> Self {
+        Self { stdout, ..self }
+    }
 }
 
 impl ServeProcess {

@@ -14,7 +14,6 @@ mod pki;
 
 pub use pki::Pki;
 
-use base64::Engine as _;
 use pod_director::namespaces::NamespaceSource;
 use pod_director::server::{RunningServer, Settings, Timeouts, TlsFiles};
 pub use pod_director::support::MountedDir;
@@ -217,15 +216,6 @@ pub fn raw_request(uid: &str) -> Vec<u8> {
     .into_bytes();
     request.extend_from_slice(&body);
     request
-}
-
-/// The response's patch, base64-decoded.
-pub fn decoded_patch(response: &Value) -> Option<json_patch::Patch> {
-    let encoded = response["patch"].as_str()?;
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(encoded)
-        .expect("patch is base64");
-    Some(serde_json::from_slice(&bytes).expect("patch is a JSON Patch"))
 }
 
 /// `pod` with `patch` applied, as the API server would.

@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::trace::{SpanData, SpanExporter};
 use pod_director::nodes::Nodes;
-use pod_director::placement::{NodeInfo, NodeTaint, Webhook};
-use pod_director::support::{LogCapture, StaticNodes};
+use pod_director::placement::Webhook;
+use pod_director::support::{LogCapture, StaticNodes, node};
 use pod_director::telemetry::{self, DECISION_TARGET, JsonLayer};
 use serde_json::{Value, json};
 use tracing_subscriber::layer::SubscriberExt as _;
@@ -59,19 +59,9 @@ pub const NAMESPACES: &[(&str, &str)] = &[
 /// `shadow` finds 1 feasible node; `strict` and `lenient` (no toleration) find none.
 pub fn nodes() -> StaticNodes {
     let nodes = StaticNodes::new();
-    let labels = |pool: &str| {
-        [
-            ("node-pool".to_owned(), pool.to_owned()),
-            ("kubernetes.io/os".to_owned(), "linux".to_owned()),
-        ]
-    };
-    nodes.insert(NodeInfo::new(
-        "ci-1",
-        labels("ci"),
-        vec![NodeTaint::new("dedicated", "ci", "NoSchedule")],
-        false,
-    ));
-    nodes.insert(NodeInfo::new("general-1", labels("general"), Vec::new(), false));
+    let linux = |pool| [("node-pool", pool), ("kubernetes.io/os", "linux")];
+    nodes.insert(node("ci-1", &linux("ci"), &[("dedicated", "ci", "NoSchedule")], false));
+    nodes.insert(node("general-1", &linux("general"), &[], false));
     nodes
 }
 
