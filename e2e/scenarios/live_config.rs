@@ -369,14 +369,20 @@ async fn removing_a_group_that_namespaces_select_is_warned_and_exported() {
     .await;
 }
 
+/// Whether the chart's ServiceAccount, as the authorizer sees it, may `verb` the webhook
+/// configurations `resource` named `name` (`None`: any).
+async fn may(env: &Env, verb: &str, resource: &str, name: Option<&str>) -> bool {
+    env.service_account_may("admissionregistration.k8s.io", resource, verb, None, name)
+        .await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_chart_s_rbac_lets_the_server_read_and_patch_its_own_webhook_configurations_only() {
-    use k8s_openapi::api::authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
     use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
-    use kube::api::{Api, DeleteParams, PostParams};
+    use kube::api::{Api, DeleteParams};
 
     let env = Env::start("rbac").await;
-    let (namespace, name) = (env.settings.namespace.clone(), env.settings.fullname.clone());
+    let name = env.settings.fullname.clone();
     let local = env.settings.target == crate::harness::Target::Local;
     let roles: Api<ClusterRole> = Api::all(env.client.clone());
     let bindings: Api<ClusterRoleBinding> = Api::all(env.client.clone());
@@ -384,66 +390,30 @@ async fn the_chart_s_rbac_lets_the_server_read_and_patch_its_own_webhook_configu
         // In cluster mode the chart installed them.
         env.apply_rbac(crate::harness::chart::render_rbac(&env.settings)).await;
     }
-    // What the API server answers for the chart's ServiceAccount, as the authorizer sees it.
-    let reviews: Api<SubjectAccessReview> = Api::all(env.client.clone());
-    let user = format!("system:serviceaccount:{namespace}:{name}");
-    let can = |verb: &'static str, resource: &'static str, object: Option<String>| {
-        let reviews = reviews.clone();
-        let (user, namespace) = (user.clone(), namespace.clone());
-        async move {
-            let review = SubjectAccessReview {
-                spec: SubjectAccessReviewSpec {
-                    user: Some(user),
-                    groups: Some(vec![
-                        "system:serviceaccounts".to_owned(),
-                        format!("system:serviceaccounts:{namespace}"),
-                        "system:authenticated".to_owned(),
-                    ]),
-                    resource_attributes: Some(ResourceAttributes {
-                        group: Some("admissionregistration.k8s.io".to_owned()),
-                        resource: Some(resource.to_owned()),
-                        verb: Some(verb.to_owned()),
-                        name: object,
-                        ..ResourceAttributes::default()
-                    }),
-                    ..SubjectAccessReviewSpec::default()
-                },
-                ..SubjectAccessReview::default()
-            };
-            let answer = reviews
-                .create(&PostParams::default(), &review)
-                .await
-                .expect("a SubjectAccessReview");
-            answer.status.is_some_and(|s| s.allowed)
-        }
-    };
     // The authorizer sees a new ClusterRole through its informer: wait for the grant before
     // asserting the denials, so that they are denials and not a role not yet seen.
     eventually("the authorizer to see the chart's ClusterRole", || async {
-        can("get", "mutatingwebhookconfigurations", Some(name.clone()))
+        may(&env, "get", "mutatingwebhookconfigurations", Some(&name))
             .await
             .then_some(())
     })
     .await;
     for resource in ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"] {
         for verb in ["get", "patch"] {
-            assert!(
-                can(verb, resource, Some(name.clone())).await,
-                "{verb} {resource}/{name}"
-            );
+            assert!(may(&env, verb, resource, Some(&name)).await, "{verb} {resource}/{name}");
         }
         for verb in ["update", "delete"] {
             assert!(
-                !can(verb, resource, Some(name.clone())).await,
+                !may(&env, verb, resource, Some(&name)).await,
                 "no {verb} on {resource}/{name}"
             );
         }
         assert!(
-            !can("patch", resource, Some("someone-elses-webhooks".to_owned())).await,
+            !may(&env, "patch", resource, Some("someone-elses-webhooks")).await,
             "another configuration of {resource} cannot be patched"
         );
         for verb in ["list", "watch", "create"] {
-            assert!(!can(verb, resource, None).await, "no {verb} on {resource}");
+            assert!(!may(&env, verb, resource, None).await, "no {verb} on {resource}");
         }
     }
     if local {

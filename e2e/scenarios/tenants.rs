@@ -17,7 +17,7 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 use crate::fixtures::{Placement, group_toleration, workload, workload_spec};
-use crate::harness::k8s::{IMAGE, eventually};
+use crate::harness::k8s::{IMAGE, eventually, impersonating};
 use crate::harness::{Decision, Env, notice, suffix};
 
 const DAEMON_SET_CONTROLLER: &str = "system:serviceaccount:kube-system:daemon-set-controller";
@@ -109,14 +109,6 @@ impl Tenant {
     }
 }
 
-/// A client acting as `user` in `groups` (the suite's admin may impersonate).
-async fn impersonating(user: &str, groups: &[&str]) -> Client {
-    let mut config = kube::Config::infer().await.expect("a kubeconfig");
-    config.auth_info.impersonate = Some(user.to_owned());
-    config.auth_info.impersonate_groups = Some(groups.iter().map(|g| (*g).to_owned()).collect());
-    Client::try_from(config).expect("an impersonating client")
-}
-
 /// Runs `call` until it is not a 403 from RBAC (just granted), for a few seconds at most.
 async fn retry_forbidden<T, F, Fut>(mut call: F) -> Result<T, kube::Error>
 where
@@ -189,11 +181,6 @@ fn template_placement(ds: &DaemonSet) -> Placement {
     })
 }
 
-/// Decisions logged for DaemonSet `name` in `namespace` at `webhook`.
-async fn daemon_set_decisions(env: &Env, namespace: &str, name: &str, webhook: &str) -> Vec<Decision> {
-    env.decisions(namespace, name, webhook, 1).await
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenant_s_forged_daemonset_owner_does_not_exempt_its_pod() {
     let env = Env::start("forged-owner").await;
@@ -262,7 +249,7 @@ async fn a_tenant_s_daemonset_in_an_enforce_group_only_targets_the_group_s_nodes
         Placement::enforced(),
         "the stored DaemonSet carries the group's placement"
     );
-    let mutate = daemon_set_decisions(&env, &tenant.namespace, "agent", "mutate").await;
+    let mutate = env.decisions(&tenant.namespace, "agent", "mutate", 1).await;
     assert_eq!(mutate[0].decision(), "patched");
     assert!(
         mutate[0]

@@ -45,8 +45,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use harness::Env;
 use harness::jaeger::Jaeger;
+use harness::{Env, env_var};
 
 /// pod-director's `service.name` in these tests (`OTEL_SERVICE_NAME`).
 pub const SERVICE: &str = "pod-director";
@@ -63,10 +63,6 @@ pub const KEPT: [&str; 6] = [
     "unknown_group",
     "error",
 ];
-
-pub fn env_var(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
-}
 
 fn required(name: &str) -> String {
     env_var(name).unwrap_or_else(|| panic!("{name} is not set: run e2e/tracing/run"))

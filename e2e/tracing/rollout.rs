@@ -28,14 +28,8 @@ pub struct Rollout {
 }
 
 /// pod-director's `/metrics`.
-async fn scrape(env: &mut Env) -> String {
-    let probe = env.pod_director().probe_addr;
-    reqwest::get(format!("http://{probe}/metrics"))
-        .await
-        .expect("pod-director's /metrics answers")
-        .text()
-        .await
-        .expect("an exposition")
+async fn scrape(env: &Env) -> String {
+    env.metrics().await.expect("pod-director's /metrics answers")
 }
 
 /// Creates pods in namespaces of the suite's groups, each meant to be one decision;
@@ -159,7 +153,7 @@ async fn every_dashboard_panel_shows_what_a_real_rollout_did() {
     // The time range starts at a scrape that saw everything before the rollout.
     prometheus.wait_for_next_scrape().await;
     let baseline = env.logs.decisions().await.len();
-    let before = parse_exposition(&scrape(&mut env).await);
+    let before = parse_exposition(&scrape(&env).await);
     let start_at = last_scrape(&prometheus).await - SCRAPE.as_secs_f64() / 2.0;
 
     let rollout = run(&mut env, &prometheus).await;
@@ -170,7 +164,7 @@ async fn every_dashboard_panel_shows_what_a_real_rollout_did() {
     if elapsed < MIN_RANGE.as_secs_f64() {
         tokio::time::sleep(Duration::from_secs_f64(MIN_RANGE.as_secs_f64() - elapsed)).await;
     }
-    let after_text = scrape(&mut env).await;
+    let after_text = scrape(&env).await;
     prometheus.wait_for_next_scrape().await;
     let end = unix_now();
     // A whole number of seconds, as Grafana's $__range: the range may start up to 1 s

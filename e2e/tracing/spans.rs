@@ -4,8 +4,8 @@
 use serde_json::{Value, json};
 
 use crate::harness::jaeger::{span_with, spans, tag, tag_filter, tags};
-use crate::harness::pod;
-use crate::{APISERVER_SERVICE, SERVICE, env_var, jaeger, otel_env, random_hex, start};
+use crate::harness::{env_var, pod};
+use crate::{APISERVER_SERVICE, SERVICE, jaeger, otel_env, random_hex, start};
 
 /// A span's tag value as the log line holds it: JSON fields are strings on spans.
 fn as_tag(value: &Value, key: &str) -> Value {

@@ -139,6 +139,16 @@ pub async fn wait_for_service_account(client: &Client, namespace: &str, name: &s
     }
 }
 
+/// A client acting as `user` in `groups` (none: only the user; the suite's admin may impersonate).
+pub async fn impersonating(user: &str, groups: &[&str]) -> Client {
+    let mut config = kube::Config::infer().await.expect("a kubeconfig");
+    config.auth_info.impersonate = Some(user.to_owned());
+    if !groups.is_empty() {
+        config.auth_info.impersonate_groups = Some(groups.iter().map(|g| (*g).to_owned()).collect());
+    }
+    Client::try_from(config).expect("an impersonating client")
+}
+
 /// Polls `check` every 200 ms until it returns `Some`, for at most `PATIENCE`.
 pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
 where

@@ -87,8 +87,27 @@ pub struct Settings {
     pub stub_host: Option<IpAddr>,
 }
 
-fn env_var(name: &str) -> Option<String> {
+/// The variable `name`, unless it is unset or blank.
+pub fn env_var(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+/// A third-party tool: `$VARIABLE`, else the binary `e2e/tools.sh path TOOL` builds (cached).
+pub fn tool(variable: &str, tool: &str) -> PathBuf {
+    if let Some(path) = env_var(variable) {
+        return PathBuf::from(path);
+    }
+    let tools = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("e2e/tools.sh");
+    let output = std::process::Command::new(&tools)
+        .args(["path", tool])
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", tools.display()));
+    assert!(
+        output.status.success(),
+        "e2e/tools.sh path {tool} failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    PathBuf::from(String::from_utf8_lossy(&output.stdout).trim())
 }
 
 impl Settings {
@@ -352,19 +371,8 @@ impl Env {
         });
         pod_director.wait_ready().await;
 
-        let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
-        let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-        let apply = PatchParams::apply(FIELD_MANAGER).force();
-        let name = rendered.mutating.metadata.name.clone().expect("named");
-        mutating
-            .patch(&name, &apply, &Patch::Apply(&rendered.mutating))
-            .await
-            .expect("the chart's MutatingWebhookConfiguration is accepted");
-        let name = rendered.validating.metadata.name.clone().expect("named");
-        validating
-            .patch(&name, &apply, &Patch::Apply(&rendered.validating))
-            .await
-            .expect("the chart's ValidatingWebhookConfiguration is accepted");
+        apply(Api::all(client.clone()), &rendered.mutating).await;
+        apply(Api::all(client.clone()), &rendered.validating).await;
         println!(
             "pod-director pid {} serving https://{addr}, log {}",
             pod_director.pid(),
@@ -505,14 +513,18 @@ impl Env {
     /// The value of a sample of the local pod-director's `/metrics` (the first line
     /// starting with `sample`, e.g. `pod_director_config_reloads_total{result="error"}`).
     pub async fn metric(&self, sample: &str) -> Option<f64> {
+        pod_director::support::metric_value(&self.metrics().await?, sample)
+    }
+
+    /// The local pod-director's `/metrics` (`None` in cluster mode, or when it does not answer).
+    pub async fn metrics(&self) -> Option<String> {
         let probe = self.pod_director.as_ref()?.probe_addr;
-        let text = reqwest::get(format!("http://{probe}/metrics"))
+        reqwest::get(format!("http://{probe}/metrics"))
             .await
             .ok()?
             .text()
             .await
-            .ok()?;
-        pod_director::support::metric_value(&text, sample)
+            .ok()
     }
 
     /// The chart's two webhook configurations as they are in the cluster now.
@@ -665,16 +677,15 @@ impl Env {
     pub async fn apply_rbac(&self, objects: Vec<Value>) {
         use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
         for object in objects {
-            let name = object["metadata"]["name"].as_str().expect("named").to_owned();
             let namespace = object["metadata"]["namespace"]
                 .as_str()
                 .unwrap_or(&self.settings.namespace);
             let client = self.client.clone();
             match object["kind"].as_str() {
-                Some("ClusterRole") => apply(Api::<ClusterRole>::all(client), &name, object).await,
-                Some("ClusterRoleBinding") => apply(Api::<ClusterRoleBinding>::all(client), &name, object).await,
-                Some("Role") => apply(Api::<Role>::namespaced(client, namespace), &name, object).await,
-                Some("RoleBinding") => apply(Api::<RoleBinding>::namespaced(client, namespace), &name, object).await,
+                Some("ClusterRole") => apply_json(Api::<ClusterRole>::all(client), object).await,
+                Some("ClusterRoleBinding") => apply_json(Api::<ClusterRoleBinding>::all(client), object).await,
+                Some("Role") => apply_json(Api::<Role>::namespaced(client, namespace), object).await,
+                Some("RoleBinding") => apply_json(Api::<RoleBinding>::namespaced(client, namespace), object).await,
                 other => panic!("unexpected RBAC object {other:?}"),
             }
         }
@@ -683,15 +694,8 @@ impl Env {
     /// Applies a MutatingWebhookConfiguration of the scenario's own (deleted at the end).
     pub async fn apply_mutating(&self, configuration: &MutatingWebhookConfiguration) {
         let name = configuration.meta().name.clone().expect("named");
-        self.created.lock().expect("not poisoned").mutating.push(name.clone());
-        Api::<MutatingWebhookConfiguration>::all(self.client.clone())
-            .patch(
-                &name,
-                &PatchParams::apply(FIELD_MANAGER).force(),
-                &Patch::Apply(configuration),
-            )
-            .await
-            .unwrap_or_else(|e| panic!("MutatingWebhookConfiguration {name} applied: {e}"));
+        self.created.lock().expect("not poisoned").mutating.push(name);
+        apply(Api::all(self.client.clone()), configuration).await;
     }
 
     /// Starts a test webhook (see [`stub`]), registers it for `namespace` under a
@@ -724,6 +728,54 @@ impl Env {
         stub
     }
 
+    /// The chart's ServiceAccount as the authorizer sees it: its user name and groups.
+    pub fn service_account(&self) -> (String, Vec<String>) {
+        let namespace = &self.settings.namespace;
+        let user = format!("system:serviceaccount:{namespace}:{}", self.settings.fullname);
+        let groups = [
+            "system:serviceaccounts",
+            &format!("system:serviceaccounts:{namespace}"),
+            "system:authenticated",
+        ];
+        (user, groups.map(str::to_owned).to_vec())
+    }
+
+    /// Whether the chart's ServiceAccount may `verb` the `resource`s of API group `group`
+    /// (in `namespace`, named `name`, when given), as a SubjectAccessReview answers.
+    pub async fn service_account_may(
+        &self,
+        group: &str,
+        resource: &str,
+        verb: &str,
+        namespace: Option<&str>,
+        name: Option<&str>,
+    ) -> bool {
+        use k8s_openapi::api::authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
+        let (user, groups) = self.service_account();
+        let review = SubjectAccessReview {
+            spec: SubjectAccessReviewSpec {
+                user: Some(user),
+                groups: Some(groups),
+                resource_attributes: Some(ResourceAttributes {
+                    group: Some(group.to_owned()),
+                    resource: Some(resource.to_owned()),
+                    verb: Some(verb.to_owned()),
+                    namespace: namespace.map(str::to_owned),
+                    name: name.map(str::to_owned),
+                    ..ResourceAttributes::default()
+                }),
+                ..SubjectAccessReviewSpec::default()
+            },
+            ..SubjectAccessReview::default()
+        };
+        Api::<SubjectAccessReview>::all(self.client.clone())
+            .create(&PostParams::default(), &review)
+            .await
+            .expect("a SubjectAccessReview")
+            .status
+            .is_some_and(|s| s.allowed)
+    }
+
     /// The API server's audit events for pod `namespace/name` (local mode; empty otherwise).
     pub fn audit_events(&self, namespace: &str, name: &str) -> Vec<Value> {
         let Some(state_dir) = &self.settings.state_dir else {
@@ -742,16 +794,24 @@ impl Env {
     }
 }
 
-/// Server-side applies `object` (a `K`) as `name`.
-async fn apply<K>(api: Api<K>, name: &str, object: Value)
+/// Server-side applies `object`.
+async fn apply<K>(api: Api<K>, object: &K)
 where
-    K: kube::Resource + Clone + std::fmt::Debug + serde::Serialize + serde::de::DeserializeOwned,
+    K: kube::Resource<DynamicType = ()> + Clone + std::fmt::Debug + serde::Serialize + serde::de::DeserializeOwned,
 {
-    let kind = object["kind"].as_str().unwrap_or_default().to_owned();
-    let typed: K = serde_json::from_value(object).unwrap_or_else(|e| panic!("a {kind}: {e}"));
-    api.patch(name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&typed))
+    let (kind, name) = (K::kind(&()), object.meta().name.clone().expect("named"));
+    api.patch(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(object))
         .await
         .unwrap_or_else(|e| panic!("{kind} {name} applied: {e}"));
+}
+
+/// Server-side applies `object`, a `K` as JSON.
+async fn apply_json<K>(api: Api<K>, object: Value)
+where
+    K: kube::Resource<DynamicType = ()> + Clone + std::fmt::Debug + serde::Serialize + serde::de::DeserializeOwned,
+{
+    let typed: K = serde_json::from_value(object).unwrap_or_else(|e| panic!("a {}: {e}", K::kind(&())));
+    apply(api, &typed).await;
 }
 
 impl Drop for Env {
@@ -786,29 +846,24 @@ async fn delete(created: Cleanup) {
         Ok(client) => client,
         Err(e) => return eprintln!("cleanup: no client: {e}"),
     };
-    let dp = DeleteParams::background();
-    let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
-    for name in &created.mutating {
-        if let Err(e) = mutating.delete(name, &dp).await {
-            eprintln!("cleanup: MutatingWebhookConfiguration {name}: {e}");
-        }
-    }
-    let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-    for name in &created.validating {
-        if let Err(e) = validating.delete(name, &dp).await {
-            eprintln!("cleanup: ValidatingWebhookConfiguration {name}: {e}");
-        }
-    }
-    let nodes: Api<Node> = Api::all(client.clone());
-    for name in &created.nodes {
-        if let Err(e) = nodes.delete(name, &dp).await {
-            eprintln!("cleanup: node {name}: {e}");
-        }
-    }
-    let namespaces: Api<Namespace> = Api::all(client);
-    for name in &created.namespaces {
-        if let Err(e) = namespaces.delete(name, &dp).await {
-            eprintln!("cleanup: namespace {name}: {e}");
+    delete_all::<MutatingWebhookConfiguration>(&client, &created.mutating).await;
+    delete_all::<ValidatingWebhookConfiguration>(&client, &created.validating).await;
+    delete_all::<Node>(&client, &created.nodes).await;
+    delete_all::<Namespace>(&client, &created.namespaces).await;
+}
+
+/// Deletes the cluster-scoped `K`s `names` (in the background), reporting failures.
+async fn delete_all<K>(client: &Client, names: &[String])
+where
+    K: kube::Resource<DynamicType = (), Scope = kube::core::ClusterResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned,
+{
+    let api: Api<K> = Api::all(client.clone());
+    for name in names {
+        if let Err(e) = api.delete(name, &DeleteParams::background()).await {
+            eprintln!("cleanup: {} {name}: {e}", K::kind(&()));
         }
     }
 }

@@ -3,32 +3,14 @@
 //! `query_exemplars`). Killed and reaped on drop.
 
 use std::net::SocketAddr;
-use std::os::unix::process::CommandExt as _;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
 
-use super::process::free_local_addr;
-use super::{PATIENCE, notice};
-
-/// The binary: `$E2E_PROMETHEUS`, else the one `e2e/tools.sh` builds (cached).
-pub fn binary() -> PathBuf {
-    if let Ok(path) = std::env::var("E2E_PROMETHEUS")
-        && !path.is_empty()
-    {
-        return PathBuf::from(path);
-    }
-    let tools = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("e2e/tools.sh");
-    let output = Command::new(&tools)
-        .args(["path", "prometheus"])
-        .stderr(Stdio::inherit())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", tools.display()));
-    assert!(output.status.success(), "e2e/tools.sh path prometheus failed");
-    PathBuf::from(String::from_utf8_lossy(&output.stdout).trim())
-}
+use super::process::{die_with_parent, free_local_addr, tail};
+use super::{PATIENCE, notice, tool};
 
 /// A running Prometheus.
 pub struct Prometheus {
@@ -74,7 +56,7 @@ impl Prometheus {
         let addr = free_local_addr();
         let log = dir.path().join("prometheus.log");
         let out = std::fs::File::create(&log).expect("prometheus log file");
-        let mut command = Command::new(binary());
+        let mut command = Command::new(tool("E2E_PROMETHEUS", "prometheus"));
         command
             .arg(format!("--config.file={}", config.display()))
             .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
@@ -84,15 +66,7 @@ impl Prometheus {
             .stdin(Stdio::null())
             .stdout(Stdio::from(out.try_clone().expect("log handle")))
             .stderr(Stdio::from(out));
-        // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
-        unsafe {
-            command.pre_exec(|| {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == -1 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+        die_with_parent(&mut command);
         let child = command
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start Prometheus: {e}"));
@@ -129,9 +103,7 @@ impl Prometheus {
     }
 
     pub fn log_tail(&self) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(30)..].join("\n")
+        tail(&self.log, 30)
     }
 
     async fn get(&self, path: &str, params: &[(&str, String)]) -> Result<Value, ApiError> {
