@@ -62,7 +62,6 @@ async fn a_pod_created_right_after_its_namespace_is_placed_through_a_live_lookup
 async fn a_config_reload_flips_a_group_to_enforce_without_a_restart() {
     let Some(mut env) = Env::start_local(
         "reload",
-        Options::default(),
         "edits pod-director's config file (on a cluster: a ConfigMap update, synced by the kubelet within a minute)",
     )
     .await
@@ -97,7 +96,6 @@ async fn a_config_reload_flips_a_group_to_enforce_without_a_restart() {
 async fn rotating_the_serving_certificate_during_pod_creation_loses_no_request() {
     let Some(mut env) = Env::start_local(
         "rotate",
-        Options::default(),
         "swaps pod-director's certificate files (on a cluster, cert-manager renews the Secret)",
     )
     .await
@@ -195,7 +193,6 @@ async fn served_certificate(addr: std::net::SocketAddr, ca_pem: &[u8]) -> Vec<u8
 async fn with_pod_director_down_dry_run_pods_are_admitted_and_enforce_pods_refused() {
     let Some(mut env) = Env::start_local(
         "down",
-        Options::default(),
         "stops pod-director (on a cluster: scale the Deployment to 0; scripts/chart-test.sh outage does)",
     )
     .await

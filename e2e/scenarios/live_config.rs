@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::fixtures::{Placement, workload};
 use crate::harness::k8s::eventually;
-use crate::harness::{Env, Options, suffix};
+use crate::harness::{Env, suffix};
 
 const RECONCILED: &str = "webhook configuration reconciled: namespaceSelectors follow the configuration";
 
@@ -51,7 +51,6 @@ async fn wait_until_refused(env: &Env, namespace: &str) {
 async fn a_group_flipped_to_enforce_by_editing_the_config_alone_is_refused_while_pod_director_is_down() {
     let Some(mut env) = Env::start_local(
         "flip",
-        Options::default(),
         "edits pod-director's config file and stops it (on a cluster: a ConfigMap edit, then scale to 0)",
     )
     .await
@@ -169,7 +168,6 @@ async fn a_group_flipped_to_enforce_by_editing_the_config_alone_is_refused_while
 async fn a_default_group_set_by_editing_the_config_places_pods_of_unlabelled_namespaces() {
     let Some(mut env) = Env::start_local(
         "default",
-        Options::default(),
         "edits pod-director's config file (on a cluster: a ConfigMap edit) and stops it",
     )
     .await
@@ -239,7 +237,6 @@ async fn a_default_group_set_by_editing_the_config_places_pods_of_unlabelled_nam
 async fn a_config_file_that_means_nothing_is_refused_and_the_old_revision_keeps_deciding() {
     let Some(mut env) = Env::start_local(
         "emptied",
-        Options::default(),
         "empties pod-director's config file (on a cluster: a ConfigMap edit)",
     )
     .await
@@ -315,7 +312,6 @@ async fn a_config_file_that_means_nothing_is_refused_and_the_old_revision_keeps_
 async fn removing_a_group_that_namespaces_select_is_warned_and_exported() {
     let Some(mut env) = Env::start_local(
         "orphan",
-        Options::default(),
         "edits pod-director's config file (on a cluster: a ConfigMap edit)",
     )
     .await

@@ -547,7 +547,6 @@ async fn the_api_server_s_own_binding_path_is_unaffected() {
 async fn a_tenant_cannot_move_its_namespace_to_another_group_but_an_admin_can() {
     let Some(mut env) = Env::start_local(
         "guard",
-        Default::default(),
         "switches the guard to dryRun by editing pod-director's config file",
     )
     .await

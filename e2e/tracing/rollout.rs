@@ -154,7 +154,7 @@ async fn every_dashboard_panel_shows_what_a_real_rollout_did() {
     prometheus.wait_for_next_scrape().await;
     let baseline = env.logs.decisions().await.len();
     let before = parse_exposition(&scrape(&env).await);
-    let start_at = last_scrape(&prometheus).await - SCRAPE.as_secs_f64() / 2.0;
+    let start_at = prometheus.last_scrape().await.expect("a scrape timestamp") - SCRAPE.as_secs_f64() / 2.0;
 
     let rollout = run(&mut env, &prometheus).await;
 
@@ -284,16 +284,4 @@ async fn metric_above(env: &Env, sample: &str, before: f64) {
         (env.metric(sample).await? > before).then_some(())
     })
     .await;
-}
-
-/// The timestamp of the latest stored scrape.
-async fn last_scrape(prometheus: &Prometheus) -> f64 {
-    let result = prometheus
-        .query("timestamp(up)", None)
-        .await
-        .unwrap_or_else(|e| panic!("timestamp(up): {e}"));
-    result["result"][0]["value"][1]
-        .as_str()
-        .and_then(|v| v.parse().ok())
-        .expect("a scrape timestamp")
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::PATIENCE;
+use super::k8s::eventually;
 
 /// A Jaeger v2 query API, e.g. `http://127.0.0.1:16686`.
 pub struct Jaeger {
@@ -28,19 +29,11 @@ impl Jaeger {
     /// Waits until the query API answers.
     pub async fn wait_ready(&self) {
         let url = format!("{}/api/services", self.query);
-        let deadline = tokio::time::Instant::now() + PATIENCE;
-        loop {
-            if let Ok(response) = self.http.get(&url).send().await
-                && response.status().is_success()
-            {
-                return;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "Jaeger's query API {url} does not answer"
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        eventually(&format!("Jaeger's query API {url} to answer"), || async {
+            let response = self.http.get(&url).send().await.ok()?;
+            response.status().is_success().then_some(())
+        })
+        .await;
     }
 
     /// `GET /api/traces/{id}`: the trace, once Jaeger has it.

@@ -124,19 +124,17 @@ pub async fn create_pod(client: &Client, namespace: &str, pod: &Pod, dry_run: bo
 /// creates `default` about a second after the namespace; pods need it).
 pub async fn wait_for_service_account(client: &Client, namespace: &str, name: &str) {
     let api: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
+    let what = format!("ServiceAccount {namespace}/{name} (is the controller-manager running?)");
+    eventually(&what, || async {
         match api.get_opt(name).await {
-            Ok(Some(_)) => return,
-            Ok(None) => {}
-            Err(e) => println!("waiting for ServiceAccount {namespace}/{name}: {e}"),
+            Ok(found) => found,
+            Err(e) => {
+                println!("waiting for ServiceAccount {namespace}/{name}: {e}");
+                None
+            }
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "ServiceAccount {namespace}/{name} did not appear within {PATIENCE:?} (is the controller-manager running?)"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    })
+    .await;
 }
 
 /// A client acting as `user` in `groups` (none: only the user; the suite's admin may impersonate).

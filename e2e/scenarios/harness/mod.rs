@@ -280,13 +280,13 @@ impl Env {
 
     /// Sets up a scenario that needs the local pod-director process; in cluster
     /// mode prints why it is skipped and returns `None`.
-    pub async fn start_local(scenario: &str, options: Options, why: &str) -> Option<Env> {
+    pub async fn start_local(scenario: &str, why: &str) -> Option<Env> {
         let settings = Settings::from_env();
         if settings.target == Target::Cluster {
             notice(&format!("SKIPPED {scenario} in cluster mode: {why}"));
             return None;
         }
-        Some(Self::start_with(scenario, options).await)
+        Some(Self::start(scenario).await)
     }
 
     /// Sets up a scenario that runs a webhook of its own in the test process; skipped
@@ -711,20 +711,16 @@ impl Env {
         );
         self.apply_mutating(&stub.configuration(&name, namespace, reinvocation))
             .await;
-        let deadline = tokio::time::Instant::now() + PATIENCE;
-        for attempt in 0.. {
-            let canary = format!("stub-canary-{attempt}");
-            self.create_pod_dry_run(namespace, &pod(&canary)).await;
-            if stub.calls().contains(&canary) {
-                break;
+        let mut attempt = 0;
+        k8s::eventually(&format!("the API server to call the test webhook {}", stub.url), || {
+            attempt += 1;
+            let (canary, stub) = (format!("stub-canary-{attempt}"), &stub);
+            async move {
+                self.create_pod_dry_run(namespace, &pod(&canary)).await;
+                stub.calls().contains(&canary).then_some(())
             }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "the API server did not call the test webhook {} within {PATIENCE:?}",
-                stub.url
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        })
+        .await;
         stub
     }
 

@@ -164,18 +164,19 @@ impl Prometheus {
         .await
     }
 
+    /// The timestamp of the latest stored scrape.
+    pub async fn last_scrape(&self) -> Option<f64> {
+        let result = self.query("timestamp(up)", None).await.ok()?;
+        result["result"][0]["value"][1].as_str()?.parse().ok()
+    }
+
     /// Waits until a scrape that started after this call has been stored: the
     /// `timestamp()` of `up` moves past now.
     pub async fn wait_for_next_scrape(&self) {
         let now = unix_now();
         let deadline = tokio::time::Instant::now() + PATIENCE;
         loop {
-            if let Ok(result) = self.query("timestamp(up)", None).await
-                && let Some(at) = result["result"][0]["value"][1]
-                    .as_str()
-                    .and_then(|v| v.parse::<f64>().ok())
-                && at > now
-            {
+            if self.last_scrape().await.is_some_and(|at| at > now) {
                 return;
             }
             assert!(
