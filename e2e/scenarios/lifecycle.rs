@@ -216,12 +216,7 @@ async fn with_pod_director_down_dry_run_pods_are_admitted_and_enforce_pods_refus
         http::StatusCode::INTERNAL_SERVER_ERROR,
         "failurePolicy Fail: {refused:?}"
     );
-    let message = refused.error_message().unwrap_or_default();
-    let hook = env.webhook_name("enforce", "mutate");
-    assert!(
-        message.contains(&format!("failed calling webhook \"{hook}\"")),
-        "the error names the webhook: {message}"
-    );
+    env.assert_failed_calling(&refused, "enforce");
     assert!(env.pods(&enforced).get_opt("web").await.expect("GET pod").is_none());
 
     // Not even a dry run gets through.

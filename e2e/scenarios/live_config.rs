@@ -37,6 +37,12 @@ fn first_expression(selector: &Option<LabelSelector>) -> Value {
         .unwrap_or_default()
 }
 
+/// Whether the first expression of an entry's selector lists `group`.
+fn selects(selector: &Option<LabelSelector>, group: &str) -> bool {
+    let values = &first_expression(selector)["values"];
+    values.as_array().is_some_and(|v| v.contains(&json!(group)))
+}
+
 /// Creates dry-run pods in `namespace` until the API server refuses them because the
 /// webhook cannot be called (its view of the webhook configurations is asynchronous).
 async fn wait_until_refused(env: &Env, namespace: &str) {
@@ -86,11 +92,7 @@ async fn a_group_flipped_to_enforce_by_editing_the_config_alone_is_refused_while
         env.log_hint()
     );
     for (selector, policy) in entries(&env, "observe").await {
-        let values = first_expression(&selector)["values"].clone();
-        assert!(
-            values.as_array().is_some_and(|v| v.contains(&json!("e2e-warn"))),
-            "{values}"
-        );
+        assert!(selects(&selector, "e2e-warn"), "{selector:?}");
         assert_eq!(policy.as_deref(), Some("Ignore"));
     }
 
@@ -122,19 +124,11 @@ async fn a_group_flipped_to_enforce_by_editing_the_config_alone_is_refused_while
         "{line}"
     );
     for (selector, policy) in entries(&env, "enforce").await {
-        let values = first_expression(&selector)["values"].clone();
-        assert!(
-            values.as_array().is_some_and(|v| v.contains(&json!("e2e-warn"))),
-            "{values}"
-        );
+        assert!(selects(&selector, "e2e-warn"), "{selector:?}");
         assert_eq!(policy.as_deref(), Some("Fail"));
     }
     for (selector, _) in entries(&env, "observe").await {
-        let values = first_expression(&selector)["values"].clone();
-        assert!(
-            !values.as_array().is_some_and(|v| v.contains(&json!("e2e-warn"))),
-            "{values}"
-        );
+        assert!(!selects(&selector, "e2e-warn"), "{selector:?}");
     }
     assert!(
         env.metric(r#"pod_director_webhook_reconciles_total{result="patched"}"#)
@@ -146,14 +140,7 @@ async fn a_group_flipped_to_enforce_by_editing_the_config_alone_is_refused_while
     wait_until_refused(&env, &flipped).await;
     let refused = env.create_pod(&flipped, &workload("after")).await;
     assert_eq!(refused.status, http::StatusCode::INTERNAL_SERVER_ERROR, "{refused:?}");
-    let message = refused.error_message().unwrap_or_default();
-    assert!(
-        message.contains(&format!(
-            "failed calling webhook \"{}\"",
-            env.webhook_name("enforce", "mutate")
-        )),
-        "refused by the enforce entry (failurePolicy Fail): {message}"
-    );
+    env.assert_failed_calling(&refused, "enforce");
     assert!(env.pods(&flipped).get_opt("after").await.expect("GET pod").is_none());
 
     let admitted = env.create_admitted_pod(&dry, &workload("web")).await;
@@ -186,10 +173,7 @@ async fn a_default_group_set_by_editing_the_config_places_pods_of_unlabelled_nam
     let before = env.create_admitted_pod(&unlabelled, &workload("before")).await;
     assert_eq!(Placement::of(&before.pod()), Placement::submitted());
 
-    let old_revision = env.logs.messages("configuration loaded").await[0]["config.revision"]
-        .as_str()
-        .expect("a revision")
-        .to_owned();
+    let old_revision = env.loaded_revision().await;
     env.edit_config(|c| c["defaultGroup"] = json!("e2e-enforce"));
     env.reloaded_from(&old_revision).await;
     eventually("the default-group entries to select unlabelled namespaces", || async {
@@ -223,14 +207,7 @@ async fn a_default_group_set_by_editing_the_config_places_pods_of_unlabelled_nam
     env.pod_director().stop();
     wait_until_refused(&env, &unlabelled).await;
     let refused = env.create_pod(&unlabelled, &workload("down")).await;
-    let message = refused.error_message().unwrap_or_default();
-    assert!(
-        message.contains(&format!(
-            "failed calling webhook \"{}\"",
-            env.webhook_name("default-group", "mutate")
-        )),
-        "{message}"
-    );
+    env.assert_failed_calling(&refused, "default-group");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -319,10 +296,7 @@ async fn removing_a_group_that_namespaces_select_is_warned_and_exported() {
         return;
     };
     let group = format!("e2e-gone-{}", suffix());
-    let old_revision = env.logs.messages("configuration loaded").await[0]["config.revision"]
-        .as_str()
-        .expect("a revision")
-        .to_owned();
+    let old_revision = env.loaded_revision().await;
     env.edit_config(|c| {
         c["groups"][group.as_str()] = json!({"mode": "dryRun", "nodeSelector": {"e2e.pod-director.io/pool": "gone"}});
     });

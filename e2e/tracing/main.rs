@@ -104,17 +104,6 @@ pub async fn start(scenario: &str, otel: Vec<(String, String)>) -> Env {
     .await
 }
 
-/// An HTTPS client trusting the webhook CA of the state dir.
-pub fn webhook_client(env: &Env) -> reqwest::Client {
-    let state_dir = env.settings.state_dir.as_ref().expect("local mode");
-    let ca = std::fs::read(state_dir.join("webhook/ca.crt")).expect("the webhook CA");
-    reqwest::Client::builder()
-        .add_root_certificate(reqwest::Certificate::from_pem(&ca).expect("the webhook CA is PEM"))
-        .timeout(Duration::from_secs(10))
-        .build()
-        .expect("an HTTPS client")
-}
-
 /// A random lowercase hex string of `len` characters.
 pub fn random_hex(len: usize) -> String {
     let mut out = String::new();
@@ -125,13 +114,25 @@ pub fn random_hex(len: usize) -> String {
     out
 }
 
-/// POSTs a review to `/mutate` directly (not through the API server) in trace
-/// `trace_id` (sampled); returns the HTTP status and the body.
-pub async fn post_mutate(env: &mut Env, review: &Value, trace_id: &str) -> (reqwest::StatusCode, Value) {
+/// A W3C `traceparent` of a sampled caller span in trace `trace_id`.
+pub fn sampled(trace_id: &str) -> String {
+    format!("00-{trace_id}-{}-01", random_hex(16))
+}
+
+/// POSTs a review to `/mutate` directly (not through the API server), over HTTPS
+/// trusting the webhook CA of the state dir, with `traceparent`; returns the HTTP
+/// status and the body.
+pub async fn post_mutate(env: &mut Env, review: &Value, traceparent: &str) -> (reqwest::StatusCode, Value) {
     let addr = env.pod_director().addr;
-    let response = webhook_client(env)
+    let state_dir = env.settings.state_dir.as_ref().expect("local mode");
+    let ca = std::fs::read(state_dir.join("webhook/ca.crt")).expect("the webhook CA");
+    let response = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(&ca).expect("the webhook CA is PEM"))
+        .timeout(Duration::from_secs(10))
+        .build()
+        .expect("an HTTPS client")
         .post(format!("https://{addr}/mutate"))
-        .header("traceparent", format!("00-{trace_id}-{}-01", random_hex(16)))
+        .header("traceparent", traceparent)
         .json(review)
         .send()
         .await

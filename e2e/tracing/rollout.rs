@@ -10,7 +10,7 @@ use crate::dashboard::{self, Observed, Selection, parse_exposition};
 use crate::fixtures::{asking_for_pool, with_labels};
 use crate::harness::prometheus::{Prometheus, unix_now};
 use crate::harness::{Env, Options, k8s::eventually, notice, pod};
-use crate::{KEPT, SERVICE, jaeger, otel_env, placed_pod, post_mutate, random_hex, undecidable_review};
+use crate::{KEPT, SERVICE, jaeger, otel_env, placed_pod, post_mutate, random_hex, sampled, undecidable_review};
 
 /// Prometheus' scrape interval here (and the Grafana datasource's "Scrape interval").
 const SCRAPE: Duration = Duration::from_millis(200);
@@ -96,7 +96,7 @@ pub async fn run(env: &mut Env, prometheus: &Prometheus) -> Rollout {
     let mut error_traces = Vec::new();
     for _ in 0..2 {
         let trace_id = random_hex(32);
-        let (status, body) = post_mutate(env, &undecidable_review(), &trace_id).await;
+        let (status, body) = post_mutate(env, &undecidable_review(), &sampled(&trace_id)).await;
         assert!(
             status.is_client_error(),
             "an undecidable review is refused: {status} {body}"

@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use crate::harness::jaeger::{span_with, spans, tag, tag_filter, tags};
 use crate::harness::{env_var, pod};
-use crate::{APISERVER_SERVICE, SERVICE, jaeger, otel_env, random_hex, start};
+use crate::{APISERVER_SERVICE, SERVICE, jaeger, otel_env, post_mutate, random_hex, start};
 
 /// A span's tag value as the log line holds it: JSON fields are strings on spans.
 fn as_tag(value: &Value, key: &str) -> Value {
@@ -186,16 +186,8 @@ async fn sigterm_flushes_a_decision_span_of_an_unsampled_trace_over_otlp_http() 
         .uid(&uid)
         .user("e2e", &[])
         .value();
-    let addr = env.pod_director().addr;
-    let response = crate::webhook_client(&env)
-        .post(format!("https://{addr}/mutate"))
-        .header("traceparent", format!("00-{trace_id}-{parent}-00"))
-        .json(&review)
-        .send()
-        .await
-        .expect("pod-director answers");
-    assert_eq!(response.status(), reqwest::StatusCode::OK);
-    let answer: Value = response.json().await.expect("an AdmissionReview");
+    let (status, answer) = post_mutate(&mut env, &review, &format!("00-{trace_id}-{parent}-00")).await;
+    assert_eq!(status, reqwest::StatusCode::OK, "{answer}");
     assert_eq!(answer["response"]["allowed"], true);
     assert!(
         answer["response"].get("patch").is_none(),

@@ -497,6 +497,13 @@ impl Env {
         config
     }
 
+    /// The config revision pod-director loaded at start.
+    pub async fn loaded_revision(&self) -> String {
+        let loaded = self.logs.messages("configuration loaded").await;
+        let revision = loaded.first().and_then(|l| l["config.revision"].as_str());
+        revision.expect("a loaded revision").to_owned()
+    }
+
     /// Waits until pod-director logged `configuration reloaded` away from `revision`; returns the new one.
     pub async fn reloaded_from(&self, revision: &str) -> String {
         let line = k8s::eventually("the configuration reloaded log line", || async {
@@ -544,6 +551,17 @@ impl Env {
     /// The name of one of the chart's webhooks, e.g. `enforce.mutate.e2e-pod-director.pod-director.io`.
     pub fn webhook_name(&self, entry: &str, webhook: &str) -> String {
         format!("{entry}.{webhook}.{}.pod-director.io", self.settings.fullname)
+    }
+
+    /// Asserts that the API server refused `created` because it could not call the mutate
+    /// webhook of the chart's entry `entry` (failurePolicy Fail).
+    pub fn assert_failed_calling(&self, created: &Created, entry: &str) {
+        let message = created.error_message().unwrap_or_default();
+        let hook = self.webhook_name(entry, "mutate");
+        assert!(
+            message.contains(&format!("failed calling webhook \"{hook}\"")),
+            "refused by {hook} (failurePolicy Fail): {message}"
+        );
     }
 
     /// A fresh namespace `e2e-<scenario>-<random>` labelled with `group` (when given),
