@@ -15,6 +15,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::{Value, json};
 
+use crate::fixtures::deployment;
 use crate::harness::k8s::{IMAGE, eventually, pod_from};
 use crate::harness::process::BINARY;
 use crate::harness::{Env, Options, Target, suffix};
@@ -106,17 +107,8 @@ async fn audit_names_the_workloads_whose_running_pods_enforce_would_refuse() {
     let ns = env.namespace(Some("e2e-audit")).await;
     // Created before enforce (the group is in dryRun): admitted as they are.
     let conflicting = json!({"containers": [{"name": "app", "image": IMAGE}], "nodeSelector": {POOL: "green"}});
-    let deployment: Deployment = serde_json::from_value(json!({
-        "metadata": {"name": "web"},
-        "spec": {
-            "replicas": 2,
-            "selector": {"matchLabels": {"app": "web"}},
-            "template": {"metadata": {"labels": {"app": "web"}}, "spec": conflicting},
-        },
-    }))
-    .expect("a Deployment");
     Api::<Deployment>::namespaced(env.client.clone(), &ns)
-        .create(&PostParams::default(), &deployment)
+        .create(&PostParams::default(), &deployment("web", conflicting.clone()))
         .await
         .expect("Deployment created");
     env.create_admitted_pod(
@@ -125,16 +117,7 @@ async fn audit_names_the_workloads_whose_running_pods_enforce_would_refuse() {
     )
     .await;
     env.create_admitted_pod(&ns, &plain()).await;
-    eventually("the ReplicaSet's 2 pods", || async {
-        let pods: Vec<Pod> = env
-            .pods(&ns)
-            .list(&ListParams::default().labels("app=web"))
-            .await
-            .expect("pods listed")
-            .items;
-        (pods.len() == 2).then_some(())
-    })
-    .await;
+    env.wait_for_pods(&ns, "app=web", 2).await;
 
     let config = config_file(&env);
     // One object per page: every list goes through `continue`.

@@ -3,7 +3,9 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Affinity, Pod, Toleration};
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use crate::harness::k8s::{IMAGE, own_tolerations, pod_from};
@@ -28,6 +30,26 @@ pub fn workload_spec() -> Value {
             {"matchExpressions": [{"key": "e2e.pod-director.io/arch", "operator": "In", "values": ["amd64", "arm64"]}]}
         ]}}},
     })
+}
+
+/// A controller object (a DaemonSet, a Deployment…) named `name` whose pods,
+/// labelled `app: <name>`, have `spec`.
+pub fn controller<K: DeserializeOwned>(name: &str, spec: Value) -> K {
+    serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": spec},
+        },
+    }))
+    .expect("a controller object")
+}
+
+/// A Deployment of 2 pods with `spec`, labelled `app: <name>`.
+pub fn deployment(name: &str, spec: Value) -> Deployment {
+    let mut deployment: Deployment = controller(name, spec);
+    deployment.spec.as_mut().expect("a spec").replicas = Some(2);
+    deployment
 }
 
 /// The placement fields of a pod (tolerations without the API server's own).

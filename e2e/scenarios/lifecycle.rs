@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::fixtures::{Placement, workload};
-use crate::harness::k8s::{eventually, pod_from};
+use crate::harness::k8s::pod_from;
 use crate::harness::{Env, Options, Target, certs, notice};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -128,10 +128,7 @@ async fn rotating_the_serving_certificate_during_pod_creation_loses_no_request()
 
     let rotated = certs::issue(&webhook_dir, "pod-director-e2e-webhook-rotated");
     env.pod_director().write_tls(&rotated.cert, &rotated.key);
-    eventually("the serving certificate reloaded log line", || async {
-        (!env.logs.messages("serving certificate reloaded").await.is_empty()).then_some(())
-    })
-    .await;
+    env.logged("serving certificate reloaded", |_| true).await;
     let served = served_certificate(env.pod_director().addr, &ca).await;
     assert_eq!(
         served,

@@ -111,14 +111,9 @@ async fn a_group_flipped_to_enforce_by_editing_the_config_alone_is_refused_while
     // Flip e2e-warn to enforce in the config file only: no helm, no kubectl.
     env.edit_config(|c| c["groups"]["e2e-warn"]["mode"] = json!("enforce"));
     let revision = env.reloaded_from(&old_revision).await;
-    let line = eventually("the reconciled log line of the new revision", || async {
-        env.logs
-            .messages(RECONCILED)
-            .await
-            .into_iter()
-            .find(|l| l["config.revision"] == revision.as_str())
-    })
-    .await;
+    let line = env
+        .logged(RECONCILED, |l| l["config.revision"] == revision.as_str())
+        .await;
     assert!(
         line["entries"].as_str().is_some_and(|e| e.contains("enforce.")),
         "{line}"
@@ -263,14 +258,11 @@ async fn a_config_file_that_means_nothing_is_refused_and_the_old_revision_keeps_
     // No group on purpose is written `groups: {}`: accepted, with a WARN.
     env.pod_director().write_config("groups: {}\n");
     let new_revision = env.reloaded_from(&revision).await;
-    let warning = eventually("the configuration warning", || async {
-        env.logs
-            .messages("configuration warning")
-            .await
-            .into_iter()
-            .find(|l| l["config.revision"] == new_revision.as_str())
-    })
-    .await;
+    let warning = env
+        .logged("configuration warning", |l| {
+            l["config.revision"] == new_revision.as_str()
+        })
+        .await;
     assert_eq!(warning["level"], "WARN");
     assert!(
         warning["warning"]
@@ -314,14 +306,8 @@ async fn removing_a_group_that_namespaces_select_is_warned_and_exported() {
     env.pod_director()
         .write_config(&serde_json::to_string(&suite).expect("JSON"));
     env.reloaded_from(&with_group).await;
-    let warned = eventually("the orphaned group WARN line", || async {
-        env.logs
-            .messages("namespaces select a group that is not defined; their pods are decided by unknownGroup")
-            .await
-            .into_iter()
-            .find(|l| l["group"] == group.as_str())
-    })
-    .await;
+    let orphaned = "namespaces select a group that is not defined; their pods are decided by unknownGroup";
+    let warned = env.logged(orphaned, |l| l["group"] == group.as_str()).await;
     assert_eq!(warned["level"], "WARN");
     assert_eq!(warned["namespaces"], 2, "{warned}");
     assert_eq!(warned["label"], "pod-director/group");

@@ -13,11 +13,11 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Binding, Namespace, Node, Pod};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::Client;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
-use crate::fixtures::{Placement, group_toleration, workload, workload_spec};
-use crate::harness::k8s::{IMAGE, eventually, impersonating};
+use crate::fixtures::{Placement, controller, group_toleration, workload, workload_spec};
+use crate::harness::k8s::{IMAGE, eventually, impersonating, required_terms};
 use crate::harness::{Decision, Env, notice, suffix};
 
 const DAEMON_SET_CONTROLLER: &str = "system:serviceaccount:kube-system:daemon-set-controller";
@@ -160,17 +160,6 @@ async fn create_nodes(env: &Env, nodes: &[(&str, Value)]) {
     }
 }
 
-fn daemon_set(name: &str, spec: Value) -> DaemonSet {
-    serde_json::from_value(json!({
-        "metadata": {"name": name},
-        "spec": {
-            "selector": {"matchLabels": {"app": name}},
-            "template": {"metadata": {"labels": {"app": name}}, "spec": spec},
-        },
-    }))
-    .expect("a DaemonSet")
-}
-
 /// The placement fields of a DaemonSet's pod template.
 fn template_placement(ds: &DaemonSet) -> Placement {
     let template = ds.spec.clone().expect("a spec").template;
@@ -239,7 +228,10 @@ async fn a_tenant_s_daemonset_in_an_enforce_group_only_targets_the_group_s_nodes
     let daemon_sets: Api<DaemonSet> = Api::namespaced(tenant.client.clone(), &tenant.namespace);
     let created = retry_forbidden(|| async {
         daemon_sets
-            .create(&PostParams::default(), &daemon_set("agent", workload_spec()))
+            .create(
+                &PostParams::default(),
+                &controller::<DaemonSet>("agent", workload_spec()),
+            )
             .await
     })
     .await
@@ -264,29 +256,25 @@ async fn a_tenant_s_daemonset_in_an_enforce_group_only_targets_the_group_s_nodes
     );
 
     // The real DaemonSet controller creates pods only for the group's node.
-    let admin_pods: Api<Pod> = Api::namespaced(env.client.clone(), &tenant.namespace);
     eventually("the DaemonSet controller's pod on the blue node", || async {
-        let pods = admin_pods
-            .list(&ListParams::default().labels("app=agent"))
-            .await
-            .expect("pods listed");
-        (!pods.items.is_empty()).then_some(())
+        (!env.list_pods(&tenant.namespace, "app=agent").await.is_empty()).then_some(())
     })
     .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let pods = admin_pods
-        .list(&ListParams::default().labels("app=agent"))
-        .await
-        .expect("pods listed")
-        .items;
+    let pods = env.list_pods(&tenant.namespace, "app=agent").await;
     let targets: Vec<String> = pods.iter().map(target_node).collect();
     assert!(targets.contains(&blue), "a pod for {blue}: {targets:?}");
     assert!(
         !targets.contains(&red),
         "no pod for {red}, outside the group: {targets:?}"
     );
-    let first = &pods_named(&admin_pods).await[0];
-    let line = env.decision(&tenant.namespace, first, "validate").await;
+    let first = env.list_pods(&tenant.namespace, "app=agent").await[0]
+        .metadata
+        .name
+        .clone();
+    let line = env
+        .decision(&tenant.namespace, &first.expect("named"), "validate")
+        .await;
     assert_eq!(line.text("admission.request.user"), DAEMON_SET_CONTROLLER);
     assert_eq!(
         line.decision(),
@@ -341,31 +329,13 @@ async fn a_tenant_s_daemonset_in_an_enforce_group_only_targets_the_group_s_nodes
 
 fn target_node(pod: &Pod) -> String {
     // The DaemonSet controller pins each pod with a metadata.name matchFields term.
-    let terms = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.affinity.as_ref())
-        .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|n| n.required_during_scheduling_ignored_during_execution.as_ref())
-        .map(|r| r.node_selector_terms.clone())
-        .unwrap_or_default();
-    terms
+    required_terms(pod)
         .iter()
         .flat_map(|t| t.match_fields.iter().flatten())
         .flat_map(|f| f.values.iter().flatten())
         .next()
         .cloned()
         .unwrap_or_default()
-}
-
-async fn pods_named(api: &Api<Pod>) -> Vec<String> {
-    api.list(&ListParams::default().labels("app=agent"))
-        .await
-        .expect("pods listed")
-        .items
-        .into_iter()
-        .filter_map(|p| p.metadata.name)
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -388,7 +358,7 @@ async fn the_daemonset_controller_s_pods_are_skipped_in_a_group_that_allows_daem
     });
     let daemon_sets: Api<DaemonSet> = Api::namespaced(env.client.clone(), &ns);
     let created = daemon_sets
-        .create(&PostParams::default(), &daemon_set("agent", spec))
+        .create(&PostParams::default(), &controller::<DaemonSet>("agent", spec))
         .await
         .expect("DaemonSet created");
     assert_eq!(
@@ -399,13 +369,8 @@ async fn the_daemonset_controller_s_pods_are_skipped_in_a_group_that_allows_daem
     let line = env.decision(&ns, "agent", "mutate").await;
     assert_eq!(line.text("placement.skip_reason"), "daemonset_allowed");
 
-    let pods: Api<Pod> = Api::namespaced(env.client.clone(), &ns);
     let found = eventually("the DaemonSet controller's pods on both nodes", || async {
-        let list = pods
-            .list(&ListParams::default().labels("app=agent"))
-            .await
-            .expect("pods listed")
-            .items;
+        let list = env.list_pods(&ns, "app=agent").await;
         let targets: Vec<String> = list.iter().map(target_node).collect();
         (targets.contains(&a) && targets.contains(&b)).then_some(list)
     })

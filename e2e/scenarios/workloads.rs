@@ -1,41 +1,22 @@
 //! The workload path: a Deployment's ReplicaSet creates the pods (kube-controller-manager).
 
 use k8s_openapi::api::apps::v1::Deployment;
-use kube::api::{Api, ListParams, PostParams};
-use serde_json::json;
+use kube::api::{Api, PostParams};
 
-use crate::fixtures::{Placement, workload_spec};
+use crate::fixtures::{Placement, deployment, workload_spec};
 use crate::harness::Env;
-use crate::harness::k8s::eventually;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deployment_s_pods_are_placed_by_their_namespace_s_group() {
     let env = Env::start("deployment").await;
     let ns = env.namespace(Some("e2e-enforce")).await;
     let deployments: Api<Deployment> = Api::namespaced(env.client.clone(), &ns);
-    let deployment: Deployment = serde_json::from_value(json!({
-        "metadata": {"name": "web"},
-        "spec": {
-            "replicas": 2,
-            "selector": {"matchLabels": {"app": "web"}},
-            "template": {"metadata": {"labels": {"app": "web"}}, "spec": workload_spec()},
-        },
-    }))
-    .expect("a Deployment");
     deployments
-        .create(&PostParams::default(), &deployment)
+        .create(&PostParams::default(), &deployment("web", workload_spec()))
         .await
         .expect("Deployment created");
 
-    let pods = eventually("the ReplicaSet's 2 pods", || async {
-        let pods = env
-            .pods(&ns)
-            .list(&ListParams::default().labels("app=web"))
-            .await
-            .expect("pods listed");
-        (pods.items.len() == 2).then_some(pods.items)
-    })
-    .await;
+    let pods = env.wait_for_pods(&ns, "app=web", 2).await;
     for pod in &pods {
         let owner = pod
             .metadata

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use http_body_util::BodyExt as _;
-use k8s_openapi::api::core::v1::{Pod, ServiceAccount, Toleration};
+use k8s_openapi::api::core::v1::{NodeSelectorTerm, Pod, ServiceAccount, Toleration};
 use kube::Client;
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
@@ -38,6 +38,17 @@ pub fn own_tolerations(pod: &Pod) -> Vec<Toleration> {
         .into_iter()
         .filter(|t| !t.key.as_deref().unwrap_or_default().starts_with(BUILT_IN_TOLERATIONS))
         .collect()
+}
+
+/// The pod's required node-affinity terms.
+pub fn required_terms(pod: &Pod) -> Vec<NodeSelectorTerm> {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.affinity.as_ref())
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|n| n.required_during_scheduling_ignored_during_execution.as_ref())
+        .map(|r| r.node_selector_terms.clone())
+        .unwrap_or_default()
 }
 
 /// The answer to a pod create.

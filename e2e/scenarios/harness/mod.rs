@@ -506,15 +506,18 @@ impl Env {
 
     /// Waits until pod-director logged `configuration reloaded` away from `revision`; returns the new one.
     pub async fn reloaded_from(&self, revision: &str) -> String {
-        let line = k8s::eventually("the configuration reloaded log line", || async {
-            self.logs
-                .messages("configuration reloaded")
-                .await
-                .into_iter()
-                .find(|l| l["config.previous_revision"] == revision)
-        })
-        .await;
+        let line = self
+            .logged("configuration reloaded", |l| l["config.previous_revision"] == revision)
+            .await;
         line["config.revision"].as_str().expect("a revision").to_owned()
+    }
+
+    /// Waits until pod-director logs a line with `message` for which `holds` is true; returns it.
+    pub async fn logged(&self, message: &str, holds: impl Fn(&Value) -> bool) -> Value {
+        k8s::eventually(&format!("a log line {message:?}"), || async {
+            self.logs.messages(message).await.into_iter().find(|l| holds(l))
+        })
+        .await
     }
 
     /// The value of a sample of the local pod-director's `/metrics` (the first line
@@ -626,6 +629,21 @@ impl Env {
 
     pub fn pods(&self, namespace: &str) -> Api<Pod> {
         Api::namespaced(self.client.clone(), namespace)
+    }
+
+    /// The pods in `namespace` with labels matching `selector`, e.g. `app=web`.
+    pub async fn list_pods(&self, namespace: &str, selector: &str) -> Vec<Pod> {
+        let params = kube::api::ListParams::default().labels(selector);
+        self.pods(namespace).list(&params).await.expect("pods listed").items
+    }
+
+    /// Waits until `count` pods in `namespace` match `selector` (a controller's); returns them.
+    pub async fn wait_for_pods(&self, namespace: &str, selector: &str, count: usize) -> Vec<Pod> {
+        k8s::eventually(&format!("{count} pods {selector} in {namespace}"), || async {
+            let pods = self.list_pods(namespace, selector).await;
+            (pods.len() == count).then_some(pods)
+        })
+        .await
     }
 
     /// Creates a pod, keeping the HTTP status, the Warning headers and any error.
