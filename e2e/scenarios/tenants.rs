@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 
 use crate::fixtures::{Placement, controller, group_toleration, workload, workload_spec};
 use crate::harness::k8s::{IMAGE, eventually, impersonating, required_terms};
-use crate::harness::{Decision, Env, notice, suffix};
+use crate::harness::{Decision, Env, notice, pool_labels, suffix};
 
 const DAEMON_SET_CONTROLLER: &str = "system:serviceaccount:kube-system:daemon-set-controller";
 
@@ -209,22 +209,7 @@ async fn a_tenant_s_daemonset_in_an_enforce_group_only_targets_the_group_s_nodes
     let id = suffix();
     let blue = format!("e2e-blue-{id}");
     let red = format!("e2e-red-{id}");
-    create_nodes(
-        &env,
-        &[
-            (
-                &blue,
-                json!({"e2e.pod-director.io/pool": "blue", "kubernetes.io/os": "linux", "topology.kubernetes.io/zone": "zone-a",
-                       "e2e.pod-director.io/team": "web", "e2e.pod-director.io/arch": "amd64"}),
-            ),
-            (
-                &red,
-                json!({"e2e.pod-director.io/pool": "red", "kubernetes.io/os": "linux", "topology.kubernetes.io/zone": "zone-a",
-                       "e2e.pod-director.io/team": "web", "e2e.pod-director.io/arch": "amd64"}),
-            ),
-        ],
-    )
-    .await;
+    create_nodes(&env, &[(&blue, pool_labels("blue")), (&red, pool_labels("red"))]).await;
     let daemon_sets: Api<DaemonSet> = Api::namespaced(tenant.client.clone(), &tenant.namespace);
     let created = retry_forbidden(|| async {
         daemon_sets

@@ -207,16 +207,21 @@ pub fn pool_node(name: &str) -> Node {
     serde_json::from_value(json!({
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": name, "labels": {
-            "e2e.pod-director.io/pool": "blue",
-            "kubernetes.io/os": "linux",
-            "topology.kubernetes.io/zone": "zone-a",
-            "e2e.pod-director.io/team": "web",
-            "e2e.pod-director.io/arch": "amd64",
-        }},
+        "metadata": {"name": name, "labels": pool_labels("blue")},
         "spec": {"taints": [{"key": "e2e.pod-director.io/dedicated", "value": "blue", "effect": "NoSchedule"}]},
     }))
     .expect("a Node")
+}
+
+/// The labels of a [`pool_node`] of pool `pool`.
+pub fn pool_labels(pool: &str) -> Value {
+    json!({
+        "e2e.pod-director.io/pool": pool,
+        "kubernetes.io/os": "linux",
+        "topology.kubernetes.io/zone": "zone-a",
+        "e2e.pod-director.io/team": "web",
+        "e2e.pod-director.io/arch": "amd64",
+    })
 }
 
 /// The suite's pod-director configuration: `config` of `e2e/scenarios/values.yaml`.
@@ -311,9 +316,37 @@ impl Env {
             .await
             .expect("a Kubernetes client from KUBECONFIG");
         let suite = suite_config(&settings.values_file());
-        let env = match settings.target {
-            Target::Local => Self::start_local_process(scenario, settings, client, suite, options, serial).await,
-            Target::Cluster => Self::attach_to_cluster(scenario, settings, client, suite, serial).await,
+        let (logs, pod_director, proxy, created) = match settings.target {
+            Target::Local => {
+                let (pod_director, proxy) =
+                    Self::start_local_process(scenario, &settings, &client, &suite, options).await;
+                let created = Cleanup {
+                    mutating: vec![settings.fullname.clone()],
+                    validating: vec![settings.fullname.clone()],
+                    ..Cleanup::default()
+                };
+                (
+                    LogSource::Local(pod_director.lines.clone()),
+                    Some(pod_director),
+                    proxy,
+                    created,
+                )
+            }
+            Target::Cluster => {
+                let logs = Self::attach_to_cluster(&settings, &client, &suite).await;
+                (logs, None, None, Cleanup::default())
+            }
+        };
+        let env = Env {
+            logs,
+            client,
+            settings,
+            config: suite,
+            scenario: scenario.to_owned(),
+            pod_director,
+            proxy,
+            created: Mutex::new(created),
+            _serial: serial,
         };
         // A node of the suite's blue pool, so that its groups' pods have somewhere to go
         // (0 feasible nodes would add a warning to every warn/enforce decision).
@@ -323,19 +356,20 @@ impl Env {
         env
     }
 
+    /// Starts pod-director (behind the latency relay, when asked) and registers the chart's
+    /// webhook configurations for it.
     async fn start_local_process(
         scenario: &str,
-        settings: Settings,
-        client: Client,
-        suite: Config,
+        settings: &Settings,
+        client: &Client,
+        suite: &Config,
         options: Options,
-        serial: tokio::sync::MutexGuard<'static, ()>,
-    ) -> Env {
+    ) -> (PodDirector, Option<DelayProxy>) {
         let state_dir = settings.state_dir.clone().expect("local mode has a state dir");
         if options.audit_interval.is_some() {
             // The continuous audit's Lease lives in pod-director's own namespace (in cluster
             // mode the chart's release namespace).
-            ensure_namespace(&client, &settings.namespace).await;
+            ensure_namespace(client, &settings.namespace).await;
         }
         let webhook_dir = state_dir.join("webhook");
         let read = |name: &str| {
@@ -343,11 +377,11 @@ impl Env {
         };
         let (cert, key, ca) = (read("tls.crt"), read("tls.key"), read("ca.crt"));
         let addr = process::free_local_addr();
-        let rendered = chart::render(&settings, &format!("https://{addr}"), &ca);
+        let rendered = chart::render(settings, &format!("https://{addr}"), &ca);
         let rendered_config = Config::from_yaml(&rendered.config_yaml, "the chart's ConfigMap", Vec::new())
             .expect("the chart renders a valid config");
         assert_eq!(
-            rendered_config.config, suite,
+            &rendered_config.config, suite,
             "the chart's ConfigMap carries the config of e2e/scenarios/values.yaml verbatim"
         );
 
@@ -378,31 +412,11 @@ impl Env {
             pod_director.pid(),
             pod_director.log_file.display()
         );
-        let created = Cleanup {
-            mutating: vec![settings.fullname.clone()],
-            validating: vec![settings.fullname.clone()],
-            ..Cleanup::default()
-        };
-        Env {
-            logs: LogSource::Local(pod_director.lines.clone()),
-            client,
-            settings,
-            config: suite,
-            scenario: scenario.to_owned(),
-            pod_director: Some(pod_director),
-            proxy,
-            created: Mutex::new(created),
-            _serial: serial,
-        }
+        (pod_director, proxy)
     }
 
-    async fn attach_to_cluster(
-        scenario: &str,
-        settings: Settings,
-        client: Client,
-        suite: Config,
-        serial: tokio::sync::MutexGuard<'static, ()>,
-    ) -> Env {
+    /// Checks that the release runs the suite's config; its pods' logs are the decisions.
+    async fn attach_to_cluster(settings: &Settings, client: &Client, suite: &Config) -> LogSource {
         let config_map = format!("{}-config", settings.fullname);
         let installed = Api::<ConfigMap>::namespaced(client.clone(), &settings.namespace)
             .get(&config_map)
@@ -417,25 +431,14 @@ impl Env {
             .unwrap_or_else(|e| panic!("the installed config is invalid: {e}"))
             .config;
         assert_eq!(
-            installed,
+            &installed,
             suite,
             "pod-director must be installed with the suite's values: helm upgrade --install {} ./chart -n {} -f {}",
             settings.release,
             settings.namespace,
             settings.values_file().display()
         );
-        let logs = LogSource::pods(&client, &settings.namespace, &settings.release);
-        Env {
-            logs,
-            client,
-            settings,
-            config: suite,
-            scenario: scenario.to_owned(),
-            pod_director: None,
-            proxy: None,
-            created: Mutex::new(Cleanup::default()),
-            _serial: serial,
-        }
+        LogSource::pods(client, &settings.namespace, &settings.release)
     }
 
     /// Dry-run pods in a dryRun-group namespace until pod-director logs both
