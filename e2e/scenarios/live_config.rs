@@ -8,7 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::{Value, json};
 
 use crate::fixtures::{Placement, workload};
-use crate::harness::k8s::eventually;
+use crate::harness::k8s::{eventually, label_namespace};
 use crate::harness::{Env, suffix};
 
 const RECONCILED: &str = "webhook configuration reconciled: namespaceSelectors follow the configuration";
@@ -314,9 +314,7 @@ async fn removing_a_group_that_namespaces_select_is_warned_and_exported() {
     assert_eq!(env.metric(&gauge).await, Some(2.0));
 
     // The gauge follows the namespaces: relabel one.
-    let patch = json!({"metadata": {"labels": {"pod-director/group": "e2e-dryrun"}}});
-    kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(env.client.clone())
-        .patch(&a, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch))
+    label_namespace(&env.client, &a, json!({"pod-director/group": "e2e-dryrun"}))
         .await
         .expect("namespace relabelled");
     eventually("the gauge to follow the relabelled namespace", || async {

@@ -13,11 +13,11 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Binding, Namespace, Node, Pod};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::Client;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::{Value, json};
 
 use crate::fixtures::{Placement, controller, group_toleration, workload, workload_spec};
-use crate::harness::k8s::{IMAGE, eventually, impersonating, required_terms};
+use crate::harness::k8s::{IMAGE, eventually, impersonating, label_namespace, required_terms};
 use crate::harness::{Decision, Env, notice, pool_labels, suffix};
 
 const DAEMON_SET_CONTROLLER: &str = "system:serviceaccount:kube-system:daemon-set-controller";
@@ -88,13 +88,7 @@ impl Tenant {
     }
 
     async fn patch_namespace(&self, labels: Value) -> Result<Namespace, kube::Error> {
-        let patch = json!({"metadata": {"labels": labels}});
-        retry_forbidden(|| async {
-            Api::<Namespace>::all(self.client.clone())
-                .patch(&self.namespace, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-        })
-        .await
+        retry_forbidden(|| label_namespace(&self.client, &self.namespace, labels.clone())).await
     }
 
     /// Deletes the cluster-scoped RBAC objects (the namespace goes with the Env).
@@ -616,15 +610,19 @@ async fn assert_guard_enforced(env: &Env, tenant: &Tenant) {
     .await;
     assert!(lines.iter().all(|l| l.text("placement.mode") == "enforce"), "{lines:?}");
     // An allowed admin (system:masters) relabels freely.
-    let patch = json!({"metadata": {"labels": {"pod-director/group": "e2e-agents"}}});
-    let moved = Api::<Namespace>::all(env.client.clone())
-        .patch(&tenant.namespace, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .expect("the admin relabels");
+    let moved = label_namespace(
+        &env.client,
+        &tenant.namespace,
+        json!({"pod-director/group": "e2e-agents"}),
+    )
+    .await
+    .expect("the admin relabels");
     assert_eq!(group_of(&moved), Some("e2e-agents"));
-    let back = json!({"metadata": {"labels": {"pod-director/group": "e2e-enforce"}}});
-    Api::<Namespace>::all(env.client.clone())
-        .patch(&tenant.namespace, &PatchParams::default(), &Patch::Merge(&back))
-        .await
-        .expect("and back");
+    label_namespace(
+        &env.client,
+        &tenant.namespace,
+        json!({"pod-director/group": "e2e-enforce"}),
+    )
+    .await
+    .expect("and back");
 }

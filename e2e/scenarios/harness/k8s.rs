@@ -4,9 +4,9 @@
 use std::time::Duration;
 
 use http_body_util::BodyExt as _;
-use k8s_openapi::api::core::v1::{NodeSelectorTerm, Pod, ServiceAccount, Toleration};
+use k8s_openapi::api::core::v1::{Namespace, NodeSelectorTerm, Pod, ServiceAccount, Toleration};
 use kube::Client;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 use super::PATIENCE;
@@ -146,6 +146,14 @@ pub async fn wait_for_service_account(client: &Client, namespace: &str, name: &s
         }
     })
     .await;
+}
+
+/// Merge-patches `labels` (a `null` value removes the label) into namespace `name`.
+pub async fn label_namespace(client: &Client, name: &str, labels: Value) -> Result<Namespace, kube::Error> {
+    let patch = json!({"metadata": {"labels": labels}});
+    Api::<Namespace>::all(client.clone())
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
 }
 
 /// A client acting as `user` in `groups` (none: only the user; the suite's admin may impersonate).

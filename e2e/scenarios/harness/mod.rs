@@ -559,6 +559,12 @@ impl Env {
         format!("{entry}.{webhook}.{}.pod-director.io", self.settings.fullname)
     }
 
+    /// The API server's error when the chart's webhook `entry`.`webhook` denies with `message`.
+    pub fn denied_by(&self, entry: &str, webhook: &str, message: &str) -> String {
+        let hook = self.webhook_name(entry, webhook);
+        format!("admission webhook \"{hook}\" denied the request: {message}")
+    }
+
     /// Asserts that the API server refused `created` because it could not call the mutate
     /// webhook of the chart's entry `entry` (failurePolicy Fail).
     pub fn assert_failed_calling(&self, created: &Created, entry: &str) {
