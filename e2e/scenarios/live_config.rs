@@ -79,13 +79,9 @@ async fn a_group_flipped_to_enforce_by_editing_the_config_alone_is_refused_while
             );
         }
     }
-    eventually("a first reconciliation finding the chart's entries in step", || async {
-        (env.metric(r#"pod_director_webhook_reconciles_total{result="unchanged"}"#)
-            .await
-            >= Some(1.0))
-        .then_some(())
-    })
-    .await;
+    // A first reconciliation finds the chart's entries in step.
+    let unchanged = r#"pod_director_webhook_reconciles_total{result="unchanged"}"#;
+    env.wait_for_metric(unchanged, "at least 1", |v| v >= 1.0).await;
     assert!(
         env.logs.messages(RECONCILED).await.is_empty(),
         "nothing patched before the edit; {}",
@@ -225,10 +221,9 @@ async fn a_config_file_that_means_nothing_is_refused_and_the_old_revision_keeps_
 
     for (count, text) in [(1.0, ""), (2.0, "# emptied by a broken template\n"), (3.0, "null\n")] {
         env.pod_director().write_config(text);
-        eventually("the refused reload to be counted", || async {
-            (env.metric(r#"pod_director_config_reloads_total{result="error"}"#).await == Some(count)).then_some(())
-        })
-        .await;
+        let refused = r#"pod_director_config_reloads_total{result="error"}"#;
+        env.wait_for_metric(refused, "counting the refused reload", |v| v == count)
+            .await;
         let refused = env
             .logs
             .messages("new configuration refused; the previous one stays live")
@@ -317,10 +312,8 @@ async fn removing_a_group_that_namespaces_select_is_warned_and_exported() {
     label_namespace(&env.client, &a, json!({"pod-director/group": "e2e-dryrun"}))
         .await
         .expect("namespace relabelled");
-    eventually("the gauge to follow the relabelled namespace", || async {
-        (env.metric(&gauge).await == Some(1.0)).then_some(())
-    })
-    .await;
+    env.wait_for_metric(&gauge, "following the relabelled namespace", |v| v == 1.0)
+        .await;
 }
 
 /// Whether the chart's ServiceAccount, as the authorizer sees it, may `verb` the webhook

@@ -162,12 +162,22 @@ pub struct Variables {
     pub end: f64,
     /// The Prometheus datasource's scrape interval (Grafana: "Scrape interval").
     pub scrape_interval: Duration,
-    /// Grafana's max data points (the panel width in pixels; a wide panel).
-    pub max_data_points: u64,
     pub group: Selection,
 }
 
+/// Grafana's max data points (the panel width in pixels; a wide panel).
+const MAX_DATA_POINTS: f64 = 1000.0;
+
 impl Variables {
+    pub fn new(start: f64, end: f64, scrape_interval: Duration, group: Selection) -> Self {
+        Self {
+            start,
+            end,
+            scrape_interval,
+            group,
+        }
+    }
+
     fn range_seconds(&self) -> u64 {
         (self.end - self.start).round().max(1.0) as u64
     }
@@ -175,7 +185,7 @@ impl Variables {
     /// `$__interval`: the range over max data points, rounded as Grafana rounds it,
     /// never below the scrape interval (the datasource's minimum).
     pub fn interval(&self) -> Duration {
-        let raw = (self.end - self.start) * 1000.0 / self.max_data_points as f64;
+        let raw = (self.end - self.start) * 1000.0 / MAX_DATA_POINTS;
         Duration::from_millis(round_interval(raw)).max(self.scrape_interval)
     }
 
@@ -441,6 +451,16 @@ pub enum Check {
     /// Not Prometheus (Tempo, Loki): not evaluated here; names checked by
     /// `tests/observability_names.rs`. The text says what it is.
     NotPrometheus(&'static str),
+}
+
+impl Check {
+    /// The labels a check keys its series by (none for a stat).
+    fn labels(&self) -> &'static [&'static str] {
+        match self {
+            Check::AtEnd(by, _) | Check::Active(by, _) | Check::Quantiles(by, _) | Check::Gauge(by, _) => by,
+            Check::Total(_) | Check::NotPrometheus(_) => &[],
+        }
+    }
 }
 
 /// The expectations of one panel: one check per query, in `refId` order (A, B, …).
@@ -879,13 +899,7 @@ pub async fn evaluate(
                 let at = format!("{uid} / {title:?} / {ref_id}");
                 let raw = target["expr"].as_str().unwrap_or_default();
                 for selection in selections {
-                    let vars = Variables {
-                        start,
-                        end,
-                        scrape_interval: prometheus.scrape_interval,
-                        max_data_points: 1000,
-                        group: selection.clone(),
-                    };
+                    let vars = Variables::new(start, end, prometheus.scrape_interval, selection.clone());
                     let at = format!("{at} [group={}]", selection.describe());
                     let expr = match vars.interpolate(raw, &dashboard) {
                         Ok(expr) => expr,
@@ -964,14 +978,9 @@ async fn instant(
         }
     };
     let result = data["result"].as_array().cloned().unwrap_or_default();
-    let by: &[&str] = match check {
-        Check::AtEnd(by, _) | Check::Gauge(by, _) => by,
-        _ => &[],
-    };
-    let by = by.to_vec();
     let mut got = Series::new();
     for series in &result {
-        let key = key_of(series, &by);
+        let key = key_of(series, check.labels());
         if got.insert(key.clone(), number(&series["value"][1])).is_some() {
             problems.push(format!(
                 "{at}: two series with the labels {key:?} (the panel would show them twice)"
@@ -1054,12 +1063,7 @@ async fn over_range(
         }
     };
     let result = data["result"].as_array().cloned().unwrap_or_default();
-    let (by, finite) = match check {
-        Check::Active(by, _) => (*by, false),
-        Check::Quantiles(by, _) => (*by, true),
-        Check::Gauge(by, _) => (*by, false),
-        _ => (&[][..], false),
-    };
+    let (by, finite) = (check.labels(), matches!(check, Check::Quantiles(..)));
     if let Check::Gauge(..) = check {
         // A gauge over time: what the panel shows last.
         let got: Series = result
@@ -1125,13 +1129,7 @@ mod tests {
     use serde_json::json;
 
     fn vars(start: f64, end: f64, scrape_ms: u64, group: Selection) -> Variables {
-        Variables {
-            start,
-            end,
-            scrape_interval: Duration::from_millis(scrape_ms),
-            max_data_points: 1000,
-            group,
-        }
+        Variables::new(start, end, Duration::from_millis(scrape_ms), group)
     }
 
     fn with_group_variable() -> Value {

@@ -111,11 +111,13 @@ pub async fn run(env: &mut Env, prometheus: &Prometheus) -> Rollout {
         c["groups"]["e2e-rollout-added"] =
             json!({"mode": "dryRun", "nodeSelector": {"e2e.pod-director.io/pool": "blue"}})
     });
-    metric_above(env, success, before).await;
+    env.wait_for_metric(success, "above its value before", |v| v > before)
+        .await;
     let error = r#"pod_director_config_reloads_total{result="error"}"#;
     let before = env.metric(error).await.unwrap_or_default();
     env.pod_director().write_config("");
-    metric_above(env, error, before).await;
+    env.wait_for_metric(error, "above its value before", |v| v > before)
+        .await;
 
     // The log agrees with what the rollout meant.
     for (ns, name, decision) in &intended {
@@ -147,7 +149,8 @@ async fn every_dashboard_panel_shows_what_a_real_rollout_did() {
         ..Options::default()
     };
     let mut env = Env::start_with("dashboards", options).await;
-    metric_above(&env, r#"pod_director_audit_scans_total{result="success"}"#, 0.0).await;
+    let scans = r#"pod_director_audit_scans_total{result="success"}"#;
+    env.wait_for_metric(scans, "above 0", |v| v > 0.0).await;
     let probe = env.pod_director().probe_addr;
     let prometheus = Prometheus::scrape(probe, SCRAPE).await;
     // The time range starts at a scrape that saw everything before the rollout.
@@ -217,13 +220,7 @@ async fn every_dashboard_panel_shows_what_a_real_rollout_did() {
         .iter()
         .find(|(uid, _)| uid == "pod-director-rollout")
         .expect("the rollout dashboard");
-    let vars = dashboard::Variables {
-        start: start_at,
-        end,
-        scrape_interval: SCRAPE,
-        max_data_points: 1000,
-        group: Selection::all(),
-    };
+    let vars = dashboard::Variables::new(start_at, end, SCRAPE, Selection::all());
     // An exemplar is a bucket's latest traced observation: it may predate the range.
     let every_decision: Vec<Value> = env.logs.decisions().await.into_iter().map(|d| d.0).collect();
     let mut checked = 0;
@@ -276,12 +273,4 @@ async fn every_dashboard_panel_shows_what_a_real_rollout_did() {
         rollout.intended.len(),
         rollout.error_traces.len()
     ));
-}
-
-/// Waits until pod-director's sample `sample` exceeds `before`.
-async fn metric_above(env: &Env, sample: &str, before: f64) {
-    eventually(&format!("{sample} above {before}"), || async {
-        (env.metric(sample).await? > before).then_some(())
-    })
-    .await;
 }

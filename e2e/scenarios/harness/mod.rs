@@ -529,6 +529,14 @@ impl Env {
         pod_director::support::metric_value(&self.metrics().await?, sample)
     }
 
+    /// Waits until the local pod-director's `sample` has a value for which `holds` is true.
+    pub async fn wait_for_metric(&self, sample: &str, what: &str, holds: impl Fn(f64) -> bool) {
+        k8s::eventually(&format!("{sample} {what}"), || async {
+            self.metric(sample).await.filter(|v| holds(*v)).map(|_| ())
+        })
+        .await;
+    }
+
     /// The local pod-director's `/metrics` (`None` in cluster mode, or when it does not answer).
     pub async fn metrics(&self) -> Option<String> {
         let probe = self.pod_director.as_ref()?.probe_addr;
