@@ -1,4 +1,4 @@
-# Free loopback ports for e2e/cluster.sh and e2e/tracing/run (sourced; the caller defines `die`).
+# Free loopback ports for e2e/cluster.sh, e2e/up and e2e/tracing/run (sourced; the caller defines `die`).
 # shellcheck shell=bash
 
 # All local TCP ports in use (any state, IPv4 and IPv6), one per line, decimal.
