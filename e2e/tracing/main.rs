@@ -77,19 +77,19 @@ pub async fn jaeger() -> Jaeger {
 
 /// pod-director's exporter settings: OTLP/gRPC to the collector, a short batch delay.
 pub fn otel_env() -> Vec<(String, String)> {
-    vec![
-        (
-            "OTEL_EXPORTER_OTLP_ENDPOINT".into(),
-            format!("http://{}", required("E2E_COLLECTOR_OTLP")),
-        ),
-        ("OTEL_EXPORTER_OTLP_PROTOCOL".into(), "grpc".into()),
-        ("OTEL_BSP_SCHEDULE_DELAY".into(), "200".into()),
-        ("OTEL_SERVICE_NAME".into(), SERVICE.into()),
-        (
-            "OTEL_RESOURCE_ATTRIBUTES".into(),
-            "deployment.environment=e2e-tracing".into(),
-        ),
-    ]
+    let endpoint = format!("http://{}", required("E2E_COLLECTOR_OTLP"));
+    variables(&[
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+        ("OTEL_BSP_SCHEDULE_DELAY", "200"),
+        ("OTEL_SERVICE_NAME", SERVICE),
+        ("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=e2e-tracing"),
+    ])
+}
+
+/// Environment variables `(name, value)`, owned.
+pub fn variables(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
 }
 
 /// A scenario whose pod-director exports to the collector with `otel`.

@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use crate::harness::jaeger::{span_with, spans, tag, tag_filter, tags};
 use crate::harness::{env_var, pod};
-use crate::{APISERVER_SERVICE, SERVICE, jaeger, otel_env, post_mutate, random_hex, start};
+use crate::{APISERVER_SERVICE, SERVICE, jaeger, otel_env, post_mutate, random_hex, start, variables};
 
 /// A span's tag value as the log line holds it: JSON fields are strings on spans.
 fn as_tag(value: &Value, key: &str) -> Value {
@@ -164,14 +164,12 @@ async fn sigterm_flushes_a_decision_span_of_an_unsampled_trace_over_otlp_http() 
     let jaeger = jaeger().await;
     let mut otel = otel_env();
     otel.retain(|(k, _)| !k.starts_with("OTEL_EXPORTER_OTLP") && k != "OTEL_BSP_SCHEDULE_DELAY");
-    otel.extend([
-        (
-            "OTEL_EXPORTER_OTLP_ENDPOINT".to_owned(),
-            format!("http://{}", crate::required("E2E_COLLECTOR_OTLP_HTTP")),
-        ),
-        ("OTEL_EXPORTER_OTLP_PROTOCOL".to_owned(), "http/protobuf".to_owned()),
-        ("OTEL_BSP_SCHEDULE_DELAY".to_owned(), "600000".to_owned()),
-    ]);
+    let endpoint = format!("http://{}", crate::required("E2E_COLLECTOR_OTLP_HTTP"));
+    otel.extend(variables(&[
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"),
+        ("OTEL_BSP_SCHEDULE_DELAY", "600000"),
+    ]));
     let mut env = start("flush", otel).await;
     let namespace = env.namespace(Some("e2e-dryrun")).await;
     let trace_id = random_hex(32);
