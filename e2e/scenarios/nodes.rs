@@ -3,14 +3,12 @@
 //! warning, `pod_director_group_nodes`, and pods naming their node
 //! (`spec.nodeName`) checked against the group — created as a tenant would.
 
-use std::time::Duration;
-
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Client;
 use serde_json::{Value, json};
 
 use crate::harness::k8s::{create_pod, eventually, impersonating};
-use crate::harness::{Decision, Env, PATIENCE, Target, notice, pod, suffix};
+use crate::harness::{Decision, Env, Target, notice, pod, suffix};
 
 const POOL_LABEL: &str = "e2e.pod-director.io/nodes-pool";
 const TAINT_KEY: &str = "e2e.pod-director.io/nodes";
@@ -47,22 +45,18 @@ fn count(line: &Decision, field: &str) -> Option<u64> {
 /// Creates dry-run pods until pod-director's mutate decision counts `expected`
 /// feasible nodes (the Node cache follows the API server's watch), and returns that decision.
 async fn decision_with_feasible(env: &Env, ns: &str, prefix: &str, expected: u64) -> Decision {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    for attempt in 0.. {
+    let mut attempt = 0;
+    eventually(&format!("a decision counting {expected} feasible nodes"), || {
+        attempt += 1;
         let name = format!("{prefix}-{attempt}");
-        let created = env.create_pod_dry_run(ns, &pod(&name)).await;
-        assert!(created.status.is_success(), "{created:?}");
-        let line = env.decision(ns, &name, "mutate").await;
-        if count(&line, "placement.feasible_nodes") == Some(expected) {
-            return line;
+        async move {
+            let created = env.create_pod_dry_run(ns, &pod(&name)).await;
+            assert!(created.status.is_success(), "{created:?}");
+            let line = env.decision(ns, &name, "mutate").await;
+            (count(&line, "placement.feasible_nodes") == Some(expected)).then_some(line)
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no decision counted {expected} feasible nodes within {PATIENCE:?}; last: {line:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    unreachable!()
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -376,17 +376,13 @@ async fn the_daemonset_controller_s_pods_are_skipped_in_a_group_that_allows_daem
 
 /// The /mutate decisions of the DaemonSet controller's pods in `namespace`.
 async fn controller_pod_mutations(env: &Env, namespace: &str) -> Vec<Decision> {
-    env.logs
-        .decisions()
-        .await
-        .into_iter()
-        .filter(|d| {
-            d.str("webhook") == Some("mutate")
-                && d.str("admission.request.namespace") == Some(namespace)
-                && d.str("admission.object.owner.kind") == Some("DaemonSet")
-                && d.str("admission.request.user") == Some(DAEMON_SET_CONTROLLER)
-        })
-        .collect()
+    env.decisions_with(&[
+        ("webhook", "mutate"),
+        ("admission.request.namespace", namespace),
+        ("admission.object.owner.kind", "DaemonSet"),
+        ("admission.request.user", DAEMON_SET_CONTROLLER),
+    ])
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -545,14 +541,8 @@ fn group_of(namespace: &Namespace) -> Option<&str> {
 }
 
 async fn guard_decisions(env: &Env, namespace: &str) -> Vec<Decision> {
-    env.logs
-        .decisions()
+    env.decisions_with(&[("webhook", "validate-namespace"), ("admission.request.name", namespace)])
         .await
-        .into_iter()
-        .filter(|d| {
-            d.str("webhook") == Some("validate-namespace") && d.str("admission.request.name") == Some(namespace)
-        })
-        .collect()
 }
 
 async fn assert_guard_enforced(env: &Env, tenant: &Tenant) {

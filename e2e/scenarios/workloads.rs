@@ -28,17 +28,13 @@ async fn a_deployment_s_pods_are_placed_by_their_namespace_s_group() {
         assert_eq!(Placement::of(pod), Placement::enforced(), "{:?}", pod.metadata.name);
     }
 
-    let decisions: Vec<_> = env
-        .logs
-        .decisions()
-        .await
-        .into_iter()
-        .filter(|d| {
-            d.str("admission.request.namespace") == Some(ns.as_str())
-                && d.str("webhook") == Some("mutate")
-                && d.str("admission.object.owner.kind") == Some("ReplicaSet")
-        })
-        .collect();
+    let decisions = env
+        .decisions_with(&[
+            ("admission.request.namespace", &ns),
+            ("webhook", "mutate"),
+            ("admission.object.owner.kind", "ReplicaSet"),
+        ])
+        .await;
     assert_eq!(decisions.len(), 2, "one mutate decision per pod: {decisions:?}");
     for decision in &decisions {
         assert_eq!(decision.decision(), "patched");

@@ -194,12 +194,9 @@ async fn sigterm_flushes_a_decision_span_of_an_unsampled_trace_over_otlp_http() 
 
     let status = env.pod_director().stop().expect("pod-director was running");
     assert!(status.success(), "pod-director exits cleanly on SIGTERM: {status}");
-    let line = env
-        .logs
-        .decisions()
-        .await
-        .into_iter()
-        .find(|d| d.str("admission.request.uid") == Some(uid.as_str()))
+    let lines = env.decisions_with(&[("admission.request.uid", &uid)]).await;
+    let line = lines
+        .first()
         .unwrap_or_else(|| panic!("no decision line; {}", env.log_hint()));
     assert_eq!(line.text("trace_id"), trace_id, "the log line is in the caller's trace");
 

@@ -725,6 +725,14 @@ impl Env {
         }
     }
 
+    /// The decisions logged so far whose string fields have these values.
+    pub async fn decisions_with(&self, fields: &[(&str, &str)]) -> Vec<Decision> {
+        let all = self.logs.decisions().await;
+        all.into_iter()
+            .filter(|d| fields.iter().all(|(field, value)| d.str(field) == Some(value)))
+            .collect()
+    }
+
     /// Applies RBAC objects (e.g. `render_template` output): cluster-wide roles and
     /// bindings; Roles and RoleBindings in their namespace, else the release's.
     pub async fn apply_rbac(&self, objects: Vec<Value>) {
