@@ -81,14 +81,11 @@ impl Placement {
     /// preferred term and pod anti-affinity added.
     pub fn enforced() -> Self {
         Self {
-            node_selector: [
+            node_selector: labels(&[
                 ("e2e.pod-director.io/team", "web"),
                 ("e2e.pod-director.io/pool", "blue"),
                 ("kubernetes.io/os", "linux"),
-            ]
-            .into_iter()
-            .map(|(k, v)| (k.to_owned(), v.to_owned()))
-            .collect(),
+            ]),
             tolerations: vec![gpu_toleration(), group_toleration()],
             affinity: Some(
                 serde_json::from_value(json!({
@@ -134,12 +131,17 @@ pub fn patched(pod: &Pod, patch: &Value) -> Pod {
     serde_json::from_value(document).expect("still a Pod")
 }
 
-/// A pod whose labels include `labels`.
-pub fn with_labels(mut pod: Pod, labels: &[(&str, &str)]) -> Pod {
-    let map = pod.metadata.labels.get_or_insert_with(BTreeMap::new);
-    for (k, v) in labels {
-        map.insert((*k).to_owned(), (*v).to_owned());
-    }
+/// A label (or annotation, or nodeSelector) map.
+pub fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+}
+
+/// A pod whose labels include `pairs`.
+pub fn with_labels(mut pod: Pod, pairs: &[(&str, &str)]) -> Pod {
+    pod.metadata
+        .labels
+        .get_or_insert_with(BTreeMap::new)
+        .extend(labels(pairs));
     pod
 }
 

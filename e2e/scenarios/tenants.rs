@@ -16,7 +16,7 @@ use kube::Client;
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::{Value, json};
 
-use crate::fixtures::{Placement, controller, group_toleration, workload, workload_spec};
+use crate::fixtures::{Placement, controller, group_toleration, labels, workload, workload_spec};
 use crate::harness::k8s::{IMAGE, eventually, impersonating, label_namespace, required_terms};
 use crate::harness::{Decision, Env, notice, pool_labels, suffix};
 
@@ -286,10 +286,7 @@ async fn a_tenant_s_daemonset_in_an_enforce_group_only_targets_the_group_s_nodes
     let placed = template_placement(&updated);
     assert_eq!(
         placed.node_selector,
-        [("e2e.pod-director.io/pool", "blue"), ("kubernetes.io/os", "linux")]
-            .into_iter()
-            .map(|(k, v)| (k.to_owned(), v.to_owned()))
-            .collect::<BTreeMap<_, _>>(),
+        labels(&[("e2e.pod-director.io/pool", "blue"), ("kubernetes.io/os", "linux")]),
         "{placed:?}"
     );
     assert_eq!(placed.tolerations, vec![group_toleration()]);
@@ -390,7 +387,7 @@ async fn a_tenant_s_forged_mirror_annotation_is_not_a_mirror_pod() {
     let env = Env::start("forged-mirror").await;
     let tenant = Tenant::new(&env, "e2e-enforce").await;
     let mut pod = workload("mirror");
-    pod.metadata.annotations = Some([("kubernetes.io/config.mirror".to_owned(), "f00d".to_owned())].into());
+    pod.metadata.annotations = Some(labels(&[("kubernetes.io/config.mirror", "f00d")]));
     // The API server requires spec.nodeName with the mirror annotation.
     pod.spec.as_mut().expect("a spec").node_name = Some("e2e-nowhere".to_owned());
     let result = tenant.create_pod(&pod).await;
@@ -433,7 +430,7 @@ async fn a_node_s_own_mirror_pod_is_skipped() {
     )
     .await;
     let mut pod = workload("static-web");
-    pod.metadata.annotations = Some([("kubernetes.io/config.mirror".to_owned(), "c0ffee".to_owned())].into());
+    pod.metadata.annotations = Some(labels(&[("kubernetes.io/config.mirror", "c0ffee")]));
     pod.spec.as_mut().expect("a spec").node_name = Some(node.clone());
     let result = retry_forbidden(|| async {
         Api::<Pod>::namespaced(kubelet.clone(), &ns)

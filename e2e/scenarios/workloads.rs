@@ -3,7 +3,7 @@
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, PostParams};
 
-use crate::fixtures::{Placement, deployment, workload_spec};
+use crate::fixtures::{Placement, deployment, labels, workload_spec};
 use crate::harness::Env;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -53,7 +53,7 @@ async fn a_deployment_s_pods_are_placed_by_their_namespace_s_group() {
         .template;
     assert_eq!(
         template.spec.and_then(|s| s.node_selector),
-        Some([("e2e.pod-director.io/team".to_owned(), "web".to_owned())].into()),
+        Some(labels(&[("e2e.pod-director.io/team", "web")])),
         "pod-director changes pods, not their templates"
     );
 }

@@ -27,9 +27,9 @@ pub struct Rollout {
     pub error_traces: Vec<String>,
 }
 
-/// pod-director's `/metrics`.
-async fn scrape(env: &Env) -> String {
-    env.metrics().await.expect("pod-director's /metrics answers")
+/// pod-director's `/metrics`, parsed.
+async fn scrape(env: &Env) -> Vec<dashboard::Sample> {
+    parse_exposition(&env.metrics().await.expect("pod-director's /metrics answers"))
 }
 
 /// Creates pods in namespaces of the suite's groups, each meant to be one decision;
@@ -156,7 +156,7 @@ async fn every_dashboard_panel_shows_what_a_real_rollout_did() {
     // The time range starts at a scrape that saw everything before the rollout.
     prometheus.wait_for_next_scrape().await;
     let baseline = env.logs.decisions().await.len();
-    let before = parse_exposition(&scrape(&env).await);
+    let before = scrape(&env).await;
     let start_at = prometheus.last_scrape().await.expect("a scrape timestamp") - SCRAPE.as_secs_f64() / 2.0;
 
     let rollout = run(&mut env, &prometheus).await;
@@ -167,7 +167,7 @@ async fn every_dashboard_panel_shows_what_a_real_rollout_did() {
     if elapsed < MIN_RANGE.as_secs_f64() {
         tokio::time::sleep(Duration::from_secs_f64(MIN_RANGE.as_secs_f64() - elapsed)).await;
     }
-    let after_text = scrape(&env).await;
+    let after = scrape(&env).await;
     prometheus.wait_for_next_scrape().await;
     let end = unix_now();
     // A whole number of seconds, as Grafana's $__range: the range may start up to 1 s
@@ -184,7 +184,7 @@ async fn every_dashboard_panel_shows_what_a_real_rollout_did() {
     let observed = Observed {
         decisions,
         before,
-        after: parse_exposition(&after_text),
+        after,
     };
     assert_eq!(
         observed.decisions(&[], |l| l["webhook"] == "mutate"
