@@ -924,10 +924,8 @@ pub async fn evaluate(
                                  increase()'s extrapolated fractions of pods)"
                             ));
                         }
-                        let shown = Shown {
-                            decimals: decimals.unwrap_or(0),
-                        };
-                        instant(prometheus, &expr, end, check, &want, &at, &mut problems, shown).await
+                        let decimals = decimals.unwrap_or(0);
+                        instant(prometheus, &expr, end, check, &want, &at, &mut problems, decimals).await
                     } else {
                         over_range(prometheus, &expr, &vars, check, &want, &at, &mut problems).await
                     };
@@ -945,18 +943,10 @@ pub async fn evaluate(
     (report, problems)
 }
 
-/// How a panel displays a number.
-#[derive(Clone, Copy)]
-struct Shown {
-    decimals: u64,
-}
-
-impl Shown {
-    /// `v` as the panel shows it (rounded to its decimals).
-    fn round(self, v: f64) -> f64 {
-        let scale = 10f64.powi(i32::try_from(self.decimals).unwrap_or(0));
-        (v * scale).round() / scale
-    }
+/// `v` as a panel shows it: rounded to its `decimals`.
+fn rounded(v: f64, decimals: u64) -> f64 {
+    let scale = 10f64.powi(i32::try_from(decimals).unwrap_or(0));
+    (v * scale).round() / scale
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -968,7 +958,7 @@ async fn instant(
     want: &Series,
     at: &str,
     problems: &mut Vec<String>,
-    display: Shown,
+    decimals: u64,
 ) -> String {
     let data = match prometheus.query(expr, Some(end)).await {
         Ok(data) => data,
@@ -994,9 +984,9 @@ async fn instant(
             match got.get(&Vec::new()) {
                 // An empty result is "No data" in Grafana: wrong even when 0 is wanted.
                 None => problems.push(format!("{at}: no data (wanted {wanted}) from {expr:?}")),
-                Some(v) if display.round(*v) != wanted || !v.is_finite() => problems.push(format!(
+                Some(v) if rounded(*v, decimals) != wanted || !v.is_finite() => problems.push(format!(
                     "{at}: shows {} ({v} from Prometheus), the rollout made {wanted}: {expr:?}",
-                    display.round(*v)
+                    rounded(*v, decimals)
                 )),
                 Some(_) if result.len() != 1 => {
                     problems.push(format!("{at}: {} series, a stat wants one", result.len()))
@@ -1015,13 +1005,13 @@ async fn instant(
             }
             for (key, v) in &wanted {
                 match got.get(key) {
-                    Some(g) if display.round(*g) == *v => {}
+                    Some(g) if rounded(*g, decimals) == *v => {}
                     Some(g) => problems.push(format!("{at}: {key:?} shows {g}, the rollout made {v}: {expr:?}")),
                     None => problems.push(format!("{at}: no series {key:?} (the rollout made {v}): {expr:?}")),
                 }
             }
             for (key, g) in &got {
-                if !wanted.contains_key(key) && display.round(*g) != 0.0 {
+                if !wanted.contains_key(key) && rounded(*g, decimals) != 0.0 {
                     problems.push(format!(
                         "{at}: series {key:?} shows {g}, the rollout made none: {expr:?}"
                     ));

@@ -51,7 +51,8 @@ impl Jaeger {
         body["data"].as_array()?.first().cloned()
     }
 
-    /// `GET /api/traces?service=…&tags=…`: up to `limit` traces with a span carrying all `tags`.
+    /// `GET /api/traces?service=…&tags=…`: up to `limit` traces with a span carrying all
+    /// `tags` (`{"key": "value", …}`).
     pub async fn search(&self, service: &str, tags: &Value, limit: usize) -> Vec<Value> {
         let Ok(response) = self
             .http
@@ -131,16 +132,4 @@ pub fn tag<'a>(tags: &'a BTreeMap<String, (String, Value)>, key: &str) -> &'a Va
     tags.get(key)
         .map(|(_, v)| v)
         .unwrap_or_else(|| panic!("the span has no tag {key}; tags: {tags:?}"))
-}
-
-/// The span of `service` whose tag `key` is `value`, in a trace.
-pub fn span_with<'a>(trace: &'a Value, service: &str, key: &str, value: &Value) -> Option<&'a Value> {
-    spans(trace)
-        .into_iter()
-        .find_map(|(s, span)| (s == service && tags(span).get(key).map(|(_, v)| v) == Some(value)).then_some(span))
-}
-
-/// `{"key": "value"}` for [`Jaeger::search`].
-pub fn tag_filter(pairs: &[(&str, &str)]) -> Value {
-    Value::Object(pairs.iter().map(|(k, v)| ((*k).to_owned(), json!(v))).collect())
 }

@@ -24,14 +24,7 @@ pub struct Prometheus {
 }
 
 /// An error answer of the HTTP API (`status: error`), or a transport failure.
-#[derive(Debug)]
-pub struct ApiError(pub String);
-
-impl std::fmt::Display for ApiError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
+pub type ApiError = String;
 
 impl Prometheus {
     /// Starts Prometheus scraping `target`'s `/metrics` every `scrape_interval`, over
@@ -113,17 +106,17 @@ impl Prometheus {
             .query(params)
             .send()
             .await
-            .map_err(|e| ApiError(format!("GET {path}: {e}")))?;
+            .map_err(|e| format!("GET {path}: {e}"))?;
         let body: Value = response
             .json()
             .await
-            .map_err(|e| ApiError(format!("GET {path}: not JSON: {e}")))?;
+            .map_err(|e| format!("GET {path}: not JSON: {e}"))?;
         if body["status"] != "success" {
-            return Err(ApiError(format!(
+            return Err(format!(
                 "{}: {}",
                 body["errorType"].as_str().unwrap_or("error"),
                 body["error"].as_str().unwrap_or_default()
-            )));
+            ));
         }
         Ok(body["data"].clone())
     }
