@@ -222,17 +222,13 @@ async fn a_tenant_s_daemonset_in_an_enforce_group_only_targets_the_group_s_nodes
     );
     let mutate = env.decisions(&tenant.namespace, "agent", "mutate", 1).await;
     assert_eq!(mutate[0].decision(), "patched");
-    assert!(
-        mutate[0]
-            .patch()
-            .as_array()
-            .is_some_and(|ops| ops.iter().all(|op| op["path"]
-                .as_str()
-                .unwrap_or_default()
-                .starts_with("/spec/template/spec/"))),
-        "{:?}",
-        mutate[0]
-    );
+    let ops = mutate[0].patch().as_array().expect("a JSON Patch");
+    let in_template = |op: &Value| {
+        op["path"]
+            .as_str()
+            .is_some_and(|p| p.starts_with("/spec/template/spec/"))
+    };
+    assert!(ops.iter().all(in_template), "{:?}", mutate[0]);
 
     // The real DaemonSet controller creates pods only for the group's node.
     eventually("the DaemonSet controller's pod on the blue node", || async {
