@@ -105,12 +105,9 @@ async fn the_shipped_tail_sampling_keeps_every_decision_that_changes_something_a
         }
     }
     let total: usize = arrived.values().sum();
+    let kept = KEPT.len();
     notice(&format!(
-        "tail sampling: all {} kept decisions arrived ({:?}); of {} noop and {} skipped traces, {arrived:?} arrived",
-        KEPT.len(),
-        KEPT,
-        BULK,
-        BULK
+        "tail sampling: all {kept} kept decisions arrived ({KEPT:?}); of {BULK} noop and {BULK} skipped traces, {arrived:?} arrived"
     ));
     assert!(
         total > 0,
