@@ -2,11 +2,18 @@
 # cargo-deny). cargo_tool NAME VERSION [cargo install args...] prints the path of NAME's
 # binary, installing it once with `cargo install --locked` into
 # ${POD_DIRECTOR_CACHE:-~/.cache/pod-director}/tools/NAME-VERSION (keyed by version; a
-# lock keeps concurrent runs from building it twice). The caller defines log and die.
+# lock keeps concurrent runs from building it twice); a variable named after the tool
+# (git-cliff: GIT_CLIFF) overrides it with a path. The caller defines log and die.
 
 cargo_tool() {
-  local name=$1 version=$2
+  local name=$1 version=$2 override
   shift 2
+  override=${name^^}
+  override=${override//-/_}
+  if [[ -n "${!override:-}" ]]; then
+    echo "${!override}"
+    return
+  fi
   local cache="${POD_DIRECTOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pod-director}"
   local dir="$cache/tools/$name-$version" lock
   local bin="$dir/bin/$name"

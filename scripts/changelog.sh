@@ -28,14 +28,8 @@ die() {
   exit 1
 }
 
-ensure() {
-  if [[ -n "${GIT_CLIFF:-}" ]]; then
-    echo "$GIT_CLIFF"
-    return
-  fi
-  # No default features: no network integrations (GitHub/GitLab APIs), no update check.
-  cargo_tool git-cliff "$GIT_CLIFF_VERSION" --no-default-features
-}
+# No default features: no network integrations (GitHub/GitLab APIs), no update check.
+ensure() { cargo_tool git-cliff "$GIT_CLIFF_VERSION" --no-default-features; }
 
 generate() {
   local cliff

@@ -439,13 +439,16 @@ step_outage() {
       "$kubectl" get namespace "$ns" -o jsonpath="{.metadata.labels['${label//./\\.}']}")) was $got, expected $want${out:+: $out}"
     checked=$((checked + 1))
   }
+  # until_refused NS WHAT: the API server picks up new webhook configurations asynchronously.
+  until_refused() {
+    local deadline=$((SECONDS + 30))
+    until ! "$kubectl" -n "$1" run probe --image=registry.k8s.io/pause:3.10 --restart=Never --dry-run=server >/dev/null 2>&1; do
+      ((SECONDS < deadline)) || fail "$2 never took effect"
+      sleep 1
+    done
+  }
   install_webhooks
-  # The API server picks up new webhook configurations asynchronously.
-  deadline=$((SECONDS + 30))
-  until ! "$kubectl" -n pd-outage-enforce run probe --image=registry.k8s.io/pause:3.10 --restart=Never --dry-run=server >/dev/null 2>&1; do
-    ((SECONDS < deadline)) || fail "the enforce group's webhook never took effect"
-    sleep 1
-  done
+  until_refused pd-outage-enforce "the enforce group's webhook"
   expect refused pd-outage-enforce
   expect admitted pd-outage-dryrun
   expect admitted pd-outage-warn
@@ -456,11 +459,7 @@ step_outage() {
 
   # An enforcing default group: unlabelled namespaces fail closed too, excluded ones never.
   install_webhooks --set config.defaultGroup=enf
-  deadline=$((SECONDS + 30))
-  until ! "$kubectl" -n pd-outage-unlabelled run probe --image=registry.k8s.io/pause:3.10 --restart=Never --dry-run=server >/dev/null 2>&1; do
-    ((SECONDS < deadline)) || fail "the default group's webhook never took effect"
-    sleep 1
-  done
+  until_refused pd-outage-unlabelled "the default group's webhook"
   expect refused pd-outage-unlabelled
   expect refused pd-outage-enforce
   expect admitted pd-outage-dryrun

@@ -24,13 +24,7 @@ die() {
   exit 1
 }
 
-ensure() {
-  if [[ -n "${CARGO_DENY:-}" ]]; then
-    echo "$CARGO_DENY"
-    return
-  fi
-  cargo_tool cargo-deny "$CARGO_DENY_VERSION"
-}
+ensure() { cargo_tool cargo-deny "$CARGO_DENY_VERSION"; }
 
 main() {
   case "${1:-check}" in

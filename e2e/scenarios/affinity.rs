@@ -9,7 +9,7 @@ use pod_director::support::scheduler::{TestNode, terms_match};
 use serde_json::{Value, json};
 
 use crate::harness::Env;
-use crate::harness::k8s::{IMAGE, pod_from};
+use crate::harness::k8s::{IMAGE, pod_from, required_terms as required};
 
 /// The e2e groups' required term (e2e/scenarios/values.yaml).
 fn group_terms() -> Vec<NodeSelectorTerm> {
@@ -27,16 +27,6 @@ fn with_terms(name: &str, terms: Value) -> Pod {
             "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}},
         },
     }))
-}
-
-fn required(pod: &Pod) -> Vec<NodeSelectorTerm> {
-    pod.spec
-        .as_ref()
-        .and_then(|s| s.affinity.as_ref())
-        .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|n| n.required_during_scheduling_ignored_during_execution.as_ref())
-        .map(|r| r.node_selector_terms.clone())
-        .unwrap_or_default()
 }
 
 fn nodes() -> Vec<TestNode> {

@@ -15,6 +15,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::{Value, json};
 
+use crate::fixtures::deployment;
 use crate::harness::k8s::{IMAGE, eventually, pod_from};
 use crate::harness::process::BINARY;
 use crate::harness::{Env, Options, Target, suffix};
@@ -26,19 +27,16 @@ const POOL: &str = "e2e.pod-director.io/audit-pool";
 
 /// The suite's configuration as a file `pod-director audit -c` reads.
 fn config_file(env: &Env) -> tempfile::NamedTempFile {
-    let text = std::fs::read_to_string(env.settings.values_file()).expect("values.yaml");
-    let values: Value = serde_saphyr::from_str(&text).expect("values.yaml is YAML");
-    let mut config = values["config"].clone();
-    if let Some(map) = config.as_object_mut()
-        && map.get("defaultGroup").is_some_and(|g| g.is_null() || g == "")
-    {
-        map.remove("defaultGroup");
-    }
+    json_file(&serde_json::to_value(&env.config).expect("the config serializes"))
+}
+
+/// A temporary `.json` file holding `value`.
+fn json_file(value: &Value) -> tempfile::NamedTempFile {
     let file = tempfile::Builder::new()
         .suffix(".json")
         .tempfile()
         .expect("a temp file");
-    std::fs::write(file.path(), config.to_string()).expect("config written");
+    std::fs::write(file.path(), value.to_string()).expect("JSON written");
     file
 }
 
@@ -91,6 +89,11 @@ fn node(name: &str, pool: &str) -> Node {
     .expect("a Node")
 }
 
+/// A pod without placement of its own, named `plain`.
+fn plain() -> Pod {
+    pod_from(json!({"metadata": {"name": "plain"}, "spec": {"containers": [{"name": "app", "image": IMAGE}]}}))
+}
+
 fn finding<'a>(group: &'a Value, workload: &str, source: &str) -> Option<&'a Value> {
     group["would_deny"]
         .as_array()?
@@ -104,17 +107,8 @@ async fn audit_names_the_workloads_whose_running_pods_enforce_would_refuse() {
     let ns = env.namespace(Some("e2e-audit")).await;
     // Created before enforce (the group is in dryRun): admitted as they are.
     let conflicting = json!({"containers": [{"name": "app", "image": IMAGE}], "nodeSelector": {POOL: "green"}});
-    let deployment: Deployment = serde_json::from_value(json!({
-        "metadata": {"name": "web"},
-        "spec": {
-            "replicas": 2,
-            "selector": {"matchLabels": {"app": "web"}},
-            "template": {"metadata": {"labels": {"app": "web"}}, "spec": conflicting},
-        },
-    }))
-    .expect("a Deployment");
     Api::<Deployment>::namespaced(env.client.clone(), &ns)
-        .create(&PostParams::default(), &deployment)
+        .create(&PostParams::default(), &deployment("web", conflicting.clone()))
         .await
         .expect("Deployment created");
     env.create_admitted_pod(
@@ -122,21 +116,8 @@ async fn audit_names_the_workloads_whose_running_pods_enforce_would_refuse() {
         &pod_from(json!({"metadata": {"name": "debug"}, "spec": conflicting})),
     )
     .await;
-    env.create_admitted_pod(
-        &ns,
-        &pod_from(json!({"metadata": {"name": "plain"}, "spec": {"containers": [{"name": "app", "image": IMAGE}]}})),
-    )
-    .await;
-    eventually("the ReplicaSet's 2 pods", || async {
-        let pods: Vec<Pod> = env
-            .pods(&ns)
-            .list(&ListParams::default().labels("app=web"))
-            .await
-            .expect("pods listed")
-            .items;
-        (pods.len() == 2).then_some(())
-    })
-    .await;
+    env.create_admitted_pod(&ns, &plain()).await;
+    env.wait_for_pods(&ns, "app=web", 2).await;
 
     let config = config_file(&env);
     // One object per page: every list goes through `continue`.
@@ -217,11 +198,7 @@ async fn a_group_without_a_node_is_not_ready_until_a_matching_node_joins() {
     )
     .await;
     let ns = env.namespace(Some("e2e-audit-pool")).await;
-    env.create_admitted_pod(
-        &ns,
-        &pod_from(json!({"metadata": {"name": "plain"}, "spec": {"containers": [{"name": "app", "image": IMAGE}]}})),
-    )
-    .await;
+    env.create_admitted_pod(&ns, &plain()).await;
     let config = config_file(&env);
 
     let (code, report) = audit(config.path(), &["--group", "e2e-audit-pool"]).await;
@@ -411,8 +388,6 @@ async fn of_two_replicas_only_the_lease_holder_audits_and_the_other_takes_over_w
 /// Lease but the audit's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_chart_s_audit_rbac_lets_the_service_account_audit_and_only_read() {
-    use k8s_openapi::api::authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
-
     let env = Env::start("audit-rbac").await;
     let (release_ns, fullname) = (env.settings.namespace.clone(), env.settings.fullname.clone());
     if env.settings.target == Target::Local {
@@ -426,19 +401,10 @@ async fn the_chart_s_audit_rbac_lets_the_service_account_audit_and_only_read() {
         env.apply_rbac(objects).await;
     }
     let ns = env.namespace(Some("e2e-audit-pool")).await;
-    env.create_admitted_pod(
-        &ns,
-        &pod_from(json!({"metadata": {"name": "plain"}, "spec": {"containers": [{"name": "app", "image": IMAGE}]}})),
-    )
-    .await;
+    env.create_admitted_pod(&ns, &plain()).await;
 
     // A kubeconfig acting as the chart's ServiceAccount.
-    let account = format!("system:serviceaccount:{release_ns}:{fullname}");
-    let groups = [
-        "system:serviceaccounts".to_owned(),
-        format!("system:serviceaccounts:{release_ns}"),
-        "system:authenticated".to_owned(),
-    ];
+    let (account, groups) = env.service_account();
     let admin = std::env::var("KUBECONFIG").expect("KUBECONFIG");
     let mut kubeconfig: Value =
         serde_saphyr::from_str(&std::fs::read_to_string(&admin).expect("kubeconfig")).expect("kubeconfig YAML");
@@ -446,11 +412,7 @@ async fn the_chart_s_audit_rbac_lets_the_service_account_audit_and_only_read() {
         user["user"]["as"] = json!(account);
         user["user"]["as-groups"] = json!(groups);
     }
-    let impersonating = tempfile::Builder::new()
-        .suffix(".json")
-        .tempfile()
-        .expect("a temp file");
-    std::fs::write(impersonating.path(), kubeconfig.to_string()).expect("kubeconfig written");
+    let impersonating = json_file(&kubeconfig);
 
     // The kubeconfig really acts as the account: what the chart does not grant is refused.
     let as_account = kube::Client::try_from(
@@ -491,37 +453,10 @@ async fn the_chart_s_audit_rbac_lets_the_service_account_audit_and_only_read() {
     };
     assert_eq!(report["groups"][0]["pods"]["would_patch"], 1, "{report:#}");
 
-    let reviews: Api<SubjectAccessReview> = Api::all(env.client.clone());
-    let can = |group: &str, resource: &str, verb: &str, namespace: Option<&str>, name: Option<&str>| {
-        let review = SubjectAccessReview {
-            spec: SubjectAccessReviewSpec {
-                user: Some(account.clone()),
-                groups: Some(groups.to_vec()),
-                resource_attributes: Some(ResourceAttributes {
-                    group: Some(group.to_owned()),
-                    resource: Some(resource.to_owned()),
-                    verb: Some(verb.to_owned()),
-                    namespace: namespace.map(str::to_owned),
-                    name: name.map(str::to_owned),
-                    ..ResourceAttributes::default()
-                }),
-                ..SubjectAccessReviewSpec::default()
-            },
-            ..SubjectAccessReview::default()
-        };
-        let reviews = reviews.clone();
-        async move {
-            reviews
-                .create(&PostParams::default(), &review)
-                .await
-                .expect("a SubjectAccessReview")
-                .status
-                .is_some_and(|s| s.allowed)
-        }
-    };
     let lease = format!("{fullname}-audit");
+    let may = |group, resource, verb, namespace, name| env.service_account_may(group, resource, verb, namespace, name);
     assert!(
-        can(
+        may(
             "coordination.k8s.io",
             "leases",
             "patch",
@@ -530,27 +465,22 @@ async fn the_chart_s_audit_rbac_lets_the_service_account_audit_and_only_read() {
         )
         .await
     );
+    let (leases, pods) = ("coordination.k8s.io", Some(ns.as_str()));
     for (group, resource, verb, namespace, name) in [
-        ("", "pods", "delete", Some(ns.as_str()), Some("plain")),
-        ("", "pods", "create", Some(ns.as_str()), None),
-        ("apps", "deployments", "patch", Some(ns.as_str()), Some("web")),
-        ("batch", "jobs", "create", Some(ns.as_str()), None),
+        ("", "pods", "delete", pods, Some("plain")),
+        ("", "pods", "create", pods, None),
+        ("apps", "deployments", "patch", pods, Some("web")),
+        ("batch", "jobs", "create", pods, None),
         (
-            "coordination.k8s.io",
+            leases,
             "leases",
             "patch",
             Some(release_ns.as_str()),
             Some("kube-scheduler"),
         ),
+        (leases, "leases", "patch", Some("kube-system"), Some(lease.as_str())),
         (
-            "coordination.k8s.io",
-            "leases",
-            "patch",
-            Some("kube-system"),
-            Some(lease.as_str()),
-        ),
-        (
-            "coordination.k8s.io",
+            leases,
             "leases",
             "delete",
             Some(release_ns.as_str()),
@@ -558,7 +488,7 @@ async fn the_chart_s_audit_rbac_lets_the_service_account_audit_and_only_read() {
         ),
     ] {
         assert!(
-            !can(group, resource, verb, namespace, name).await,
+            !may(group, resource, verb, namespace, name).await,
             "the chart's ServiceAccount may not {verb} {resource} {name:?} in {namespace:?}"
         );
     }

@@ -39,13 +39,7 @@ async fn a_pod_asking_for_another_pool_is_denied_under_reject() {
     );
     assert_eq!(
         created.error_message(),
-        Some(
-            format!(
-                "admission webhook \"{}\" denied the request: {message}",
-                env.webhook_name("enforce", "mutate")
-            )
-            .as_str()
-        )
+        Some(env.denied_by("enforce", "mutate", message).as_str())
     );
     assert!(env.pods(&ns).get_opt("red").await.expect("GET pod").is_none());
 }

@@ -3,7 +3,9 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Affinity, Pod, Toleration};
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use crate::harness::k8s::{IMAGE, own_tolerations, pod_from};
@@ -28,6 +30,26 @@ pub fn workload_spec() -> Value {
             {"matchExpressions": [{"key": "e2e.pod-director.io/arch", "operator": "In", "values": ["amd64", "arm64"]}]}
         ]}}},
     })
+}
+
+/// A controller object (a DaemonSet, a Deployment…) named `name` whose pods,
+/// labelled `app: <name>`, have `spec`.
+pub fn controller<K: DeserializeOwned>(name: &str, spec: Value) -> K {
+    serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": spec},
+        },
+    }))
+    .expect("a controller object")
+}
+
+/// A Deployment of 2 pods with `spec`, labelled `app: <name>`.
+pub fn deployment(name: &str, spec: Value) -> Deployment {
+    let mut deployment: Deployment = controller(name, spec);
+    deployment.spec.as_mut().expect("a spec").replicas = Some(2);
+    deployment
 }
 
 /// The placement fields of a pod (tolerations without the API server's own).
@@ -59,14 +81,11 @@ impl Placement {
     /// preferred term and pod anti-affinity added.
     pub fn enforced() -> Self {
         Self {
-            node_selector: [
+            node_selector: labels(&[
                 ("e2e.pod-director.io/team", "web"),
                 ("e2e.pod-director.io/pool", "blue"),
                 ("kubernetes.io/os", "linux"),
-            ]
-            .into_iter()
-            .map(|(k, v)| (k.to_owned(), v.to_owned()))
-            .collect(),
+            ]),
             tolerations: vec![gpu_toleration(), group_toleration()],
             affinity: Some(
                 serde_json::from_value(json!({
@@ -112,12 +131,17 @@ pub fn patched(pod: &Pod, patch: &Value) -> Pod {
     serde_json::from_value(document).expect("still a Pod")
 }
 
-/// A pod whose labels include `labels`.
-pub fn with_labels(mut pod: Pod, labels: &[(&str, &str)]) -> Pod {
-    let map = pod.metadata.labels.get_or_insert_with(BTreeMap::new);
-    for (k, v) in labels {
-        map.insert((*k).to_owned(), (*v).to_owned());
-    }
+/// A label (or annotation, or nodeSelector) map.
+pub fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+}
+
+/// A pod whose labels include `pairs`.
+pub fn with_labels(mut pod: Pod, pairs: &[(&str, &str)]) -> Pod {
+    pod.metadata
+        .labels
+        .get_or_insert_with(BTreeMap::new)
+        .extend(labels(pairs));
     pod
 }
 

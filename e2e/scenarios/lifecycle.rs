@@ -8,7 +8,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::fixtures::{Placement, workload};
-use crate::harness::k8s::{eventually, pod_from};
+use crate::harness::k8s::pod_from;
 use crate::harness::{Env, Options, Target, certs, notice};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -62,7 +62,6 @@ async fn a_pod_created_right_after_its_namespace_is_placed_through_a_live_lookup
 async fn a_config_reload_flips_a_group_to_enforce_without_a_restart() {
     let Some(mut env) = Env::start_local(
         "reload",
-        Options::default(),
         "edits pod-director's config file (on a cluster: a ConfigMap update, synced by the kubelet within a minute)",
     )
     .await
@@ -97,7 +96,6 @@ async fn a_config_reload_flips_a_group_to_enforce_without_a_restart() {
 async fn rotating_the_serving_certificate_during_pod_creation_loses_no_request() {
     let Some(mut env) = Env::start_local(
         "rotate",
-        Options::default(),
         "swaps pod-director's certificate files (on a cluster, cert-manager renews the Secret)",
     )
     .await
@@ -130,10 +128,7 @@ async fn rotating_the_serving_certificate_during_pod_creation_loses_no_request()
 
     let rotated = certs::issue(&webhook_dir, "pod-director-e2e-webhook-rotated");
     env.pod_director().write_tls(&rotated.cert, &rotated.key);
-    eventually("the serving certificate reloaded log line", || async {
-        (!env.logs.messages("serving certificate reloaded").await.is_empty()).then_some(())
-    })
-    .await;
+    env.logged("serving certificate reloaded", |_| true).await;
     let served = served_certificate(env.pod_director().addr, &ca).await;
     assert_eq!(
         served,
@@ -195,7 +190,6 @@ async fn served_certificate(addr: std::net::SocketAddr, ca_pem: &[u8]) -> Vec<u8
 async fn with_pod_director_down_dry_run_pods_are_admitted_and_enforce_pods_refused() {
     let Some(mut env) = Env::start_local(
         "down",
-        Options::default(),
         "stops pod-director (on a cluster: scale the Deployment to 0; scripts/chart-test.sh outage does)",
     )
     .await
@@ -219,12 +213,7 @@ async fn with_pod_director_down_dry_run_pods_are_admitted_and_enforce_pods_refus
         http::StatusCode::INTERNAL_SERVER_ERROR,
         "failurePolicy Fail: {refused:?}"
     );
-    let message = refused.error_message().unwrap_or_default();
-    let hook = env.webhook_name("enforce", "mutate");
-    assert!(
-        message.contains(&format!("failed calling webhook \"{hook}\"")),
-        "the error names the webhook: {message}"
-    );
+    env.assert_failed_calling(&refused, "enforce");
     assert!(env.pods(&enforced).get_opt("web").await.expect("GET pod").is_none());
 
     // Not even a dry run gets through.

@@ -8,8 +8,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::{Value, json};
 
 use crate::fixtures::{Placement, workload};
-use crate::harness::k8s::eventually;
-use crate::harness::{Env, Options, suffix};
+use crate::harness::k8s::{eventually, label_namespace};
+use crate::harness::{Env, suffix};
 
 const RECONCILED: &str = "webhook configuration reconciled: namespaceSelectors follow the configuration";
 
@@ -37,6 +37,12 @@ fn first_expression(selector: &Option<LabelSelector>) -> Value {
         .unwrap_or_default()
 }
 
+/// Whether the first expression of an entry's selector lists `group`.
+fn selects(selector: &Option<LabelSelector>, group: &str) -> bool {
+    let values = &first_expression(selector)["values"];
+    values.as_array().is_some_and(|v| v.contains(&json!(group)))
+}
+
 /// Creates dry-run pods in `namespace` until the API server refuses them because the
 /// webhook cannot be called (its view of the webhook configurations is asynchronous).
 async fn wait_until_refused(env: &Env, namespace: &str) {
@@ -51,7 +57,6 @@ async fn wait_until_refused(env: &Env, namespace: &str) {
 async fn a_group_flipped_to_enforce_by_editing_the_config_alone_is_refused_while_pod_director_is_down() {
     let Some(mut env) = Env::start_local(
         "flip",
-        Options::default(),
         "edits pod-director's config file and stops it (on a cluster: a ConfigMap edit, then scale to 0)",
     )
     .await
@@ -74,24 +79,16 @@ async fn a_group_flipped_to_enforce_by_editing_the_config_alone_is_refused_while
             );
         }
     }
-    eventually("a first reconciliation finding the chart's entries in step", || async {
-        (env.metric(r#"pod_director_webhook_reconciles_total{result="unchanged"}"#)
-            .await
-            >= Some(1.0))
-        .then_some(())
-    })
-    .await;
+    // A first reconciliation finds the chart's entries in step.
+    let unchanged = r#"pod_director_webhook_reconciles_total{result="unchanged"}"#;
+    env.wait_for_metric(unchanged, "at least 1", |v| v >= 1.0).await;
     assert!(
         env.logs.messages(RECONCILED).await.is_empty(),
         "nothing patched before the edit; {}",
         env.log_hint()
     );
     for (selector, policy) in entries(&env, "observe").await {
-        let values = first_expression(&selector)["values"].clone();
-        assert!(
-            values.as_array().is_some_and(|v| v.contains(&json!("e2e-warn"))),
-            "{values}"
-        );
+        assert!(selects(&selector, "e2e-warn"), "{selector:?}");
         assert_eq!(policy.as_deref(), Some("Ignore"));
     }
 
@@ -110,32 +107,19 @@ async fn a_group_flipped_to_enforce_by_editing_the_config_alone_is_refused_while
     // Flip e2e-warn to enforce in the config file only: no helm, no kubectl.
     env.edit_config(|c| c["groups"]["e2e-warn"]["mode"] = json!("enforce"));
     let revision = env.reloaded_from(&old_revision).await;
-    let line = eventually("the reconciled log line of the new revision", || async {
-        env.logs
-            .messages(RECONCILED)
-            .await
-            .into_iter()
-            .find(|l| l["config.revision"] == revision.as_str())
-    })
-    .await;
+    let line = env
+        .logged(RECONCILED, |l| l["config.revision"] == revision.as_str())
+        .await;
     assert!(
         line["entries"].as_str().is_some_and(|e| e.contains("enforce.")),
         "{line}"
     );
     for (selector, policy) in entries(&env, "enforce").await {
-        let values = first_expression(&selector)["values"].clone();
-        assert!(
-            values.as_array().is_some_and(|v| v.contains(&json!("e2e-warn"))),
-            "{values}"
-        );
+        assert!(selects(&selector, "e2e-warn"), "{selector:?}");
         assert_eq!(policy.as_deref(), Some("Fail"));
     }
     for (selector, _) in entries(&env, "observe").await {
-        let values = first_expression(&selector)["values"].clone();
-        assert!(
-            !values.as_array().is_some_and(|v| v.contains(&json!("e2e-warn"))),
-            "{values}"
-        );
+        assert!(!selects(&selector, "e2e-warn"), "{selector:?}");
     }
     assert!(
         env.metric(r#"pod_director_webhook_reconciles_total{result="patched"}"#)
@@ -147,14 +131,7 @@ async fn a_group_flipped_to_enforce_by_editing_the_config_alone_is_refused_while
     wait_until_refused(&env, &flipped).await;
     let refused = env.create_pod(&flipped, &workload("after")).await;
     assert_eq!(refused.status, http::StatusCode::INTERNAL_SERVER_ERROR, "{refused:?}");
-    let message = refused.error_message().unwrap_or_default();
-    assert!(
-        message.contains(&format!(
-            "failed calling webhook \"{}\"",
-            env.webhook_name("enforce", "mutate")
-        )),
-        "refused by the enforce entry (failurePolicy Fail): {message}"
-    );
+    env.assert_failed_calling(&refused, "enforce");
     assert!(env.pods(&flipped).get_opt("after").await.expect("GET pod").is_none());
 
     let admitted = env.create_admitted_pod(&dry, &workload("web")).await;
@@ -169,7 +146,6 @@ async fn a_group_flipped_to_enforce_by_editing_the_config_alone_is_refused_while
 async fn a_default_group_set_by_editing_the_config_places_pods_of_unlabelled_namespaces() {
     let Some(mut env) = Env::start_local(
         "default",
-        Options::default(),
         "edits pod-director's config file (on a cluster: a ConfigMap edit) and stops it",
     )
     .await
@@ -188,10 +164,7 @@ async fn a_default_group_set_by_editing_the_config_places_pods_of_unlabelled_nam
     let before = env.create_admitted_pod(&unlabelled, &workload("before")).await;
     assert_eq!(Placement::of(&before.pod()), Placement::submitted());
 
-    let old_revision = env.logs.messages("configuration loaded").await[0]["config.revision"]
-        .as_str()
-        .expect("a revision")
-        .to_owned();
+    let old_revision = env.loaded_revision().await;
     env.edit_config(|c| c["defaultGroup"] = json!("e2e-enforce"));
     env.reloaded_from(&old_revision).await;
     eventually("the default-group entries to select unlabelled namespaces", || async {
@@ -225,21 +198,13 @@ async fn a_default_group_set_by_editing_the_config_places_pods_of_unlabelled_nam
     env.pod_director().stop();
     wait_until_refused(&env, &unlabelled).await;
     let refused = env.create_pod(&unlabelled, &workload("down")).await;
-    let message = refused.error_message().unwrap_or_default();
-    assert!(
-        message.contains(&format!(
-            "failed calling webhook \"{}\"",
-            env.webhook_name("default-group", "mutate")
-        )),
-        "{message}"
-    );
+    env.assert_failed_calling(&refused, "default-group");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_config_file_that_means_nothing_is_refused_and_the_old_revision_keeps_deciding() {
     let Some(mut env) = Env::start_local(
         "emptied",
-        Options::default(),
         "empties pod-director's config file (on a cluster: a ConfigMap edit)",
     )
     .await
@@ -256,10 +221,9 @@ async fn a_config_file_that_means_nothing_is_refused_and_the_old_revision_keeps_
 
     for (count, text) in [(1.0, ""), (2.0, "# emptied by a broken template\n"), (3.0, "null\n")] {
         env.pod_director().write_config(text);
-        eventually("the refused reload to be counted", || async {
-            (env.metric(r#"pod_director_config_reloads_total{result="error"}"#).await == Some(count)).then_some(())
-        })
-        .await;
+        let refused = r#"pod_director_config_reloads_total{result="error"}"#;
+        env.wait_for_metric(refused, "counting the refused reload", |v| v == count)
+            .await;
         let refused = env
             .logs
             .messages("new configuration refused; the previous one stays live")
@@ -289,14 +253,11 @@ async fn a_config_file_that_means_nothing_is_refused_and_the_old_revision_keeps_
     // No group on purpose is written `groups: {}`: accepted, with a WARN.
     env.pod_director().write_config("groups: {}\n");
     let new_revision = env.reloaded_from(&revision).await;
-    let warning = eventually("the configuration warning", || async {
-        env.logs
-            .messages("configuration warning")
-            .await
-            .into_iter()
-            .find(|l| l["config.revision"] == new_revision.as_str())
-    })
-    .await;
+    let warning = env
+        .logged("configuration warning", |l| {
+            l["config.revision"] == new_revision.as_str()
+        })
+        .await;
     assert_eq!(warning["level"], "WARN");
     assert!(
         warning["warning"]
@@ -315,7 +276,6 @@ async fn a_config_file_that_means_nothing_is_refused_and_the_old_revision_keeps_
 async fn removing_a_group_that_namespaces_select_is_warned_and_exported() {
     let Some(mut env) = Env::start_local(
         "orphan",
-        Options::default(),
         "edits pod-director's config file (on a cluster: a ConfigMap edit)",
     )
     .await
@@ -323,10 +283,7 @@ async fn removing_a_group_that_namespaces_select_is_warned_and_exported() {
         return;
     };
     let group = format!("e2e-gone-{}", suffix());
-    let old_revision = env.logs.messages("configuration loaded").await[0]["config.revision"]
-        .as_str()
-        .expect("a revision")
-        .to_owned();
+    let old_revision = env.loaded_revision().await;
     env.edit_config(|c| {
         c["groups"][group.as_str()] = json!({"mode": "dryRun", "nodeSelector": {"e2e.pod-director.io/pool": "gone"}});
     });
@@ -344,39 +301,35 @@ async fn removing_a_group_that_namespaces_select_is_warned_and_exported() {
     env.pod_director()
         .write_config(&serde_json::to_string(&suite).expect("JSON"));
     env.reloaded_from(&with_group).await;
-    let warned = eventually("the orphaned group WARN line", || async {
-        env.logs
-            .messages("namespaces select a group that is not defined; their pods are decided by unknownGroup")
-            .await
-            .into_iter()
-            .find(|l| l["group"] == group.as_str())
-    })
-    .await;
+    let orphaned = "namespaces select a group that is not defined; their pods are decided by unknownGroup";
+    let warned = env.logged(orphaned, |l| l["group"] == group.as_str()).await;
     assert_eq!(warned["level"], "WARN");
     assert_eq!(warned["namespaces"], 2, "{warned}");
     assert_eq!(warned["label"], "pod-director/group");
     assert_eq!(env.metric(&gauge).await, Some(2.0));
 
     // The gauge follows the namespaces: relabel one.
-    let patch = json!({"metadata": {"labels": {"pod-director/group": "e2e-dryrun"}}});
-    kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(env.client.clone())
-        .patch(&a, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch))
+    label_namespace(&env.client, &a, json!({"pod-director/group": "e2e-dryrun"}))
         .await
         .expect("namespace relabelled");
-    eventually("the gauge to follow the relabelled namespace", || async {
-        (env.metric(&gauge).await == Some(1.0)).then_some(())
-    })
-    .await;
+    env.wait_for_metric(&gauge, "following the relabelled namespace", |v| v == 1.0)
+        .await;
+}
+
+/// Whether the chart's ServiceAccount, as the authorizer sees it, may `verb` the webhook
+/// configurations `resource` named `name` (`None`: any).
+async fn may(env: &Env, verb: &str, resource: &str, name: Option<&str>) -> bool {
+    env.service_account_may("admissionregistration.k8s.io", resource, verb, None, name)
+        .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_chart_s_rbac_lets_the_server_read_and_patch_its_own_webhook_configurations_only() {
-    use k8s_openapi::api::authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
     use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
-    use kube::api::{Api, DeleteParams, PostParams};
+    use kube::api::{Api, DeleteParams};
 
     let env = Env::start("rbac").await;
-    let (namespace, name) = (env.settings.namespace.clone(), env.settings.fullname.clone());
+    let name = env.settings.fullname.clone();
     let local = env.settings.target == crate::harness::Target::Local;
     let roles: Api<ClusterRole> = Api::all(env.client.clone());
     let bindings: Api<ClusterRoleBinding> = Api::all(env.client.clone());
@@ -384,66 +337,30 @@ async fn the_chart_s_rbac_lets_the_server_read_and_patch_its_own_webhook_configu
         // In cluster mode the chart installed them.
         env.apply_rbac(crate::harness::chart::render_rbac(&env.settings)).await;
     }
-    // What the API server answers for the chart's ServiceAccount, as the authorizer sees it.
-    let reviews: Api<SubjectAccessReview> = Api::all(env.client.clone());
-    let user = format!("system:serviceaccount:{namespace}:{name}");
-    let can = |verb: &'static str, resource: &'static str, object: Option<String>| {
-        let reviews = reviews.clone();
-        let (user, namespace) = (user.clone(), namespace.clone());
-        async move {
-            let review = SubjectAccessReview {
-                spec: SubjectAccessReviewSpec {
-                    user: Some(user),
-                    groups: Some(vec![
-                        "system:serviceaccounts".to_owned(),
-                        format!("system:serviceaccounts:{namespace}"),
-                        "system:authenticated".to_owned(),
-                    ]),
-                    resource_attributes: Some(ResourceAttributes {
-                        group: Some("admissionregistration.k8s.io".to_owned()),
-                        resource: Some(resource.to_owned()),
-                        verb: Some(verb.to_owned()),
-                        name: object,
-                        ..ResourceAttributes::default()
-                    }),
-                    ..SubjectAccessReviewSpec::default()
-                },
-                ..SubjectAccessReview::default()
-            };
-            let answer = reviews
-                .create(&PostParams::default(), &review)
-                .await
-                .expect("a SubjectAccessReview");
-            answer.status.is_some_and(|s| s.allowed)
-        }
-    };
     // The authorizer sees a new ClusterRole through its informer: wait for the grant before
     // asserting the denials, so that they are denials and not a role not yet seen.
     eventually("the authorizer to see the chart's ClusterRole", || async {
-        can("get", "mutatingwebhookconfigurations", Some(name.clone()))
+        may(&env, "get", "mutatingwebhookconfigurations", Some(&name))
             .await
             .then_some(())
     })
     .await;
     for resource in ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"] {
         for verb in ["get", "patch"] {
-            assert!(
-                can(verb, resource, Some(name.clone())).await,
-                "{verb} {resource}/{name}"
-            );
+            assert!(may(&env, verb, resource, Some(&name)).await, "{verb} {resource}/{name}");
         }
         for verb in ["update", "delete"] {
             assert!(
-                !can(verb, resource, Some(name.clone())).await,
+                !may(&env, verb, resource, Some(&name)).await,
                 "no {verb} on {resource}/{name}"
             );
         }
         assert!(
-            !can("patch", resource, Some("someone-elses-webhooks".to_owned())).await,
+            !may(&env, "patch", resource, Some("someone-elses-webhooks")).await,
             "another configuration of {resource} cannot be patched"
         );
         for verb in ["list", "watch", "create"] {
-            assert!(!can(verb, resource, None).await, "no {verb} on {resource}");
+            assert!(!may(&env, verb, resource, None).await, "no {verb} on {resource}");
         }
     }
     if local {

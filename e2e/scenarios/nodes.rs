@@ -3,16 +3,12 @@
 //! warning, `pod_director_group_nodes`, and pods naming their node
 //! (`spec.nodeName`) checked against the group — created as a tenant would.
 
-use std::time::Duration;
-
 use k8s_openapi::api::core::v1::{Node, Pod};
-use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
-use kube::api::{Api, PostParams};
-use kube::{Client, Config};
+use kube::Client;
 use serde_json::{Value, json};
 
-use crate::harness::k8s::{IMAGE, create_pod, pod_from};
-use crate::harness::{Decision, Env, PATIENCE, Target, notice, suffix};
+use crate::harness::k8s::{create_pod, eventually, impersonating};
+use crate::harness::{Decision, Env, Target, notice, pod, suffix};
 
 const POOL_LABEL: &str = "e2e.pod-director.io/nodes-pool";
 const TAINT_KEY: &str = "e2e.pod-director.io/nodes";
@@ -35,18 +31,11 @@ fn pool_taint() -> Value {
     json!({"key": TAINT_KEY, "value": "teal", "effect": "NoSchedule"})
 }
 
-fn plain(name: &str) -> Pod {
-    pod_from(json!({
-        "metadata": {"name": name, "labels": {"app": "e2e"}},
-        "spec": {"containers": [{"name": "app", "image": IMAGE}]}
-    }))
-}
-
+/// A plain pod naming its node.
 fn bound_to(name: &str, node: &str) -> Pod {
-    pod_from(json!({
-        "metadata": {"name": name, "labels": {"app": "e2e"}},
-        "spec": {"nodeName": node, "containers": [{"name": "app", "image": IMAGE}]}
-    }))
+    let mut pod = pod(name);
+    pod.spec.as_mut().expect("a spec").node_name = Some(node.to_owned());
+    pod
 }
 
 fn count(line: &Decision, field: &str) -> Option<u64> {
@@ -56,22 +45,18 @@ fn count(line: &Decision, field: &str) -> Option<u64> {
 /// Creates dry-run pods until pod-director's mutate decision counts `expected`
 /// feasible nodes (the Node cache follows the API server's watch), and returns that decision.
 async fn decision_with_feasible(env: &Env, ns: &str, prefix: &str, expected: u64) -> Decision {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    for attempt in 0.. {
+    let mut attempt = 0;
+    eventually(&format!("a decision counting {expected} feasible nodes"), || {
+        attempt += 1;
         let name = format!("{prefix}-{attempt}");
-        let created = env.create_pod_dry_run(ns, &plain(&name)).await;
-        assert!(created.status.is_success(), "{created:?}");
-        let line = env.decision(ns, &name, "mutate").await;
-        if count(&line, "placement.feasible_nodes") == Some(expected) {
-            return line;
+        async move {
+            let created = env.create_pod_dry_run(ns, &pod(&name)).await;
+            assert!(created.status.is_success(), "{created:?}");
+            let line = env.decision(ns, &name, "mutate").await;
+            (count(&line, "placement.feasible_nodes") == Some(expected)).then_some(line)
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no decision counted {expected} feasible nodes within {PATIENCE:?}; last: {line:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    unreachable!()
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -82,7 +67,7 @@ async fn feasible_nodes_follow_the_nodes_labels_taints_and_cordons() {
     let sfx = suffix();
 
     // The pool has no node: every decision says 0, with the warning (warn) or the flag alone (dryRun).
-    let created = env.create_admitted_pod(&warn, &plain("lonely")).await;
+    let created = env.create_admitted_pod(&warn, &pod("lonely")).await;
     let line = env.decision(&warn, "lonely", "mutate").await;
     assert_eq!(line.decision(), "would_patch", "{line:?}");
     assert_eq!(count(&line, "placement.feasible_nodes"), Some(0), "{line:?}");
@@ -94,7 +79,7 @@ async fn feasible_nodes_follow_the_nodes_labels_taints_and_cordons() {
         "the client got it: {:?}",
         created.warnings
     );
-    env.create_admitted_pod(&dry, &plain("lonely")).await;
+    env.create_admitted_pod(&dry, &pod("lonely")).await;
     let line = env.decision(&dry, "lonely", "mutate").await;
     assert_eq!(count(&line, "placement.feasible_nodes"), Some(0), "{line:?}");
     assert_eq!(line.get("placement.no_feasible_node"), &json!(true));
@@ -135,36 +120,19 @@ async fn feasible_nodes_follow_the_nodes_labels_taints_and_cordons() {
 
     // The group gauge: the nodes that satisfy the group's own placement.
     if let Target::Local = env.settings.target {
-        let mut env = env;
-        let probe = env.pod_director().probe_addr;
-        let client = reqwest::Client::new();
-        let deadline = tokio::time::Instant::now() + PATIENCE;
-        loop {
-            let text = client
-                .get(format!("http://{probe}/metrics"))
-                .send()
-                .await
-                .expect("GET /metrics")
-                .text()
-                .await
-                .expect("metrics text");
-            if text.contains("pod_director_group_nodes{group=\"e2e-nodes-warn\"} 2")
-                && text.contains("pod_director_group_nodes{group=\"e2e-nodes-enforce\"} 2")
-            {
-                assert!(
-                    text.contains(
-                        "pod_director_no_feasible_node_total{group=\"e2e-nodes-warn\",mode=\"warn\",webhook=\"mutate\"}"
-                    ),
-                    "{text}"
-                );
-                break;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "pod_director_group_nodes did not reach 2:\n{text}"
-            );
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
+        let text = eventually("pod_director_group_nodes to reach 2", || async {
+            let text = env.metrics().await.expect("GET /metrics");
+            (text.contains("pod_director_group_nodes{group=\"e2e-nodes-warn\"} 2")
+                && text.contains("pod_director_group_nodes{group=\"e2e-nodes-enforce\"} 2"))
+            .then_some(text)
+        })
+        .await;
+        assert!(
+            text.contains(
+                "pod_director_no_feasible_node_total{group=\"e2e-nodes-warn\",mode=\"warn\",webhook=\"mutate\"}"
+            ),
+            "{text}"
+        );
     } else {
         notice("SKIPPED the group_nodes gauge check in cluster mode: the probe port is not reachable");
     }
@@ -173,29 +141,22 @@ async fn feasible_nodes_follow_the_nodes_labels_taints_and_cordons() {
 /// A client acting as the tenant (impersonation), allowed to create pods in `namespaces`.
 async fn tenant(env: &Env, namespaces: &[&str]) -> Client {
     for ns in namespaces {
-        let role: Role = serde_json::from_value(json!({
-            "metadata": {"name": "e2e-tenant"},
-            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "get", "list"]}]
-        }))
-        .expect("a Role");
-        let binding: RoleBinding = serde_json::from_value(json!({
-            "metadata": {"name": "e2e-tenant"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "e2e-tenant"},
-            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": TENANT}]
-        }))
-        .expect("a RoleBinding");
-        Api::<Role>::namespaced(env.client.clone(), ns)
-            .create(&PostParams::default(), &role)
-            .await
-            .expect("Role created");
-        Api::<RoleBinding>::namespaced(env.client.clone(), ns)
-            .create(&PostParams::default(), &binding)
-            .await
-            .expect("RoleBinding created");
+        env.apply_rbac(vec![
+            json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                "metadata": {"name": "e2e-tenant", "namespace": ns},
+                "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "get", "list"]}]
+            }),
+            json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                "metadata": {"name": "e2e-tenant", "namespace": ns},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "e2e-tenant"},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": TENANT}]
+            }),
+        ])
+        .await;
     }
-    let mut config = Config::infer().await.expect("a kube config");
-    config.auth_info.impersonate = Some(TENANT.to_owned());
-    Client::try_from(config).expect("the tenant's client")
+    impersonating(TENANT, &[]).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

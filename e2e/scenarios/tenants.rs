@@ -13,12 +13,12 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Binding, Namespace, Node, Pod};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::Client;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::{Value, json};
 
-use crate::fixtures::{Placement, group_toleration, workload, workload_spec};
-use crate::harness::k8s::{IMAGE, eventually};
-use crate::harness::{Decision, Env, notice, suffix};
+use crate::fixtures::{Placement, controller, group_toleration, labels, workload, workload_spec};
+use crate::harness::k8s::{IMAGE, eventually, impersonating, label_namespace, required_terms};
+use crate::harness::{Decision, Env, notice, pool_labels, suffix};
 
 const DAEMON_SET_CONTROLLER: &str = "system:serviceaccount:kube-system:daemon-set-controller";
 
@@ -88,13 +88,7 @@ impl Tenant {
     }
 
     async fn patch_namespace(&self, labels: Value) -> Result<Namespace, kube::Error> {
-        let patch = json!({"metadata": {"labels": labels}});
-        retry_forbidden(|| async {
-            Api::<Namespace>::all(self.client.clone())
-                .patch(&self.namespace, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-        })
-        .await
+        retry_forbidden(|| label_namespace(&self.client, &self.namespace, labels.clone())).await
     }
 
     /// Deletes the cluster-scoped RBAC objects (the namespace goes with the Env).
@@ -107,14 +101,6 @@ impl Tenant {
             .delete(&self.cluster_role, &dp)
             .await;
     }
-}
-
-/// A client acting as `user` in `groups` (the suite's admin may impersonate).
-async fn impersonating(user: &str, groups: &[&str]) -> Client {
-    let mut config = kube::Config::infer().await.expect("a kubeconfig");
-    config.auth_info.impersonate = Some(user.to_owned());
-    config.auth_info.impersonate_groups = Some(groups.iter().map(|g| (*g).to_owned()).collect());
-    Client::try_from(config).expect("an impersonating client")
 }
 
 /// Runs `call` until it is not a 403 from RBAC (just granted), for a few seconds at most.
@@ -168,17 +154,6 @@ async fn create_nodes(env: &Env, nodes: &[(&str, Value)]) {
     }
 }
 
-fn daemon_set(name: &str, spec: Value) -> DaemonSet {
-    serde_json::from_value(json!({
-        "metadata": {"name": name},
-        "spec": {
-            "selector": {"matchLabels": {"app": name}},
-            "template": {"metadata": {"labels": {"app": name}}, "spec": spec},
-        },
-    }))
-    .expect("a DaemonSet")
-}
-
 /// The placement fields of a DaemonSet's pod template.
 fn template_placement(ds: &DaemonSet) -> Placement {
     let template = ds.spec.clone().expect("a spec").template;
@@ -187,11 +162,6 @@ fn template_placement(ds: &DaemonSet) -> Placement {
         spec: template.spec,
         status: None,
     })
-}
-
-/// Decisions logged for DaemonSet `name` in `namespace` at `webhook`.
-async fn daemon_set_decisions(env: &Env, namespace: &str, name: &str, webhook: &str) -> Vec<Decision> {
-    env.decisions(namespace, name, webhook, 1).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -233,26 +203,14 @@ async fn a_tenant_s_daemonset_in_an_enforce_group_only_targets_the_group_s_nodes
     let id = suffix();
     let blue = format!("e2e-blue-{id}");
     let red = format!("e2e-red-{id}");
-    create_nodes(
-        &env,
-        &[
-            (
-                &blue,
-                json!({"e2e.pod-director.io/pool": "blue", "kubernetes.io/os": "linux", "topology.kubernetes.io/zone": "zone-a",
-                       "e2e.pod-director.io/team": "web", "e2e.pod-director.io/arch": "amd64"}),
-            ),
-            (
-                &red,
-                json!({"e2e.pod-director.io/pool": "red", "kubernetes.io/os": "linux", "topology.kubernetes.io/zone": "zone-a",
-                       "e2e.pod-director.io/team": "web", "e2e.pod-director.io/arch": "amd64"}),
-            ),
-        ],
-    )
-    .await;
+    create_nodes(&env, &[(&blue, pool_labels("blue")), (&red, pool_labels("red"))]).await;
     let daemon_sets: Api<DaemonSet> = Api::namespaced(tenant.client.clone(), &tenant.namespace);
     let created = retry_forbidden(|| async {
         daemon_sets
-            .create(&PostParams::default(), &daemon_set("agent", workload_spec()))
+            .create(
+                &PostParams::default(),
+                &controller::<DaemonSet>("agent", workload_spec()),
+            )
             .await
     })
     .await
@@ -262,44 +220,36 @@ async fn a_tenant_s_daemonset_in_an_enforce_group_only_targets_the_group_s_nodes
         Placement::enforced(),
         "the stored DaemonSet carries the group's placement"
     );
-    let mutate = daemon_set_decisions(&env, &tenant.namespace, "agent", "mutate").await;
+    let mutate = env.decisions(&tenant.namespace, "agent", "mutate", 1).await;
     assert_eq!(mutate[0].decision(), "patched");
-    assert!(
-        mutate[0]
-            .patch()
-            .as_array()
-            .is_some_and(|ops| ops.iter().all(|op| op["path"]
-                .as_str()
-                .unwrap_or_default()
-                .starts_with("/spec/template/spec/"))),
-        "{:?}",
-        mutate[0]
-    );
+    let ops = mutate[0].patch().as_array().expect("a JSON Patch");
+    let in_template = |op: &Value| {
+        op["path"]
+            .as_str()
+            .is_some_and(|p| p.starts_with("/spec/template/spec/"))
+    };
+    assert!(ops.iter().all(in_template), "{:?}", mutate[0]);
 
     // The real DaemonSet controller creates pods only for the group's node.
-    let admin_pods: Api<Pod> = Api::namespaced(env.client.clone(), &tenant.namespace);
     eventually("the DaemonSet controller's pod on the blue node", || async {
-        let pods = admin_pods
-            .list(&ListParams::default().labels("app=agent"))
-            .await
-            .expect("pods listed");
-        (!pods.items.is_empty()).then_some(())
+        (!env.list_pods(&tenant.namespace, "app=agent").await.is_empty()).then_some(())
     })
     .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let pods = admin_pods
-        .list(&ListParams::default().labels("app=agent"))
-        .await
-        .expect("pods listed")
-        .items;
+    let pods = env.list_pods(&tenant.namespace, "app=agent").await;
     let targets: Vec<String> = pods.iter().map(target_node).collect();
     assert!(targets.contains(&blue), "a pod for {blue}: {targets:?}");
     assert!(
         !targets.contains(&red),
         "no pod for {red}, outside the group: {targets:?}"
     );
-    let first = &pods_named(&admin_pods).await[0];
-    let line = env.decision(&tenant.namespace, first, "validate").await;
+    let first = env.list_pods(&tenant.namespace, "app=agent").await[0]
+        .metadata
+        .name
+        .clone();
+    let line = env
+        .decision(&tenant.namespace, &first.expect("named"), "validate")
+        .await;
     assert_eq!(line.text("admission.request.user"), DAEMON_SET_CONTROLLER);
     assert_eq!(
         line.decision(),
@@ -332,10 +282,7 @@ async fn a_tenant_s_daemonset_in_an_enforce_group_only_targets_the_group_s_nodes
     let placed = template_placement(&updated);
     assert_eq!(
         placed.node_selector,
-        [("e2e.pod-director.io/pool", "blue"), ("kubernetes.io/os", "linux")]
-            .into_iter()
-            .map(|(k, v)| (k.to_owned(), v.to_owned()))
-            .collect::<BTreeMap<_, _>>(),
+        labels(&[("e2e.pod-director.io/pool", "blue"), ("kubernetes.io/os", "linux")]),
         "{placed:?}"
     );
     assert_eq!(placed.tolerations, vec![group_toleration()]);
@@ -354,31 +301,13 @@ async fn a_tenant_s_daemonset_in_an_enforce_group_only_targets_the_group_s_nodes
 
 fn target_node(pod: &Pod) -> String {
     // The DaemonSet controller pins each pod with a metadata.name matchFields term.
-    let terms = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.affinity.as_ref())
-        .and_then(|a| a.node_affinity.as_ref())
-        .and_then(|n| n.required_during_scheduling_ignored_during_execution.as_ref())
-        .map(|r| r.node_selector_terms.clone())
-        .unwrap_or_default();
-    terms
+    required_terms(pod)
         .iter()
         .flat_map(|t| t.match_fields.iter().flatten())
         .flat_map(|f| f.values.iter().flatten())
         .next()
         .cloned()
         .unwrap_or_default()
-}
-
-async fn pods_named(api: &Api<Pod>) -> Vec<String> {
-    api.list(&ListParams::default().labels("app=agent"))
-        .await
-        .expect("pods listed")
-        .items
-        .into_iter()
-        .filter_map(|p| p.metadata.name)
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -401,7 +330,7 @@ async fn the_daemonset_controller_s_pods_are_skipped_in_a_group_that_allows_daem
     });
     let daemon_sets: Api<DaemonSet> = Api::namespaced(env.client.clone(), &ns);
     let created = daemon_sets
-        .create(&PostParams::default(), &daemon_set("agent", spec))
+        .create(&PostParams::default(), &controller::<DaemonSet>("agent", spec))
         .await
         .expect("DaemonSet created");
     assert_eq!(
@@ -412,13 +341,8 @@ async fn the_daemonset_controller_s_pods_are_skipped_in_a_group_that_allows_daem
     let line = env.decision(&ns, "agent", "mutate").await;
     assert_eq!(line.text("placement.skip_reason"), "daemonset_allowed");
 
-    let pods: Api<Pod> = Api::namespaced(env.client.clone(), &ns);
     let found = eventually("the DaemonSet controller's pods on both nodes", || async {
-        let list = pods
-            .list(&ListParams::default().labels("app=agent"))
-            .await
-            .expect("pods listed")
-            .items;
+        let list = env.list_pods(&ns, "app=agent").await;
         let targets: Vec<String> = list.iter().map(target_node).collect();
         (targets.contains(&a) && targets.contains(&b)).then_some(list)
     })
@@ -445,17 +369,13 @@ async fn the_daemonset_controller_s_pods_are_skipped_in_a_group_that_allows_daem
 
 /// The /mutate decisions of the DaemonSet controller's pods in `namespace`.
 async fn controller_pod_mutations(env: &Env, namespace: &str) -> Vec<Decision> {
-    env.logs
-        .decisions()
-        .await
-        .into_iter()
-        .filter(|d| {
-            d.str("webhook") == Some("mutate")
-                && d.str("admission.request.namespace") == Some(namespace)
-                && d.str("admission.object.owner.kind") == Some("DaemonSet")
-                && d.str("admission.request.user") == Some(DAEMON_SET_CONTROLLER)
-        })
-        .collect()
+    env.decisions_with(&[
+        ("webhook", "mutate"),
+        ("admission.request.namespace", namespace),
+        ("admission.object.owner.kind", "DaemonSet"),
+        ("admission.request.user", DAEMON_SET_CONTROLLER),
+    ])
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -463,7 +383,7 @@ async fn a_tenant_s_forged_mirror_annotation_is_not_a_mirror_pod() {
     let env = Env::start("forged-mirror").await;
     let tenant = Tenant::new(&env, "e2e-enforce").await;
     let mut pod = workload("mirror");
-    pod.metadata.annotations = Some([("kubernetes.io/config.mirror".to_owned(), "f00d".to_owned())].into());
+    pod.metadata.annotations = Some(labels(&[("kubernetes.io/config.mirror", "f00d")]));
     // The API server requires spec.nodeName with the mirror annotation.
     pod.spec.as_mut().expect("a spec").node_name = Some("e2e-nowhere".to_owned());
     let result = tenant.create_pod(&pod).await;
@@ -506,7 +426,7 @@ async fn a_node_s_own_mirror_pod_is_skipped() {
     )
     .await;
     let mut pod = workload("static-web");
-    pod.metadata.annotations = Some([("kubernetes.io/config.mirror".to_owned(), "c0ffee".to_owned())].into());
+    pod.metadata.annotations = Some(labels(&[("kubernetes.io/config.mirror", "c0ffee")]));
     pod.spec.as_mut().expect("a spec").node_name = Some(node.clone());
     let result = retry_forbidden(|| async {
         Api::<Pod>::namespaced(kubelet.clone(), &ns)
@@ -560,7 +480,6 @@ async fn the_api_server_s_own_binding_path_is_unaffected() {
 async fn a_tenant_cannot_move_its_namespace_to_another_group_but_an_admin_can() {
     let Some(mut env) = Env::start_local(
         "guard",
-        Default::default(),
         "switches the guard to dryRun by editing pod-director's config file",
     )
     .await
@@ -615,14 +534,8 @@ fn group_of(namespace: &Namespace) -> Option<&str> {
 }
 
 async fn guard_decisions(env: &Env, namespace: &str) -> Vec<Decision> {
-    env.logs
-        .decisions()
+    env.decisions_with(&[("webhook", "validate-namespace"), ("admission.request.name", namespace)])
         .await
-        .into_iter()
-        .filter(|d| {
-            d.str("webhook") == Some("validate-namespace") && d.str("admission.request.name") == Some(namespace)
-        })
-        .collect()
 }
 
 async fn assert_guard_enforced(env: &Env, tenant: &Tenant) {
@@ -680,15 +593,19 @@ async fn assert_guard_enforced(env: &Env, tenant: &Tenant) {
     .await;
     assert!(lines.iter().all(|l| l.text("placement.mode") == "enforce"), "{lines:?}");
     // An allowed admin (system:masters) relabels freely.
-    let patch = json!({"metadata": {"labels": {"pod-director/group": "e2e-agents"}}});
-    let moved = Api::<Namespace>::all(env.client.clone())
-        .patch(&tenant.namespace, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .expect("the admin relabels");
+    let moved = label_namespace(
+        &env.client,
+        &tenant.namespace,
+        json!({"pod-director/group": "e2e-agents"}),
+    )
+    .await
+    .expect("the admin relabels");
     assert_eq!(group_of(&moved), Some("e2e-agents"));
-    let back = json!({"metadata": {"labels": {"pod-director/group": "e2e-enforce"}}});
-    Api::<Namespace>::all(env.client.clone())
-        .patch(&tenant.namespace, &PatchParams::default(), &Patch::Merge(&back))
-        .await
-        .expect("and back");
+    label_namespace(
+        &env.client,
+        &tenant.namespace,
+        json!({"pod-director/group": "e2e-enforce"}),
+    )
+    .await
+    .expect("and back");
 }

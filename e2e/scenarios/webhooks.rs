@@ -122,13 +122,7 @@ async fn a_toleration_stripped_by_a_later_webhook_gets_the_pod_denied_in_enforce
     );
     assert_eq!(
         created.error_message(),
-        Some(
-            format!(
-                "admission webhook \"{}\" denied the request: {message}",
-                env.webhook_name("enforce", "validate")
-            )
-            .as_str()
-        )
+        Some(env.denied_by("enforce", "validate", message).as_str())
     );
     assert!(env.pods(&ns).get_opt("web").await.expect("GET pod").is_none());
 

@@ -1,41 +1,22 @@
 //! The workload path: a Deployment's ReplicaSet creates the pods (kube-controller-manager).
 
 use k8s_openapi::api::apps::v1::Deployment;
-use kube::api::{Api, ListParams, PostParams};
-use serde_json::json;
+use kube::api::{Api, PostParams};
 
-use crate::fixtures::{Placement, workload_spec};
+use crate::fixtures::{Placement, deployment, labels, workload_spec};
 use crate::harness::Env;
-use crate::harness::k8s::eventually;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deployment_s_pods_are_placed_by_their_namespace_s_group() {
     let env = Env::start("deployment").await;
     let ns = env.namespace(Some("e2e-enforce")).await;
     let deployments: Api<Deployment> = Api::namespaced(env.client.clone(), &ns);
-    let deployment: Deployment = serde_json::from_value(json!({
-        "metadata": {"name": "web"},
-        "spec": {
-            "replicas": 2,
-            "selector": {"matchLabels": {"app": "web"}},
-            "template": {"metadata": {"labels": {"app": "web"}}, "spec": workload_spec()},
-        },
-    }))
-    .expect("a Deployment");
     deployments
-        .create(&PostParams::default(), &deployment)
+        .create(&PostParams::default(), &deployment("web", workload_spec()))
         .await
         .expect("Deployment created");
 
-    let pods = eventually("the ReplicaSet's 2 pods", || async {
-        let pods = env
-            .pods(&ns)
-            .list(&ListParams::default().labels("app=web"))
-            .await
-            .expect("pods listed");
-        (pods.items.len() == 2).then_some(pods.items)
-    })
-    .await;
+    let pods = env.wait_for_pods(&ns, "app=web", 2).await;
     for pod in &pods {
         let owner = pod
             .metadata
@@ -47,17 +28,13 @@ async fn a_deployment_s_pods_are_placed_by_their_namespace_s_group() {
         assert_eq!(Placement::of(pod), Placement::enforced(), "{:?}", pod.metadata.name);
     }
 
-    let decisions: Vec<_> = env
-        .logs
-        .decisions()
-        .await
-        .into_iter()
-        .filter(|d| {
-            d.str("admission.request.namespace") == Some(ns.as_str())
-                && d.str("webhook") == Some("mutate")
-                && d.str("admission.object.owner.kind") == Some("ReplicaSet")
-        })
-        .collect();
+    let decisions = env
+        .decisions_with(&[
+            ("admission.request.namespace", &ns),
+            ("webhook", "mutate"),
+            ("admission.object.owner.kind", "ReplicaSet"),
+        ])
+        .await;
     assert_eq!(decisions.len(), 2, "one mutate decision per pod: {decisions:?}");
     for decision in &decisions {
         assert_eq!(decision.decision(), "patched");
@@ -76,7 +53,7 @@ async fn a_deployment_s_pods_are_placed_by_their_namespace_s_group() {
         .template;
     assert_eq!(
         template.spec.and_then(|s| s.node_selector),
-        Some([("e2e.pod-director.io/team".to_owned(), "web".to_owned())].into()),
+        Some(labels(&[("e2e.pod-director.io/team", "web")])),
         "pod-director changes pods, not their templates"
     );
 }

@@ -162,12 +162,22 @@ pub struct Variables {
     pub end: f64,
     /// The Prometheus datasource's scrape interval (Grafana: "Scrape interval").
     pub scrape_interval: Duration,
-    /// Grafana's max data points (the panel width in pixels; a wide panel).
-    pub max_data_points: u64,
     pub group: Selection,
 }
 
+/// Grafana's max data points (the panel width in pixels; a wide panel).
+const MAX_DATA_POINTS: f64 = 1000.0;
+
 impl Variables {
+    pub fn new(start: f64, end: f64, scrape_interval: Duration, group: Selection) -> Self {
+        Self {
+            start,
+            end,
+            scrape_interval,
+            group,
+        }
+    }
+
     fn range_seconds(&self) -> u64 {
         (self.end - self.start).round().max(1.0) as u64
     }
@@ -175,7 +185,7 @@ impl Variables {
     /// `$__interval`: the range over max data points, rounded as Grafana rounds it,
     /// never below the scrape interval (the datasource's minimum).
     pub fn interval(&self) -> Duration {
-        let raw = (self.end - self.start) * 1000.0 / self.max_data_points as f64;
+        let raw = (self.end - self.start) * 1000.0 / MAX_DATA_POINTS;
         Duration::from_millis(round_interval(raw)).max(self.scrape_interval)
     }
 
@@ -326,6 +336,15 @@ fn text<'a>(line: &'a Value, field: &str) -> &'a str {
     line[field].as_str().unwrap_or_default()
 }
 
+impl Sample {
+    /// The values of the labels `by`.
+    fn key(&self, by: &[&str]) -> Vec<String> {
+        by.iter()
+            .map(|l| self.labels.get(*l).cloned().unwrap_or_default())
+            .collect()
+    }
+}
+
 impl Observed {
     /// Decision lines passing `keep`, counted by the labels `by`.
     pub fn decisions(&self, by: &[&str], keep: impl Fn(&Value) -> bool) -> Series {
@@ -370,11 +389,7 @@ impl Observed {
         let sum = |samples: &[Sample]| {
             let mut out = Series::new();
             for s in samples.iter().filter(|s| s.name == name) {
-                let key = by
-                    .iter()
-                    .map(|l| s.labels.get(*l).cloned().unwrap_or_default())
-                    .collect();
-                *out.entry(key).or_default() += s.value;
+                *out.entry(s.key(by)).or_default() += s.value;
             }
             out
         };
@@ -392,11 +407,7 @@ impl Observed {
     pub fn gauge(&self, name: &str, by: &[&str], keep: impl Fn(&Sample) -> bool) -> Series {
         let mut out = Series::new();
         for s in self.after.iter().filter(|s| s.name == name && keep(s)) {
-            let key = by
-                .iter()
-                .map(|l| s.labels.get(*l).cloned().unwrap_or_default())
-                .collect();
-            let entry = out.entry(key).or_insert(f64::MIN);
+            let entry = out.entry(s.key(by)).or_insert(f64::MIN);
             *entry = entry.max(s.value);
         }
         out
@@ -442,23 +453,46 @@ pub enum Check {
     NotPrometheus(&'static str),
 }
 
-/// The expectations of one panel: one check per query `refId`.
+impl Check {
+    /// The labels a check keys its series by (none for a stat).
+    fn labels(&self) -> &'static [&'static str] {
+        match self {
+            Check::AtEnd(by, _) | Check::Active(by, _) | Check::Quantiles(by, _) | Check::Gauge(by, _) => by,
+            Check::Total(_) | Check::NotPrometheus(_) => &[],
+        }
+    }
+}
+
+/// The expectations of one panel: one check per query, in `refId` order (A, B, …).
 pub struct Expectation {
     pub dashboard: &'static str,
     pub panel: &'static str,
-    pub targets: &'static [(&'static str, Check)],
+    pub checks: &'static [Check],
 }
+
+impl Expectation {
+    /// The check of query `ref_id`.
+    fn check(&self, ref_id: &str) -> Option<&Check> {
+        REF_IDS
+            .iter()
+            .position(|r| *r == ref_id)
+            .and_then(|i| self.checks.get(i))
+    }
+}
+
+/// Grafana's refIds, in the order it gives them to a panel's queries.
+const REF_IDS: [&str; 4] = ["A", "B", "C", "D"];
 
 const ROLLOUT: &str = "pod-director-rollout";
 const TEMPO: Check = Check::NotPrometheus("Tempo (TraceQL)");
 const LATENCY: Check = Check::Quantiles(&["webhook"], |o, _| o.decisions(&["webhook"], |_| true));
 
 /// The rollout dashboard's panel titled `panel`, a check per query.
-const fn rollout(panel: &'static str, targets: &'static [(&'static str, Check)]) -> Expectation {
+const fn rollout(panel: &'static str, checks: &'static [Check]) -> Expectation {
     Expectation {
         dashboard: ROLLOUT,
         panel,
-        targets,
+        checks,
     }
 }
 
@@ -466,249 +500,182 @@ const fn rollout(panel: &'static str, targets: &'static [(&'static str, Check)])
 pub const EXPECTATIONS: &[Expectation] = &[
     rollout(
         "Would patch",
-        &[("A", Check::Total(|o, s| mutated(o, s, &[], &["would_patch"])))],
+        &[Check::Total(|o, s| mutated(o, s, &[], &["would_patch"]))],
     ),
     rollout(
         "Would deny",
-        &[("A", Check::Total(|o, s| mutated(o, s, &[], &["would_deny"])))],
+        &[Check::Total(|o, s| mutated(o, s, &[], &["would_deny"]))],
     ),
-    rollout(
-        "Patched",
-        &[("A", Check::Total(|o, s| mutated(o, s, &[], &["patched"])))],
-    ),
+    rollout("Patched", &[Check::Total(|o, s| mutated(o, s, &[], &["patched"]))]),
     // Every webhook's denials (the query has no webhook matcher).
     rollout(
         "Denied",
-        &[(
-            "A",
-            Check::Total(|o, s| o.decisions(&[], |l| is(l, "placement.decision", &["denied"]) && in_group(l, s))),
-        )],
+        &[Check::Total(|o, s| {
+            o.decisions(&[], |l| is(l, "placement.decision", &["denied"]) && in_group(l, s))
+        })],
     ),
     rollout(
         "Unknown groups",
-        &[(
-            "A",
-            Check::Total(|o, _| o.decisions(&[], |l| is(l, "placement.decision", &["unknown_group"]))),
-        )],
+        &[Check::Total(|o, _| {
+            o.decisions(&[], |l| is(l, "placement.decision", &["unknown_group"]))
+        })],
     ),
     rollout(
         "Errors",
-        &[(
-            "A",
-            Check::Total(|o, _| o.decisions(&[], |l| is(l, "placement.decision", &["error"]))),
-        )],
+        &[Check::Total(|o, _| {
+            o.decisions(&[], |l| is(l, "placement.decision", &["error"]))
+        })],
     ),
     rollout(
         "Decisions per group (mutate webhook, time range)",
-        &[(
-            "A",
-            Check::AtEnd(&["group", "mode", "decision"], |o, s| {
-                mutated(o, s, &["group", "mode", "decision"], &[])
-            }),
-        )],
+        &[Check::AtEnd(&["group", "mode", "decision"], |o, s| {
+            mutated(o, s, &["group", "mode", "decision"], &[])
+        })],
     ),
     rollout(
         "Would patch, by group",
-        &[(
-            "A",
-            Check::AtEnd(&["group"], |o, s| mutated(o, s, &["group"], &["would_patch"])),
-        )],
+        &[Check::AtEnd(&["group"], |o, s| {
+            mutated(o, s, &["group"], &["would_patch"])
+        })],
     ),
     rollout(
         "Would deny, by group",
-        &[(
-            "A",
-            Check::AtEnd(&["group"], |o, s| mutated(o, s, &["group"], &["would_deny"])),
-        )],
+        &[Check::AtEnd(&["group"], |o, s| {
+            mutated(o, s, &["group"], &["would_deny"])
+        })],
     ),
     rollout(
         "Decisions per second, by group and decision (mutate)",
-        &[(
-            "A",
-            Check::Active(&["group", "decision"], |o, s| {
-                mutated(o, s, &["group", "decision"], &[])
-            }),
-        )],
+        &[Check::Active(&["group", "decision"], |o, s| {
+            mutated(o, s, &["group", "decision"], &[])
+        })],
     ),
     rollout(
         "Skipped and noop, by group (mutate)",
-        &[(
-            "A",
-            Check::Active(&["group", "decision"], |o, s| {
-                mutated(o, s, &["group", "decision"], &["skipped", "noop"])
-            }),
-        )],
+        &[Check::Active(&["group", "decision"], |o, s| {
+            mutated(o, s, &["group", "decision"], &["skipped", "noop"])
+        })],
     ),
     rollout(
         "Readiness verdict",
-        &[(
-            "A",
-            Check::Gauge(&["group"], |o, s| group_gauge(o, s, "pod_director_group_ready")),
-        )],
+        &[Check::Gauge(&["group"], |o, s| {
+            group_gauge(o, s, "pod_director_group_ready")
+        })],
     ),
     rollout(
         "Blockers, by group",
-        &[(
-            "A",
-            Check::Gauge(&["group"], |o, s| group_gauge(o, s, "pod_director_group_blockers")),
-        )],
+        &[Check::Gauge(&["group"], |o, s| {
+            group_gauge(o, s, "pod_director_group_blockers")
+        })],
     ),
     rollout(
         "Running pods enforce would change / refuse",
-        &[(
-            "A",
-            Check::Gauge(&["group", "decision"], |o, s| {
-                o.gauge("pod_director_audit_pods", &["group", "decision"], |x| {
-                    s.admits(&x.labels["group"])
-                        && ["would_patch", "would_deny"].contains(&x.labels["decision"].as_str())
-                })
-            }),
-        )],
+        &[Check::Gauge(&["group", "decision"], |o, s| {
+            o.gauge("pod_director_audit_pods", &["group", "decision"], |x| {
+                s.admits(&x.labels["group"]) && ["would_patch", "would_deny"].contains(&x.labels["decision"].as_str())
+            })
+        })],
     ),
     rollout(
         "Nodes available to each group",
-        &[(
-            "A",
-            Check::Gauge(&["group"], |o, s| group_gauge(o, s, "pod_director_group_nodes")),
-        )],
+        &[Check::Gauge(&["group"], |o, s| {
+            group_gauge(o, s, "pod_director_group_nodes")
+        })],
     ),
     rollout(
         "Placed pods matching no node, by group and mode (time range)",
-        &[(
-            "A",
-            Check::AtEnd(&["group", "mode"], |o, s| {
-                o.decisions(&["group", "mode"], |l| {
-                    mutate(l) && l["placement.no_feasible_node"] == true && in_group(l, s)
-                })
-            }),
-        )],
+        &[Check::AtEnd(&["group", "mode"], |o, s| {
+            o.decisions(&["group", "mode"], |l| {
+                mutate(l) && l["placement.no_feasible_node"] == true && in_group(l, s)
+            })
+        })],
     ),
-    rollout(
-        "Recent decisions whose placed pod matches no node (traces)",
-        &[("A", TEMPO)],
-    ),
+    rollout("Recent decisions whose placed pod matches no node (traces)", &[TEMPO]),
     // Every webhook's conflicts (the query has no webhook matcher).
     rollout(
         "Conflicts by group and resolution (time range)",
-        &[(
-            "A",
-            Check::AtEnd(&["group", "resolution"], |o, s| {
-                o.conflicts(&["group", "resolution"], |l| in_group(l, s))
-            }),
-        )],
+        &[Check::AtEnd(&["group", "resolution"], |o, s| {
+            o.conflicts(&["group", "resolution"], |l| in_group(l, s))
+        })],
     ),
-    rollout("Recent conflicts (traces)", &[("A", TEMPO)]),
-    rollout("Recent would-be patches", &[("A", TEMPO)]),
-    rollout("Recent would-be and actual denials", &[("A", TEMPO)]),
-    rollout("Admission latency p50 / p99", &[("A", LATENCY), ("B", LATENCY)]),
+    rollout("Recent conflicts (traces)", &[TEMPO]),
+    rollout("Recent would-be patches", &[TEMPO]),
+    rollout("Recent would-be and actual denials", &[TEMPO]),
+    rollout("Admission latency p50 / p99", &[LATENCY, LATENCY]),
     rollout(
         "Errors and unknown groups per second",
-        &[(
-            "A",
-            Check::Active(&["webhook", "decision", "group"], |o, _| {
-                o.decisions(&["webhook", "decision", "group"], |l| {
-                    is(l, "placement.decision", &["error", "unknown_group"])
-                })
-            }),
-        )],
+        &[Check::Active(&["webhook", "decision", "group"], |o, _| {
+            o.decisions(&["webhook", "decision", "group"], |l| {
+                is(l, "placement.decision", &["error", "unknown_group"])
+            })
+        })],
     ),
     rollout(
         "Config reload failures",
-        &[(
-            "A",
-            Check::Total(|o, _| failures(o, "pod_director_config_reloads_total")),
-        )],
+        &[Check::Total(|o, _| failures(o, "pod_director_config_reloads_total"))],
     ),
     rollout(
         "TLS reload failures",
-        &[("A", Check::Total(|o, _| failures(o, "pod_director_tls_reloads_total")))],
+        &[Check::Total(|o, _| failures(o, "pod_director_tls_reloads_total"))],
     ),
     rollout(
         "Config and TLS reloads",
         &[
-            (
-                "A",
-                Check::Active(&["result"], |o, _| {
-                    o.increase("pod_director_config_reloads_total", &["result"])
-                }),
-            ),
-            (
-                "B",
-                Check::Active(&["result"], |o, _| {
-                    o.increase("pod_director_tls_reloads_total", &["result"])
-                }),
-            ),
+            Check::Active(&["result"], |o, _| {
+                o.increase("pod_director_config_reloads_total", &["result"])
+            }),
+            Check::Active(&["result"], |o, _| {
+                o.increase("pod_director_tls_reloads_total", &["result"])
+            }),
         ],
     ),
     rollout(
         "Namespace and Node cache size",
         &[
-            (
-                "A",
-                Check::Gauge(&["pod"], |o, _| pod_gauge(o, "pod_director_namespace_cache_size")),
-            ),
-            (
-                "B",
-                Check::Gauge(&["pod"], |o, _| pod_gauge(o, "pod_director_node_cache_size")),
-            ),
+            Check::Gauge(&["pod"], |o, _| pod_gauge(o, "pod_director_namespace_cache_size")),
+            Check::Gauge(&["pod"], |o, _| pod_gauge(o, "pod_director_node_cache_size")),
         ],
     ),
     rollout(
         "Versions running",
-        &[(
-            "A",
-            Check::AtEnd(&["version"], |_, _| {
-                Series::from([(vec![env!("CARGO_PKG_VERSION").to_owned()], 1.0)])
-            }),
-        )],
+        &[Check::AtEnd(&["version"], |_, _| {
+            Series::from([(vec![env!("CARGO_PKG_VERSION").to_owned()], 1.0)])
+        })],
     ),
     rollout(
         "Validate webhook decisions, by group",
-        &[(
-            "A",
-            Check::Active(&["group", "decision"], |o, s| {
-                o.decisions(&["group", "decision"], |l| {
-                    is(l, "webhook", &["validate"]) && in_group(l, s)
-                })
-            }),
-        )],
+        &[Check::Active(&["group", "decision"], |o, s| {
+            o.decisions(&["group", "decision"], |l| {
+                is(l, "webhook", &["validate"]) && in_group(l, s)
+            })
+        })],
     ),
     rollout(
         "Namespaces selecting an undefined group",
-        &[(
-            "A",
-            Check::Gauge(&["group"], |o, _| {
-                o.gauge("pod_director_orphaned_group_namespaces", &["group"], |_| true)
-            }),
-        )],
+        &[Check::Gauge(&["group"], |o, _| {
+            o.gauge("pod_director_orphaned_group_namespaces", &["group"], |_| true)
+        })],
     ),
     rollout(
         "Webhook reconcile failures",
-        &[(
-            "A",
-            Check::Total(|o, _| failures(o, "pod_director_webhook_reconciles_total")),
-        )],
+        &[Check::Total(|o, _| {
+            failures(o, "pod_director_webhook_reconciles_total")
+        })],
     ),
     rollout(
         "Webhook reconciles",
-        &[(
-            "A",
-            Check::Active(&["result"], |o, _| {
-                o.increase("pod_director_webhook_reconciles_total", &["result"])
-            }),
-        )],
+        &[Check::Active(&["result"], |o, _| {
+            o.increase("pod_director_webhook_reconciles_total", &["result"])
+        })],
     ),
-    rollout("Decision log lines", &[("A", Check::NotPrometheus("Loki (LogQL)"))]),
+    rollout("Decision log lines", &[Check::NotPrometheus("Loki (LogQL)")]),
     rollout(
         "Group label changes refused or that would be (by decision and guard mode)",
-        &[(
-            "A",
-            Check::Active(&["decision", "mode"], |o, _| {
-                o.decisions(&["decision", "mode"], |l| {
-                    is(l, "webhook", &["validate-namespace"]) && is(l, "placement.decision", &["would_deny", "denied"])
-                })
-            }),
-        )],
+        &[Check::Active(&["decision", "mode"], |o, _| {
+            o.decisions(&["decision", "mode"], |l| {
+                is(l, "webhook", &["validate-namespace"]) && is(l, "placement.decision", &["would_deny", "denied"])
+            })
+        })],
     ),
 ];
 
@@ -759,16 +726,17 @@ pub fn dashboards() -> Vec<(String, Value)> {
     out
 }
 
+/// Every panel of a dashboard, rows and their nested panels included.
+fn all_panels(dashboard: &Value) -> impl Iterator<Item = &Value> {
+    fn panels(of: &Value) -> impl Iterator<Item = &Value> {
+        of["panels"].as_array().into_iter().flatten()
+    }
+    panels(dashboard).flat_map(|panel| std::iter::once(panel).chain(panels(panel)))
+}
+
 /// Every panel of a dashboard, rows' nested panels included, rows themselves excluded.
 pub fn panels(dashboard: &Value) -> Vec<&Value> {
-    let mut out = Vec::new();
-    for panel in dashboard["panels"].as_array().into_iter().flatten() {
-        if panel["type"] != "row" {
-            out.push(panel);
-        }
-        out.extend(panel["panels"].as_array().into_iter().flatten());
-    }
-    out
+    all_panels(dashboard).filter(|p| p["type"] != "row").collect()
 }
 
 fn is_prometheus(panel: &Value, target: &Value) -> bool {
@@ -792,13 +760,7 @@ fn coverage_of(dashboards: &[(String, Value)]) -> Vec<String> {
     for (uid, dashboard) in dashboards {
         let mut ids = BTreeSet::new();
         let mut titles = BTreeSet::new();
-        for panel in dashboard["panels"].as_array().into_iter().flatten().chain(
-            dashboard["panels"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .flat_map(|p| p["panels"].as_array().into_iter().flatten()),
-        ) {
+        for panel in all_panels(dashboard) {
             if let Some(id) = panel["id"].as_u64()
                 && !ids.insert(id)
             {
@@ -826,17 +788,17 @@ fn coverage_of(dashboards: &[(String, Value)]) -> Vec<String> {
             }
             for target in &targets {
                 let ref_id = target["refId"].as_str().unwrap_or_default();
-                match expectation.targets.iter().find(|(r, _)| *r == ref_id) {
+                match expectation.check(ref_id) {
                     None => problems.push(format!("{uid}: panel {title:?} query {ref_id} has no check")),
-                    Some((_, Check::NotPrometheus(_))) if is_prometheus(panel, target) => problems.push(format!(
+                    Some(Check::NotPrometheus(_)) if is_prometheus(panel, target) => problems.push(format!(
                         "{uid}: panel {title:?} query {ref_id} is PromQL: it must be evaluated, not skipped"
                     )),
-                    Some((_, check)) if !matches!(check, Check::NotPrometheus(_)) && !is_prometheus(panel, target) => {
+                    Some(check) if !matches!(check, Check::NotPrometheus(_)) && !is_prometheus(panel, target) => {
                         problems.push(format!(
                             "{uid}: panel {title:?} query {ref_id} is not a Prometheus query"
                         ))
                     }
-                    Some((_, check)) => {
+                    Some(check) => {
                         // Stats, tables, bar gauges: instant queries (their value at the end of the
                         // range); time series: range queries.
                         let instant = target["instant"] == true;
@@ -856,7 +818,7 @@ fn coverage_of(dashboards: &[(String, Value)]) -> Vec<String> {
                     }
                 }
             }
-            for (ref_id, _) in expectation.targets {
+            for ref_id in REF_IDS.iter().take(expectation.checks.len()) {
                 if !targets.iter().any(|t| t["refId"] == *ref_id) {
                     problems.push(format!(
                         "{uid}: panel {title:?} has no query {ref_id} (stale expectation)"
@@ -917,7 +879,7 @@ pub async fn evaluate(
             };
             for target in panel["targets"].as_array().into_iter().flatten() {
                 let ref_id = target["refId"].as_str().unwrap_or_default();
-                let Some((_, check)) = expectation.targets.iter().find(|(r, _)| *r == ref_id) else {
+                let Some(check) = expectation.check(ref_id) else {
                     continue;
                 };
                 if let Check::NotPrometheus(what) = check {
@@ -937,13 +899,7 @@ pub async fn evaluate(
                 let at = format!("{uid} / {title:?} / {ref_id}");
                 let raw = target["expr"].as_str().unwrap_or_default();
                 for selection in selections {
-                    let vars = Variables {
-                        start,
-                        end,
-                        scrape_interval: prometheus.scrape_interval,
-                        max_data_points: 1000,
-                        group: selection.clone(),
-                    };
+                    let vars = Variables::new(start, end, prometheus.scrape_interval, selection.clone());
                     let at = format!("{at} [group={}]", selection.describe());
                     let expr = match vars.interpolate(raw, &dashboard) {
                         Ok(expr) => expr,
@@ -968,10 +924,8 @@ pub async fn evaluate(
                                  increase()'s extrapolated fractions of pods)"
                             ));
                         }
-                        let shown = Shown {
-                            decimals: decimals.unwrap_or(0),
-                        };
-                        instant(prometheus, &expr, end, check, &want, &at, &mut problems, shown).await
+                        let decimals = decimals.unwrap_or(0);
+                        instant(prometheus, &expr, end, check, &want, &at, &mut problems, decimals).await
                     } else {
                         over_range(prometheus, &expr, &vars, check, &want, &at, &mut problems).await
                     };
@@ -989,18 +943,10 @@ pub async fn evaluate(
     (report, problems)
 }
 
-/// How a panel displays a number.
-#[derive(Clone, Copy)]
-struct Shown {
-    decimals: u64,
-}
-
-impl Shown {
-    /// `v` as the panel shows it (rounded to its decimals).
-    fn round(self, v: f64) -> f64 {
-        let scale = 10f64.powi(i32::try_from(self.decimals).unwrap_or(0));
-        (v * scale).round() / scale
-    }
+/// `v` as a panel shows it: rounded to its `decimals`.
+fn rounded(v: f64, decimals: u64) -> f64 {
+    let scale = 10f64.powi(i32::try_from(decimals).unwrap_or(0));
+    (v * scale).round() / scale
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -1012,7 +958,7 @@ async fn instant(
     want: &Series,
     at: &str,
     problems: &mut Vec<String>,
-    display: Shown,
+    decimals: u64,
 ) -> String {
     let data = match prometheus.query(expr, Some(end)).await {
         Ok(data) => data,
@@ -1022,14 +968,9 @@ async fn instant(
         }
     };
     let result = data["result"].as_array().cloned().unwrap_or_default();
-    let by: &[&str] = match check {
-        Check::AtEnd(by, _) | Check::Gauge(by, _) => by,
-        _ => &[],
-    };
-    let by = by.to_vec();
     let mut got = Series::new();
     for series in &result {
-        let key = key_of(series, &by);
+        let key = key_of(series, check.labels());
         if got.insert(key.clone(), number(&series["value"][1])).is_some() {
             problems.push(format!(
                 "{at}: two series with the labels {key:?} (the panel would show them twice)"
@@ -1043,9 +984,9 @@ async fn instant(
             match got.get(&Vec::new()) {
                 // An empty result is "No data" in Grafana: wrong even when 0 is wanted.
                 None => problems.push(format!("{at}: no data (wanted {wanted}) from {expr:?}")),
-                Some(v) if display.round(*v) != wanted || !v.is_finite() => problems.push(format!(
+                Some(v) if rounded(*v, decimals) != wanted || !v.is_finite() => problems.push(format!(
                     "{at}: shows {} ({v} from Prometheus), the rollout made {wanted}: {expr:?}",
-                    display.round(*v)
+                    rounded(*v, decimals)
                 )),
                 Some(_) if result.len() != 1 => {
                     problems.push(format!("{at}: {} series, a stat wants one", result.len()))
@@ -1064,13 +1005,13 @@ async fn instant(
             }
             for (key, v) in &wanted {
                 match got.get(key) {
-                    Some(g) if display.round(*g) == *v => {}
+                    Some(g) if rounded(*g, decimals) == *v => {}
                     Some(g) => problems.push(format!("{at}: {key:?} shows {g}, the rollout made {v}: {expr:?}")),
                     None => problems.push(format!("{at}: no series {key:?} (the rollout made {v}): {expr:?}")),
                 }
             }
             for (key, g) in &got {
-                if !wanted.contains_key(key) && display.round(*g) != 0.0 {
+                if !wanted.contains_key(key) && rounded(*g, decimals) != 0.0 {
                     problems.push(format!(
                         "{at}: series {key:?} shows {g}, the rollout made none: {expr:?}"
                     ));
@@ -1112,12 +1053,7 @@ async fn over_range(
         }
     };
     let result = data["result"].as_array().cloned().unwrap_or_default();
-    let (by, finite) = match check {
-        Check::Active(by, _) => (*by, false),
-        Check::Quantiles(by, _) => (*by, true),
-        Check::Gauge(by, _) => (*by, false),
-        _ => (&[][..], false),
-    };
+    let (by, finite) = (check.labels(), matches!(check, Check::Quantiles(..)));
     if let Check::Gauge(..) = check {
         // A gauge over time: what the panel shows last.
         let got: Series = result
@@ -1183,13 +1119,7 @@ mod tests {
     use serde_json::json;
 
     fn vars(start: f64, end: f64, scrape_ms: u64, group: Selection) -> Variables {
-        Variables {
-            start,
-            end,
-            scrape_interval: Duration::from_millis(scrape_ms),
-            max_data_points: 1000,
-            group,
-        }
+        Variables::new(start, end, Duration::from_millis(scrape_ms), group)
     }
 
     fn with_group_variable() -> Value {

@@ -45,8 +45,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use harness::Env;
 use harness::jaeger::Jaeger;
+use harness::{Env, env_var};
 
 /// pod-director's `service.name` in these tests (`OTEL_SERVICE_NAME`).
 pub const SERVICE: &str = "pod-director";
@@ -64,10 +64,6 @@ pub const KEPT: [&str; 6] = [
     "error",
 ];
 
-pub fn env_var(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
-}
-
 fn required(name: &str) -> String {
     env_var(name).unwrap_or_else(|| panic!("{name} is not set: run e2e/tracing/run"))
 }
@@ -81,19 +77,19 @@ pub async fn jaeger() -> Jaeger {
 
 /// pod-director's exporter settings: OTLP/gRPC to the collector, a short batch delay.
 pub fn otel_env() -> Vec<(String, String)> {
-    vec![
-        (
-            "OTEL_EXPORTER_OTLP_ENDPOINT".into(),
-            format!("http://{}", required("E2E_COLLECTOR_OTLP")),
-        ),
-        ("OTEL_EXPORTER_OTLP_PROTOCOL".into(), "grpc".into()),
-        ("OTEL_BSP_SCHEDULE_DELAY".into(), "200".into()),
-        ("OTEL_SERVICE_NAME".into(), SERVICE.into()),
-        (
-            "OTEL_RESOURCE_ATTRIBUTES".into(),
-            "deployment.environment=e2e-tracing".into(),
-        ),
-    ]
+    let endpoint = format!("http://{}", required("E2E_COLLECTOR_OTLP"));
+    variables(&[
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+        ("OTEL_BSP_SCHEDULE_DELAY", "200"),
+        ("OTEL_SERVICE_NAME", SERVICE),
+        ("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=e2e-tracing"),
+    ])
+}
+
+/// Environment variables `(name, value)`, owned.
+pub fn variables(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
 }
 
 /// A scenario whose pod-director exports to the collector with `otel`.
@@ -108,17 +104,6 @@ pub async fn start(scenario: &str, otel: Vec<(String, String)>) -> Env {
     .await
 }
 
-/// An HTTPS client trusting the webhook CA of the state dir.
-pub fn webhook_client(env: &Env) -> reqwest::Client {
-    let state_dir = env.settings.state_dir.as_ref().expect("local mode");
-    let ca = std::fs::read(state_dir.join("webhook/ca.crt")).expect("the webhook CA");
-    reqwest::Client::builder()
-        .add_root_certificate(reqwest::Certificate::from_pem(&ca).expect("the webhook CA is PEM"))
-        .timeout(Duration::from_secs(10))
-        .build()
-        .expect("an HTTPS client")
-}
-
 /// A random lowercase hex string of `len` characters.
 pub fn random_hex(len: usize) -> String {
     let mut out = String::new();
@@ -129,13 +114,25 @@ pub fn random_hex(len: usize) -> String {
     out
 }
 
-/// POSTs a review to `/mutate` directly (not through the API server) in trace
-/// `trace_id` (sampled); returns the HTTP status and the body.
-pub async fn post_mutate(env: &mut Env, review: &Value, trace_id: &str) -> (reqwest::StatusCode, Value) {
+/// A W3C `traceparent` of a sampled caller span in trace `trace_id`.
+pub fn sampled(trace_id: &str) -> String {
+    format!("00-{trace_id}-{}-01", random_hex(16))
+}
+
+/// POSTs a review to `/mutate` directly (not through the API server), over HTTPS
+/// trusting the webhook CA of the state dir, with `traceparent`; returns the HTTP
+/// status and the body.
+pub async fn post_mutate(env: &mut Env, review: &Value, traceparent: &str) -> (reqwest::StatusCode, Value) {
     let addr = env.pod_director().addr;
-    let response = webhook_client(env)
+    let state_dir = env.settings.state_dir.as_ref().expect("local mode");
+    let ca = std::fs::read(state_dir.join("webhook/ca.crt")).expect("the webhook CA");
+    let response = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(&ca).expect("the webhook CA is PEM"))
+        .timeout(Duration::from_secs(10))
+        .build()
+        .expect("an HTTPS client")
         .post(format!("https://{addr}/mutate"))
-        .header("traceparent", format!("00-{trace_id}-{}-01", random_hex(16)))
+        .header("traceparent", traceparent)
         .json(review)
         .send()
         .await

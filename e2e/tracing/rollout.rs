@@ -10,7 +10,7 @@ use crate::dashboard::{self, Observed, Selection, parse_exposition};
 use crate::fixtures::{asking_for_pool, with_labels};
 use crate::harness::prometheus::{Prometheus, unix_now};
 use crate::harness::{Env, Options, k8s::eventually, notice, pod};
-use crate::{KEPT, SERVICE, jaeger, otel_env, placed_pod, post_mutate, random_hex, undecidable_review};
+use crate::{KEPT, SERVICE, jaeger, otel_env, placed_pod, post_mutate, random_hex, sampled, undecidable_review};
 
 /// Prometheus' scrape interval here (and the Grafana datasource's "Scrape interval").
 const SCRAPE: Duration = Duration::from_millis(200);
@@ -27,15 +27,9 @@ pub struct Rollout {
     pub error_traces: Vec<String>,
 }
 
-/// pod-director's `/metrics`.
-async fn scrape(env: &mut Env) -> String {
-    let probe = env.pod_director().probe_addr;
-    reqwest::get(format!("http://{probe}/metrics"))
-        .await
-        .expect("pod-director's /metrics answers")
-        .text()
-        .await
-        .expect("an exposition")
+/// pod-director's `/metrics`, parsed.
+async fn scrape(env: &Env) -> Vec<dashboard::Sample> {
+    parse_exposition(&env.metrics().await.expect("pod-director's /metrics answers"))
 }
 
 /// Creates pods in namespaces of the suite's groups, each meant to be one decision;
@@ -102,7 +96,7 @@ pub async fn run(env: &mut Env, prometheus: &Prometheus) -> Rollout {
     let mut error_traces = Vec::new();
     for _ in 0..2 {
         let trace_id = random_hex(32);
-        let (status, body) = post_mutate(env, &undecidable_review(), &trace_id).await;
+        let (status, body) = post_mutate(env, &undecidable_review(), &sampled(&trace_id)).await;
         assert!(
             status.is_client_error(),
             "an undecidable review is refused: {status} {body}"
@@ -117,11 +111,13 @@ pub async fn run(env: &mut Env, prometheus: &Prometheus) -> Rollout {
         c["groups"]["e2e-rollout-added"] =
             json!({"mode": "dryRun", "nodeSelector": {"e2e.pod-director.io/pool": "blue"}})
     });
-    metric_above(env, success, before).await;
+    env.wait_for_metric(success, "above its value before", |v| v > before)
+        .await;
     let error = r#"pod_director_config_reloads_total{result="error"}"#;
     let before = env.metric(error).await.unwrap_or_default();
     env.pod_director().write_config("");
-    metric_above(env, error, before).await;
+    env.wait_for_metric(error, "above its value before", |v| v > before)
+        .await;
 
     // The log agrees with what the rollout meant.
     for (ns, name, decision) in &intended {
@@ -153,14 +149,15 @@ async fn every_dashboard_panel_shows_what_a_real_rollout_did() {
         ..Options::default()
     };
     let mut env = Env::start_with("dashboards", options).await;
-    metric_above(&env, r#"pod_director_audit_scans_total{result="success"}"#, 0.0).await;
+    let scans = r#"pod_director_audit_scans_total{result="success"}"#;
+    env.wait_for_metric(scans, "above 0", |v| v > 0.0).await;
     let probe = env.pod_director().probe_addr;
     let prometheus = Prometheus::scrape(probe, SCRAPE).await;
     // The time range starts at a scrape that saw everything before the rollout.
     prometheus.wait_for_next_scrape().await;
     let baseline = env.logs.decisions().await.len();
-    let before = parse_exposition(&scrape(&mut env).await);
-    let start_at = last_scrape(&prometheus).await - SCRAPE.as_secs_f64() / 2.0;
+    let before = scrape(&env).await;
+    let start_at = prometheus.last_scrape().await.expect("a scrape timestamp") - SCRAPE.as_secs_f64() / 2.0;
 
     let rollout = run(&mut env, &prometheus).await;
 
@@ -170,7 +167,7 @@ async fn every_dashboard_panel_shows_what_a_real_rollout_did() {
     if elapsed < MIN_RANGE.as_secs_f64() {
         tokio::time::sleep(Duration::from_secs_f64(MIN_RANGE.as_secs_f64() - elapsed)).await;
     }
-    let after_text = scrape(&mut env).await;
+    let after = scrape(&env).await;
     prometheus.wait_for_next_scrape().await;
     let end = unix_now();
     // A whole number of seconds, as Grafana's $__range: the range may start up to 1 s
@@ -187,7 +184,7 @@ async fn every_dashboard_panel_shows_what_a_real_rollout_did() {
     let observed = Observed {
         decisions,
         before,
-        after: parse_exposition(&after_text),
+        after,
     };
     assert_eq!(
         observed.decisions(&[], |l| l["webhook"] == "mutate"
@@ -223,13 +220,7 @@ async fn every_dashboard_panel_shows_what_a_real_rollout_did() {
         .iter()
         .find(|(uid, _)| uid == "pod-director-rollout")
         .expect("the rollout dashboard");
-    let vars = dashboard::Variables {
-        start: start_at,
-        end,
-        scrape_interval: SCRAPE,
-        max_data_points: 1000,
-        group: Selection::all(),
-    };
+    let vars = dashboard::Variables::new(start_at, end, SCRAPE, Selection::all());
     // An exemplar is a bucket's latest traced observation: it may predate the range.
     let every_decision: Vec<Value> = env.logs.decisions().await.into_iter().map(|d| d.0).collect();
     let mut checked = 0;
@@ -282,24 +273,4 @@ async fn every_dashboard_panel_shows_what_a_real_rollout_did() {
         rollout.intended.len(),
         rollout.error_traces.len()
     ));
-}
-
-/// Waits until pod-director's sample `sample` exceeds `before`.
-async fn metric_above(env: &Env, sample: &str, before: f64) {
-    eventually(&format!("{sample} above {before}"), || async {
-        (env.metric(sample).await? > before).then_some(())
-    })
-    .await;
-}
-
-/// The timestamp of the latest stored scrape.
-async fn last_scrape(prometheus: &Prometheus) -> f64 {
-    let result = prometheus
-        .query("timestamp(up)", None)
-        .await
-        .unwrap_or_else(|e| panic!("timestamp(up): {e}"));
-    result["result"][0]["value"][1]
-        .as_str()
-        .and_then(|v| v.parse().ok())
-        .expect("a scrape timestamp")
 }

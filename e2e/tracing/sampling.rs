@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::fixtures::{asking_for_pool, with_labels};
 use crate::harness::jaeger::{spans, tag, tags};
 use crate::harness::{notice, pod};
-use crate::{KEPT, SERVICE, jaeger, otel_env, placed_pod, post_mutate, random_hex, start, undecidable_review};
+use crate::{KEPT, SERVICE, jaeger, otel_env, placed_pod, post_mutate, random_hex, sampled, start, undecidable_review};
 
 /// noop and skipped traces each: 10% of 2 × 40 keeps 8 on average; none at all has a
 /// probability of 0.9^80 ≈ 0.02%.
@@ -31,7 +31,7 @@ async fn the_shipped_tail_sampling_keeps_every_decision_that_changes_something_a
     assert!(!denied.status.is_success(), "{}", denied.body);
     env.create_admitted_pod(&unknown, &pod("unknown")).await;
     let error_trace = random_hex(32);
-    let (status, _) = post_mutate(&mut env, &undecidable_review(), &error_trace).await;
+    let (status, _) = post_mutate(&mut env, &undecidable_review(), &sampled(&error_trace)).await;
     assert!(status.is_client_error(), "an undecidable review is refused: {status}");
 
     // Kept: each decision's trace, from its mutate log line.
@@ -105,12 +105,9 @@ async fn the_shipped_tail_sampling_keeps_every_decision_that_changes_something_a
         }
     }
     let total: usize = arrived.values().sum();
+    let kept = KEPT.len();
     notice(&format!(
-        "tail sampling: all {} kept decisions arrived ({:?}); of {} noop and {} skipped traces, {arrived:?} arrived",
-        KEPT.len(),
-        KEPT,
-        BULK,
-        BULK
+        "tail sampling: all {kept} kept decisions arrived ({KEPT:?}); of {BULK} noop and {BULK} skipped traces, {arrived:?} arrived"
     ));
     assert!(
         total > 0,

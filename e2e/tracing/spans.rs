@@ -3,9 +3,9 @@
 
 use serde_json::{Value, json};
 
-use crate::harness::jaeger::{span_with, spans, tag, tag_filter, tags};
-use crate::harness::pod;
-use crate::{APISERVER_SERVICE, SERVICE, env_var, jaeger, otel_env, random_hex, start};
+use crate::harness::jaeger::{spans, tag, tags};
+use crate::harness::{env_var, pod};
+use crate::{APISERVER_SERVICE, SERVICE, jaeger, otel_env, post_mutate, random_hex, start, variables};
 
 /// A span's tag value as the log line holds it: JSON fields are strings on spans.
 fn as_tag(value: &Value, key: &str) -> Value {
@@ -43,7 +43,9 @@ async fn a_dry_run_decision_span_arrives_in_jaeger_through_the_collector_inside_
         .await;
     let span = &by_id(&trace).expect("found above");
     assert!(
-        span_with(&trace, SERVICE, "webhook", &json!("validate")).is_some(),
+        spans(&trace)
+            .iter()
+            .any(|(s, span)| s == SERVICE && tags(span).get("webhook").map(|(_, v)| v) == Some(&json!("validate"))),
         "the validate webhook's span is in the same trace"
     );
     crate::harness::notice(&format!(
@@ -113,10 +115,7 @@ async fn a_dry_run_decision_span_arrives_in_jaeger_through_the_collector_inside_
     let found = jaeger
         .search(
             SERVICE,
-            &tag_filter(&[
-                ("admission.request.name", "traced-pod"),
-                ("admission.request.namespace", &namespace),
-            ]),
+            &json!({"admission.request.name": "traced-pod", "admission.request.namespace": namespace}),
             20,
         )
         .await;
@@ -164,14 +163,12 @@ async fn sigterm_flushes_a_decision_span_of_an_unsampled_trace_over_otlp_http() 
     let jaeger = jaeger().await;
     let mut otel = otel_env();
     otel.retain(|(k, _)| !k.starts_with("OTEL_EXPORTER_OTLP") && k != "OTEL_BSP_SCHEDULE_DELAY");
-    otel.extend([
-        (
-            "OTEL_EXPORTER_OTLP_ENDPOINT".to_owned(),
-            format!("http://{}", crate::required("E2E_COLLECTOR_OTLP_HTTP")),
-        ),
-        ("OTEL_EXPORTER_OTLP_PROTOCOL".to_owned(), "http/protobuf".to_owned()),
-        ("OTEL_BSP_SCHEDULE_DELAY".to_owned(), "600000".to_owned()),
-    ]);
+    let endpoint = format!("http://{}", crate::required("E2E_COLLECTOR_OTLP_HTTP"));
+    otel.extend(variables(&[
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"),
+        ("OTEL_BSP_SCHEDULE_DELAY", "600000"),
+    ]));
     let mut env = start("flush", otel).await;
     let namespace = env.namespace(Some("e2e-dryrun")).await;
     let trace_id = random_hex(32);
@@ -186,16 +183,8 @@ async fn sigterm_flushes_a_decision_span_of_an_unsampled_trace_over_otlp_http() 
         .uid(&uid)
         .user("e2e", &[])
         .value();
-    let addr = env.pod_director().addr;
-    let response = crate::webhook_client(&env)
-        .post(format!("https://{addr}/mutate"))
-        .header("traceparent", format!("00-{trace_id}-{parent}-00"))
-        .json(&review)
-        .send()
-        .await
-        .expect("pod-director answers");
-    assert_eq!(response.status(), reqwest::StatusCode::OK);
-    let answer: Value = response.json().await.expect("an AdmissionReview");
+    let (status, answer) = post_mutate(&mut env, &review, &format!("00-{trace_id}-{parent}-00")).await;
+    assert_eq!(status, reqwest::StatusCode::OK, "{answer}");
     assert_eq!(answer["response"]["allowed"], true);
     assert!(
         answer["response"].get("patch").is_none(),
@@ -204,12 +193,9 @@ async fn sigterm_flushes_a_decision_span_of_an_unsampled_trace_over_otlp_http() 
 
     let status = env.pod_director().stop().expect("pod-director was running");
     assert!(status.success(), "pod-director exits cleanly on SIGTERM: {status}");
-    let line = env
-        .logs
-        .decisions()
-        .await
-        .into_iter()
-        .find(|d| d.str("admission.request.uid") == Some(uid.as_str()))
+    let lines = env.decisions_with(&[("admission.request.uid", &uid)]).await;
+    let line = lines
+        .first()
         .unwrap_or_else(|| panic!("no decision line; {}", env.log_hint()));
     assert_eq!(line.text("trace_id"), trace_id, "the log line is in the caller's trace");
 

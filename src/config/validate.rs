@@ -186,39 +186,39 @@ impl Checker {
         }
     }
 
+    /// Whether `s` passes the `syntax` rule `rule`; if not, an error at `path` says it is
+    /// not a valid `what`, and why.
+    fn valid(&mut self, path: &Path, s: &str, what: &str, rule: fn(&str) -> Option<String>) -> bool {
+        let reason = rule(s);
+        if let Some(reason) = &reason {
+            self.err(path, format!("{s:?} is not a valid {what}: {reason}"));
+        }
+        reason.is_none()
+    }
+
     fn label_key(&mut self, v: &Value, path: &Path) -> Option<String> {
         let s = self.string(v, path)?;
-        if let Some(reason) = syntax::label_key(s) {
-            self.err(path, format!("{s:?} is not a valid label key: {reason}"));
-            return None;
-        }
-        Some(s.to_owned())
+        self.valid(path, s, "label key", syntax::label_key)
+            .then(|| s.to_owned())
     }
 
     fn label_value(&mut self, v: &Value, path: &Path) {
-        if let Some(s) = self.string(v, path)
-            && let Some(reason) = syntax::label_value(s)
-        {
-            self.err(path, format!("{s:?} is not a valid label value: {reason}"));
+        if let Some(s) = self.string(v, path) {
+            self.valid(path, s, "label value", syntax::label_value);
         }
     }
 
     fn namespace_name(&mut self, v: &Value, path: &Path) -> Option<String> {
         let s = self.string(v, path)?;
-        if let Some(reason) = syntax::dns1123_label(s) {
-            self.err(path, format!("{s:?} is not a valid namespace name: {reason}"));
-            return None;
-        }
-        Some(s.to_owned())
+        self.valid(path, s, "namespace name", syntax::dns1123_label)
+            .then(|| s.to_owned())
     }
 
     fn label_map(&mut self, v: &Value, path: &Path) {
         if let Some(map) = self.map(v, path) {
             for (k, val) in map {
                 let p = path.key(k);
-                if let Some(reason) = syntax::label_key(k) {
-                    self.err(&p, format!("{k:?} is not a valid label key: {reason}"));
-                }
+                self.valid(&p, k, "label key", syntax::label_key);
                 self.label_value(val, &p);
             }
         }
@@ -494,8 +494,8 @@ impl Checker {
                         "must be Exists when key is empty (an empty key with Exists tolerates every taint)",
                     );
                 }
-            } else if let Some(reason) = syntax::label_key(key) {
-                self.err(&path.key("key"), format!("{key:?} is not a valid taint key: {reason}"));
+            } else {
+                self.valid(&path.key("key"), key, "taint key", syntax::label_key);
             }
         }
         if let (Some(op), Some(value)) = (&operator, &value) {
@@ -505,12 +505,7 @@ impl Checker {
                     format!("must be empty when operator is Exists (got {value:?})"),
                 ),
                 "Equal" => {
-                    if let Some(reason) = syntax::label_value(value) {
-                        self.err(
-                            &path.key("value"),
-                            format!("{value:?} is not a valid taint value: {reason}"),
-                        );
-                    }
+                    self.valid(&path.key("value"), value, "taint value", syntax::label_value);
                 }
                 _ => {}
             }
@@ -642,9 +637,7 @@ impl Checker {
             }
             "In" | "NotIn" => {
                 for (i, value) in values.iter().enumerate() {
-                    if let Some(reason) = syntax::label_value(value) {
-                        self.err(&vp.index(i), format!("{value:?} is not a valid label value: {reason}"));
-                    }
+                    self.valid(&vp.index(i), value, "label value", syntax::label_value);
                 }
             }
             "Exists" | "DoesNotExist" if !values.is_empty() => {

@@ -14,71 +14,47 @@ pub struct Pair {
 /// A new serving certificate for 127.0.0.1/localhost from `webhook_dir`'s `ca.crt` + `ca.key`.
 pub fn issue(webhook_dir: &Path, common_name: &str) -> Pair {
     let dir = tempfile::tempdir().expect("temp dir");
-    let (key, csr, crt, ext) = (
-        dir.path().join("tls.key"),
-        dir.path().join("tls.csr"),
-        dir.path().join("tls.crt"),
-        dir.path().join("ext.cnf"),
-    );
+    let file = |name: &str| dir.path().join(name);
+    let (key, csr, crt, ext) = (file("tls.key"), file("tls.csr"), file("tls.crt"), file("ext.cnf"));
     std::fs::write(
         &ext,
         "basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n\
          extendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1,DNS:localhost\n",
     )
     .expect("extensions file");
-    openssl(&[
-        "req",
-        "-new",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-keyout",
-        path(&key),
-        "-out",
-        path(&csr),
-        "-subj",
-        &format!("/CN={common_name}"),
-    ]);
-    openssl(&[
-        "x509",
-        "-req",
-        "-sha256",
-        "-days",
-        "2",
-        "-in",
-        path(&csr),
-        "-CA",
-        path(&webhook_dir.join("ca.crt")),
-        "-CAkey",
-        path(&webhook_dir.join("ca.key")),
-        "-CAcreateserial",
-        "-CAserial",
-        path(&dir.path().join("ca.srl")),
-        "-extfile",
-        path(&ext),
-        "-out",
-        path(&crt),
-    ]);
+    let subject = format!("/CN={common_name}");
+    openssl(
+        &["req", "-new", "-newkey", "rsa:2048", "-nodes", "-subj", &subject],
+        &[("-keyout", &key), ("-out", &csr)],
+    );
+    openssl(
+        &["x509", "-req", "-sha256", "-days", "2", "-CAcreateserial"],
+        &[
+            ("-in", &csr),
+            ("-CA", &webhook_dir.join("ca.crt")),
+            ("-CAkey", &webhook_dir.join("ca.key")),
+            ("-CAserial", &file("ca.srl")),
+            ("-extfile", &ext),
+            ("-out", &crt),
+        ],
+    );
     Pair {
         cert: std::fs::read(&crt).expect("certificate written"),
         key: std::fs::read(&key).expect("key written"),
     }
 }
 
-fn path(p: &Path) -> &str {
-    p.to_str().expect("a UTF-8 path")
-}
-
-fn openssl(args: &[&str]) {
-    let output = Command::new("openssl")
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("openssl runs");
+/// `openssl FLAGS… OPTION FILE…`.
+fn openssl(flags: &[&str], files: &[(&str, &Path)]) {
+    let mut command = Command::new("openssl");
+    command.args(flags).stdin(Stdio::null());
+    for (option, file) in files {
+        command.arg(option).arg(file);
+    }
+    let output = command.output().expect("openssl runs");
     assert!(
         output.status.success(),
-        "openssl {} failed:\n{}",
-        args.join(" "),
+        "{command:?} failed:\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
 }

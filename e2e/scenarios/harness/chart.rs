@@ -2,14 +2,13 @@
 //! and both webhook configurations, so that the chart's namespaceSelectors,
 //! failurePolicies and reinvocationPolicy are what the scenarios exercise.
 
-use std::path::PathBuf;
 use std::process::Command;
 
 use base64::Engine as _;
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
 use serde_json::Value;
 
-use super::Settings;
+use super::{Settings, tool};
 
 /// What the suite takes from the chart.
 pub struct Rendered {
@@ -18,29 +17,10 @@ pub struct Rendered {
     pub validating: ValidatingWebhookConfiguration,
 }
 
-/// The helm binary: `$HELM`, else the one `e2e/tools.sh` builds (cached).
-pub fn helm(settings: &Settings) -> PathBuf {
-    if let Ok(helm) = std::env::var("HELM")
-        && !helm.is_empty()
-    {
-        return PathBuf::from(helm);
-    }
-    let output = Command::new(settings.repo.join("e2e/tools.sh"))
-        .args(["path", "helm"])
-        .output()
-        .expect("e2e/tools.sh runs");
-    assert!(
-        output.status.success(),
-        "e2e/tools.sh path helm failed:\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    PathBuf::from(String::from_utf8_lossy(&output.stdout).trim())
-}
-
 /// `helm template` of the suite's release with its values, the certificate of
 /// an existing Secret (`ca_bundle`, base64), `--set` `sets`, only `templates`.
 fn template(settings: &Settings, ca_bundle: &str, sets: &[String], templates: &[&str]) -> Vec<Value> {
-    let mut command = Command::new(helm(settings));
+    let mut command = Command::new(tool("HELM", "helm"));
     command
         .arg("template")
         .arg(&settings.release)

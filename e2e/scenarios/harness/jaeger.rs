@@ -4,9 +4,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::PATIENCE;
+use super::k8s::eventually;
 
 /// A Jaeger v2 query API, e.g. `http://127.0.0.1:16686`.
 pub struct Jaeger {
@@ -28,19 +29,11 @@ impl Jaeger {
     /// Waits until the query API answers.
     pub async fn wait_ready(&self) {
         let url = format!("{}/api/services", self.query);
-        let deadline = tokio::time::Instant::now() + PATIENCE;
-        loop {
-            if let Ok(response) = self.http.get(&url).send().await
-                && response.status().is_success()
-            {
-                return;
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "Jaeger's query API {url} does not answer"
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        eventually(&format!("Jaeger's query API {url} to answer"), || async {
+            let response = self.http.get(&url).send().await.ok()?;
+            response.status().is_success().then_some(())
+        })
+        .await;
     }
 
     /// `GET /api/traces/{id}`: the trace, once Jaeger has it.
@@ -58,7 +51,8 @@ impl Jaeger {
         body["data"].as_array()?.first().cloned()
     }
 
-    /// `GET /api/traces?service=…&tags=…`: up to `limit` traces with a span carrying all `tags`.
+    /// `GET /api/traces?service=…&tags=…`: up to `limit` traces with a span carrying all
+    /// `tags` (`{"key": "value", …}`).
     pub async fn search(&self, service: &str, tags: &Value, limit: usize) -> Vec<Value> {
         let Ok(response) = self
             .http
@@ -138,16 +132,4 @@ pub fn tag<'a>(tags: &'a BTreeMap<String, (String, Value)>, key: &str) -> &'a Va
     tags.get(key)
         .map(|(_, v)| v)
         .unwrap_or_else(|| panic!("the span has no tag {key}; tags: {tags:?}"))
-}
-
-/// The span of `service` whose tag `key` is `value`, in a trace.
-pub fn span_with<'a>(trace: &'a Value, service: &str, key: &str, value: &Value) -> Option<&'a Value> {
-    spans(trace)
-        .into_iter()
-        .find_map(|(s, span)| (s == service && tags(span).get(key).map(|(_, v)| v) == Some(value)).then_some(span))
-}
-
-/// `{"key": "value"}` for [`Jaeger::search`].
-pub fn tag_filter(pairs: &[(&str, &str)]) -> Value {
-    Value::Object(pairs.iter().map(|(k, v)| ((*k).to_owned(), json!(v))).collect())
 }

@@ -4,9 +4,9 @@
 use std::time::Duration;
 
 use http_body_util::BodyExt as _;
-use k8s_openapi::api::core::v1::{Pod, ServiceAccount, Toleration};
+use k8s_openapi::api::core::v1::{Namespace, NodeSelectorTerm, Pod, ServiceAccount, Toleration};
 use kube::Client;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 use super::PATIENCE;
@@ -38,6 +38,17 @@ pub fn own_tolerations(pod: &Pod) -> Vec<Toleration> {
         .into_iter()
         .filter(|t| !t.key.as_deref().unwrap_or_default().starts_with(BUILT_IN_TOLERATIONS))
         .collect()
+}
+
+/// The pod's required node-affinity terms.
+pub fn required_terms(pod: &Pod) -> Vec<NodeSelectorTerm> {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.affinity.as_ref())
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|n| n.required_during_scheduling_ignored_during_execution.as_ref())
+        .map(|r| r.node_selector_terms.clone())
+        .unwrap_or_default()
 }
 
 /// The answer to a pod create.
@@ -124,19 +135,35 @@ pub async fn create_pod(client: &Client, namespace: &str, pod: &Pod, dry_run: bo
 /// creates `default` about a second after the namespace; pods need it).
 pub async fn wait_for_service_account(client: &Client, namespace: &str, name: &str) {
     let api: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
+    let what = format!("ServiceAccount {namespace}/{name} (is the controller-manager running?)");
+    eventually(&what, || async {
         match api.get_opt(name).await {
-            Ok(Some(_)) => return,
-            Ok(None) => {}
-            Err(e) => println!("waiting for ServiceAccount {namespace}/{name}: {e}"),
+            Ok(found) => found,
+            Err(e) => {
+                println!("waiting for ServiceAccount {namespace}/{name}: {e}");
+                None
+            }
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "ServiceAccount {namespace}/{name} did not appear within {PATIENCE:?} (is the controller-manager running?)"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    })
+    .await;
+}
+
+/// Merge-patches `labels` (a `null` value removes the label) into namespace `name`.
+pub async fn label_namespace(client: &Client, name: &str, labels: Value) -> Result<Namespace, kube::Error> {
+    let patch = json!({"metadata": {"labels": labels}});
+    Api::<Namespace>::all(client.clone())
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+}
+
+/// A client acting as `user` in `groups` (none: only the user; the suite's admin may impersonate).
+pub async fn impersonating(user: &str, groups: &[&str]) -> Client {
+    let mut config = kube::Config::infer().await.expect("a kubeconfig");
+    config.auth_info.impersonate = Some(user.to_owned());
+    if !groups.is_empty() {
+        config.auth_info.impersonate_groups = Some(groups.iter().map(|g| (*g).to_owned()).collect());
     }
+    Client::try_from(config).expect("an impersonating client")
 }
 
 /// Polls `check` every 200 ms until it returns `Some`, for at most `PATIENCE`.

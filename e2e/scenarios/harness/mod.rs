@@ -87,8 +87,27 @@ pub struct Settings {
     pub stub_host: Option<IpAddr>,
 }
 
-fn env_var(name: &str) -> Option<String> {
+/// The variable `name`, unless it is unset or blank.
+pub fn env_var(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+/// A third-party tool: `$VARIABLE`, else the binary `e2e/tools.sh path TOOL` builds (cached).
+pub fn tool(variable: &str, tool: &str) -> PathBuf {
+    if let Some(path) = env_var(variable) {
+        return PathBuf::from(path);
+    }
+    let tools = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("e2e/tools.sh");
+    let output = std::process::Command::new(&tools)
+        .args(["path", tool])
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", tools.display()));
+    assert!(
+        output.status.success(),
+        "e2e/tools.sh path {tool} failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    PathBuf::from(String::from_utf8_lossy(&output.stdout).trim())
 }
 
 impl Settings {
@@ -188,16 +207,21 @@ pub fn pool_node(name: &str) -> Node {
     serde_json::from_value(json!({
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": name, "labels": {
-            "e2e.pod-director.io/pool": "blue",
-            "kubernetes.io/os": "linux",
-            "topology.kubernetes.io/zone": "zone-a",
-            "e2e.pod-director.io/team": "web",
-            "e2e.pod-director.io/arch": "amd64",
-        }},
+        "metadata": {"name": name, "labels": pool_labels("blue")},
         "spec": {"taints": [{"key": "e2e.pod-director.io/dedicated", "value": "blue", "effect": "NoSchedule"}]},
     }))
     .expect("a Node")
+}
+
+/// The labels of a [`pool_node`] of pool `pool`.
+pub fn pool_labels(pool: &str) -> Value {
+    json!({
+        "e2e.pod-director.io/pool": pool,
+        "kubernetes.io/os": "linux",
+        "topology.kubernetes.io/zone": "zone-a",
+        "e2e.pod-director.io/team": "web",
+        "e2e.pod-director.io/arch": "amd64",
+    })
 }
 
 /// The suite's pod-director configuration: `config` of `e2e/scenarios/values.yaml`.
@@ -261,13 +285,13 @@ impl Env {
 
     /// Sets up a scenario that needs the local pod-director process; in cluster
     /// mode prints why it is skipped and returns `None`.
-    pub async fn start_local(scenario: &str, options: Options, why: &str) -> Option<Env> {
+    pub async fn start_local(scenario: &str, why: &str) -> Option<Env> {
         let settings = Settings::from_env();
         if settings.target == Target::Cluster {
             notice(&format!("SKIPPED {scenario} in cluster mode: {why}"));
             return None;
         }
-        Some(Self::start_with(scenario, options).await)
+        Some(Self::start(scenario).await)
     }
 
     /// Sets up a scenario that runs a webhook of its own in the test process; skipped
@@ -292,9 +316,37 @@ impl Env {
             .await
             .expect("a Kubernetes client from KUBECONFIG");
         let suite = suite_config(&settings.values_file());
-        let env = match settings.target {
-            Target::Local => Self::start_local_process(scenario, settings, client, suite, options, serial).await,
-            Target::Cluster => Self::attach_to_cluster(scenario, settings, client, suite, serial).await,
+        let (logs, pod_director, proxy, created) = match settings.target {
+            Target::Local => {
+                let (pod_director, proxy) =
+                    Self::start_local_process(scenario, &settings, &client, &suite, options).await;
+                let created = Cleanup {
+                    mutating: vec![settings.fullname.clone()],
+                    validating: vec![settings.fullname.clone()],
+                    ..Cleanup::default()
+                };
+                (
+                    LogSource::Local(pod_director.lines.clone()),
+                    Some(pod_director),
+                    proxy,
+                    created,
+                )
+            }
+            Target::Cluster => {
+                let logs = Self::attach_to_cluster(&settings, &client, &suite).await;
+                (logs, None, None, Cleanup::default())
+            }
+        };
+        let env = Env {
+            logs,
+            client,
+            settings,
+            config: suite,
+            scenario: scenario.to_owned(),
+            pod_director,
+            proxy,
+            created: Mutex::new(created),
+            _serial: serial,
         };
         // A node of the suite's blue pool, so that its groups' pods have somewhere to go
         // (0 feasible nodes would add a warning to every warn/enforce decision).
@@ -304,19 +356,20 @@ impl Env {
         env
     }
 
+    /// Starts pod-director (behind the latency relay, when asked) and registers the chart's
+    /// webhook configurations for it.
     async fn start_local_process(
         scenario: &str,
-        settings: Settings,
-        client: Client,
-        suite: Config,
+        settings: &Settings,
+        client: &Client,
+        suite: &Config,
         options: Options,
-        serial: tokio::sync::MutexGuard<'static, ()>,
-    ) -> Env {
+    ) -> (PodDirector, Option<DelayProxy>) {
         let state_dir = settings.state_dir.clone().expect("local mode has a state dir");
         if options.audit_interval.is_some() {
             // The continuous audit's Lease lives in pod-director's own namespace (in cluster
             // mode the chart's release namespace).
-            ensure_namespace(&client, &settings.namespace).await;
+            ensure_namespace(client, &settings.namespace).await;
         }
         let webhook_dir = state_dir.join("webhook");
         let read = |name: &str| {
@@ -324,11 +377,11 @@ impl Env {
         };
         let (cert, key, ca) = (read("tls.crt"), read("tls.key"), read("ca.crt"));
         let addr = process::free_local_addr();
-        let rendered = chart::render(&settings, &format!("https://{addr}"), &ca);
+        let rendered = chart::render(settings, &format!("https://{addr}"), &ca);
         let rendered_config = Config::from_yaml(&rendered.config_yaml, "the chart's ConfigMap", Vec::new())
             .expect("the chart renders a valid config");
         assert_eq!(
-            rendered_config.config, suite,
+            &rendered_config.config, suite,
             "the chart's ConfigMap carries the config of e2e/scenarios/values.yaml verbatim"
         );
 
@@ -352,49 +405,18 @@ impl Env {
         });
         pod_director.wait_ready().await;
 
-        let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
-        let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-        let apply = PatchParams::apply(FIELD_MANAGER).force();
-        let name = rendered.mutating.metadata.name.clone().expect("named");
-        mutating
-            .patch(&name, &apply, &Patch::Apply(&rendered.mutating))
-            .await
-            .expect("the chart's MutatingWebhookConfiguration is accepted");
-        let name = rendered.validating.metadata.name.clone().expect("named");
-        validating
-            .patch(&name, &apply, &Patch::Apply(&rendered.validating))
-            .await
-            .expect("the chart's ValidatingWebhookConfiguration is accepted");
+        apply(Api::all(client.clone()), &rendered.mutating).await;
+        apply(Api::all(client.clone()), &rendered.validating).await;
         println!(
             "pod-director pid {} serving https://{addr}, log {}",
             pod_director.pid(),
             pod_director.log_file.display()
         );
-        let created = Cleanup {
-            mutating: vec![settings.fullname.clone()],
-            validating: vec![settings.fullname.clone()],
-            ..Cleanup::default()
-        };
-        Env {
-            logs: LogSource::Local(pod_director.lines.clone()),
-            client,
-            settings,
-            config: suite,
-            scenario: scenario.to_owned(),
-            pod_director: Some(pod_director),
-            proxy,
-            created: Mutex::new(created),
-            _serial: serial,
-        }
+        (pod_director, proxy)
     }
 
-    async fn attach_to_cluster(
-        scenario: &str,
-        settings: Settings,
-        client: Client,
-        suite: Config,
-        serial: tokio::sync::MutexGuard<'static, ()>,
-    ) -> Env {
+    /// Checks that the release runs the suite's config; its pods' logs are the decisions.
+    async fn attach_to_cluster(settings: &Settings, client: &Client, suite: &Config) -> LogSource {
         let config_map = format!("{}-config", settings.fullname);
         let installed = Api::<ConfigMap>::namespaced(client.clone(), &settings.namespace)
             .get(&config_map)
@@ -409,25 +431,14 @@ impl Env {
             .unwrap_or_else(|e| panic!("the installed config is invalid: {e}"))
             .config;
         assert_eq!(
-            installed,
+            &installed,
             suite,
             "pod-director must be installed with the suite's values: helm upgrade --install {} ./chart -n {} -f {}",
             settings.release,
             settings.namespace,
             settings.values_file().display()
         );
-        let logs = LogSource::pods(&client, &settings.namespace, &settings.release);
-        Env {
-            logs,
-            client,
-            settings,
-            config: suite,
-            scenario: scenario.to_owned(),
-            pod_director: None,
-            proxy: None,
-            created: Mutex::new(Cleanup::default()),
-            _serial: serial,
-        }
+        LogSource::pods(client, &settings.namespace, &settings.release)
     }
 
     /// Dry-run pods in a dryRun-group namespace until pod-director logs both
@@ -489,30 +500,52 @@ impl Env {
         config
     }
 
+    /// The config revision pod-director loaded at start.
+    pub async fn loaded_revision(&self) -> String {
+        let loaded = self.logs.messages("configuration loaded").await;
+        let revision = loaded.first().and_then(|l| l["config.revision"].as_str());
+        revision.expect("a loaded revision").to_owned()
+    }
+
     /// Waits until pod-director logged `configuration reloaded` away from `revision`; returns the new one.
     pub async fn reloaded_from(&self, revision: &str) -> String {
-        let line = k8s::eventually("the configuration reloaded log line", || async {
-            self.logs
-                .messages("configuration reloaded")
-                .await
-                .into_iter()
-                .find(|l| l["config.previous_revision"] == revision)
-        })
-        .await;
+        let line = self
+            .logged("configuration reloaded", |l| l["config.previous_revision"] == revision)
+            .await;
         line["config.revision"].as_str().expect("a revision").to_owned()
+    }
+
+    /// Waits until pod-director logs a line with `message` for which `holds` is true; returns it.
+    pub async fn logged(&self, message: &str, holds: impl Fn(&Value) -> bool) -> Value {
+        k8s::eventually(&format!("a log line {message:?}"), || async {
+            self.logs.messages(message).await.into_iter().find(|l| holds(l))
+        })
+        .await
     }
 
     /// The value of a sample of the local pod-director's `/metrics` (the first line
     /// starting with `sample`, e.g. `pod_director_config_reloads_total{result="error"}`).
     pub async fn metric(&self, sample: &str) -> Option<f64> {
+        pod_director::support::metric_value(&self.metrics().await?, sample)
+    }
+
+    /// Waits until the local pod-director's `sample` has a value for which `holds` is true.
+    pub async fn wait_for_metric(&self, sample: &str, what: &str, holds: impl Fn(f64) -> bool) {
+        k8s::eventually(&format!("{sample} {what}"), || async {
+            self.metric(sample).await.filter(|v| holds(*v)).map(|_| ())
+        })
+        .await;
+    }
+
+    /// The local pod-director's `/metrics` (`None` in cluster mode, or when it does not answer).
+    pub async fn metrics(&self) -> Option<String> {
         let probe = self.pod_director.as_ref()?.probe_addr;
-        let text = reqwest::get(format!("http://{probe}/metrics"))
+        reqwest::get(format!("http://{probe}/metrics"))
             .await
             .ok()?
             .text()
             .await
-            .ok()?;
-        pod_director::support::metric_value(&text, sample)
+            .ok()
     }
 
     /// The chart's two webhook configurations as they are in the cluster now.
@@ -532,6 +565,23 @@ impl Env {
     /// The name of one of the chart's webhooks, e.g. `enforce.mutate.e2e-pod-director.pod-director.io`.
     pub fn webhook_name(&self, entry: &str, webhook: &str) -> String {
         format!("{entry}.{webhook}.{}.pod-director.io", self.settings.fullname)
+    }
+
+    /// The API server's error when the chart's webhook `entry`.`webhook` denies with `message`.
+    pub fn denied_by(&self, entry: &str, webhook: &str, message: &str) -> String {
+        let hook = self.webhook_name(entry, webhook);
+        format!("admission webhook \"{hook}\" denied the request: {message}")
+    }
+
+    /// Asserts that the API server refused `created` because it could not call the mutate
+    /// webhook of the chart's entry `entry` (failurePolicy Fail).
+    pub fn assert_failed_calling(&self, created: &Created, entry: &str) {
+        let message = created.error_message().unwrap_or_default();
+        let hook = self.webhook_name(entry, "mutate");
+        assert!(
+            message.contains(&format!("failed calling webhook \"{hook}\"")),
+            "refused by {hook} (failurePolicy Fail): {message}"
+        );
     }
 
     /// A fresh namespace `e2e-<scenario>-<random>` labelled with `group` (when given),
@@ -598,6 +648,21 @@ impl Env {
         Api::namespaced(self.client.clone(), namespace)
     }
 
+    /// The pods in `namespace` with labels matching `selector`, e.g. `app=web`.
+    pub async fn list_pods(&self, namespace: &str, selector: &str) -> Vec<Pod> {
+        let params = kube::api::ListParams::default().labels(selector);
+        self.pods(namespace).list(&params).await.expect("pods listed").items
+    }
+
+    /// Waits until `count` pods in `namespace` match `selector` (a controller's); returns them.
+    pub async fn wait_for_pods(&self, namespace: &str, selector: &str, count: usize) -> Vec<Pod> {
+        k8s::eventually(&format!("{count} pods {selector} in {namespace}"), || async {
+            let pods = self.list_pods(namespace, selector).await;
+            (pods.len() == count).then_some(pods)
+        })
+        .await
+    }
+
     /// Creates a pod, keeping the HTTP status, the Warning headers and any error.
     pub async fn create_pod(&self, namespace: &str, pod: &Pod) -> Created {
         k8s::create_pod(&self.client, namespace, pod, false).await
@@ -660,21 +725,28 @@ impl Env {
         }
     }
 
+    /// The decisions logged so far whose string fields have these values.
+    pub async fn decisions_with(&self, fields: &[(&str, &str)]) -> Vec<Decision> {
+        let all = self.logs.decisions().await;
+        all.into_iter()
+            .filter(|d| fields.iter().all(|(field, value)| d.str(field) == Some(value)))
+            .collect()
+    }
+
     /// Applies RBAC objects (e.g. `render_template` output): cluster-wide roles and
     /// bindings; Roles and RoleBindings in their namespace, else the release's.
     pub async fn apply_rbac(&self, objects: Vec<Value>) {
         use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
         for object in objects {
-            let name = object["metadata"]["name"].as_str().expect("named").to_owned();
             let namespace = object["metadata"]["namespace"]
                 .as_str()
                 .unwrap_or(&self.settings.namespace);
             let client = self.client.clone();
             match object["kind"].as_str() {
-                Some("ClusterRole") => apply(Api::<ClusterRole>::all(client), &name, object).await,
-                Some("ClusterRoleBinding") => apply(Api::<ClusterRoleBinding>::all(client), &name, object).await,
-                Some("Role") => apply(Api::<Role>::namespaced(client, namespace), &name, object).await,
-                Some("RoleBinding") => apply(Api::<RoleBinding>::namespaced(client, namespace), &name, object).await,
+                Some("ClusterRole") => apply_json(Api::<ClusterRole>::all(client), object).await,
+                Some("ClusterRoleBinding") => apply_json(Api::<ClusterRoleBinding>::all(client), object).await,
+                Some("Role") => apply_json(Api::<Role>::namespaced(client, namespace), object).await,
+                Some("RoleBinding") => apply_json(Api::<RoleBinding>::namespaced(client, namespace), object).await,
                 other => panic!("unexpected RBAC object {other:?}"),
             }
         }
@@ -683,15 +755,8 @@ impl Env {
     /// Applies a MutatingWebhookConfiguration of the scenario's own (deleted at the end).
     pub async fn apply_mutating(&self, configuration: &MutatingWebhookConfiguration) {
         let name = configuration.meta().name.clone().expect("named");
-        self.created.lock().expect("not poisoned").mutating.push(name.clone());
-        Api::<MutatingWebhookConfiguration>::all(self.client.clone())
-            .patch(
-                &name,
-                &PatchParams::apply(FIELD_MANAGER).force(),
-                &Patch::Apply(configuration),
-            )
-            .await
-            .unwrap_or_else(|e| panic!("MutatingWebhookConfiguration {name} applied: {e}"));
+        self.created.lock().expect("not poisoned").mutating.push(name);
+        apply(Api::all(self.client.clone()), configuration).await;
     }
 
     /// Starts a test webhook (see [`stub`]), registers it for `namespace` under a
@@ -707,21 +772,65 @@ impl Env {
         );
         self.apply_mutating(&stub.configuration(&name, namespace, reinvocation))
             .await;
-        let deadline = tokio::time::Instant::now() + PATIENCE;
-        for attempt in 0.. {
-            let canary = format!("stub-canary-{attempt}");
-            self.create_pod_dry_run(namespace, &pod(&canary)).await;
-            if stub.calls().contains(&canary) {
-                break;
+        let mut attempt = 0;
+        k8s::eventually(&format!("the API server to call the test webhook {}", stub.url), || {
+            attempt += 1;
+            let (canary, stub) = (format!("stub-canary-{attempt}"), &stub);
+            async move {
+                self.create_pod_dry_run(namespace, &pod(&canary)).await;
+                stub.calls().contains(&canary).then_some(())
             }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "the API server did not call the test webhook {} within {PATIENCE:?}",
-                stub.url
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        })
+        .await;
         stub
+    }
+
+    /// The chart's ServiceAccount as the authorizer sees it: its user name and groups.
+    pub fn service_account(&self) -> (String, Vec<String>) {
+        let namespace = &self.settings.namespace;
+        let user = format!("system:serviceaccount:{namespace}:{}", self.settings.fullname);
+        let groups = [
+            "system:serviceaccounts",
+            &format!("system:serviceaccounts:{namespace}"),
+            "system:authenticated",
+        ];
+        (user, groups.map(str::to_owned).to_vec())
+    }
+
+    /// Whether the chart's ServiceAccount may `verb` the `resource`s of API group `group`
+    /// (in `namespace`, named `name`, when given), as a SubjectAccessReview answers.
+    pub async fn service_account_may(
+        &self,
+        group: &str,
+        resource: &str,
+        verb: &str,
+        namespace: Option<&str>,
+        name: Option<&str>,
+    ) -> bool {
+        use k8s_openapi::api::authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
+        let (user, groups) = self.service_account();
+        let review = SubjectAccessReview {
+            spec: SubjectAccessReviewSpec {
+                user: Some(user),
+                groups: Some(groups),
+                resource_attributes: Some(ResourceAttributes {
+                    group: Some(group.to_owned()),
+                    resource: Some(resource.to_owned()),
+                    verb: Some(verb.to_owned()),
+                    namespace: namespace.map(str::to_owned),
+                    name: name.map(str::to_owned),
+                    ..ResourceAttributes::default()
+                }),
+                ..SubjectAccessReviewSpec::default()
+            },
+            ..SubjectAccessReview::default()
+        };
+        Api::<SubjectAccessReview>::all(self.client.clone())
+            .create(&PostParams::default(), &review)
+            .await
+            .expect("a SubjectAccessReview")
+            .status
+            .is_some_and(|s| s.allowed)
     }
 
     /// The API server's audit events for pod `namespace/name` (local mode; empty otherwise).
@@ -742,16 +851,24 @@ impl Env {
     }
 }
 
-/// Server-side applies `object` (a `K`) as `name`.
-async fn apply<K>(api: Api<K>, name: &str, object: Value)
+/// Server-side applies `object`.
+async fn apply<K>(api: Api<K>, object: &K)
 where
-    K: kube::Resource + Clone + std::fmt::Debug + serde::Serialize + serde::de::DeserializeOwned,
+    K: kube::Resource<DynamicType = ()> + Clone + std::fmt::Debug + serde::Serialize + serde::de::DeserializeOwned,
 {
-    let kind = object["kind"].as_str().unwrap_or_default().to_owned();
-    let typed: K = serde_json::from_value(object).unwrap_or_else(|e| panic!("a {kind}: {e}"));
-    api.patch(name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&typed))
+    let (kind, name) = (K::kind(&()), object.meta().name.clone().expect("named"));
+    api.patch(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(object))
         .await
         .unwrap_or_else(|e| panic!("{kind} {name} applied: {e}"));
+}
+
+/// Server-side applies `object`, a `K` as JSON.
+async fn apply_json<K>(api: Api<K>, object: Value)
+where
+    K: kube::Resource<DynamicType = ()> + Clone + std::fmt::Debug + serde::Serialize + serde::de::DeserializeOwned,
+{
+    let typed: K = serde_json::from_value(object).unwrap_or_else(|e| panic!("a {}: {e}", K::kind(&())));
+    apply(api, &typed).await;
 }
 
 impl Drop for Env {
@@ -786,29 +903,24 @@ async fn delete(created: Cleanup) {
         Ok(client) => client,
         Err(e) => return eprintln!("cleanup: no client: {e}"),
     };
-    let dp = DeleteParams::background();
-    let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
-    for name in &created.mutating {
-        if let Err(e) = mutating.delete(name, &dp).await {
-            eprintln!("cleanup: MutatingWebhookConfiguration {name}: {e}");
-        }
-    }
-    let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-    for name in &created.validating {
-        if let Err(e) = validating.delete(name, &dp).await {
-            eprintln!("cleanup: ValidatingWebhookConfiguration {name}: {e}");
-        }
-    }
-    let nodes: Api<Node> = Api::all(client.clone());
-    for name in &created.nodes {
-        if let Err(e) = nodes.delete(name, &dp).await {
-            eprintln!("cleanup: node {name}: {e}");
-        }
-    }
-    let namespaces: Api<Namespace> = Api::all(client);
-    for name in &created.namespaces {
-        if let Err(e) = namespaces.delete(name, &dp).await {
-            eprintln!("cleanup: namespace {name}: {e}");
+    delete_all::<MutatingWebhookConfiguration>(&client, &created.mutating).await;
+    delete_all::<ValidatingWebhookConfiguration>(&client, &created.validating).await;
+    delete_all::<Node>(&client, &created.nodes).await;
+    delete_all::<Namespace>(&client, &created.namespaces).await;
+}
+
+/// Deletes the cluster-scoped `K`s `names` (in the background), reporting failures.
+async fn delete_all<K>(client: &Client, names: &[String])
+where
+    K: kube::Resource<DynamicType = (), Scope = kube::core::ClusterResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned,
+{
+    let api: Api<K> = Api::all(client.clone());
+    for name in names {
+        if let Err(e) = api.delete(name, &DeleteParams::background()).await {
+            eprintln!("cleanup: {} {name}: {e}", K::kind(&()));
         }
     }
 }

@@ -51,6 +51,27 @@ pub fn free_local_addr() -> SocketAddr {
         .expect("a free port on 127.0.0.1")
 }
 
+/// The child of `command` dies with the thread that spawned it (the scenario's), even
+/// when the test binary is killed and no Drop runs.
+pub fn die_with_parent(command: &mut Command) {
+    // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// The last `n` lines of the file at `path`.
+pub fn tail(path: &Path, n: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
 /// How to start pod-director.
 pub struct Spawn<'a> {
     pub scenario: &'a str,
@@ -143,17 +164,7 @@ impl PodDirector {
             }
         }
         command.envs(spawn.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-        // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
-        // The child dies with the thread that spawned it (the scenario's), even when
-        // the test binary is killed and Drop never runs.
-        unsafe {
-            command.pre_exec(|| {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == -1 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+        die_with_parent(&mut command);
         let mut child = command
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {BINARY}: {e} (run `cargo build` first)"));
@@ -232,9 +243,7 @@ impl PodDirector {
 
     /// The last `n` lines of the log file.
     pub fn tail(&self, n: usize) -> String {
-        let text = std::fs::read_to_string(&self.log_file).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(n)..].join("\n")
+        tail(&self.log_file, n)
     }
 
     /// SIGTERM (pod-director drains and exits), SIGKILL after 10 s; reaps the process and

@@ -3,32 +3,14 @@
 //! `query_exemplars`). Killed and reaped on drop.
 
 use std::net::SocketAddr;
-use std::os::unix::process::CommandExt as _;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
 
-use super::process::free_local_addr;
-use super::{PATIENCE, notice};
-
-/// The binary: `$E2E_PROMETHEUS`, else the one `e2e/tools.sh` builds (cached).
-pub fn binary() -> PathBuf {
-    if let Ok(path) = std::env::var("E2E_PROMETHEUS")
-        && !path.is_empty()
-    {
-        return PathBuf::from(path);
-    }
-    let tools = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("e2e/tools.sh");
-    let output = Command::new(&tools)
-        .args(["path", "prometheus"])
-        .stderr(Stdio::inherit())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", tools.display()));
-    assert!(output.status.success(), "e2e/tools.sh path prometheus failed");
-    PathBuf::from(String::from_utf8_lossy(&output.stdout).trim())
-}
+use super::process::{die_with_parent, free_local_addr, tail};
+use super::{PATIENCE, notice, tool};
 
 /// A running Prometheus.
 pub struct Prometheus {
@@ -42,14 +24,7 @@ pub struct Prometheus {
 }
 
 /// An error answer of the HTTP API (`status: error`), or a transport failure.
-#[derive(Debug)]
-pub struct ApiError(pub String);
-
-impl std::fmt::Display for ApiError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
+pub type ApiError = String;
 
 impl Prometheus {
     /// Starts Prometheus scraping `target`'s `/metrics` every `scrape_interval`, over
@@ -74,7 +49,7 @@ impl Prometheus {
         let addr = free_local_addr();
         let log = dir.path().join("prometheus.log");
         let out = std::fs::File::create(&log).expect("prometheus log file");
-        let mut command = Command::new(binary());
+        let mut command = Command::new(tool("E2E_PROMETHEUS", "prometheus"));
         command
             .arg(format!("--config.file={}", config.display()))
             .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
@@ -84,15 +59,7 @@ impl Prometheus {
             .stdin(Stdio::null())
             .stdout(Stdio::from(out.try_clone().expect("log handle")))
             .stderr(Stdio::from(out));
-        // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
-        unsafe {
-            command.pre_exec(|| {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == -1 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+        die_with_parent(&mut command);
         let child = command
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start Prometheus: {e}"));
@@ -129,9 +96,7 @@ impl Prometheus {
     }
 
     pub fn log_tail(&self) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(30)..].join("\n")
+        tail(&self.log, 30)
     }
 
     async fn get(&self, path: &str, params: &[(&str, String)]) -> Result<Value, ApiError> {
@@ -141,17 +106,17 @@ impl Prometheus {
             .query(params)
             .send()
             .await
-            .map_err(|e| ApiError(format!("GET {path}: {e}")))?;
+            .map_err(|e| format!("GET {path}: {e}"))?;
         let body: Value = response
             .json()
             .await
-            .map_err(|e| ApiError(format!("GET {path}: not JSON: {e}")))?;
+            .map_err(|e| format!("GET {path}: not JSON: {e}"))?;
         if body["status"] != "success" {
-            return Err(ApiError(format!(
+            return Err(format!(
                 "{}: {}",
                 body["errorType"].as_str().unwrap_or("error"),
                 body["error"].as_str().unwrap_or_default()
-            )));
+            ));
         }
         Ok(body["data"].clone())
     }
@@ -192,18 +157,19 @@ impl Prometheus {
         .await
     }
 
+    /// The timestamp of the latest stored scrape.
+    pub async fn last_scrape(&self) -> Option<f64> {
+        let result = self.query("timestamp(up)", None).await.ok()?;
+        result["result"][0]["value"][1].as_str()?.parse().ok()
+    }
+
     /// Waits until a scrape that started after this call has been stored: the
     /// `timestamp()` of `up` moves past now.
     pub async fn wait_for_next_scrape(&self) {
         let now = unix_now();
         let deadline = tokio::time::Instant::now() + PATIENCE;
         loop {
-            if let Ok(result) = self.query("timestamp(up)", None).await
-                && let Some(at) = result["result"][0]["value"][1]
-                    .as_str()
-                    .and_then(|v| v.parse::<f64>().ok())
-                && at > now
-            {
+            if self.last_scrape().await.is_some_and(|at| at > now) {
                 return;
             }
             assert!(

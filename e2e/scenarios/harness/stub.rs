@@ -130,11 +130,11 @@ impl Drop for Stub {
 fn review(body: &[u8], handler: &Handler, seen: &Mutex<Vec<String>>) -> Vec<u8> {
     let review: AdmissionReview<DynamicObject> = match serde_json::from_slice(body) {
         Ok(review) => review,
-        Err(e) => return AdmissionResponse::invalid(e).into_review().to_wire(),
+        Err(e) => return to_wire(AdmissionResponse::invalid(e)),
     };
     let request: AdmissionRequest<DynamicObject> = match review.try_into() {
         Ok(request) => request,
-        Err(e) => return AdmissionResponse::invalid(e).into_review().to_wire(),
+        Err(e) => return to_wire(AdmissionResponse::invalid(e)),
     };
     seen.lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -149,18 +149,12 @@ fn review(body: &[u8], handler: &Handler, seen: &Mutex<Vec<String>>) -> Vec<u8> 
         let patch: json_patch::Patch = serde_json::from_value(patch).expect("the handler returns a JSON Patch");
         response = response.with_patch(patch).expect("the patch serializes");
     }
-    response.into_review().to_wire()
+    to_wire(response)
 }
 
-trait ToWire {
-    fn to_wire(self) -> Vec<u8>;
-}
-
-impl ToWire for AdmissionReview<DynamicObject> {
-    /// pod-director's own serializer: `response.patch` as base64 (kube-rs#1781).
-    fn to_wire(self) -> Vec<u8> {
-        pod_director::admission::to_wire(self).expect("the review serializes")
-    }
+/// The review of `response`, serialized as pod-director does it: `response.patch` as base64 (kube-rs#1781).
+fn to_wire(response: AdmissionResponse) -> Vec<u8> {
+    pod_director::admission::to_wire(response.into_review()).expect("the review serializes")
 }
 
 /// A CA of its own and a serving certificate for `host`: (CA PEM, acceptor).
