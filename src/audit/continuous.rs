@@ -4,8 +4,9 @@
 //! **One replica scans.** The replicas elect one through a coordination.k8s.io
 //! Lease (`--audit-lease`, in pod-director's namespace), held with
 //! [`kube_lease_manager`] — a maintained crate built on kube 5 / k8s-openapi 0.29
-//! that renews the lease by server-side apply, so two replicas can never both
-//! hold it. The holder scans; the others wait for the lease. A replica that loses
+//! that takes and renews the lease by server-side apply, each replica under its
+//! own field manager, so the API server refuses a second taker: two replicas can
+//! never both hold it. The holder scans; the others wait for the lease. A replica that loses
 //! it stops exporting the audit gauges (Prometheus then sees one replica's
 //! series, the holder's), and on shutdown the holder releases the lease. The
 //! others notice a released or expired lease when its term ends: a new holder
@@ -103,6 +104,15 @@ struct Election {
     task: Option<JoinHandle<kube_lease_manager::Result<kube_lease_manager::LeaseManager>>>,
 }
 
+/// The field manager of one replica's writes to the Lease. It must differ per replica: the
+/// lease manager takes the Lease by server-side apply and relies on the API server's conflict
+/// between two managers to refuse the second taker; one name shared by all replicas lets two
+/// replicas take the Lease at once. Cut to the API server's 128 bytes (a pod name is
+/// at most 63, so the replica's part stays whole in practice).
+fn field_manager(identity: &str) -> String {
+    crate::telemetry::truncate_bytes(&format!("pod-director-audit-{identity}"), 128)
+}
+
 /// Joins the election (retrying until the Lease can be set up), or `None` on shutdown.
 async fn elect(c: &Continuous, shutdown: &mut watch::Receiver<bool>) -> Option<Election> {
     let Some(lease) = &c.lease else {
@@ -121,7 +131,7 @@ async fn elect(c: &Continuous, shutdown: &mut watch::Receiver<bool>) -> Option<E
             .with_identity(identity)
             .with_duration(LEASE_DURATION_SECONDS)
             .with_grace(LEASE_GRACE_SECONDS)
-            .with_field_manager("pod-director-audit")
+            .with_field_manager(field_manager(identity))
             .build();
         let failure = match tokio::time::timeout(LEASE_SETUP_TIMEOUT, build).await {
             Ok(Ok(manager)) => {
@@ -349,5 +359,17 @@ mod tests {
         let off = serve(&["--audit-interval", "0"]);
         assert!(off.audit_interval.is_zero());
         assert!(Cli::try_parse_from(["pod-director", "serve", "--audit-interval", "often"]).is_err());
+    }
+
+    #[test]
+    fn each_replica_writes_the_lease_under_a_field_manager_of_its_own() {
+        let (a, b) = (super::field_manager("pod-a-1"), super::field_manager("pod-b-1"));
+        assert_ne!(a, b, "one shared manager lets two replicas take the Lease at once");
+        assert_eq!(a, "pod-director-audit-pod-a-1");
+        let long = super::field_manager(&"é".repeat(100));
+        assert!(
+            long.len() <= 128,
+            "the API server refuses longer field managers: {long}"
+        );
     }
 }
