@@ -350,11 +350,23 @@ async fn of_two_replicas_only_the_lease_holder_audits_and_the_other_takes_over_w
         .get("e2e-audit")
         .await
         .expect("the Lease exists");
+    let managers: Vec<String> = lease
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter_map(|m| m.manager.clone())
+        .collect();
     let holder = lease.spec.and_then(|s| s.holder_identity).unwrap_or_default();
     assert_eq!(
         holder,
         ["replica-a", "replica-b"][leader],
         "the exporter holds the Lease"
+    );
+    // The API server refuses a second taker only if the takers are different field managers.
+    assert!(
+        managers.contains(&format!("pod-director-audit-{holder}")),
+        "the holder writes the Lease under a field manager of its own: {managers:?}"
     );
 
     // The holder shuts down: it releases the Lease, the other one takes over.
