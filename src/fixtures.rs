@@ -202,19 +202,23 @@ pub fn decoded_patch(response: &Value) -> Option<json_patch::Patch> {
     Some(serde_json::from_slice(&bytes).expect("patch is a JSON Patch"))
 }
 
-/// `value` with the value at `pointer` replaced by `new` (unchanged when nothing is there).
+/// `value` with the value at `pointer` replaced by `new`. Panics when nothing is there:
+/// an edit that silently does nothing would leave its test testing the unedited review.
 pub fn with(mut value: Value, pointer: &str, new: Value) -> Value {
-    if let Some(slot) = value.pointer_mut(pointer) {
-        *slot = new;
-    }
+    let slot = value
+        .pointer_mut(pointer)
+        .unwrap_or_else(|| panic!("fixture edit: nothing at {pointer}"));
+    *slot = new;
     value
 }
 
-/// `value` without the object at `parent`'s `key`.
+/// `value` without `parent`'s `key`. Panics when there is no such key (see [`with`]).
 pub fn without(mut value: Value, parent: &str, key: &str) -> Value {
-    if let Some(Value::Object(map)) = value.pointer_mut(parent) {
-        map.remove(key);
-    }
+    let removed = match value.pointer_mut(parent) {
+        Some(Value::Object(map)) => map.remove(key),
+        _ => None,
+    };
+    assert!(removed.is_some(), "fixture edit: no {key:?} in {parent:?}");
     value
 }
 
@@ -248,5 +252,17 @@ mod tests {
         let value = Review::pod("UPDATE", json!({})).old(json!({"a": 1})).value();
         assert_eq!(value["request"]["oldObject"]["a"], 1);
         assert_eq!(value["request"]["options"]["kind"], "UpdateOptions");
+    }
+
+    #[test]
+    #[should_panic(expected = "nothing at /request/nosuch")]
+    fn an_edit_of_a_field_the_review_lacks_fails_its_test() {
+        with(Review::pod("CREATE", json!({})).value(), "/request/nosuch", json!(1));
+    }
+
+    #[test]
+    #[should_panic(expected = "no \"nosuch\"")]
+    fn removing_a_field_the_review_lacks_fails_its_test() {
+        without(Review::pod("CREATE", json!({})).value(), "/request", "nosuch");
     }
 }
