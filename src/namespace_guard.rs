@@ -108,14 +108,12 @@ pub fn decide(config: &Config, write: &NamespaceWrite<'_>, ctx: &Context) -> Out
     let requester = &ctx.requester;
     if is_allowed(guard, requester) {
         out.summary = truncate_chars(
-            &format!("{what}: allowed for {}", requester.describe()),
+            format!("{what}: allowed for {}", requester.describe()),
             MAX_SUMMARY_CHARS,
         );
         if let Some(group) = undefined {
             out.warning = Some(truncate_chars(
-                &format!(
-                    "pod-director: group {group:?} is not defined in pod-director's config (unknownGroup applies)"
-                ),
+                format!("pod-director: group {group:?} is not defined in pod-director's config (unknownGroup applies)"),
                 MAX_SUMMARY_CHARS,
             ));
         }
@@ -141,7 +139,7 @@ pub fn decide(config: &Config, write: &NamespaceWrite<'_>, ctx: &Context) -> Out
         ),
     );
     out.summary = truncate_chars(
-        &format!(
+        format!(
             "{}{what}: not allowed for {}",
             if enforce { "denied: " } else { "would deny: " },
             requester.describe()
@@ -150,7 +148,7 @@ pub fn decide(config: &Config, write: &NamespaceWrite<'_>, ctx: &Context) -> Out
     );
     if mode == Mode::Warn {
         out.warning = Some(truncate_chars(
-            &format!("pod-director namespaceGuard: {}", out.summary),
+            format!("pod-director namespaceGuard: {}", out.summary),
             MAX_SUMMARY_CHARS,
         ));
     }

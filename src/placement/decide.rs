@@ -149,12 +149,12 @@ fn scope<'c>(
             match config.unknown_group {
                 UnknownGroup::Allow => {
                     out.decision = Decision::UnknownGroup;
-                    out.warning = Some(truncate_chars(&format!("pod-director: {text}"), MAX_SUMMARY_CHARS));
-                    out.summary = truncate_chars(&format!("unknown group: {text}"), MAX_SUMMARY_CHARS);
+                    out.warning = Some(truncate_chars(format!("pod-director: {text}"), MAX_SUMMARY_CHARS));
+                    out.summary = truncate_chars(format!("unknown group: {text}"), MAX_SUMMARY_CHARS);
                 }
                 UnknownGroup::Deny => {
                     out.deny(true, format!("pod-director: {text} (unknownGroup: deny)"));
-                    out.summary = truncate_chars(&format!("denied: {text}"), MAX_SUMMARY_CHARS);
+                    out.summary = truncate_chars(format!("denied: {text}"), MAX_SUMMARY_CHARS);
                 }
             }
             Err(Box::new(out))
@@ -228,7 +228,7 @@ fn mutate_object(
     if plan.rejected() && preexisting(&plan) {
         out.decision = Decision::Noop;
         out.summary = truncate_chars(
-            &format!("{} conflict(s) predate this update; not denied", plan.conflicts.len()),
+            format!("{} conflict(s) predate this update; not denied", plan.conflicts.len()),
             MAX_SUMMARY_CHARS,
         );
     } else if plan.rejected() {
@@ -244,7 +244,7 @@ fn mutate_object(
             ),
         );
         out.summary = truncate_chars(
-            &format!(
+            format!(
                 "{}conflict: {}",
                 if enforce { "" } else { "would deny, " },
                 conflicts.join("; ")
@@ -257,11 +257,11 @@ fn mutate_object(
     } else {
         let changes = plan.describe_changes();
         out.patch_with(enforce, plan.into_patch());
-        out.summary = truncate_chars(&format!("{}{changes}", verb(out.decision)), MAX_SUMMARY_CHARS);
+        out.summary = truncate_chars(format!("{}{changes}", verb(out.decision)), MAX_SUMMARY_CHARS);
     }
     if exclusion_requested(config, pod) && !group.allow_pod_exclusion {
         out.summary = truncate_chars(
-            &format!("exclusion label ignored (group does not allow it); {}", out.summary),
+            format!("exclusion label ignored (group does not allow it); {}", out.summary),
             MAX_SUMMARY_CHARS,
         );
     }
@@ -341,7 +341,7 @@ fn no_feasible_node(config: &Config, name: &str, group: &Group, mode: Mode, out:
     match config.on_no_feasible_node_of(group) {
         OnNoFeasibleNode::Warn => {
             out.summary = truncate_chars(
-                &format!("no feasible node ({counted} match); {}", out.summary),
+                format!("no feasible node ({counted} match); {}", out.summary),
                 MAX_SUMMARY_CHARS,
             );
         }
@@ -357,7 +357,7 @@ fn no_feasible_node(config: &Config, name: &str, group: &Group, mode: Mode, out:
                 ),
             );
             out.summary = truncate_chars(
-                &format!(
+                format!(
                     "{}no feasible node ({counted} match)",
                     if enforce { "" } else { "would deny, " }
                 ),
@@ -375,7 +375,7 @@ fn warning(mode: Mode, group: &str, out: &Outcome) -> Option<String> {
         Mode::Warn => out.decision != Decision::Noop || no_node,
         Mode::Enforce => (!out.conflicts.is_empty() || no_node) && out.allowed(),
     };
-    speak.then(|| truncate_chars(&format!("pod-director {group}: {}", out.summary), MAX_SUMMARY_CHARS))
+    speak.then(|| truncate_chars(format!("pod-director {group}: {}", out.summary), MAX_SUMMARY_CHARS))
 }
 
 /// The /validate decision for a final pod. On UPDATE (`old` given) only the
@@ -473,7 +473,7 @@ fn validate_object(
             "compliant".to_owned()
         } else {
             truncate_chars(
-                &format!("{} violation(s) predate this update; not denied", violations.len()),
+                format!("{} violation(s) predate this update; not denied", violations.len()),
                 MAX_SUMMARY_CHARS,
             )
         };
@@ -488,12 +488,12 @@ fn validate_object(
             ),
         );
         out.summary = truncate_chars(
-            &format!("{}{}", if enforce { "" } else { "would deny: " }, listed.join("; ")),
+            format!("{}{}", if enforce { "" } else { "would deny: " }, listed.join("; ")),
             MAX_SUMMARY_CHARS,
         );
     }
     if let Some(note) = unchecked {
-        out.summary = truncate_chars(&format!("{note}; {}", out.summary), MAX_SUMMARY_CHARS);
+        out.summary = truncate_chars(format!("{note}; {}", out.summary), MAX_SUMMARY_CHARS);
     }
     out.violations = violations;
     out.warning = warning(mode, name, &out);

@@ -309,13 +309,19 @@ fn spec_of(pod: &Pod) -> std::borrow::Cow<'_, PodSpec> {
 pub(crate) const MAX_SUMMARY_CHARS: usize = 120;
 
 /// Cuts `text` to at most `max` characters, marking the cut with `…`.
-pub(crate) fn truncate_chars(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_owned();
+pub(crate) fn truncate_chars(mut text: String, max: usize) -> String {
+    // Where the (max - 1)th character ends, when there are over `max` characters.
+    let mut ends = text.char_indices().map(|(at, c)| at + c.len_utf8());
+    if ends.clone().nth(max).is_none() {
+        return text;
     }
-    let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
-    out.push('…');
-    out
+    let cut = match max.checked_sub(2) {
+        Some(last) => ends.nth(last).unwrap_or(0),
+        None => 0,
+    };
+    text.truncate(cut);
+    text.push('…');
+    text
 }
 
 #[cfg(test)]

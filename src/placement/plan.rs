@@ -13,6 +13,8 @@
 //!   requirements) is kept as it is: AND anything, it still matches no node.
 //! - preferred node affinity and pod (anti-)affinity terms: appended when absent.
 
+use std::borrow::Cow;
+
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, Patch, PatchOperation, ReplaceOperation};
 use k8s_openapi::api::core::v1::{Affinity, NodeAffinity, NodeSelector, NodeSelectorTerm, Toleration};
@@ -174,7 +176,7 @@ impl Planner<'_> {
 
     fn tolerations(&mut self) {
         let existing = self.spec.tolerations.as_deref().unwrap_or_default();
-        let mut missing: Vec<Toleration> = Vec::new();
+        let mut missing: Vec<Cow<'_, Toleration>> = Vec::new();
         for wanted in &self.group.tolerations {
             let already = is_tolerated(existing, wanted) || missing.iter().any(|m| same(m, wanted));
             if !already {
@@ -185,7 +187,7 @@ impl Planner<'_> {
             return;
         }
         if self.spec.tolerations.is_none() {
-            let names: Vec<String> = missing.iter().map(describe).collect();
+            let names: Vec<String> = missing.iter().map(|t| describe(t)).collect();
             self.change(
                 add(&["spec", "tolerations"], json(&missing)),
                 format!("add toleration {}", names.join(", ")),

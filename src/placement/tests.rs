@@ -1092,3 +1092,20 @@ fn enforce_warns_when_a_conflict_is_overridden() {
 fn the_on_conflict_default_is_reject() {
     assert_eq!(Group::default().on_conflict, OnConflict::Reject);
 }
+
+#[test]
+fn truncation_keeps_at_most_max_characters_and_marks_the_cut() {
+    for (text, max, expected) in [
+        ("", 3, ""),
+        ("abc", 3, "abc"),
+        ("abcd", 3, "ab…"),
+        ("ünïcödé", 7, "ünïcödé"),
+        ("ünïcödé", 4, "ünï…"),
+        ("𝄞𝄞𝄞", 2, "𝄞…"),
+        ("ab", 1, "…"),
+        ("ab", 0, "…"),
+        ("", 0, ""),
+    ] {
+        assert_eq!(truncate_chars(text.to_owned(), max), expected, "{text:?} to {max}");
+    }
+}

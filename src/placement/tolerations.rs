@@ -1,6 +1,8 @@
 //! Toleration superset semantics, as the in-tree `MergeTolerations`
 //! (`k8s.io/kubernetes/pkg/util/tolerations`) decides them.
 
+use std::borrow::Cow;
+
 use k8s_openapi::api::core::v1::Toleration;
 
 fn text(field: &Option<String>) -> &str {
@@ -16,16 +18,25 @@ fn operator(t: &Toleration) -> &str {
 }
 
 /// Same toleration, spelled the same way: empty operator becomes `Equal`,
-/// empty strings become absent.
-pub(crate) fn normalized(t: &Toleration) -> Toleration {
+/// empty strings become absent. Borrowed when `t` is spelled so already (a
+/// group's tolerations usually are).
+pub(crate) fn normalized(t: &Toleration) -> Cow<'_, Toleration> {
+    let set_or_absent = |s: &Option<String>| s.as_deref() != Some("");
+    let normal = set_or_absent(&t.key)
+        && set_or_absent(&t.value)
+        && set_or_absent(&t.effect)
+        && t.operator.as_deref().is_some_and(|op| !op.is_empty());
+    if normal {
+        return Cow::Borrowed(t);
+    }
     let keep = |s: &Option<String>| s.as_ref().filter(|s| !s.is_empty()).cloned();
-    Toleration {
+    Cow::Owned(Toleration {
         key: keep(&t.key),
         operator: Some(operator(t).to_owned()),
         value: keep(&t.value),
         effect: keep(&t.effect),
         toleration_seconds: t.toleration_seconds,
-    }
+    })
 }
 
 /// Whether `a` and `b` are the same toleration spelled alike: `normalized(a) ==
@@ -195,6 +206,20 @@ mod tests {
             for b in &spellings {
                 assert_eq!(same(a, b), normalized(a) == normalized(b), "{a:?} vs {b:?}");
             }
+        }
+        // Borrowed or built, the normalized form is the one spelled out field by field.
+        let keep = |s: &Option<String>| s.clone().filter(|s| !s.is_empty());
+        for t in &spellings {
+            let spelled = Toleration {
+                key: keep(&t.key),
+                operator: Some(keep(&t.operator).unwrap_or_else(|| "Equal".to_owned())),
+                value: keep(&t.value),
+                effect: keep(&t.effect),
+                toleration_seconds: t.toleration_seconds,
+            };
+            let normal = normalized(t);
+            assert_eq!(*normal, spelled, "{t:?}");
+            assert_eq!(matches!(normal, Cow::Borrowed(_)), *t == spelled, "{t:?}");
         }
     }
 }
