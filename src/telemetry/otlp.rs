@@ -1,6 +1,8 @@
 //! Traces: the standard `OTEL_*` environment → the OTLP exporter and the tracer provider
 //! (resource, sampler), and the OpenTelemetry layer exporting spans through it.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider, TracerProviderBuilder};
 use tracing::Subscriber;
@@ -20,6 +22,7 @@ pub fn otel_layer<S>(provider: &SdkTracerProvider) -> impl Layer<S> + use<S>
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
+    LAYER_BUILT.store(true, Ordering::Relaxed);
     tracing_opentelemetry::layer()
         .with_tracer(provider.tracer(SERVICE_NAME))
         .with_location(false)
@@ -29,6 +32,16 @@ where
         .with_filter(filter::filter_fn(|meta| {
             meta.is_span() || meta.target() != DECISION_TARGET
         }))
+}
+
+/// Set once an OpenTelemetry layer has been built in this process, never unset.
+static LAYER_BUILT: AtomicBool = AtomicBool::new(false);
+
+/// Whether spans may be exported: until an OpenTelemetry layer exists, no span
+/// has a trace context, so the W3C headers need not be read (a review's
+/// cost when traces are off).
+pub(super) fn layer_built() -> bool {
+    LAYER_BUILT.load(Ordering::Relaxed)
 }
 
 pub(super) fn otlp_enabled(env: &impl Fn(&str) -> Option<String>) -> bool {

@@ -13,7 +13,7 @@ pub fn join_caller_trace(span: &tracing::Span, headers: &http::HeaderMap) {
     use opentelemetry::propagation::TextMapPropagator as _;
     use opentelemetry::trace::TraceContextExt as _;
     use tracing_opentelemetry::OpenTelemetrySpanExt as _;
-    if !headers.contains_key("traceparent") {
+    if !super::otlp::layer_built() || !headers.contains_key("traceparent") {
         return;
     }
     let parent = TraceContextPropagator::new().extract(&HeaderExtractor(headers));
@@ -30,6 +30,9 @@ pub fn join_caller_trace(span: &tracing::Span, headers: &http::HeaderMap) {
 pub fn record_trace_ids(span: &tracing::Span) -> Option<String> {
     use opentelemetry::trace::TraceContextExt as _;
     use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+    if !super::otlp::layer_built() {
+        return None;
+    }
     let context = span.context();
     let otel_span = context.span();
     let ids = otel_span.span_context();
