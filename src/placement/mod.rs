@@ -310,15 +310,11 @@ pub(crate) const MAX_SUMMARY_CHARS: usize = 120;
 
 /// Cuts `text` to at most `max` characters, marking the cut with `…`.
 pub(crate) fn truncate_chars(mut text: String, max: usize) -> String {
-    // Where the (max - 1)th character ends, when there are over `max` characters.
-    let mut ends = text.char_indices().map(|(at, c)| at + c.len_utf8());
-    if ends.clone().nth(max).is_none() {
+    if text.char_indices().nth(max).is_none() {
         return text;
     }
-    let cut = match max.checked_sub(2) {
-        Some(last) => ends.nth(last).unwrap_or(0),
-        None => 0,
-    };
+    // Over `max` characters: keep `max - 1`, cut where the next one starts.
+    let cut = text.char_indices().nth(max.saturating_sub(1)).map_or(0, |(at, _)| at);
     text.truncate(cut);
     text.push('…');
     text
