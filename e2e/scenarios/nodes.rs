@@ -235,3 +235,45 @@ async fn a_tenant_cannot_land_a_pod_on_a_node_outside_its_enforce_group() {
     );
     assert_eq!(env.decision(&enforce, "allowed", "validate").await.decision(), "noop");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_naming_a_cordoned_node_of_its_group_is_admitted_in_enforce_and_dry_run() {
+    let env = Env::start("cordon").await;
+    let enforce = env.namespace(Some("e2e-nodes-enforce")).await;
+    let dry = env.namespace(Some("e2e-nodes-dryrun")).await;
+    let cordoned = format!("e2e-teal-cordoned-{}", suffix());
+    env.create_node(&node(&cordoned, "teal", json!([pool_taint()]), false))
+        .await;
+    // Cordon it as kubectl does; on a real cluster a cordon never comes alone: the controller
+    // manager adds the node.kubernetes.io/unschedulable:NoSchedule taint.
+    let nodes = kube::Api::<Node>::all(env.client.clone());
+    nodes
+        .patch(
+            &cordoned,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"spec": {"unschedulable": true}})),
+        )
+        .await
+        .expect("cordoned");
+    eventually("the controller manager's unschedulable taint", || async {
+        let node = nodes.get(&cordoned).await.ok()?;
+        node.spec
+            .and_then(|s| s.taints)
+            .into_iter()
+            .flatten()
+            .any(|t| t.key == "node.kubernetes.io/unschedulable" && t.effect == "NoSchedule")
+            .then_some(())
+    })
+    .await;
+    let client = tenant(&env, &[&enforce, &dry]).await;
+    let created = create_pod(&client, &enforce, &bound_to("on-cordoned", &cordoned), false).await;
+    assert!(created.status.is_success(), "the kubelet would run it: {created:?}");
+    assert_eq!(
+        env.decision(&enforce, "on-cordoned", "validate").await.decision(),
+        "noop"
+    );
+    let created = create_pod(&client, &dry, &bound_to("on-cordoned", &cordoned), false).await;
+    assert!(created.status.is_success(), "{created:?}");
+    let line = env.decision(&dry, "on-cordoned", "validate").await;
+    assert_eq!(line.decision(), "noop", "not a would-be denial either: {line:?}");
+}

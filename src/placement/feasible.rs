@@ -297,17 +297,31 @@ pub(crate) fn term_matches(term: &NodeSelectorTerm, node: &NodeInfo) -> bool {
 
 /// The first reason the node is not feasible for `placement`; `None` when it is.
 pub fn unmet(placement: &Placement<'_>, node: &NodeInfo) -> Option<Unmet> {
-    unmet_by_labels_or_taints(placement, node).or_else(|| {
+    unmet_by_labels_or(placement, node, |_| false).or_else(|| {
         let cordon = NodeTaint::new(UNSCHEDULABLE_TAINT_KEY, "", "NoSchedule");
         (node.unschedulable && !placement.tolerations.iter().any(|tol| tolerates_taint(tol, &cordon)))
             .then_some(Unmet::Cordoned)
     })
 }
 
-/// [`unmet`] without the cordon: what a pod naming its node (`spec.nodeName`,
-/// no scheduler) must satisfy. A cordoned node usually carries the
-/// `node.kubernetes.io/unschedulable:NoSchedule` taint, which is checked.
-pub(crate) fn unmet_by_labels_or_taints(placement: &Placement<'_>, node: &NodeInfo) -> Option<Unmet> {
+/// What a pod naming its node (`spec.nodeName`, no scheduler) must satisfy:
+/// [`unmet`] without the cordon. A cordon never comes alone: the controller
+/// manager taints a cordoned node `node.kubernetes.io/unschedulable:NoSchedule`,
+/// and that taint is the cordon too — only the scheduler reads it (the kubelet
+/// admits a bound pod whatever its NoSchedule taints), so it is not checked here.
+/// Every other NoSchedule/NoExecute taint is: it tells another pool's node.
+pub(crate) fn unmet_by_bound_pod(placement: &Placement<'_>, node: &NodeInfo) -> Option<Unmet> {
+    unmet_by_labels_or(placement, node, |t| {
+        &*t.key == UNSCHEDULABLE_TAINT_KEY && t.effect == TaintEffect::NoSchedule
+    })
+}
+
+/// The nodeSelector, required node affinity and taints (those `ignored` left out) the node fails.
+fn unmet_by_labels_or(
+    placement: &Placement<'_>,
+    node: &NodeInfo,
+    ignored: impl Fn(&NodeTaint) -> bool,
+) -> Option<Unmet> {
     for (key, want) in placement.node_selector.into_iter().flatten() {
         let have = node.label(key);
         if have != Some(want.as_str()) {
@@ -323,11 +337,9 @@ pub(crate) fn unmet_by_labels_or_taints(placement: &Placement<'_>, node: &NodeIn
     {
         return Some(Unmet::NodeAffinity);
     }
-    if let Some(taint) = node
-        .taints
-        .iter()
-        .find(|t| t.effect.excludes() && !placement.tolerations.iter().any(|tol| tolerates_taint(tol, t)))
-    {
+    if let Some(taint) = node.taints.iter().find(|t| {
+        t.effect.excludes() && !ignored(t) && !placement.tolerations.iter().any(|tol| tolerates_taint(tol, t))
+    }) {
         return Some(Unmet::Taint(taint.clone()));
     }
     None

@@ -45,7 +45,8 @@ fn node(name: &str, pool: &str, taints: &[(&str, &str, &str)], cordoned: bool) -
     Arc::new(support::node(name, &[("node-pool", pool)], taints, cordoned))
 }
 
-/// Two ci nodes (tainted for ci), a gpu node, a cordoned ci node, a ci node with a taint the group does not tolerate.
+/// Two ci nodes (tainted for ci), a gpu node, a cordoned ci node (with the taint the controller manager adds to a
+/// cordoned node, as on a real cluster), a ci node with a taint the group does not tolerate.
 fn cluster() -> Vec<Arc<NodeInfo>> {
     vec![
         node("ci-1", "ci", &[("dedicated", "ci", "NoSchedule")], false),
@@ -56,7 +57,15 @@ fn cluster() -> Vec<Arc<NodeInfo>> {
             false,
         ),
         node("gpu-1", "gpu", &[], false),
-        node("ci-cordoned", "ci", &[("dedicated", "ci", "NoSchedule")], true),
+        node(
+            "ci-cordoned",
+            "ci",
+            &[
+                ("dedicated", "ci", "NoSchedule"),
+                ("node.kubernetes.io/unschedulable", "", "NoSchedule"),
+            ],
+            true,
+        ),
         node(
             "ci-dirty",
             "ci",
@@ -250,9 +259,15 @@ fn an_untolerated_taint_or_cordon_of_the_named_node_is_named() {
     );
     let out = validate_in("ci", compliant("ci-1"), None, Some(&nodes));
     assert_eq!(out.decision, Decision::Noop, "an allowed node: {:?}", out.violations);
-    // A cordon does not stop a pod that names its node (the scheduler is bypassed); the node is the group's.
+    // A cordon, and the unschedulable taint that comes with it, do not stop a pod that names its node (the
+    // scheduler is bypassed); the node is the group's. Nor in dryRun.
     let out = validate_in("ci", compliant("ci-cordoned"), None, Some(&nodes));
     assert_eq!(out.decision, Decision::Noop, "{out:?}");
+    let out = validate_in("shadow", bound("ci-cordoned"), None, Some(&nodes));
+    assert_eq!(out.decision, Decision::Noop, "{out:?}");
+    // Another NoSchedule taint still tells a node of another pool.
+    let out = validate_in("ci", compliant("ci-dirty"), None, Some(&nodes));
+    assert_eq!(out.decision, Decision::Denied, "{out:?}");
 }
 
 #[test]
