@@ -111,7 +111,11 @@ fn expected(mode: &str, policy: &str, endpoint: &str, kind: PodKind) -> Expected
         // ignore: the pod keeps its pool, the toleration is already there; the conflict is recorded.
         ("/mutate", PodKind::Conflicting, _) => allow("noop", enforce),
         ("/validate", PodKind::Conflicting, "ignore") => allow("noop", false),
-        ("/validate", _, _) => deny_or_would(),
+        // enforce judges the pod as it arrives (here: not mutated first); dryRun/warn judge it
+        // as enforce would have left it after /mutate, so only a rejected conflict remains.
+        ("/validate", PodKind::Conflicting, "reject") => deny_or_would(),
+        ("/validate", _, _) if enforce => deny_or_would(),
+        ("/validate", _, _) => allow("noop", false),
         _ => unreachable!("only /mutate and /validate are tested"),
     }
 }

@@ -61,24 +61,12 @@ async fn a_dry_run_group_admits_the_pod_untouched_and_logs_the_would_be_patch() 
         "the would-be patch, applied to the stored pod, gives exactly the group's placement"
     );
 
+    // /validate judges the pod as enforce would have left it (the would-be patch applied):
+    // enforce would not refuse it, so neither does the shadow.
     let validate = env.decision(&ns, "web", "validate").await;
     assert_request_fields(&validate, &env, &ns, "web", false);
-    assert_eq!(validate.decision(), "would_deny");
-    let violations = validate
-        .get("placement.violations")
-        .as_array()
-        .expect("violations listed");
-    assert_eq!(
-        violations.len(),
-        6,
-        "every missing piece is a violation: {violations:?}"
-    );
-    assert!(
-        validate
-            .text("placement.message")
-            .starts_with("pod-director: the pod does not satisfy placement group \"e2e-dryrun\": "),
-        "{validate:?}"
-    );
+    assert_eq!(validate.decision(), "noop", "{validate:?}");
+    assert_eq!(validate.get("placement.violations"), &json!([]), "{validate:?}");
 
     // Local mode: the API server's audit log carries the decision too.
     if let Some(event) = env.audit_events(&ns, "web").first() {
@@ -111,11 +99,12 @@ async fn a_warn_group_sends_the_client_the_warnings_it_logs() {
     let validate = env.decision(&ns, "web", "validate").await;
     assert_eq!(mutate.text("placement.mode"), "warn");
     assert_eq!(mutate.decision(), "would_patch");
-    assert_eq!(validate.decision(), "would_deny");
-    let expected = vec![
-        mutate.text("placement.warning").to_owned(),
-        validate.text("placement.warning").to_owned(),
-    ];
+    assert_eq!(
+        validate.decision(),
+        "noop",
+        "enforce would admit the patched pod: {validate:?}"
+    );
+    let expected = vec![mutate.text("placement.warning").to_owned()];
     assert_eq!(
         created.warnings, expected,
         "the client gets exactly the logged warnings"
@@ -219,4 +208,91 @@ async fn a_namespace_naming_an_undefined_group_is_admitted_with_a_warning() {
     );
     // Both webhooks warn the same; the API server passes identical warnings on once.
     assert_eq!(created.warnings, vec![warning.to_owned()]);
+}
+
+/// The pods of the shadow-vs-enforce comparison: name, spec, and a node to create first.
+fn twin_pods() -> Vec<(&'static str, Value)> {
+    vec![
+        (
+            "plain",
+            json!({"containers": [{"name": "c", "image": "registry.invalid/pause:3"}]}),
+        ),
+        (
+            "conflicting",
+            json!({"nodeSelector": {"e2e.pod-director.io/pool": "red"},
+                   "containers": [{"name": "c", "image": "registry.invalid/pause:3"}]}),
+        ),
+        (
+            "compliant",
+            json!({"nodeSelector": {"e2e.pod-director.io/pool": "blue", "kubernetes.io/os": "linux"},
+                   "tolerations": [{"key": "e2e.pod-director.io/dedicated", "operator": "Equal", "value": "blue", "effect": "NoSchedule"}],
+                   "containers": [{"name": "c", "image": "registry.invalid/pause:3"}]}),
+        ),
+        (
+            "on-a-stranger-node",
+            json!({"nodeName": "e2e-twins-stranger", "containers": [{"name": "c", "image": "registry.invalid/pause:3"}]}),
+        ),
+        (
+            "on-a-missing-node",
+            json!({"nodeName": "e2e-twins-nowhere", "containers": [{"name": "c", "image": "registry.invalid/pause:3"}]}),
+        ),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dry_run_predicts_enforce_pod_by_pod_would_deny_exactly_where_enforce_denies() {
+    let env = Env::start("twins").await;
+    let stranger: k8s_openapi::api::core::v1::Node = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": "e2e-twins-stranger", "labels": {"e2e.pod-director.io/pool": "red"}},
+    }))
+    .expect("a Node");
+    env.create_node(&stranger).await;
+    let shadow = env.namespace(Some("e2e-dryrun")).await;
+    let enforced = env.namespace(Some("e2e-enforce")).await;
+    let mut mismatches = Vec::new();
+    for (name, spec) in twin_pods() {
+        let object =
+            crate::harness::k8s::pod_from(json!({"metadata": {"name": name, "labels": {"app": "e2e"}}, "spec": spec}));
+        let in_shadow = env.create_pod(&shadow, &object).await;
+        assert!(
+            in_shadow.error_message().is_none(),
+            "{name}: dryRun admits: {in_shadow:?}"
+        );
+        let in_enforce = env.create_pod(&enforced, &object).await;
+        let denied = in_enforce.error_message().is_some();
+        // Which webhooks decided it: /validate is only called when /mutate admitted it.
+        let mutate = env.decision(&shadow, name, "mutate").await;
+        let validate = env.decision(&shadow, name, "validate").await;
+        let would_deny = [&mutate, &validate].iter().any(|d| d.decision() == "would_deny");
+        if would_deny != denied {
+            mismatches.push(format!(
+                "{name}: dryRun mutate {} / validate {} ({}), enforce {}",
+                mutate.decision(),
+                validate.decision(),
+                validate.text("placement.summary"),
+                in_enforce.error_message().unwrap_or("admitted")
+            ));
+        }
+        let enforce_mutate = env.decision(&enforced, name, "mutate").await;
+        assert_eq!(
+            mutate.decision().replace("would_", ""),
+            enforce_mutate
+                .decision()
+                .replace("patched", "patch")
+                .replace("denied", "deny"),
+            "{name}: /mutate's shadow is /mutate's enforce decision"
+        );
+        if enforce_mutate.decision() != "denied" {
+            let enforce_validate = env.decision(&enforced, name, "validate").await;
+            assert_eq!(
+                validate.decision() == "would_deny",
+                enforce_validate.decision() == "denied",
+                "{name}: /validate's shadow ({}) is its enforce decision ({})",
+                validate.text("placement.summary"),
+                enforce_validate.text("placement.summary")
+            );
+        }
+    }
+    assert!(mismatches.is_empty(), "shadow != enforce:\n{}", mismatches.join("\n"));
 }

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use super::feasible::{NodeLookup, NodeView, Placement, combine, group_fingerprint, unmet_by_labels_or_taints};
+use super::feasible::{NodeLookup, NodeView, Placement, combine, group_fingerprint, unmet_by_bound_pod};
 use super::{
     Context, Decision, MAX_SUMMARY_CHARS, Outcome, Pod, PodSpec, SkipReason, Violation, Webhook, plan::plan,
     truncate_chars, verify::verify,
@@ -293,6 +293,28 @@ fn patched_spec(spec: &PodSpec, patch: &json_patch::Patch) -> Option<PodSpec> {
     serde_json::from_value(doc["spec"].take()).ok()
 }
 
+/// `pod` with `patch` (its group's plan) applied to its placement fields: the pod
+/// enforce would have admitted. Borrowed when there is nothing to apply.
+fn as_enforced<'p>(pod: &'p Pod, patch: &json_patch::Patch) -> std::borrow::Cow<'p, Pod> {
+    let patched = pod
+        .spec
+        .as_ref()
+        .filter(|_| !patch.0.is_empty())
+        .and_then(|spec| patched_spec(spec, patch));
+    match patched {
+        Some(spec) => std::borrow::Cow::Owned(Pod {
+            metadata: pod.metadata.clone(),
+            spec: Some(PodSpec {
+                node_name: spec
+                    .node_name
+                    .or_else(|| pod.spec.as_ref().and_then(|s| s.node_name.clone())),
+                ..spec
+            }),
+        }),
+        None => std::borrow::Cow::Borrowed(pod),
+    }
+}
+
 /// Records the feasible-node counts: before = the pod as given, after = with
 /// `patch` (the group's plan) applied — the same when there is none. The count
 /// after the patch is remembered by the pod's and the group's placement, so
@@ -384,8 +406,9 @@ fn warning(mode: Mode, group: &str, out: &Outcome) -> Option<String> {
 ///
 /// A pod with `spec.nodeName` (newly set: at CREATE) must name a node its
 /// group allows: the node's labels satisfy the pod's nodeSelector and required
-/// node affinity, its NoSchedule/NoExecute taints are tolerated (a cordon alone
-/// does not matter: the scheduler is bypassed) — the pod taken
+/// node affinity, its NoSchedule/NoExecute taints are tolerated (a cordon, and the
+/// `node.kubernetes.io/unschedulable` taint that comes with it, do not matter: the
+/// scheduler is bypassed) — the pod taken
 /// as enforce would have it (its group's plan applied). When the node cannot be
 /// looked up, an enforce decision is [`Decision::Error`] (undecidable).
 pub fn validate(config: &Config, ns: &Namespace<'_>, pod: &Pod, old: Option<&Pod>, ctx: &Context) -> Outcome {
@@ -421,11 +444,25 @@ fn validate_object(
     let planned = plan(pod, group);
     let planned_patch = planned.patch();
     out = with_feasibility(out, pod, ctx, Some((&planned_patch, group)));
+    // Shadow predicts enforce: in dryRun and warn the pod has not been patched, so it is
+    // judged as enforce would have left it — its group's would-be patch applied (the old
+    // pod of an UPDATE too). `would_deny` then means "enforce would refuse this request".
+    // In enforce the pod arrives patched; a placement another webhook undid still fails.
+    let shadowed;
+    let shadowed_old;
+    let (pod, old) = if enforce {
+        (pod, old)
+    } else {
+        shadowed = as_enforced(pod, &planned_patch);
+        shadowed_old = old.map(|old| as_enforced(old, &plan(old, group).patch()));
+        (shadowed.as_ref(), shadowed_old.as_ref().map(AsRef::as_ref))
+    };
     let mut violations = verify(pod, group);
     let mut unchecked = None;
     if let Some(node_name) = bound_node(pod, old) {
         let spec = super::spec_of(pod);
-        let effective = if planned.changes.is_empty() {
+        // In enforce the pod is usually planned already; anything still missing is what enforce would add.
+        let effective = if !enforce || planned.changes.is_empty() {
             None
         } else {
             patched_spec(&spec, &planned_patch)
@@ -434,7 +471,7 @@ fn validate_object(
         match ctx.nodes.map(|n| n.node(node_name)) {
             None => unchecked = Some(format!("spec.nodeName {node_name} not checked: no node data")),
             Some(NodeLookup::Found(node)) => {
-                if let Some(why) = unmet_by_labels_or_taints(&Placement::of_spec(effective), &node) {
+                if let Some(why) = unmet_by_bound_pod(&Placement::of_spec(effective), &node) {
                     violations.push(Violation {
                         field: "spec.nodeName".to_owned(),
                         message: format!(

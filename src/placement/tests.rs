@@ -1046,8 +1046,27 @@ fn validate_lists_every_violation_and_denies_only_in_enforce() {
         "{msg}"
     );
 
+    // Shadow predicts enforce: the plain pod is judged with its would-be patch applied, so
+    // it passes, as it would in enforce after /mutate.
     let out = validate_in(&c, "shadow", &plain_pod(), None);
+    assert_eq!((out.decision, out.allowed()), (Decision::Noop, true), "{out:?}");
+    assert!(out.violations.is_empty(), "{out:?}");
+    // What enforce would refuse stays a would-be denial, and only that is listed.
+    let gpu = pod(json!({"nodeSelector": {"node-pool": "gpu"}}));
+    let out = validate_in(&c, "shadow", &gpu, None);
     assert_eq!((out.decision, out.allowed()), (Decision::WouldDeny, true));
+    assert_eq!(
+        out.violations.len(),
+        1,
+        "only the conflict, not the missing toleration: {out:?}"
+    );
+    assert_eq!(out.violations[0].field, r#"nodeSelector["node-pool"]"#);
+    // On UPDATE, the old pod is taken as enforce would have stored it too: a change that
+    // strips nothing enforce added introduces nothing.
+    let mut relabelled = plain_pod();
+    relabelled["metadata"]["labels"]["version"] = json!("2");
+    let out = validate_in(&c, "shadow", &relabelled, Some(&plain_pod()));
+    assert_eq!(out.decision, Decision::Noop);
 }
 
 #[test]
