@@ -205,6 +205,57 @@ async fn a_config_that_means_nothing_is_refused_and_the_old_revision_keeps_decid
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_valid_config_written_in_place_is_not_reported_as_refused() {
+    use std::io::Write as _;
+    let harness = Harness::start(CONFIG).await;
+    harness.label("ns", "ci");
+    let path = harness.config.path("config.yaml");
+    // `cat > config.yaml`: the file is truncated (empty for a moment), then written in two parts.
+    let enforced = CONFIG.replace("dryRun", "enforce");
+    // Cut inside a value, so that the first part alone is refused (`mode: enf`).
+    let (head, tail) = enforced.split_at(enforced.find("enforce").map_or(0, |i| i + 3));
+    let mut file = std::fs::File::create(&path).expect("truncate in place");
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    file.write_all(head.as_bytes()).expect("first part");
+    file.flush().expect("flush");
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    file.write_all(tail.as_bytes()).expect("second part");
+    drop(file);
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            decide(&harness, "u-1").await["auditAnnotations"]["decision"] == "patched"
+        })
+        .await,
+        "the complete file is loaded"
+    );
+    // Past the quiet period, nothing was refused along the way.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let count = |result: &'static str| {
+        let harness = &harness;
+        async move {
+            metric(
+                harness,
+                &format!(r#"pod_director_config_reloads_total{{result="{result}"}}"#),
+            )
+            .await
+        }
+    };
+    assert_eq!(count("error").await, Some(0.0), "an edit in progress is not a refusal");
+    assert_eq!(count("success").await, Some(1.0));
+
+    // A file that stays empty is still refused, once.
+    std::fs::write(&path, "").expect("empty in place");
+    assert!(
+        eventually(Duration::from_secs(5), || async { count("error").await == Some(1.0) }).await,
+        "an empty file that stays empty is refused"
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(count("error").await, Some(1.0), "and counted once");
+    assert_eq!(decide(&harness, "u-2").await["auditAnnotations"]["decision"], "patched");
+    harness.server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn namespaces_left_selecting_a_removed_group_are_exported_per_group() {
     let two = format!("{CONFIG}  batch:\n    nodeSelector: {{node-pool: batch}}\n");
     let mut harness = Harness::start(&two).await;

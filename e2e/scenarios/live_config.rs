@@ -11,7 +11,7 @@ use crate::fixtures::{Placement, workload};
 use crate::harness::k8s::{eventually, label_namespace};
 use crate::harness::{Env, suffix};
 
-const RECONCILED: &str = "webhook configuration reconciled: namespaceSelectors follow the configuration";
+const RECONCILED: &str = "webhook configuration reconciled: the entries pod-director owns follow the configuration";
 
 /// The namespaceSelector and failurePolicy of entry `entry` in both configurations.
 async fn entries(env: &Env, entry: &str) -> Vec<(Option<LabelSelector>, Option<String>)> {
@@ -368,4 +368,93 @@ async fn the_chart_s_rbac_lets_the_server_read_and_patch_its_own_webhook_configu
         bindings.delete(&name, &dp).await.expect("ClusterRoleBinding deleted");
         roles.delete(&name, &dp).await.expect("ClusterRole deleted");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_valid_config_written_in_place_is_loaded_and_never_counted_as_refused() {
+    let Some(mut env) = Env::start_local(
+        "in-place",
+        "rewrites pod-director's config file in place (on a cluster a ConfigMap is swapped atomically)",
+    )
+    .await
+    else {
+        return;
+    };
+    let revision = env.loaded_revision().await;
+    let mut config = serde_json::to_value(&env.config).expect("the config serializes");
+    config["groups"]["e2e-in-place"] = json!({"mode": "enforce", "nodeSelector": {"e2e.pod-director.io/pool": "blue"}});
+    env.pod_director()
+        .write_config_in_place(&config.to_string(), std::time::Duration::from_millis(200));
+    let new_revision = env.reloaded_from(&revision).await;
+    assert_ne!(new_revision, revision);
+    // Well past the quiet period: the empty and the half-written file were never refused.
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    assert_eq!(
+        env.metric(r#"pod_director_config_reloads_total{result="error"}"#).await,
+        Some(0.0),
+        "an edit in progress is not a refusal"
+    );
+    assert!(
+        env.logs
+            .messages("new configuration refused; the previous one stays live")
+            .await
+            .is_empty()
+    );
+    let ns = env.namespace(Some("e2e-in-place")).await;
+    env.create_admitted_pod(&ns, &workload("web")).await;
+    assert_eq!(env.decision(&ns, "web", "mutate").await.decision(), "patched");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_edited_entry_is_restored_to_what_the_chart_renders() {
+    let Some(mut env) = Env::start_local(
+        "hand-edit",
+        "triggers a reconciliation by editing pod-director's config file",
+    )
+    .await
+    else {
+        return;
+    };
+    let (_, validating) = env.webhook_configurations().await;
+    let name = env.webhook_name("enforce", "validate");
+    let index = validating
+        .webhooks
+        .iter()
+        .flatten()
+        .position(|w| w.name == name)
+        .expect("the enforce entry");
+    // An admin relaxes the enforce entry by hand: fail open, a longer timeout, fewer operations.
+    let patch = json!([
+        {"op": "test", "path": format!("/webhooks/{index}/name"), "value": name},
+        {"op": "replace", "path": format!("/webhooks/{index}/failurePolicy"), "value": "Ignore"},
+        {"op": "replace", "path": format!("/webhooks/{index}/timeoutSeconds"), "value": 29},
+        {"op": "replace", "path": format!("/webhooks/{index}/rules/0/operations"), "value": ["CREATE"]},
+    ]);
+    let api = kube::Api::<k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration>::all(
+        env.client.clone(),
+    );
+    api.patch(
+        &env.settings.fullname,
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Json::<()>(serde_json::from_value(patch).expect("a JSON patch")),
+    )
+    .await
+    .expect("the hand edit");
+    // Any reload reconciles (so does the resync interval).
+    let revision = env.loaded_revision().await;
+    env.edit_config(|c| c["groups"]["e2e-hand-edit"] = json!({}));
+    env.reloaded_from(&revision).await;
+    let restored = eventually("the enforce entry restored", || async {
+        let (_, validating) = env.webhook_configurations().await;
+        let entry = validating.webhooks.into_iter().flatten().find(|w| w.name == name)?;
+        (entry.failure_policy.as_deref() == Some("Fail")).then_some(entry)
+    })
+    .await;
+    assert_eq!(restored.timeout_seconds, Some(5));
+    let operations = restored
+        .rules
+        .as_ref()
+        .and_then(|r| r.first())
+        .and_then(|r| r.operations.clone());
+    assert_eq!(operations, Some(vec!["CREATE".to_owned(), "UPDATE".to_owned()]));
 }

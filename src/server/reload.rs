@@ -4,13 +4,15 @@
 //! symlink in the mount directory, so each file's *directory* is watched
 //! (non-recursively) and, because events can be missed (network filesystems,
 //! symlink tricks), the files are also polled. Either way the files' content is
-//! fingerprinted and only a change is acted on; an invalid new version is
-//! refused once, logged and counted, and the previous one stays live.
+//! fingerprinted and only a change is acted on. A new version that does not
+//! load is judged again once it has been unchanged for [`QUIET`] (a file being
+//! written in place is briefly empty or cut short): only then is it refused,
+//! logged and counted, once; the previous version stays live all along.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use notify::Watcher as _;
@@ -71,8 +73,66 @@ pub(crate) fn warn_about(loaded: &Loaded) {
 /// Something reloaded from files when they change.
 pub(crate) trait Reload: Send + 'static {
     fn paths(&self) -> Vec<PathBuf>;
-    /// Re-reads the files if their content changed.
-    fn reload(&mut self);
+    /// The fingerprint of the content now live.
+    fn live(&mut self) -> &mut Fingerprint;
+    /// Loads the files and swaps them in (logging and counting the success), or says why not.
+    fn load(&mut self) -> Result<(), String>;
+    /// Logs and counts a refusal that outlasted [`QUIET`]: the previous version stays live.
+    fn refuse(&self, why: &str);
+}
+
+/// How long a refused new version must stay unchanged before it counts as refused.
+/// A file written in place (truncated, then written: `cat > file`, many editors) is
+/// empty or cut short for a moment; its complete content arrives well within this.
+pub(crate) const QUIET: Duration = Duration::from_secs(1);
+
+/// Change detection and settling for one [`Reload`] target.
+struct Changes<R> {
+    target: R,
+    /// A new version that did not load, and when it was first read.
+    unsettled: Option<(Fingerprint, Instant)>,
+}
+
+impl<R: Reload> Changes<R> {
+    /// Acts on the files' current content; returns when to look again if a refusal has not settled.
+    fn check(&mut self) -> Option<Instant> {
+        let paths = self.target.paths();
+        let now = fingerprint(&paths.iter().map(PathBuf::as_path).collect::<Vec<_>>());
+        if let Some((pending, since)) = self.unsettled
+            && pending == now
+        {
+            if since.elapsed() < QUIET {
+                return Some(since + QUIET);
+            }
+            self.unsettled = None;
+            *self.target.live() = now;
+            if let Err(why) = self.target.load() {
+                self.target.refuse(&why);
+            }
+            return None;
+        }
+        if now == *self.target.live() {
+            self.unsettled = None;
+            return None;
+        }
+        match self.target.load() {
+            Ok(()) => {
+                *self.target.live() = now;
+                self.unsettled = None;
+                None
+            }
+            Err(why) => {
+                debug!(
+                    error = why.as_str(),
+                    quiet_ms = QUIET.as_millis() as u64,
+                    "new file content does not load yet; judging it once it has been unchanged for a while"
+                );
+                let since = Instant::now();
+                self.unsettled = Some((now, since));
+                Some(since + QUIET)
+            }
+        }
+    }
 }
 
 /// Swaps in a new configuration when its file changes and validates.
@@ -91,39 +151,37 @@ impl Reload for ConfigReload {
         vec![self.path.clone()]
     }
 
-    fn reload(&mut self) {
-        let now = fingerprint(&[&self.path]);
-        if now == self.last {
-            return;
-        }
-        self.last = now;
+    fn live(&mut self) -> &mut Fingerprint {
+        &mut self.last
+    }
+
+    fn load(&mut self) -> Result<(), String> {
         let previous = self.live.load().revision.clone();
-        match load_config(&self.path, self.own_namespace.as_deref()) {
-            Ok(loaded) => {
-                info!(
-                    config.revision = loaded.revision.as_str(),
-                    config.previous_revision = previous.as_str(),
-                    path = %self.path.display(),
-                    "configuration reloaded"
-                );
-                warn_about(&loaded);
-                let revision = loaded.revision.clone();
-                self.metrics.initialise(&loaded.config);
-                self.live.store(Arc::new(loaded));
-                self.metrics.config_reloaded(ReloadResult::Success);
-                // Nobody listening (no reporter, no reconciler) is fine.
-                self.changed.send_replace(revision);
-            }
-            Err(err) => {
-                error!(
-                    config.revision = previous.as_str(),
-                    error = %err,
-                    path = %self.path.display(),
-                    "new configuration refused; the previous one stays live"
-                );
-                self.metrics.config_reloaded(ReloadResult::Error);
-            }
-        }
+        let loaded = load_config(&self.path, self.own_namespace.as_deref()).map_err(|err| err.to_string())?;
+        info!(
+            config.revision = loaded.revision.as_str(),
+            config.previous_revision = previous.as_str(),
+            path = %self.path.display(),
+            "configuration reloaded"
+        );
+        warn_about(&loaded);
+        let revision = loaded.revision.clone();
+        self.metrics.initialise(&loaded.config);
+        self.live.store(Arc::new(loaded));
+        self.metrics.config_reloaded(ReloadResult::Success);
+        // Nobody listening (no reporter, no reconciler) is fine.
+        self.changed.send_replace(revision);
+        Ok(())
+    }
+
+    fn refuse(&self, why: &str) {
+        error!(
+            config.revision = self.live.load().revision.as_str(),
+            error = why,
+            path = %self.path.display(),
+            "new configuration refused; the previous one stays live"
+        );
+        self.metrics.config_reloaded(ReloadResult::Error);
     }
 }
 
@@ -140,32 +198,30 @@ impl Reload for TlsReload {
         vec![self.files.cert.clone(), self.files.key.clone()]
     }
 
-    fn reload(&mut self) {
-        let now = fingerprint(&self.files.paths());
-        if now == self.last {
-            return;
-        }
-        self.last = now;
-        match tls::load(&self.files) {
-            Ok(key) => {
-                self.resolver.replace(key);
-                info!(cert = %self.files.cert.display(), "serving certificate reloaded");
-                self.metrics.tls_reloaded(ReloadResult::Success);
-            }
-            Err(err) => {
-                warn!(error = %err, "new serving certificate refused; the previous one stays in use");
-                self.metrics.tls_reloaded(ReloadResult::Error);
-            }
-        }
+    fn live(&mut self) -> &mut Fingerprint {
+        &mut self.last
+    }
+
+    fn load(&mut self) -> Result<(), String> {
+        let key = tls::load(&self.files).map_err(|err| err.to_string())?;
+        self.resolver.replace(key);
+        info!(cert = %self.files.cert.display(), "serving certificate reloaded");
+        self.metrics.tls_reloaded(ReloadResult::Success);
+        Ok(())
+    }
+
+    fn refuse(&self, why: &str) {
+        warn!(
+            error = why,
+            "new serving certificate refused; the previous one stays in use"
+        );
+        self.metrics.tls_reloaded(ReloadResult::Error);
     }
 }
 
-/// Runs `target.reload()` whenever its files' directories report a change and every `poll`, until `shutdown`.
-pub fn spawn(
-    mut target: impl Reload,
-    poll: Duration,
-    mut shutdown: watch::Receiver<bool>,
-) -> tokio::task::JoinHandle<()> {
+/// Checks `target`'s files whenever their directories report a change, every `poll`, and when a
+/// refused new version has been unchanged for [`QUIET`], until `shutdown`.
+pub fn spawn(target: impl Reload, poll: Duration, mut shutdown: watch::Receiver<bool>) -> tokio::task::JoinHandle<()> {
     let (tx, mut rx) = mpsc::unbounded_channel::<()>();
     let directories: BTreeSet<PathBuf> = target
         .paths()
@@ -196,13 +252,25 @@ pub fn spawn(
     };
     tokio::spawn(async move {
         let _watcher = watcher;
+        let mut changes = Changes {
+            target,
+            unsettled: None,
+        };
         let mut ticker = tokio::time::interval(poll.max(Duration::from_millis(10)));
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         ticker.tick().await;
+        let mut again: Option<Instant> = None;
         loop {
+            let settle = async {
+                match again {
+                    Some(at) => tokio::time::sleep_until(at.into()).await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 _ = shutdown.changed() => break,
                 _ = ticker.tick() => {}
+                () = settle => {}
                 Some(()) = rx.recv() => {
                     // Let a burst of events (a symlink swap is several) settle first.
                     tokio::time::sleep(SETTLE).await;
@@ -210,7 +278,7 @@ pub fn spawn(
                     debug!("file change event");
                 }
             }
-            target.reload();
+            again = changes.check();
         }
     })
 }

@@ -236,6 +236,20 @@ impl PodDirector {
         self.config.update(&[("config.yaml", text.as_bytes())]);
     }
 
+    /// Rewrites the config file in place, as `cat > config.yaml` or an editor does: truncated
+    /// (empty for `pause`), then written in two parts `pause` apart.
+    pub fn write_config_in_place(&mut self, text: &str, pause: std::time::Duration) {
+        use std::io::Write as _;
+        let path = self.config.path("config.yaml");
+        let (head, tail) = text.split_at(text.floor_char_boundary(text.len() / 2));
+        let mut file = std::fs::File::create(&path).expect("truncate the config in place");
+        std::thread::sleep(pause);
+        file.write_all(head.as_bytes()).expect("first part");
+        file.flush().expect("flush");
+        std::thread::sleep(pause);
+        file.write_all(tail.as_bytes()).expect("second part");
+    }
+
     /// Replaces the serving certificate and key (a `..data` swap, as a Secret update).
     pub fn write_tls(&mut self, cert: &[u8], key: &[u8]) {
         self.tls.update(&[("tls.crt", cert), ("tls.key", key)]);
