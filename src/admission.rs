@@ -13,8 +13,8 @@
 //! |---|---|---|
 //! | a Pod CREATE (or UPDATE at /validate) | 200 | the decision: allowed (+ patch in enforce) or denied |
 //! | an apps/v1 DaemonSet CREATE or UPDATE at /mutate or /validate | 200 | its pod template decided as a pod (patch under `/spec/template`) |
-//! | a Namespace CREATE or UPDATE at /validate-namespace | 200 | the namespace label guard's decision |
-//! | pod UPDATE at /mutate, DELETE, CONNECT, a subresource, another resource, or a resource at the wrong endpoint | 200 | allowed, untouched; logged as `skipped` / `not_applicable` |
+//! | a Namespace CREATE or UPDATE at /validate-namespace, also through its `status` or `finalize` subresource | 200 | the namespace label guard's decision |
+//! | pod UPDATE at /mutate, DELETE, CONNECT, any other subresource (`pods/binding`, `pods/status`…, whatever its object), another resource, or a resource at the wrong endpoint | 200 | allowed, untouched; logged as `skipped` / `not_applicable` |
 //! | unreadable: empty, not JSON, not an `admission.k8s.io/v1` AdmissionReview, no request/uid/object/namespace, a namespace that is not a DNS-1123 label, object not of its resource's kind, a Pod without a spec, a field placement reads (metadata name, generateName, namespace, labels, annotations, ownerReferences; spec nodeName, nodeSelector, tolerations, affinity) of the wrong type | 400 | an AdmissionReview whose `response.status` says what is wrong, naming the field (uid copied whenever the body has one, even beyond serde_json's number limits) |
 //!
 //! The other fields of a pod (containers, volumes, status…) are checked as JSON
@@ -305,6 +305,10 @@ fn object_and_old<T>(
     Ok((decode(object, "object")?, old))
 }
 
+/// The subresources of a namespace that are decided like the namespace (the label guard):
+/// the API server persists the metadata, labels included, of writes through them.
+pub(crate) const DECIDED_NAMESPACE_SUBRESOURCES: [&str; 3] = ["", "status", "finalize"];
+
 /// The resources pod-director decides.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Resource {
@@ -351,7 +355,9 @@ fn not_applicable(request: &AdmissionRequest<DynamicObject>) -> Option<String> {
             r.version, r.resource
         ));
     }
-    if let Some(sub) = request.sub_resource.as_deref().filter(|s| !s.is_empty()) {
+    if let Some(sub) = request.sub_resource.as_deref().filter(|s| !s.is_empty())
+        && !(Resource::of(request) == Some(Resource::Namespaces) && DECIDED_NAMESPACE_SUBRESOURCES.contains(&sub))
+    {
         return Some(format!("subresource {}/{sub}", r.resource));
     }
     match request.operation {

@@ -540,6 +540,38 @@ async fn an_update_at_mutate_is_admitted_untouched() {
     assert!(value["response"].get("patch").is_none());
 }
 
+/// A `pods/binding` CREATE as kube-apiserver sends it for the scheduler: the object is a Binding.
+fn binding_review() -> crate::fixtures::Review {
+    let binding = json!({
+        "kind": "Binding", "apiVersion": "v1",
+        "metadata": {"name": "web-7c9f8d-x2k4p", "namespace": "team-ci", "creationTimestamp": null},
+        "target": {"kind": "Node", "name": "ci-1"},
+    });
+    crate::fixtures::Review::new(["", "v1", "pods"], ["", "v1", "Binding"], "team-ci", "CREATE", binding)
+        .sub_resource("binding")
+}
+
+#[tokio::test]
+async fn a_subresource_whose_object_is_not_a_pod_is_admitted_untouched_at_every_webhook() {
+    let enforce = "groups:\n  ci:\n    mode: enforce\n    nodeSelector: {node-pool: ci}\n";
+    let namespaces = Arc::new(StaticNamespaces::new());
+    namespaces.insert(
+        "team-ci",
+        Labels::from([("pod-director/group".to_owned(), "ci".to_owned())]),
+    );
+    let (admission, _) = admission_on(enforce, namespaces);
+    let in_order = binding_review().bytes();
+    let reordered = bytes(&binding_review().value());
+    for webhook in [Webhook::Mutate, Webhook::Validate] {
+        for body in [&in_order, &reordered] {
+            let (status, value) = answer(&admission, webhook, body).await;
+            assert_eq!(status, StatusCode::OK, "{webhook:?}: {value}");
+            assert_eq!(value["response"]["allowed"], true, "{value}");
+            assert!(value["response"].get("patch").is_none(), "{value}");
+        }
+    }
+}
+
 /// `/mutate` of `body` on an empty configuration, under `layer` alone.
 fn review_under(layer: impl tracing_subscriber::Layer<tracing_subscriber::Registry> + Send + Sync, body: &Value) {
     use tracing_subscriber::layer::SubscriberExt as _;

@@ -191,16 +191,15 @@ fn how(resource: Option<&GroupVersionResource>, sub: Option<&str>, operation: Op
     let (Some(resource), Some(operation)) = (resource, operation) else {
         return Read::Raw;
     };
-    if sub.is_some_and(|s| !s.is_empty()) {
-        return Read::Skip;
-    }
     let decided = match (
         resource.group.as_str(),
         resource.version.as_str(),
         resource.resource.as_str(),
+        sub.unwrap_or_default(),
     ) {
-        ("", "v1", "pods") => Read::Pod,
-        ("apps", "v1", "daemonsets") | ("", "v1", "namespaces") => Read::Raw,
+        ("", "v1", "pods", "") => Read::Pod,
+        ("apps", "v1", "daemonsets", "") => Read::Raw,
+        ("", "v1", "namespaces", sub) if super::DECIDED_NAMESPACE_SUBRESOURCES.contains(&sub) => Read::Raw,
         _ => return Read::Skip,
     };
     match (operation, old) {
