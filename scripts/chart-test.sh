@@ -25,9 +25,9 @@
 #               (uses $POD_DIRECTOR_BIN, else target/debug/pod-director; skipped when neither exists)
 #   schema      values.schema.json's `config` part is the schema the binary derives from its Rust
 #               types (`check-config --print-schema`, scripts/config-schema.py; same binary as config)
-#   selectors   the pod webhook entries (namespaceSelector, failurePolicy) rendered for each value
-#               set of tests/webhook_selectors/ equal its golden, which tests/webhook_selectors.rs
-#               holds the server's selectors to: chart and server are one function of the config
+#   selectors   the webhook entries (every field but clientConfig) rendered for each value set of
+#               tests/webhook_selectors/ equal its golden, which tests/webhook_selectors.rs holds the
+#               server's reconciled entries to: chart and server are one function of the config
 #   dashboards  otel/grafana/dashboards/*.json against Grafana's published dashboard schema: the
 #               dashboard kind and each panel's panelcfg kind of the @grafana/schema npm package,
 #               type-checked by TypeScript (scripts/dashboard-schema.mjs; both npm packages pinned,
@@ -198,24 +198,22 @@ problems = []
 for doc in yaml.safe_load_all(open(rendered)):
     if not doc or not doc.get("kind", "").endswith("WebhookConfiguration"):
         continue
-    key = "mutate" if doc["kind"].startswith("Mutating") else "validate"
-    by_name = {w["name"]: w for w in doc.get("webhooks", [])}
-    for entry, want in golden.items():
-        name = f"{entry}.{key}.{doc['metadata']['name']}.pod-director.io"
-        hook = by_name.get(name)
-        if hook is None:
-            problems.append(f"{doc['kind']}: no entry {name}")
-            continue
-        got = {"failurePolicy": hook.get("failurePolicy"), "namespaceSelector": hook.get("namespaceSelector")}
-        if got != want:
-            problems.append(f"{doc['kind']} {name}:\n  chart:  {json.dumps(got, sort_keys=True)}\n  golden: {json.dumps(want, sort_keys=True)}")
+    # Every entry but where it is served (clientConfig: the installation's), in the chart's order.
+    got = [{k: v for k, v in w.items() if k != "clientConfig"} for w in doc.get("webhooks", [])]
+    want = golden.get(doc["kind"], [])
+    names = [w.get("name") for w in got]
+    if names != [w["name"] for w in want]:
+        problems.append(f"{doc['kind']}: entries {names}, golden {[w['name'] for w in want]}")
+    for g, w in zip(got, want):
+        if g != w:
+            problems.append(f"{doc['kind']} {w['name']}:\n  chart:  {json.dumps(g, sort_keys=True)}\n  golden: {json.dumps(w, sort_keys=True)}")
 if problems:
     sys.exit(f"[chart-test] FAIL: {case}: the chart's webhook entries differ from the golden the server is held to:\n" + "\n".join(problems))
 EOF
     n=$((n + 1))
   done < <(ls "$ROOT"/tests/webhook_selectors/*.values.yaml)
   ((n > 0)) || fail "no value sets in tests/webhook_selectors"
-  log "selectors: the chart renders the server's namespaceSelectors for all $n value sets"
+  log "selectors: the chart renders the server's webhook entries for all $n value sets"
 }
 
 step_dashboards() {

@@ -26,10 +26,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = ROOT / "chart" / "values.schema.json"
 # Where the chart's values differ from the file, because its templates read or rewrite them:
-# the label key is required (the webhook selectors use it), and an empty defaultGroup means
-# none (the templates drop it before writing the file).
+# the label key is required (the webhook selectors use it), and an empty defaultGroup or
+# namespaceGuard.mode means none (the templates drop them before writing the file).
 CHART_REQUIRED = ["namespaceLabel"]
 EMPTY_MEANS_NONE = ["defaultGroup"]
+# (definition, property) pairs likewise, for settings nested in an object of their own.
+EMPTY_MEANS_NONE_IN = [("namespaceGuard", "mode")]
 
 
 def refs(node, found: set[str]) -> None:
@@ -69,6 +71,9 @@ def generate(chart: dict, config_schema: dict) -> dict:
     properties = config_schema.get("properties", {})
     for key in EMPTY_MEANS_NONE:
         properties[key] = {"anyOf": [{"const": ""}, properties[key]], "description": "Empty or null: none"}
+    for definition, key in EMPTY_MEANS_NONE_IN:
+        nested = config_definitions[definition]["properties"]
+        nested[key] = {"anyOf": [{"const": ""}, nested[key]], "description": "Empty or null: none"}
     # The chart's other values may use the config's definitions too (podLabels: labelKey,
     # labelValue): those are the generated ones; the chart writes only the rest.
     own = {k: v for k, v in chart_definitions(chart).items() if k not in config_definitions}

@@ -390,12 +390,14 @@ impl Metrics {
         for webhook in Webhook::ALL {
             decisions("", "", webhook, &[Decision::Skipped, Decision::Error]);
         }
-        let guard = config.namespace_guard.mode;
-        let guard_denial = if guard == Mode::Enforce {
-            Decision::Denied
-        } else {
-            Decision::WouldDeny
+        let guard_denial = |mode: Mode| {
+            if mode == Mode::Enforce {
+                Decision::Denied
+            } else {
+                Decision::WouldDeny
+            }
         };
+        let guard = crate::namespace_guard::mode_of_group(config, None);
         decisions("", guard.as_str(), Webhook::ValidateNamespace, &[Decision::Noop]);
         for (name, group) in &config.groups {
             let mode = config.mode_of(group);
@@ -412,11 +414,12 @@ impl Metrics {
             for webhook in [Webhook::Mutate, Webhook::Validate] {
                 decisions(name, mode.as_str(), webhook, &of_mode);
             }
+            let guard = crate::namespace_guard::mode_of_group(config, Some(name));
             decisions(
                 name,
                 guard.as_str(),
                 Webhook::ValidateNamespace,
-                &[Decision::Noop, guard_denial],
+                &[Decision::Noop, guard_denial(guard)],
             );
             let resolution = match group.on_conflict {
                 OnConflict::Reject => Resolution::Rejected,

@@ -6,8 +6,11 @@
 //! move it to another group, out of its group, or to an undefined group. Only
 //! the requesters `namespaceGuard` allows may (by username, group, or service
 //! account, as `request.userInfo` names them). A namespace write that leaves
-//! the label as it was is never denied. The guard has its own mode, dryRun by
-//! default: `would_deny` is reported, the namespace admitted.
+//! the label as it was is never denied. Its mode follows the groups unless
+//! `namespaceGuard.mode` sets one: a change into or out of a group in enforce is
+//! decided in enforce, a change among dryRun/warn groups in dryRun (`would_deny`
+//! reported, the namespace admitted). Writes through the `status` and `finalize`
+//! subresources are decided the same way: the API server persists their labels.
 
 use std::collections::BTreeMap;
 
@@ -41,6 +44,35 @@ impl Change<'_> {
             Change::Removed(old) => format!("remove label {label} (was {old:?})"),
         }
     }
+}
+
+/// The mode a write is decided in: `namespaceGuard.mode` when it is set; otherwise
+/// the groups' — enforce when the write takes the namespace into or out of a group in
+/// enforce, dryRun when it moves among groups in dryRun or warn (or none).
+///
+/// `old` is the label before an UPDATE (`Some(None)`: there was none), `None` on
+/// CREATE; `new` the label after. Without a label a namespace is in `defaultGroup`.
+pub fn mode_for(config: &Config, old: Option<Option<&str>>, new: Option<&str>) -> Mode {
+    if let Some(mode) = config.namespace_guard.mode {
+        return mode;
+    }
+    let enforced = |label: Option<&str>| {
+        label
+            .or(config.default_group.as_deref())
+            .and_then(|name| config.groups.get(name))
+            .is_some_and(|group| config.mode_of(group) == Mode::Enforce)
+    };
+    if old.is_some_and(enforced) || enforced(new) {
+        Mode::Enforce
+    } else {
+        Mode::DryRun
+    }
+}
+
+/// The mode a namespace of `group` (a label value; `None`: no label) is decided in when its
+/// label changes to one outside enforce — for metrics and the audit, which look per group.
+pub fn mode_of_group(config: &Config, group: Option<&str>) -> Mode {
+    mode_for(config, Some(group), None)
 }
 
 /// Whether the guard lets this requester change group labels.
@@ -88,7 +120,7 @@ pub fn decide(config: &Config, write: &NamespaceWrite<'_>, ctx: &Context) -> Out
     let old = write.old_labels.and_then(|l| l.get(label)).map(String::as_str);
     let new = write.labels.get(label).map(String::as_str);
     let guard = &config.namespace_guard;
-    let mode = guard.mode;
+    let mode = mode_for(config, write.old_labels.map(|_| old), new);
     out.group = new.or(old).map(str::to_owned);
     out.mode = Some(mode);
     let change = match (old, new) {

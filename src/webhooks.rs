@@ -1,4 +1,4 @@
-//! The webhook entries' namespaceSelectors as a function of the live
+//! The webhook entries pod-director owns as a function of the live
 //! configuration, and the reconciler that keeps the chart's webhook
 //! configurations equal to it.
 //!
@@ -16,16 +16,25 @@
 //! and every entry also has `kubernetes.io/metadata.name NotIn [excluded]`. An
 //! entry with nothing to serve (no group in that mode, no `defaultGroup`) is
 //! still rendered, selecting [`NO_NAMESPACE`], so that a reload never needs an
-//! entry that does not exist. [`namespace_selectors`] is that function; the
-//! chart's `pod-director.webhookEntries` is the same one, held equal by the
-//! goldens in `tests/webhook_selectors/` (checked against `helm template` by
+//! entry that does not exist. The ValidatingWebhookConfiguration also has the
+//! namespace label guard's two entries, `<enforce|observe>.namespace-guard.<configuration>.pod-director.io`
+//! (namespaces, `namespaces/status`, `namespaces/finalize`), split by the groups'
+//! modes with objectSelectors ([`guard_object_selectors`]) so that only namespaces
+//! of enforce groups become unwritable while pod-director is down.
+//!
+//! [`owned_entries`] is every field of those entries but `clientConfig`; the
+//! chart's `templates/webhooks.yaml` renders the same, held equal by the goldens
+//! in `tests/webhook_selectors/` (checked against `helm template` by
 //! `scripts/chart-test.sh selectors` and against this code by
 //! `tests/webhook_selectors.rs`).
 //!
-//! [`spawn`] patches the entries whose namespaceSelector (and, for
-//! `default-group`, failurePolicy) differs from the live configuration's, on
-//! start, after every successful reload and every resync interval; failures are
-//! logged, counted and retried, and never touch admission or readiness.
+//! [`spawn`] patches every field that differs from them — a namespaceSelector
+//! after a mode change, a failurePolicy or timeout edited by hand, a rule or
+//! objectSelector narrowed — on start, after every successful reload and every
+//! resync interval; failures are logged, counted and retried, and never touch
+//! admission or readiness. `clientConfig` is not pod-director's: where it is
+//! served and the CA bundle belong to the installation (Service or URL,
+//! cert-manager's injection), and a wrong one shows at once as failed calls.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -34,7 +43,7 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use json_patch::jsonptr::PointerBuf;
-use json_patch::{PatchOperation, ReplaceOperation, TestOperation};
+use json_patch::{AddOperation, PatchOperation, RemoveOperation, TestOperation};
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 use kube::api::{Api, Patch, PatchParams};
@@ -219,26 +228,208 @@ fn pointer(tokens: &[&str]) -> PointerBuf {
     PointerBuf::from_tokens(tokens.iter().copied())
 }
 
+/// The chart values that shape the entries besides the configuration: the serve flags the
+/// chart passes (`webhook.timeoutSeconds`, `webhook.failurePolicy.*`), defaulting to the chart's defaults.
+#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+pub struct EntrySettings {
+    /// timeoutSeconds of every entry pod-director owns (the chart's `webhook.timeoutSeconds`).
+    #[arg(long, env = "POD_DIRECTOR_WEBHOOK_TIMEOUT_SECONDS", default_value_t = 5,
+          value_parser = clap::value_parser!(u8).range(1..=30))]
+    pub webhook_timeout_seconds: u8,
+    /// failurePolicy of the entries for groups in enforce (`webhook.failurePolicy.enforce`).
+    #[arg(long, env = "POD_DIRECTOR_WEBHOOK_FAILURE_POLICY_ENFORCE", default_value = "Fail",
+          value_parser = ["Fail", "Ignore"])]
+    pub webhook_failure_policy_enforce: String,
+    /// failurePolicy of the entry for labels naming no group (`webhook.failurePolicy.unknownGroup`).
+    #[arg(long, env = "POD_DIRECTOR_WEBHOOK_FAILURE_POLICY_UNKNOWN_GROUP", default_value = "Ignore",
+          value_parser = ["Fail", "Ignore"])]
+    pub webhook_failure_policy_unknown_group: String,
+}
+
+impl Default for EntrySettings {
+    fn default() -> Self {
+        Self {
+            webhook_timeout_seconds: 5,
+            webhook_failure_policy_enforce: "Fail".to_owned(),
+            webhook_failure_policy_unknown_group: "Ignore".to_owned(),
+        }
+    }
+}
+
+named_enum! {
+    /// One of the namespace label guard's entries (ValidatingWebhookConfiguration only):
+    /// namespaces in a group in enforce, and the others.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+    pub enum GuardEntry {
+        Enforce => "enforce",
+        Observe => "observe",
+    }
+}
+
+impl GuardEntry {
+    /// `enforce.namespace-guard.pod-director.pod-director.io`.
+    pub fn name(self, configuration: &str) -> String {
+        format!("{}.namespace-guard.{configuration}.pod-director.io", self.as_str())
+    }
+}
+
+/// The namespace label guard entries' objectSelectors: which namespace writes each one is
+/// sent (the API server matches the old object or the new one). `enforce` gets the writes
+/// of namespaces in a group in enforce before or after (unlabelled ones too when
+/// `defaultGroup` is enforced), so only those namespaces become unwritable while
+/// pod-director is down; `observe` the other writes where the label is set before or after.
+/// A namespace leaving an enforce group for another group matches both: both decide it alike.
+pub fn guard_object_selectors(config: &Config) -> BTreeMap<GuardEntry, LabelSelector> {
+    let label = config.namespace_label.as_str();
+    let (mut enforce, mut observe) = (Vec::new(), Vec::new());
+    for (name, group) in &config.groups {
+        match config.mode_of(group) {
+            Mode::Enforce => enforce.push(name.clone()),
+            Mode::DryRun | Mode::Warn => observe.push(name.clone()),
+        }
+    }
+    let nothing = || {
+        selector(vec![requirement(
+            METADATA_NAME_LABEL,
+            "In",
+            Some(vec![NO_NAMESPACE.to_owned()]),
+        )])
+    };
+    let default_enforced = default_group_follows(config) == Entry::Enforce;
+    let enforced = if default_enforced {
+        // Unlabelled (the default group), enforce groups, and labels naming no group.
+        let others = if observe.is_empty() {
+            vec![NO_NAMESPACE.to_owned()]
+        } else {
+            observe.clone()
+        };
+        selector(vec![requirement(label, "NotIn", Some(others))])
+    } else if enforce.is_empty() {
+        nothing()
+    } else {
+        selector(vec![requirement(label, "In", Some(enforce.clone()))])
+    };
+    let observed = if default_enforced {
+        if observe.is_empty() {
+            nothing()
+        } else {
+            selector(vec![requirement(label, "In", Some(observe))])
+        }
+    } else {
+        let mut labelled = vec![requirement(label, "Exists", None)];
+        if !enforce.is_empty() {
+            labelled.push(requirement(label, "NotIn", Some(enforce)));
+        }
+        selector(labelled)
+    };
+    BTreeMap::from([(GuardEntry::Enforce, enforced), (GuardEntry::Observe, observed)])
+}
+
+/// The failurePolicy of a guard entry: `enforce`'s is the enforce policy unless
+/// `namespaceGuard.mode` is set to observe; `observe`'s is Ignore unless it is set to enforce.
+fn guard_failure_policy<'s>(config: &Config, entry: GuardEntry, settings: &'s EntrySettings) -> &'s str {
+    let enforce = settings.webhook_failure_policy_enforce.as_str();
+    match (entry, config.namespace_guard.mode) {
+        (GuardEntry::Enforce, None | Some(Mode::Enforce)) | (GuardEntry::Observe, Some(Mode::Enforce)) => enforce,
+        _ => "Ignore",
+    }
+}
+
+fn rule(group: &str, resources: &[&str], operations: &[&str], scope: &str) -> Value {
+    serde_json::json!({
+        "apiGroups": [group],
+        "apiVersions": ["v1"],
+        "operations": operations,
+        "resources": resources,
+        "scope": scope,
+    })
+}
+
+/// Every entry pod-director owns in configuration `name` of `kind`, each with every field
+/// the chart renders for it except `clientConfig` (where the webhook is served and the CA
+/// bundle are the installation's: a Service or URL, cert-manager's injection), in the
+/// chart's order. The chart's `templates/webhooks.yaml` renders the same; the goldens in
+/// `tests/webhook_selectors/` hold the two equal.
+pub fn owned_entries(kind: Kind, name: &str, config: &Config, settings: &EntrySettings) -> Vec<Value> {
+    let selectors = namespace_selectors(config);
+    let enforce_policy = settings.webhook_failure_policy_enforce.as_str();
+    let pod_operations: &[&str] = match kind {
+        Kind::Mutating => &["CREATE"],
+        Kind::Validating => &["CREATE", "UPDATE"],
+    };
+    let common = |entry_name: String, policy: &str| {
+        let mut entry = serde_json::json!({
+            "name": entry_name,
+            "admissionReviewVersions": ["v1"],
+            "sideEffects": "None",
+            "timeoutSeconds": settings.webhook_timeout_seconds,
+            "failurePolicy": policy,
+            "matchPolicy": "Equivalent",
+        });
+        if kind == Kind::Mutating {
+            entry["reinvocationPolicy"] = Value::String("IfNeeded".to_owned());
+        }
+        entry
+    };
+    let mut out: Vec<Value> = Entry::ALL
+        .into_iter()
+        .map(|entry| {
+            let policy = match entry {
+                Entry::Enforce => enforce_policy,
+                Entry::Observe => "Ignore",
+                Entry::DefaultGroup if default_group_follows(config) == Entry::Enforce => enforce_policy,
+                Entry::DefaultGroup => "Ignore",
+                Entry::UnknownGroup => settings.webhook_failure_policy_unknown_group.as_str(),
+            };
+            let mut value = common(entry.name(kind.webhook(), name), policy);
+            value["namespaceSelector"] = serde_json::to_value(&selectors[&entry]).unwrap_or(Value::Null);
+            value["rules"] = Value::Array(vec![
+                rule("", &["pods"], pod_operations, "Namespaced"),
+                rule("apps", &["daemonsets"], &["CREATE", "UPDATE"], "Namespaced"),
+            ]);
+            value
+        })
+        .collect();
+    if kind == Kind::Validating {
+        let objects = guard_object_selectors(config);
+        let not_excluded = selector(vec![requirement(METADATA_NAME_LABEL, "NotIn", Some(excluded(config)))]);
+        for entry in GuardEntry::ALL {
+            let mut value = common(entry.name(name), guard_failure_policy(config, entry, settings));
+            value["namespaceSelector"] = serde_json::to_value(&not_excluded).unwrap_or(Value::Null);
+            value["objectSelector"] = serde_json::to_value(&objects[&entry]).unwrap_or(Value::Null);
+            value["rules"] = Value::Array(vec![rule(
+                "",
+                &["namespaces", "namespaces/status", "namespaces/finalize"],
+                &["CREATE", "UPDATE"],
+                "Cluster",
+            )]);
+            out.push(value);
+        }
+    }
+    out
+}
+
 /// The JSON Patch that makes the live `webhooks` list of configuration `name`
-/// (of `kind`) agree with `config`: for each drifted entry, a `test` of its name at
-/// its index (so a concurrent reorder fails the patch instead of hitting another
-/// entry) and a `replace` of its namespaceSelector (and failurePolicy for
-/// `default-group`, and for the namespace label guard's entry). Entries
-/// pod-director does not own are never touched.
+/// (of `kind`) agree with what pod-director owns there ([`owned_entries`]): for each
+/// drifted entry, a `test` of its name at its index (so a concurrent reorder fails the
+/// patch instead of hitting another entry), then an `add` (a replace, or a restore of a
+/// field someone removed) of each field that differs — also an `objectSelector` the
+/// chart does not render must be `{}` (the API server's default) — and a `remove` of
+/// `matchConditions` it does not render, which would narrow what the entry sees.
+/// `clientConfig` and entries pod-director does not own are never touched.
 /// Returns the operations and the names of the entries they change.
 pub(crate) fn plan_patch(
     kind: Kind,
     name: &str,
     webhooks: &[Value],
     config: &Config,
+    settings: &EntrySettings,
 ) -> Result<(Vec<PatchOperation>, Vec<String>), ReconcileError> {
-    let selectors = namespace_selectors(config);
-    let index_of = |entry_name: &str| webhooks.iter().position(|w| w["name"] == entry_name);
     let mut operations = Vec::new();
     let mut changed = Vec::new();
-    for entry in Entry::ALL {
-        let entry_name = entry.name(kind.webhook(), name);
-        let Some(index) = index_of(&entry_name) else {
+    for want in owned_entries(kind, name, config, settings) {
+        let entry_name = want["name"].as_str().unwrap_or_default().to_owned();
+        let Some(index) = webhooks.iter().position(|w| w["name"] == entry_name.as_str()) else {
             return Err(ReconcileError::MissingEntry {
                 kind: kind.as_str(),
                 name: name.to_owned(),
@@ -247,29 +438,31 @@ pub(crate) fn plan_patch(
         };
         let live = &webhooks[index];
         let i = index.to_string();
-        let want = serde_json::to_value(&selectors[&entry]).unwrap_or(Value::Null);
         let mut ops = Vec::new();
-        if live["namespaceSelector"] != want {
-            ops.push(PatchOperation::Replace(ReplaceOperation {
-                path: pointer(&["webhooks", &i, "namespaceSelector"]),
-                value: want,
-            }));
+        let mut fields: Vec<(String, Value)> = want
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter(|(field, _)| field.as_str() != "name")
+            .map(|(field, value)| (field.clone(), value.clone()))
+            .collect();
+        if want.get("objectSelector").is_none() {
+            fields.push(("objectSelector".to_owned(), serde_json::json!({})));
         }
-        if entry == Entry::DefaultGroup {
-            let follows = default_group_follows(config).name(kind.webhook(), name);
-            let policy = index_of(&follows)
-                .map(|j| webhooks[j]["failurePolicy"].clone())
-                .ok_or_else(|| ReconcileError::MissingEntry {
-                    kind: kind.as_str(),
-                    name: name.to_owned(),
-                    entry: follows,
-                })?;
-            if live["failurePolicy"] != policy {
-                ops.push(PatchOperation::Replace(ReplaceOperation {
-                    path: pointer(&["webhooks", &i, "failurePolicy"]),
-                    value: policy,
+        for (field, value) in fields {
+            let is_default_empty = field == "objectSelector" && value == serde_json::json!({});
+            let same = live.get(&field) == Some(&value) || (is_default_empty && live.get(&field).is_none());
+            if !same {
+                ops.push(PatchOperation::Add(AddOperation {
+                    path: pointer(&["webhooks", &i, &field]),
+                    value,
                 }));
             }
+        }
+        if live.get("matchConditions").is_some() && want.get("matchConditions").is_none() {
+            ops.push(PatchOperation::Remove(RemoveOperation {
+                path: pointer(&["webhooks", &i, "matchConditions"]),
+            }));
         }
         if !ops.is_empty() {
             operations.push(PatchOperation::Test(TestOperation {
@@ -280,40 +473,7 @@ pub(crate) fn plan_patch(
             changed.push(entry_name);
         }
     }
-    if kind == Kind::Validating {
-        // The namespace label guard's entry, when the chart rendered it: only its
-        // failurePolicy follows the live guard mode (the enforce entry's policy in
-        // enforce, Ignore otherwise), so a guard switched to enforce in the ConfigMap
-        // does not fail open while pod-director is down.
-        let guard = guard_entry_name(name);
-        if let Some(index) = index_of(&guard) {
-            let policy = if config.namespace_guard.mode == Mode::Enforce {
-                index_of(&Entry::Enforce.name(kind.webhook(), name))
-                    .map(|j| webhooks[j]["failurePolicy"].clone())
-                    .unwrap_or_else(|| Value::String("Fail".to_owned()))
-            } else {
-                Value::String("Ignore".to_owned())
-            };
-            if webhooks[index]["failurePolicy"] != policy {
-                let i = index.to_string();
-                operations.push(PatchOperation::Test(TestOperation {
-                    path: pointer(&["webhooks", &i, "name"]),
-                    value: Value::String(guard.clone()),
-                }));
-                operations.push(PatchOperation::Replace(ReplaceOperation {
-                    path: pointer(&["webhooks", &i, "failurePolicy"]),
-                    value: policy,
-                }));
-                changed.push(guard);
-            }
-        }
-    }
     Ok((operations, changed))
-}
-
-/// The name of the chart's namespace label guard entry in configuration `name`.
-pub(crate) fn guard_entry_name(name: &str) -> String {
-    format!("namespace-guard.{name}.pod-director.io")
 }
 
 /// The webhook configurations to keep in step (`serve` flags; the chart sets them).
@@ -330,6 +490,8 @@ pub struct ReconcileArgs {
     /// (undoes drift, e.g. a `helm upgrade` rendering other selectors), e.g. 60s.
     #[arg(long, env = "POD_DIRECTOR_WEBHOOK_RESYNC_INTERVAL", default_value = "60s", value_parser = crate::server::parse_duration)]
     pub webhook_resync_interval: Duration,
+    #[command(flatten)]
+    pub entries: EntrySettings,
 }
 
 impl ReconcileArgs {
@@ -350,11 +512,18 @@ impl ReconcileArgs {
 pub struct Reconciler {
     pub client: Client,
     pub targets: Vec<(Kind, String)>,
+    pub entries: EntrySettings,
     pub live: Arc<ArcSwap<Loaded>>,
     pub metrics: Arc<Metrics>,
 }
 
-async fn reconcile_one<K>(api: Api<K>, kind: Kind, name: &str, config: &Config) -> Result<Vec<String>, ReconcileError>
+async fn reconcile_one<K>(
+    api: Api<K>,
+    kind: Kind,
+    name: &str,
+    config: &Config,
+    entries: &EntrySettings,
+) -> Result<Vec<String>, ReconcileError>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + fmt::Debug,
 {
@@ -365,7 +534,7 @@ where
     })?;
     let json = serde_json::to_value(&object).unwrap_or(Value::Null);
     let webhooks = json["webhooks"].as_array().map(Vec::as_slice).unwrap_or_default();
-    let (operations, changed) = plan_patch(kind, name, webhooks, config)?;
+    let (operations, changed) = plan_patch(kind, name, webhooks, config, entries)?;
     if operations.is_empty() {
         return Ok(changed);
     }
@@ -395,11 +564,11 @@ impl Reconciler {
                 let result = match kind {
                     Kind::Mutating => {
                         let api: Api<MutatingWebhookConfiguration> = Api::all(self.client.clone());
-                        reconcile_one(api, *kind, name, &loaded.config).await
+                        reconcile_one(api, *kind, name, &loaded.config, &self.entries).await
                     }
                     Kind::Validating => {
                         let api: Api<ValidatingWebhookConfiguration> = Api::all(self.client.clone());
-                        reconcile_one(api, *kind, name, &loaded.config).await
+                        reconcile_one(api, *kind, name, &loaded.config, &self.entries).await
                     }
                 };
                 match result {
@@ -416,7 +585,7 @@ impl Reconciler {
                             kind = kind.as_str(),
                             entries = changed.join(",").as_str(),
                             config.revision = loaded.revision.as_str(),
-                            "webhook configuration reconciled: namespaceSelectors follow the configuration"
+                            "webhook configuration reconciled: the entries pod-director owns follow the configuration"
                         );
                     }
                     Err(err) => errors.push(err),

@@ -6,11 +6,13 @@
 
 use std::path::{Path, PathBuf};
 
-use pod_director::webhooks::{Entry, default_group_follows, namespace_selectors};
+use pod_director::webhooks::{EntrySettings, Kind, owned_entries};
 use serde_json::{Map, Value, json};
 
 /// The chart's release namespace in the goldens (always excluded, as the server's own).
 const RELEASE_NAMESPACE: &str = "pod-director";
+/// The release name in the goldens (`helm template pd`): the configurations' name.
+const RELEASE: &str = "pd";
 
 fn cases() -> Vec<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/webhook_selectors");
@@ -44,36 +46,48 @@ fn yaml(path: &Path) -> Value {
     serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// What the chart renders for a value set, computed by the server's code.
+/// What the chart renders for a value set (every field of the entries pod-director owns
+/// but clientConfig, by configuration kind), computed by the server's code.
 fn server_entries(values_file: &Path) -> Value {
     let mut values = yaml(&Path::new(env!("CARGO_MANIFEST_DIR")).join("chart/values.yaml"));
     merge(&mut values, &yaml(values_file));
-    // The ConfigMap: config verbatim, an empty defaultGroup dropped (chart "pod-director.config").
+    // The ConfigMap: config verbatim, an empty defaultGroup or guard mode dropped (chart "pod-director.config").
     let mut config = values["config"].clone();
     if let Some(map) = config.as_object_mut()
         && map.get("defaultGroup").is_some_and(|g| g.is_null() || g == "")
     {
         map.remove("defaultGroup");
     }
+    if let Some(guard) = config["namespaceGuard"].as_object_mut()
+        && guard.get("mode").is_some_and(|m| m.is_null() || m == "")
+    {
+        guard.remove("mode");
+    }
     let dir = tempfile::tempdir().expect("a temp dir");
     let path = dir.path().join("config.yaml");
     std::fs::write(&path, config.to_string()).expect("config written");
     let loaded = pod_director::server::load_config(&path, Some(RELEASE_NAMESPACE))
         .unwrap_or_else(|e| panic!("{}: {e}", values_file.display()));
-    let selectors = namespace_selectors(&loaded.config);
-    let enforce_policy = values["webhook"]["failurePolicy"]["enforce"].clone();
+    let webhook = &values["webhook"];
+    let settings = EntrySettings {
+        webhook_timeout_seconds: webhook["timeoutSeconds"]
+            .as_u64()
+            .and_then(|t| u8::try_from(t).ok())
+            .expect("timeoutSeconds"),
+        webhook_failure_policy_enforce: webhook["failurePolicy"]["enforce"]
+            .as_str()
+            .expect("a policy")
+            .to_owned(),
+        webhook_failure_policy_unknown_group: webhook["failurePolicy"]["unknownGroup"]
+            .as_str()
+            .expect("a policy")
+            .to_owned(),
+    };
     let mut out = Map::new();
-    for entry in Entry::ALL {
-        let policy = match entry {
-            Entry::Enforce => enforce_policy.clone(),
-            Entry::Observe => json!("Ignore"),
-            Entry::DefaultGroup if default_group_follows(&loaded.config) == Entry::Enforce => enforce_policy.clone(),
-            Entry::DefaultGroup => json!("Ignore"),
-            Entry::UnknownGroup => values["webhook"]["failurePolicy"]["unknownGroup"].clone(),
-        };
+    for kind in [Kind::Mutating, Kind::Validating] {
         out.insert(
-            entry.as_str().to_owned(),
-            json!({"failurePolicy": policy, "namespaceSelector": selectors[&entry]}),
+            kind.as_str().to_owned(),
+            Value::Array(owned_entries(kind, RELEASE, &loaded.config, &settings)),
         );
     }
     Value::Object(out)
@@ -110,22 +124,46 @@ fn the_servers_selectors_for_each_value_set_are_the_golden_ones_the_chart_render
 fn every_golden_keeps_kube_system_and_the_release_namespace_out() {
     for case in cases() {
         let entries = server_entries(&case);
-        for entry in Entry::ALL {
-            let expressions = &entries[entry.as_str()]["namespaceSelector"]["matchExpressions"];
+        for entry in entries
+            .as_object()
+            .into_iter()
+            .flat_map(|m| m.values())
+            .flat_map(|v| v.as_array().into_iter().flatten())
+        {
+            let expressions = &entry["namespaceSelector"]["matchExpressions"];
             let excluded = expressions
                 .as_array()
                 .and_then(|e| {
                     e.iter()
                         .find(|r| r["operator"] == "NotIn" && r["key"] == "kubernetes.io/metadata.name")
                 })
-                .unwrap_or_else(|| panic!("{}: {entry} has no exclusion", case.display()));
+                .unwrap_or_else(|| panic!("{}: {} has no exclusion", case.display(), entry["name"]));
             for name in ["kube-system", RELEASE_NAMESPACE] {
                 assert!(
                     excluded["values"].as_array().is_some_and(|v| v.contains(&json!(name))),
-                    "{}: {entry} selects {name}",
-                    case.display()
+                    "{}: {} selects {name}",
+                    case.display(),
+                    entry["name"]
                 );
             }
         }
     }
+}
+
+#[test]
+fn the_servers_webhook_flag_defaults_are_the_charts_default_values() {
+    let values = yaml(&Path::new(env!("CARGO_MANIFEST_DIR")).join("chart/values.yaml"));
+    let defaults = EntrySettings::default();
+    assert_eq!(
+        json!(defaults.webhook_timeout_seconds),
+        values["webhook"]["timeoutSeconds"]
+    );
+    assert_eq!(
+        json!(defaults.webhook_failure_policy_enforce),
+        values["webhook"]["failurePolicy"]["enforce"]
+    );
+    assert_eq!(
+        json!(defaults.webhook_failure_policy_unknown_group),
+        values["webhook"]["failurePolicy"]["unknownGroup"]
+    );
 }

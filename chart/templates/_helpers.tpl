@@ -75,6 +75,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- if not $cfg.defaultGroup }}
 {{- $_ := unset $cfg "defaultGroup" }}
 {{- end }}
+{{- if and $cfg.namespaceGuard (not $cfg.namespaceGuard.mode) }}
+{{- $_ := unset $cfg.namespaceGuard "mode" }}
+{{- end }}
 {{- toYaml $cfg }}
 {{- end }}
 
@@ -187,4 +190,44 @@ caBundle: {{ . }}
 {{- define "pod-director.auditEnabled" -}}
 {{- $interval := toString .Values.audit.interval }}
 {{- if not (regexMatch "^0+(\\.0+)?(ms|s|m|h)?$" $interval) }}true{{ end }}
+{{- end }}
+
+{{/*
+The namespace label guard's two entries, as a JSON list of {name, failurePolicy,
+objectSelector}. The API server sends a namespace write to an entry when its old OR its
+new labels match the objectSelector, so:
+  enforce  namespaces in a group in enforce before or after the write (with an enforced
+           defaultGroup: label NotIn [other groups], unlabelled included), failurePolicy
+           webhook.failurePolicy.enforce unless namespaceGuard.mode is dryRun/warn;
+  observe  the other labelled ones, Ignore unless namespaceGuard.mode is enforce.
+So only namespaces of enforce groups become unwritable while pod-director is down. An
+entry with nothing to serve selects `kubernetes.io/metadata.name In [none.pod-director.io]`.
+The server computes the same (src/webhooks.rs guard_object_selectors) and reconciles it.
+*/}}
+{{- define "pod-director.guardEntries" -}}
+{{- $label := .Values.config.namespaceLabel }}
+{{- $by := include "pod-director.groupsByEntry" . | fromJson }}
+{{- $mode := (.Values.config.namespaceGuard | default dict).mode | default "" }}
+{{- $nothing := list (dict "key" "kubernetes.io/metadata.name" "operator" "In" "values" (list "none.pod-director.io")) }}
+{{- $enforced := $nothing }}
+{{- $observed := $nothing }}
+{{- if eq $by.defaultEntry "enforce" }}
+{{- $enforced = list (dict "key" $label "operator" "NotIn" "values" ($by.observe | default (list "none.pod-director.io"))) }}
+{{- if $by.observe }}
+{{- $observed = list (dict "key" $label "operator" "In" "values" $by.observe) }}
+{{- end }}
+{{- else }}
+{{- if $by.enforce }}
+{{- $enforced = list (dict "key" $label "operator" "In" "values" $by.enforce) }}
+{{- end }}
+{{- $observed = list (dict "key" $label "operator" "Exists") }}
+{{- if $by.enforce }}
+{{- $observed = append $observed (dict "key" $label "operator" "NotIn" "values" $by.enforce) }}
+{{- end }}
+{{- end }}
+{{- $enforcePolicy := .Values.webhook.failurePolicy.enforce }}
+{{- $entries := list
+  (dict "name" "enforce" "failurePolicy" (ternary "Ignore" $enforcePolicy (has $mode (list "dryRun" "warn"))) "matchExpressions" $enforced)
+  (dict "name" "observe" "failurePolicy" (ternary $enforcePolicy "Ignore" (eq $mode "enforce")) "matchExpressions" $observed) }}
+{{- toJson $entries }}
 {{- end }}

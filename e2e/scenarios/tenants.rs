@@ -23,7 +23,8 @@ use crate::harness::{Decision, Env, notice, pool_labels, suffix};
 const DAEMON_SET_CONTROLLER: &str = "system:serviceaccount:kube-system:daemon-set-controller";
 
 /// A tenant: a user of its own, allowed to create pods and DaemonSets in `namespace`
-/// and to get, patch and update that namespace (and to create namespaces).
+/// and to get, patch and update that namespace and its `status` and `finalize`
+/// subresources (and to create namespaces).
 struct Tenant {
     user: String,
     namespace: String,
@@ -56,7 +57,7 @@ impl Tenant {
                 "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
                 "metadata": {"name": cluster_role},
                 "rules": [
-                    {"apiGroups": [""], "resources": ["namespaces"], "resourceNames": [namespace], "verbs": ["get", "patch", "update"]},
+                    {"apiGroups": [""], "resources": ["namespaces", "namespaces/status", "namespaces/finalize"], "resourceNames": [namespace], "verbs": ["get", "patch", "update"]},
                     {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["create"]},
                 ]
             }),
@@ -477,6 +478,91 @@ async fn the_api_server_s_own_binding_path_is_unaffected() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rule_widened_to_every_pod_subresource_does_not_break_binding() {
+    let env = Env::start("widened").await;
+    let ns = env.namespace(Some("e2e-enforce")).await;
+    let node = format!("e2e-widened-{}", suffix());
+    create_nodes(&env, &[(&node, json!({"e2e.pod-director.io/pool": "blue"}))]).await;
+    // pod-director's own enforce entries, copied into configurations of the scenario's own whose
+    // rules send every pod subresource (pods/binding, pods/status, …) too, failing closed.
+    let (mutating, validating) = env.webhook_configurations().await;
+    let widen = |rules: &mut Option<Vec<k8s_openapi::api::admissionregistration::v1::RuleWithOperations>>| {
+        *rules = Some(vec![
+            serde_json::from_value(
+                json!({"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
+                "resources": ["pods", "pods/*"], "scope": "Namespaced"}),
+            )
+            .expect("a rule"),
+        ]);
+    };
+    let only_ns = |selector: &mut Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector>| {
+        *selector = Some(
+            serde_json::from_value(json!({"matchLabels": {"kubernetes.io/metadata.name": ns}})).expect("a selector"),
+        );
+    };
+    let name = format!("zz-widened-{}", suffix());
+    let mut hook = mutating
+        .webhooks
+        .unwrap_or_default()
+        .into_iter()
+        .find(|w| w.name == env.webhook_name("enforce", "mutate"))
+        .expect("the enforce entry");
+    hook.name = format!("{name}.mutate.e2e.pod-director.io");
+    widen(&mut hook.rules);
+    only_ns(&mut hook.namespace_selector);
+    hook.failure_policy = Some("Fail".to_owned());
+    let mut widened_mutating = k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration::default();
+    widened_mutating.metadata.name = Some(name.clone());
+    widened_mutating.webhooks = Some(vec![hook]);
+    env.apply_mutating(&widened_mutating).await;
+    let mut hook = validating
+        .webhooks
+        .unwrap_or_default()
+        .into_iter()
+        .find(|w| w.name == env.webhook_name("enforce", "validate"))
+        .expect("the enforce entry");
+    hook.name = format!("{name}.validate.e2e.pod-director.io");
+    widen(&mut hook.rules);
+    only_ns(&mut hook.namespace_selector);
+    hook.failure_policy = Some("Fail".to_owned());
+    let mut widened_validating = k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration::default();
+    widened_validating.metadata.name = Some(name.clone());
+    widened_validating.webhooks = Some(vec![hook]);
+    env.apply_validating(&widened_validating).await;
+
+    let created = env.create_admitted_pod(&ns, &workload("bound")).await;
+    assert!(created.error_message().is_none(), "{created:?}");
+    let binding: Binding = serde_json::from_value(json!({
+        "metadata": {"name": "bound"},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+    }))
+    .expect("a Binding");
+    // The API server takes the new configurations asynchronously: bind once they are in force
+    // (a subresource request reaches pod-director), then check that it was admitted untouched.
+    let request = kube::core::Request::new(format!("/api/v1/namespaces/{ns}/pods/bound/binding"))
+        .create(
+            &PostParams::default(),
+            serde_json::to_vec(&binding).expect("serializes"),
+        )
+        .expect("a request");
+    let status: Value = env.client.request(request).await.expect("the binding is accepted");
+    assert_eq!(status["status"], "Success", "{status}");
+    let bound = env.get_pod(&ns, "bound").await;
+    assert_eq!(bound.spec.as_ref().and_then(|s| s.node_name.clone()), Some(node));
+    let binding_decision = eventually("pod-director's decision on the binding", || async {
+        env.decisions_with(&[
+            ("admission.request.namespace", ns.as_str()),
+            ("admission.request.name", "bound"),
+        ])
+        .await
+        .into_iter()
+        .find(|d| d.text("placement.summary").contains("subresource pods/binding"))
+    })
+    .await;
+    assert_eq!(binding_decision.decision(), "skipped", "{binding_decision:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenant_cannot_move_its_namespace_to_another_group_but_an_admin_can() {
     let Some(mut env) = Env::start_local(
         "guard",
@@ -540,8 +626,8 @@ async fn guard_decisions(env: &Env, namespace: &str) -> Vec<Decision> {
 
 async fn assert_guard_enforced(env: &Env, tenant: &Tenant) {
     assert_eq!(
-        env.config.namespace_guard.mode.as_str(),
-        "enforce",
+        env.config.namespace_guard.mode.map(|m| m.as_str()),
+        Some("enforce"),
         "the suite's values enforce the guard"
     );
     for (labels, what) in [
@@ -608,4 +694,179 @@ async fn assert_guard_enforced(env: &Env, tenant: &Tenant) {
     )
     .await
     .expect("and back");
+}
+
+/// PATCH `…/namespaces/NS/status` with new labels, as `client`.
+async fn patch_status_labels(client: &Client, namespace: &str, labels: Value) -> Result<Namespace, kube::Error> {
+    let patch = json!({"metadata": {"labels": labels}});
+    retry_forbidden(|| async {
+        Api::<Namespace>::all(client.clone())
+            .patch_status(
+                namespace,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&patch),
+            )
+            .await
+    })
+    .await
+}
+
+/// PUT `…/namespaces/NS/finalize` with the namespace as it is but `labels` merged in, as `client`.
+async fn finalize_with_labels(
+    client: &Client,
+    admin: &Client,
+    namespace: &str,
+    labels: Value,
+) -> Result<Value, kube::Error> {
+    let mut object = serde_json::to_value(
+        Api::<Namespace>::all(admin.clone())
+            .get(namespace)
+            .await
+            .expect("the namespace"),
+    )
+    .expect("JSON");
+    for (k, v) in labels.as_object().into_iter().flatten() {
+        object["metadata"]["labels"][k] = v.clone();
+    }
+    retry_forbidden(|| async {
+        let request = kube::core::Request::new(format!("/api/v1/namespaces/{namespace}/finalize"))
+            .replace(
+                "",
+                &PostParams::default(),
+                serde_json::to_vec(&object).expect("serializes"),
+            )
+            .expect("a request");
+        client.request::<Value>(request).await
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_cannot_relabel_its_namespace_through_the_status_or_finalize_subresource() {
+    let env = Env::start("guard-subresources").await;
+    let tenant = Tenant::new(&env, "e2e-enforce").await;
+    let other = json!({"pod-director/group": "e2e-agents"});
+    let message = denial(&patch_status_labels(&tenant.client, &tenant.namespace, other.clone()).await);
+    assert!(
+        message.contains("change label pod-director/group from \"e2e-enforce\" to \"e2e-agents\""),
+        "{message}"
+    );
+    let message = denial(&finalize_with_labels(&tenant.client, &env.client, &tenant.namespace, other.clone()).await);
+    assert!(message.contains("may not change label pod-director/group"), "{message}");
+    let stored = Api::<Namespace>::all(env.client.clone())
+        .get(&tenant.namespace)
+        .await
+        .expect("the namespace");
+    assert_eq!(group_of(&stored), Some("e2e-enforce"), "the label is unchanged");
+    // Both were decided and logged by the guard, naming the subresource's request.
+    let lines = eventually("the guard's denials of both subresource writes", || async {
+        let lines = guard_decisions(&env, &tenant.namespace).await;
+        (lines.iter().filter(|l| l.decision() == "denied").count() >= 2).then_some(lines)
+    })
+    .await;
+    assert!(
+        lines
+            .iter()
+            .filter(|l| l.decision() == "denied")
+            .all(|l| l.str("admission.request.user") == Some(tenant.user.as_str())),
+        "{lines:?}"
+    );
+    // An allowed admin may relabel through the status subresource (decided, allowed), and back.
+    let moved = patch_status_labels(&env.client, &tenant.namespace, other)
+        .await
+        .expect("the admin relabels through status");
+    assert_eq!(group_of(&moved), Some("e2e-agents"));
+    let back = patch_status_labels(
+        &env.client,
+        &tenant.namespace,
+        json!({"pod-director/group": "e2e-enforce"}),
+    )
+    .await
+    .expect("and back");
+    assert_eq!(group_of(&back), Some("e2e-enforce"));
+    tenant.remove(&env.client).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_guard_mode_enforce_groups_are_guarded_and_the_others_observed() {
+    let Some(mut env) = Env::start_local(
+        "guard-default",
+        "removes namespaceGuard.mode by editing pod-director's config file",
+    )
+    .await
+    else {
+        return;
+    };
+    let revision = env.loaded_revision().await;
+    env.edit_config(|c| {
+        if let Some(guard) = c["namespaceGuard"].as_object_mut() {
+            guard.remove("mode");
+        }
+    });
+    env.reloaded_from(&revision).await;
+    // The reconciler splits the guard entries by the groups' modes.
+    let guard_entry = |configuration: &k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration,
+                       entry: &str| {
+        let name = env.webhook_name(entry, "namespace-guard");
+        configuration
+            .webhooks
+            .iter()
+            .flatten()
+            .find(|w| w.name == name)
+            .map(|w| {
+                (
+                    w.failure_policy.clone(),
+                    serde_json::to_value(&w.object_selector).unwrap_or_default(),
+                )
+            })
+    };
+    let (policy, selector) = eventually("the guard entries follow the groups", || async {
+        let (_, validating) = env.webhook_configurations().await;
+        let enforce = guard_entry(&validating, "enforce")?;
+        let observe = guard_entry(&validating, "observe")?;
+        (enforce.0.as_deref() == Some("Fail") && observe.0.as_deref() == Some("Ignore")).then_some(enforce)
+    })
+    .await;
+    assert_eq!(policy.as_deref(), Some("Fail"));
+    let values = &selector["matchExpressions"][0]["values"];
+    assert!(
+        values
+            .as_array()
+            .is_some_and(|v| v.contains(&json!("e2e-enforce")) && !v.contains(&json!("e2e-dryrun"))),
+        "{selector}"
+    );
+
+    // Out of an enforce group: denied.
+    let enforced = Tenant::new(&env, "e2e-enforce").await;
+    let message = denial(
+        &enforced
+            .patch_namespace(json!({"pod-director/group": "e2e-dryrun"}))
+            .await,
+    );
+    assert!(message.contains("may not change label pod-director/group"), "{message}");
+    // Among dryRun/warn groups: admitted, reported as would_deny in dryRun.
+    let observed = Tenant::new(&env, "e2e-dryrun").await;
+    let moved = observed
+        .patch_namespace(json!({"pod-director/group": "e2e-warn"}))
+        .await
+        .expect("a move among observed groups is admitted");
+    assert_eq!(group_of(&moved), Some("e2e-warn"));
+    let line = eventually("the would_deny of the observed move", || async {
+        guard_decisions(&env, &observed.namespace)
+            .await
+            .into_iter()
+            .find(|d| d.str("admission.request.user") == Some(observed.user.as_str()))
+    })
+    .await;
+    assert_eq!(line.decision(), "would_deny", "{line:?}");
+    assert_eq!(line.text("placement.mode"), "dryRun");
+    // Into an enforce group: denied too.
+    let message = denial(
+        &observed
+            .patch_namespace(json!({"pod-director/group": "e2e-enforce"}))
+            .await,
+    );
+    assert!(message.contains("may not change label pod-director/group"), "{message}");
+    enforced.remove(&env.client).await;
+    observed.remove(&env.client).await;
 }

@@ -395,6 +395,41 @@ pub(crate) async fn list_nodes(
 }
 
 /// The controlling owner of an object, as `Kind/name`.
+/// A write of a namespace's group label through a subresource, as its managed fields record it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SubresourceWrite {
+    pub subresource: String,
+    /// `field manager M at T`.
+    pub by: String,
+}
+
+/// Whether the namespace's `label` is owned (server-side apply's managed fields) by a write
+/// through its `status` or `finalize` subresource: the API server persists the labels such a
+/// write carries, and the label guard only decides those paths since its entries list them.
+pub(crate) fn label_written_through_subresource(meta: &ObjectMeta, label: &str) -> Option<SubresourceWrite> {
+    let key = format!("f:{label}");
+    meta.managed_fields.iter().flatten().find_map(|entry| {
+        let sub = entry
+            .subresource
+            .as_deref()
+            .filter(|s| matches!(*s, "status" | "finalize"))?;
+        let owns = entry
+            .fields_v1
+            .as_ref()
+            .and_then(|f| f.0.pointer("/f:metadata/f:labels"))
+            .and_then(|labels| labels.get(&key))
+            .is_some();
+        owns.then(|| SubresourceWrite {
+            subresource: sub.to_owned(),
+            by: match (&entry.manager, &entry.time) {
+                (Some(manager), Some(time)) => format!("field manager {manager:?} at {}", time.0),
+                (Some(manager), None) => format!("field manager {manager:?}"),
+                _ => "an unnamed field manager".to_owned(),
+            },
+        })
+    })
+}
+
 fn controlling_owner(meta: &ObjectMeta) -> Option<(&str, &str)> {
     meta.owner_references
         .iter()
@@ -434,12 +469,22 @@ pub(crate) async fn scan(
     // Which namespace selects which group (labels only; dropped once grouped).
     let mut selected: Vec<(String, BTreeMap<String, String>, String)> = Vec::new();
     let mut undefined: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut side_doors: Vec<String> = Vec::new();
     for_each_page(
         &Api::<CoreNamespace>::all(client.clone()),
         "namespaces",
         options,
         |namespace| {
             let name = name_of(&namespace.metadata).to_owned();
+            if let Some(write) = label_written_through_subresource(&namespace.metadata, &config.namespace_label) {
+                side_doors.push(format!(
+                    "namespace {name:?}: its group label {} was last written through the {} subresource ({}): a path \
+                     the namespace label guard did not decide before its entries matched namespaces/status and \
+                     namespaces/finalize; check that a guard decision was logged for it, or have an allowed \
+                     requester set the label again",
+                    config.namespace_label, write.subresource, write.by
+                ));
+            }
             let labels = namespace.metadata.labels.unwrap_or_default();
             let choice = select_group(
                 config,
@@ -486,6 +531,7 @@ pub(crate) async fn scan(
                     namespaces.join(", ")
                 )
             })
+            .chain(side_doors)
             .collect(),
     };
     let total = selected.len();
@@ -703,4 +749,42 @@ async fn scan_namespace(
         },
     )
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(managed: serde_json::Value) -> ObjectMeta {
+        serde_json::from_value(serde_json::json!({"name": "team-a", "managedFields": managed})).expect("metadata")
+    }
+
+    #[test]
+    fn a_group_label_written_through_the_status_subresource_is_named_with_its_writer() {
+        let labels = serde_json::json!({"f:metadata": {"f:labels": {"f:pod-director/group": {}}}});
+        let through_status = meta(serde_json::json!([
+            {"manager": "kubectl-create", "operation": "Update", "apiVersion": "v1", "time": "2026-12-01T10:00:00Z",
+             "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {"f:labels": {"f:other": {}}}}},
+            {"manager": "curl", "operation": "Update", "apiVersion": "v1", "time": "2026-12-02T10:00:00Z",
+             "fieldsType": "FieldsV1", "fieldsV1": labels, "subresource": "status"},
+        ]));
+        let write = label_written_through_subresource(&through_status, "pod-director/group").expect("seen");
+        assert_eq!(write.subresource, "status");
+        assert!(
+            write.by.starts_with("field manager \"curl\" at 2026-12-02T10:00:00"),
+            "{write:?}"
+        );
+        // The same label written through the namespace itself is the guard's business, seen at the time.
+        let direct = meta(serde_json::json!([
+            {"manager": "kubectl-label", "operation": "Update", "apiVersion": "v1",
+             "fieldsType": "FieldsV1", "fieldsV1": labels},
+        ]));
+        assert_eq!(label_written_through_subresource(&direct, "pod-director/group"), None);
+        // Another label through finalize is not the group label.
+        let other = meta(serde_json::json!([
+            {"manager": "m", "operation": "Update", "apiVersion": "v1", "subresource": "finalize",
+             "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {"f:labels": {"f:team": {}}}}},
+        ]));
+        assert_eq!(label_written_through_subresource(&other, "pod-director/group"), None);
+    }
 }

@@ -85,11 +85,11 @@ pub(crate) fn verdict(config: &Config, group: &GroupAudit, nodes: Option<usize>)
             named(&group.no_feasible_node)
         ));
     }
-    if config.namespace_guard.mode != Mode::Enforce {
+    if let Some(mode) = config.namespace_guard.mode.filter(|m| *m != Mode::Enforce) {
         warnings.push(format!(
             "the namespace label guard is in {} (namespaceGuard.mode): tenants can still relabel their namespace \
-             out of the group",
-            config.namespace_guard.mode.as_str()
+             out of the group (leave namespaceGuard.mode unset to enforce it for groups in enforce)",
+            mode.as_str()
         ));
     }
     if group.namespaces == 0 {
@@ -184,6 +184,14 @@ mod tests {
         assert_eq!(v.warnings.len(), 2, "{v:?}");
         assert!(v.warnings[0].contains("namespace label guard is in dryRun"), "{v:?}");
         assert!(v.warnings[1].contains("no namespace selects the group"), "{v:?}");
+    }
+
+    #[test]
+    fn a_guard_that_follows_the_groups_is_no_warning_a_group_about_to_be_enforced_needs() {
+        let config = crate::support::config("groups:\n  ci:\n    nodeSelector: {pool: ci}\n");
+        let v = verdict(&config, &group(), Some(5));
+        assert!(v.ready, "{v:?}");
+        assert!(v.warnings.is_empty(), "{v:?}");
     }
 
     #[test]

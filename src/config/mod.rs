@@ -164,9 +164,13 @@ pub(crate) const DEFAULT_GUARD_GROUP: &str = "system:masters";
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[schemars(rename = "namespaceGuard", transform = schema::ordered::<NamespaceGuard>)]
 pub struct NamespaceGuard {
-    /// dryRun (default): report would-be denials; warn: also warn the client; enforce: deny.
-    #[serde(default)]
-    pub mode: Mode,
+    /// Unset (default): follow the groups — a change that takes a namespace into or out of a group in
+    /// enforce (its label, or `defaultGroup` without one) is decided in enforce, any other in dryRun.
+    /// Set, it decides every change: dryRun reports would-be denials; warn also warns the client;
+    /// enforce denies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Mode")]
+    pub mode: Option<Mode>,
     /// Usernames allowed to change the label, as `request.userInfo.username` names them.
     #[serde(default)]
     #[schemars(with = "kubernetes::RequesterNames")]
@@ -188,7 +192,7 @@ fn default_guard_groups() -> Vec<String> {
 impl Default for NamespaceGuard {
     fn default() -> Self {
         Self {
-            mode: Mode::DryRun,
+            mode: None,
             allowed_users: Vec::new(),
             allowed_groups: default_guard_groups(),
             allowed_service_accounts: Vec::new(),

@@ -366,16 +366,16 @@ fn skip_daemon_set_pods_still_loads_but_is_deprecated_with_what_to_do() {
 }
 
 #[test]
-fn the_namespace_guard_defaults_to_dry_run_and_system_masters() {
+fn the_namespace_guard_follows_the_groups_by_default_and_allows_system_masters() {
     let guard = load("{}").unwrap().config.namespace_guard;
-    assert_eq!(guard.mode, Mode::DryRun);
+    assert_eq!(guard.mode, None);
     assert_eq!(guard.allowed_groups, ["system:masters"]);
     assert!(guard.allowed_users.is_empty() && guard.allowed_service_accounts.is_empty());
     let guard = load("namespaceGuard: {mode: enforce, allowedServiceAccounts: [argocd/argocd-application-controller]}")
         .unwrap()
         .config
         .namespace_guard;
-    assert_eq!(guard.mode, Mode::Enforce);
+    assert_eq!(guard.mode, Some(Mode::Enforce));
     assert_eq!(
         guard.service_account_usernames().collect::<Vec<_>>(),
         ["system:serviceaccount:argocd:argocd-application-controller"]
@@ -422,6 +422,6 @@ fn the_namespace_guard_mode_can_be_set_from_the_environment_without_the_file_nam
         ],
     )
     .unwrap();
-    assert_eq!(loaded.config.namespace_guard.mode, Mode::Enforce);
+    assert_eq!(loaded.config.namespace_guard.mode, Some(Mode::Enforce));
     assert_eq!(loaded.config.namespace_guard.allowed_users, ["bob", "carol"]);
 }

@@ -35,9 +35,9 @@ fn decide_change(config: &Config, old: Option<Option<&str>>, new: Option<&str>, 
 }
 
 #[test]
-fn the_default_guard_is_dry_run_and_allows_system_masters() {
+fn the_default_guard_follows_dry_run_groups_in_dry_run_and_allows_system_masters() {
     let c = config("");
-    assert_eq!(c.namespace_guard.mode, Mode::DryRun);
+    assert_eq!(c.namespace_guard.mode, None);
     let admin = as_user("kubernetes-admin", &["system:masters", "system:authenticated"]);
     let out = decide_change(&c, Some(Some("ci")), Some("gpu"), &admin);
     assert_eq!((out.decision, out.allowed()), (Decision::Noop, true));
@@ -173,4 +173,83 @@ fn the_denial_names_the_change_the_label_and_who_may_make_it_as_the_readme_shows
              change it"
         )
     );
+}
+
+/// ci in enforce, gpu and web in dryRun / warn; `default` names the defaultGroup, if any.
+fn mixed(guard: &str, default: Option<&str>) -> Config {
+    let default = default.map(|d| format!("defaultGroup: {d}\n")).unwrap_or_default();
+    crate::support::config(&format!(
+        "{guard}\n{default}groups: {{ci: {{mode: enforce}}, gpu: {{mode: dryRun}}, web: {{mode: warn}}}}"
+    ))
+}
+
+#[test]
+fn without_a_mode_the_guard_enforces_every_change_into_or_out_of_an_enforce_group() {
+    let alice = as_user("alice", &["system:authenticated"]);
+    let c = mixed("", None);
+    for (old, new) in [
+        (None, Some("ci")),
+        (Some(None), Some("ci")),
+        (Some(Some("ci")), Some("gpu")),
+        (Some(Some("gpu")), Some("ci")),
+        (Some(Some("ci")), None),
+        (Some(Some("ci")), Some("undefined")),
+    ] {
+        let out = decide_change(&c, old, new, &alice);
+        assert_eq!(
+            (out.decision, out.mode, out.allowed()),
+            (Decision::Denied, Some(Mode::Enforce), false),
+            "{old:?} -> {new:?}"
+        );
+    }
+    // Among groups that are not enforced (and no group), the guard observes.
+    for (old, new) in [
+        (Some(Some("gpu")), Some("web")),
+        (Some(Some("gpu")), None),
+        (Some(None), Some("web")),
+        (None, Some("gpu")),
+        (Some(Some("web")), Some("undefined")),
+    ] {
+        let out = decide_change(&c, old, new, &alice);
+        assert_eq!(
+            (out.decision, out.mode, out.allowed()),
+            (Decision::WouldDeny, Some(Mode::DryRun), true),
+            "{old:?} -> {new:?}"
+        );
+    }
+}
+
+#[test]
+fn without_a_label_a_namespace_is_in_the_default_group_and_leaving_it_is_decided_by_its_mode() {
+    let alice = as_user("alice", &["system:authenticated"]);
+    let c = mixed("", Some("ci"));
+    // Unlabelled = ci (enforce): labelling it for gpu leaves ci.
+    let out = decide_change(&c, Some(None), Some("gpu"), &alice);
+    assert_eq!((out.decision, out.mode), (Decision::Denied, Some(Mode::Enforce)));
+    // Creating a namespace with a gpu label never was in ci.
+    let out = decide_change(&c, None, Some("gpu"), &alice);
+    assert_eq!((out.decision, out.mode), (Decision::WouldDeny, Some(Mode::DryRun)));
+    // Removing gpu's label puts the namespace in ci.
+    let out = decide_change(&c, Some(Some("gpu")), None, &alice);
+    assert_eq!((out.decision, out.mode), (Decision::Denied, Some(Mode::Enforce)));
+    let c = mixed("", Some("gpu"));
+    let out = decide_change(&c, Some(Some("web")), None, &alice);
+    assert_eq!((out.decision, out.mode), (Decision::WouldDeny, Some(Mode::DryRun)));
+}
+
+#[test]
+fn an_explicit_guard_mode_overrides_the_groups() {
+    let alice = as_user("alice", &["system:authenticated"]);
+    let c = mixed("namespaceGuard: {mode: dryRun}", None);
+    let out = decide_change(&c, Some(Some("ci")), Some("gpu"), &alice);
+    assert_eq!(
+        (out.decision, out.mode, out.allowed()),
+        (Decision::WouldDeny, Some(Mode::DryRun), true)
+    );
+    let c = mixed("namespaceGuard: {mode: enforce}", None);
+    let out = decide_change(&c, Some(Some("gpu")), Some("web"), &alice);
+    assert_eq!((out.decision, out.mode), (Decision::Denied, Some(Mode::Enforce)));
+    assert_eq!(mode_of_group(&c, Some("gpu")), Mode::Enforce);
+    assert_eq!(mode_of_group(&mixed("", None), Some("gpu")), Mode::DryRun);
+    assert_eq!(mode_of_group(&mixed("", None), Some("ci")), Mode::Enforce);
 }

@@ -92,6 +92,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             crate::webhooks::Reconciler {
                 client,
                 targets,
+                entries: args.webhooks.entries.clone(),
                 live: server.config.clone(),
                 metrics: server.metrics.clone(),
             },

@@ -107,56 +107,72 @@ fn excluded_namespaces_always_include_kube_system_sorted_once() {
     );
 }
 
-/// The `webhooks` list of a configuration as the chart renders it for `yaml`,
-/// with a foreign entry (another feature's) in the middle and `enforce_policy`.
-fn rendered(kind: Kind, name: &str, yaml: &str, enforce_policy: &str) -> Vec<Value> {
-    let c = config(yaml);
-    let selectors = namespace_selectors(&c);
-    let mut out: Vec<Value> = Entry::ALL
-        .iter()
-        .map(|entry| {
-            let policy = match entry {
-                Entry::Enforce => enforce_policy.to_owned(),
-                Entry::DefaultGroup if default_group_follows(&c) == Entry::Enforce => enforce_policy.to_owned(),
-                _ => "Ignore".to_owned(),
-            };
-            json!({
-                "name": entry.name(kind.webhook(), name),
-                "failurePolicy": policy,
-                "namespaceSelector": selectors[entry],
-                "sideEffects": "None",
-            })
+/// The `webhooks` list of a configuration as the chart renders it for `yaml` and the
+/// API server stores it (clientConfig set, objectSelector defaulted to `{}`), with a
+/// foreign entry (another feature's) at index 2, and `settings`.
+fn rendered_with(kind: Kind, name: &str, yaml: &str, settings: &EntrySettings) -> Vec<Value> {
+    let mut out: Vec<Value> = owned_entries(kind, name, &config(yaml), settings)
+        .into_iter()
+        .map(|mut w| {
+            w["clientConfig"] = json!({"url": "https://127.0.0.1:8443/x", "caBundle": "Q0E="});
+            if w.get("objectSelector").is_none() {
+                w["objectSelector"] = json!({});
+            }
+            w
         })
         .collect();
     out.insert(
         2,
-        json!({"name": format!("namespace-guard.{}.{name}.pod-director.io", kind.webhook()), "failurePolicy": "Fail", "namespaceSelector": {}}),
+        json!({"name": format!("other.{}.{name}.example.com", kind.webhook()), "failurePolicy": "Fail", "namespaceSelector": {}}),
     );
     out
 }
 
+fn rendered(kind: Kind, name: &str, yaml: &str) -> Vec<Value> {
+    rendered_with(kind, name, yaml, &EntrySettings::default())
+}
+
+fn plan(kind: Kind, live: &[Value], yaml: &str) -> (Vec<PatchOperation>, Vec<String>) {
+    plan_patch(kind, "pd", live, &config(yaml), &EntrySettings::default()).expect("a plan")
+}
+
+fn patched(live: &[Value], ops: &[PatchOperation]) -> Vec<Value> {
+    let mut doc = json!({"webhooks": live});
+    json_patch::patch(&mut doc, ops).expect("the patch applies");
+    doc["webhooks"].as_array().cloned().unwrap_or_default()
+}
+
+fn entry<'a>(webhooks: &'a [Value], name: &str) -> &'a Value {
+    webhooks
+        .iter()
+        .find(|w| w["name"] == name)
+        .unwrap_or_else(|| panic!("no entry {name}"))
+}
+
 #[test]
 fn webhooks_that_match_the_configuration_need_no_patch() {
-    let live = rendered(Kind::Mutating, "pd", GROUPS, "Fail");
-    let (ops, changed) = plan_patch(Kind::Mutating, "pd", &live, &config(GROUPS)).unwrap();
-    assert!(ops.is_empty() && changed.is_empty(), "{ops:?}");
+    for kind in [Kind::Mutating, Kind::Validating] {
+        let live = rendered(kind, "pd", GROUPS);
+        let (ops, changed) = plan(kind, &live, GROUPS);
+        assert!(ops.is_empty() && changed.is_empty(), "{kind}: {ops:?}");
+    }
 }
 
 #[test]
 fn a_group_flipped_to_enforce_moves_to_the_enforce_entry_and_nothing_else_is_touched() {
-    let live = rendered(Kind::Validating, "pd", GROUPS, "Fail");
+    let live = rendered(Kind::Validating, "pd", GROUPS);
     let flipped = GROUPS.replace("gpu: {mode: warn}", "gpu: {mode: enforce}");
-    let (ops, changed) = plan_patch(Kind::Validating, "pd", &live, &config(&flipped)).unwrap();
+    let (ops, changed) = plan(Kind::Validating, &live, &flipped);
     assert_eq!(
         changed,
         [
             "enforce.validate.pd.pod-director.io",
-            "observe.validate.pd.pod-director.io"
+            "observe.validate.pd.pod-director.io",
+            "enforce.namespace-guard.pd.pod-director.io",
+            "observe.namespace-guard.pd.pod-director.io",
         ]
     );
-    let mut patched = json!({"webhooks": live});
-    json_patch::patch(&mut patched, &ops).expect("the patch applies");
-    let after = patched["webhooks"].as_array().unwrap();
+    let after = patched(&live, &ops);
     assert_eq!(
         after[0]["namespaceSelector"]["matchExpressions"][0]["values"],
         json!(["ci", "gpu"])
@@ -165,26 +181,32 @@ fn a_group_flipped_to_enforce_moves_to_the_enforce_entry_and_nothing_else_is_tou
         after[1]["namespaceSelector"]["matchExpressions"][0]["values"],
         json!(["batch"])
     );
-    assert_eq!(
-        after[2], live[2],
-        "the namespace-guard entry is not pod-director's to touch"
-    );
+    assert_eq!(after[2], live[2], "a foreign entry is not pod-director's to touch");
     assert_eq!(after[3], live[3]);
-    assert_eq!(after[0]["failurePolicy"], "Fail", "failurePolicies stay the chart's");
-    let (again, _) = plan_patch(Kind::Validating, "pd", after, &config(&flipped)).unwrap();
+    for (w, before) in after.iter().zip(&live) {
+        assert_eq!(
+            w["clientConfig"], before["clientConfig"],
+            "clientConfig is never touched"
+        );
+    }
+    assert_eq!(
+        entry(&after, "enforce.namespace-guard.pd.pod-director.io")["objectSelector"]["matchExpressions"][0]["values"],
+        json!(["ci", "gpu"])
+    );
+    let (again, _) = plan(Kind::Validating, &after, &flipped);
     assert!(again.is_empty(), "idempotent: {again:?}");
 }
 
 #[test]
 fn every_changed_entry_is_guarded_by_a_test_of_its_name() {
-    let live = rendered(Kind::Mutating, "pd", GROUPS, "Fail");
-    let (ops, _) = plan_patch(Kind::Mutating, "pd", &live, &config("groups: {ci: {}}")).unwrap();
+    let live = rendered(Kind::Mutating, "pd", GROUPS);
+    let (ops, _) = plan(Kind::Mutating, &live, "groups: {ci: {}}");
     let ops = serde_json::to_value(&ops).unwrap();
     assert_eq!(
         ops[0],
         json!({"op": "test", "path": "/webhooks/0/name", "value": "enforce.mutate.pd.pod-director.io"})
     );
-    assert_eq!(ops[1]["op"], "replace");
+    assert_eq!(ops[1]["op"], "add");
     assert_eq!(ops[1]["path"], "/webhooks/0/namespaceSelector");
     assert_eq!(
         ops[2],
@@ -198,40 +220,161 @@ fn every_changed_entry_is_guarded_by_a_test_of_its_name() {
 
 #[test]
 fn a_default_group_set_by_a_reload_gets_unlabelled_namespaces_and_the_enforce_policy() {
-    let live = rendered(Kind::Mutating, "pd", GROUPS, "Fail");
+    let live = rendered(Kind::Mutating, "pd", GROUPS);
     let with_default = format!("defaultGroup: ci\n{GROUPS}");
-    let (ops, changed) = plan_patch(Kind::Mutating, "pd", &live, &config(&with_default)).unwrap();
+    let (ops, changed) = plan(Kind::Mutating, &live, &with_default);
     assert_eq!(changed, ["default-group.mutate.pd.pod-director.io"]);
-    let ops = serde_json::to_value(&ops).unwrap();
-    assert_eq!(ops[1]["path"], "/webhooks/3/namespaceSelector");
+    let after = patched(&live, &ops);
+    let default = entry(&after, "default-group.mutate.pd.pod-director.io");
     assert_eq!(
-        ops[1]["value"]["matchExpressions"][0],
+        default["namespaceSelector"]["matchExpressions"][0],
         json!({"key": "pod-director/group", "operator": "DoesNotExist"})
     );
+    assert_eq!(default["failurePolicy"], "Fail");
+    // The enforce policy is the chart's choice (webhook.failurePolicy.enforce), passed as a flag.
+    let relaxed = EntrySettings {
+        webhook_failure_policy_enforce: "Ignore".to_owned(),
+        ..EntrySettings::default()
+    };
+    let live = rendered_with(Kind::Mutating, "pd", GROUPS, &relaxed);
+    let (ops, _) = plan_patch(Kind::Mutating, "pd", &live, &config(&with_default), &relaxed).unwrap();
+    let after = patched(&live, &ops);
     assert_eq!(
-        ops[2],
-        json!({"op": "replace", "path": "/webhooks/3/failurePolicy", "value": "Fail"})
+        entry(&after, "default-group.mutate.pd.pod-director.io")["failurePolicy"],
+        "Ignore"
     );
-    // The enforce entry's policy is the chart's choice (webhook.failurePolicy.enforce): followed, not imposed.
-    let relaxed = rendered(Kind::Mutating, "pd", GROUPS, "Ignore");
-    let (ops, _) = plan_patch(Kind::Mutating, "pd", &relaxed, &config(&with_default)).unwrap();
+}
+
+#[test]
+fn every_field_the_chart_renders_is_restored_after_a_hand_edit() {
+    let live = rendered(Kind::Validating, "pd", GROUPS);
+    let owned = live.clone();
+    let mut edited = live.clone();
+    let enforce = 0;
+    edited[enforce]["failurePolicy"] = json!("Ignore");
+    edited[enforce]["timeoutSeconds"] = json!(30);
+    edited[enforce]["objectSelector"] = json!({"matchLabels": {"skip-me": "no"}});
+    edited[enforce]["matchConditions"] = json!([{"name": "never", "expression": "false"}]);
+    edited[enforce]["rules"][0]["operations"] = json!(["DELETE"]);
+    edited[1]["sideEffects"] = json!("Some");
+    edited[1]
+        .as_object_mut()
+        .expect("an object")
+        .remove("admissionReviewVersions");
+    edited[1]["clientConfig"] = json!({"url": "https://127.0.0.1:9999/elsewhere"});
+    let guard = edited
+        .iter()
+        .position(|w| w["name"] == "enforce.namespace-guard.pd.pod-director.io")
+        .expect("guard entry");
+    edited[guard]["failurePolicy"] = json!("Ignore");
+    edited[guard]["rules"][0]["resources"] = json!(["namespaces"]);
+    let (ops, changed) = plan(Kind::Validating, &edited, GROUPS);
+    assert_eq!(
+        changed,
+        [
+            "enforce.validate.pd.pod-director.io",
+            "observe.validate.pd.pod-director.io",
+            "enforce.namespace-guard.pd.pod-director.io",
+        ]
+    );
+    let after = patched(&edited, &ops);
+    for (i, (got, want)) in after.iter().zip(&owned).enumerate() {
+        if i == 1 {
+            assert_eq!(
+                got["clientConfig"]["url"], "https://127.0.0.1:9999/elsewhere",
+                "clientConfig stays the installation's"
+            );
+            let mut got = got.clone();
+            got["clientConfig"] = want["clientConfig"].clone();
+            assert_eq!(&got, want);
+        } else {
+            assert_eq!(got, want, "entry {i} restored");
+        }
+    }
+    let (again, _) = plan(Kind::Validating, &after, GROUPS);
+    assert!(again.is_empty(), "{again:?}");
+}
+
+#[test]
+fn the_guard_entries_split_namespaces_by_their_groups_modes() {
+    let selectors = guard_object_selectors(&config(GROUPS));
+    assert_eq!(
+        expressions(&selectors[&GuardEntry::Enforce]),
+        json!([{"key": "pod-director/group", "operator": "In", "values": ["ci"]}])
+    );
+    assert_eq!(
+        expressions(&selectors[&GuardEntry::Observe]),
+        json!([
+            {"key": "pod-director/group", "operator": "Exists"},
+            {"key": "pod-director/group", "operator": "NotIn", "values": ["ci"]},
+        ])
+    );
+    // With an enforced defaultGroup an unlabelled namespace is in enforce.
+    let selectors = guard_object_selectors(&config(&format!("defaultGroup: ci\n{GROUPS}")));
+    assert_eq!(
+        expressions(&selectors[&GuardEntry::Enforce]),
+        json!([{"key": "pod-director/group", "operator": "NotIn", "values": ["batch", "gpu"]}])
+    );
+    assert_eq!(
+        expressions(&selectors[&GuardEntry::Observe]),
+        json!([{"key": "pod-director/group", "operator": "In", "values": ["batch", "gpu"]}])
+    );
+    // No enforce group: the enforce entry selects nothing.
+    let selectors = guard_object_selectors(&config("groups: {a: {}}"));
+    assert_eq!(
+        expressions(&selectors[&GuardEntry::Enforce]),
+        json!([{"key": "kubernetes.io/metadata.name", "operator": "In", "values": [NO_NAMESPACE]}])
+    );
+}
+
+#[test]
+fn the_guard_entries_failure_policies_follow_the_groups_or_the_explicit_guard_mode() {
+    let policies = |yaml: &str| -> Vec<Value> {
+        owned_entries(Kind::Validating, "pd", &config(yaml), &EntrySettings::default())
+            .into_iter()
+            .filter(|w| w["name"].as_str().is_some_and(|n| n.contains(".namespace-guard.")))
+            .map(|w| w["failurePolicy"].clone())
+            .collect()
+    };
+    assert_eq!(policies(GROUPS), [json!("Fail"), json!("Ignore")]);
+    assert_eq!(
+        policies(&format!("namespaceGuard: {{mode: enforce}}\n{GROUPS}")),
+        [json!("Fail"), json!("Fail")]
+    );
+    assert_eq!(
+        policies(&format!("namespaceGuard: {{mode: dryRun}}\n{GROUPS}")),
+        [json!("Ignore"), json!("Ignore")]
+    );
     assert!(
-        !serde_json::to_string(&ops).unwrap().contains("failurePolicy"),
-        "default-group already has the enforce entry's Ignore: {ops:?}"
+        owned_entries(Kind::Mutating, "pd", &config(GROUPS), &EntrySettings::default())
+            .iter()
+            .all(|w| !w["name"].as_str().unwrap_or_default().contains("namespace-guard")),
+        "the guard only validates"
     );
 }
 
 #[test]
 fn a_missing_entry_is_an_error_and_nothing_is_added() {
-    let mut live = rendered(Kind::Mutating, "pd", GROUPS, "Fail");
+    let mut live = rendered(Kind::Mutating, "pd", GROUPS);
     live.retain(|w| w["name"] != "default-group.mutate.pd.pod-director.io");
-    let err = plan_patch(Kind::Mutating, "pd", &live, &config(GROUPS)).unwrap_err();
+    let err = plan_patch(Kind::Mutating, "pd", &live, &config(GROUPS), &EntrySettings::default()).unwrap_err();
     assert!(
         err.to_string().starts_with(
             "MutatingWebhookConfiguration pd has no webhook entry \"default-group.mutate.pd.pod-director.io\""
         ),
         "{err}"
     );
+    let mut live = rendered(Kind::Validating, "pd", GROUPS);
+    live.retain(|w| w["name"] != "observe.namespace-guard.pd.pod-director.io");
+    let err = plan_patch(
+        Kind::Validating,
+        "pd",
+        &live,
+        &config(GROUPS),
+        &EntrySettings::default(),
+    )
+    .unwrap_err();
+    assert_contains(&err.to_string(), "observe.namespace-guard.pd.pod-director.io");
 }
 
 #[test]
@@ -246,6 +389,11 @@ fn serve_flags_name_the_configurations_to_reconcile() {
     };
     let off = parse(&[]);
     assert!(off.targets().is_empty());
+    assert_eq!(
+        off.entries,
+        EntrySettings::default(),
+        "the flags' defaults are Default's"
+    );
     assert_eq!(off.webhook_resync_interval, Duration::from_secs(60));
     let on = parse(&[
         "--mutating-webhook-configuration",
@@ -280,14 +428,7 @@ impl FakeApi {
             (MUTATING_PATH, "MutatingWebhookConfiguration", Kind::Mutating),
             (VALIDATING_PATH, "ValidatingWebhookConfiguration", Kind::Validating),
         ] {
-            let webhooks: Vec<Value> = rendered(k, "pd", yaml, "Fail")
-                .into_iter()
-                .map(|mut w| {
-                    w["admissionReviewVersions"] = json!(["v1"]);
-                    w["clientConfig"] = json!({"url": "https://127.0.0.1:8443/x"});
-                    w
-                })
-                .collect();
+            let webhooks = rendered(k, "pd", yaml);
             api.objects.lock().unwrap().insert(
                 path.to_owned(),
                 json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind, "metadata": {"name": "pd"}, "webhooks": webhooks}),
@@ -363,6 +504,7 @@ fn reconciler(api: &FakeApi, yaml: &str) -> (Reconciler, Arc<ArcSwap<Loaded>>, A
     let reconciler = Reconciler {
         client: api.client(),
         targets: vec![(Kind::Mutating, "pd".to_owned()), (Kind::Validating, "pd".to_owned())],
+        entries: EntrySettings::default(),
         live: live.clone(),
         metrics: metrics.clone(),
     };
@@ -498,31 +640,4 @@ async fn several_replicas_reconcile_to_the_same_state_and_then_patch_nothing() {
         patches,
         "in step: no replica patches again"
     );
-}
-
-#[test]
-fn the_namespace_guard_entry_s_failure_policy_follows_the_live_guard_mode() {
-    let mut live = rendered(Kind::Validating, "pd", GROUPS, "Fail");
-    live.push(json!({"name": guard_entry_name("pd"), "failurePolicy": "Ignore", "namespaceSelector": {}}));
-    let guard = live.len() - 1;
-    let enforced = format!("namespaceGuard: {{mode: enforce}}\n{GROUPS}");
-    let (ops, changed) = plan_patch(Kind::Validating, "pd", &live, &config(&enforced)).unwrap();
-    assert_eq!(changed, [guard_entry_name("pd")]);
-    let mut patched = json!({"webhooks": live});
-    json_patch::patch(&mut patched, &ops).expect("the patch applies");
-    let after = patched["webhooks"].as_array().unwrap().clone();
-    assert_eq!(after[guard]["failurePolicy"], "Fail", "the enforce entry's policy");
-    assert_eq!(
-        after[guard]["namespaceSelector"],
-        json!({}),
-        "nothing else of it is touched"
-    );
-    let (again, _) = plan_patch(Kind::Validating, "pd", &after, &config(&enforced)).unwrap();
-    assert!(again.is_empty(), "idempotent: {again:?}");
-    // Back to dryRun: Ignore again. The mutating configuration has no guard entry.
-    let (ops, changed) = plan_patch(Kind::Validating, "pd", &after, &config(GROUPS)).unwrap();
-    assert_eq!(changed, [guard_entry_name("pd")]);
-    let mut patched = json!({"webhooks": after});
-    json_patch::patch(&mut patched, &ops).expect("the patch applies");
-    assert_eq!(patched["webhooks"][guard]["failurePolicy"], "Ignore");
 }

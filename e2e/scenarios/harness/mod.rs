@@ -759,6 +759,13 @@ impl Env {
         apply(Api::all(self.client.clone()), configuration).await;
     }
 
+    /// Applies a ValidatingWebhookConfiguration of the scenario's own (deleted at the end).
+    pub async fn apply_validating(&self, configuration: &ValidatingWebhookConfiguration) {
+        let name = configuration.meta().name.clone().expect("named");
+        self.created.lock().expect("not poisoned").validating.push(name);
+        apply(Api::all(self.client.clone()), configuration).await;
+    }
+
     /// Starts a test webhook (see [`stub`]), registers it for `namespace` under a
     /// configuration name that sorts after pod-director's (so it is called after
     /// pod-director), and waits until the API server calls it.
