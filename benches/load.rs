@@ -12,7 +12,7 @@
 //!
 //! Each server runs in its own process (this binary, re-executed), so its
 //! resident memory and CPU time are its own: pod-director is
-//! `server::start` with a [`StaticNamespaces`] cache and JSON decision logs
+//! `app::start` with a [`StaticNamespaces`] cache and JSON decision logs
 //! written to a file, exactly as `pod-director serve` runs minus the
 //! Kubernetes client; the floor is `support::start_canned`. Both trust a
 //! certificate made here with the test PKI (tests/common/pki.rs) and listen on 127.0.0.1 only.
@@ -207,7 +207,9 @@ fn child(role: &str, dir: &Path) {
                     timeouts: server::Timeouts::default(),
                     max_connections: None,
                 };
-                let running = server::start(settings, namespaces).await.expect("pod-director starts");
+                let running = pod_director::app::start(settings, namespaces)
+                    .await
+                    .expect("pod-director starts");
                 for group in GROUPS {
                     addrs.insert(group.mode, running.addr);
                 }

@@ -40,14 +40,16 @@ use serde_json::value::RawValue;
 use tracing::field::Empty;
 use tracing::{Instrument as _, Level, Span};
 
+pub use self::metrics::AdmissionMetrics;
+use self::wire::Trail;
 use crate::config::Loaded;
-use crate::metrics::Metrics;
 use crate::namespace_guard::{self, NamespaceWrite};
 use crate::namespaces::{self, Labels, LookupError, NamespaceSource};
-use crate::nodes::Nodes;
-use crate::placement::{self, Context, Decision, NodeView, Outcome, Pod, SkipReason, Trail, Webhook};
+use crate::nodes::{NodeMetrics, Nodes};
+use crate::placement::{self, Context, Decision, NodeView, Outcome, Pod, SkipReason, Webhook};
 use crate::telemetry::{self, DECISION_TARGET};
 
+mod metrics;
 mod wire;
 
 const API_VERSION: &str = "admission.k8s.io/v1";
@@ -508,8 +510,9 @@ pub struct Admission {
     config: Arc<ArcSwap<Loaded>>,
     namespaces: Arc<dyn NamespaceSource>,
     /// `None`: decisions carry no feasibility counts and `spec.nodeName` is not checked.
-    nodes: Option<Arc<Nodes>>,
-    metrics: Arc<Metrics>,
+    /// The node metrics count the lookups of `spec.nodeName`.
+    nodes: Option<(Arc<Nodes>, NodeMetrics)>,
+    metrics: AdmissionMetrics,
     timeout: Duration,
 }
 
@@ -518,7 +521,7 @@ impl Admission {
     pub fn new(
         config: Arc<ArcSwap<Loaded>>,
         namespaces: Arc<dyn NamespaceSource>,
-        metrics: Arc<Metrics>,
+        metrics: AdmissionMetrics,
         timeout: Duration,
     ) -> Self {
         Self {
@@ -531,8 +534,8 @@ impl Admission {
     }
 
     /// Decides with node data: feasibility counts, and `spec.nodeName` checked.
-    pub fn with_nodes(mut self, nodes: Arc<Nodes>) -> Self {
-        self.nodes = Some(nodes);
+    pub fn with_nodes(mut self, nodes: Arc<Nodes>, metrics: NodeMetrics) -> Self {
+        self.nodes = Some((nodes, metrics));
         self
     }
 
@@ -630,15 +633,15 @@ impl Admission {
                 };
                 // The node a pod names is looked up (cache, else a bounded GET) before deciding.
                 let bound = match (&self.nodes, webhook) {
-                    (Some(nodes), Webhook::Validate) => {
+                    (Some((nodes, metrics)), Webhook::Validate) => {
                         match placement::needs_bound_node(config, &namespace, pod, old.as_deref()) {
-                            Some(node) => Some((node, nodes.lookup(node, &self.metrics).await)),
+                            Some(node) => Some((node, nodes.lookup(node, metrics).await)),
                             None => None,
                         }
                     }
                     _ => None,
                 };
-                let view = self.nodes.as_ref().map(|nodes| nodes.view(bound));
+                let view = self.nodes.as_ref().map(|(nodes, _)| nodes.view(bound));
                 let ctx = ctx.with_nodes(view.as_ref().map(|v| v as &dyn NodeView));
                 let outcome = match webhook {
                     Webhook::Mutate => placement::mutate(config, &namespace, pod, &ctx),
@@ -659,7 +662,7 @@ impl Admission {
                     name: request.namespace.as_deref().unwrap_or_default(),
                     labels: &labels,
                 };
-                let view = self.nodes.as_ref().map(|nodes| nodes.view(None));
+                let view = self.nodes.as_ref().map(|(nodes, _)| nodes.view(None));
                 let ctx = ctx.with_nodes(view.as_ref().map(|v| v as &dyn NodeView));
                 let outcome = match webhook {
                     Webhook::Mutate => placement::mutate_daemon_set(config, &namespace, template, old.as_deref(), &ctx),
@@ -687,12 +690,12 @@ impl Admission {
     /// Whether the namespace cache (and the Node cache, when there is one) has
     /// synced (the configuration is always valid once loaded).
     pub fn is_ready(&self) -> bool {
-        self.namespaces.is_ready() && self.nodes.as_ref().is_none_or(|n| n.is_ready())
+        self.namespaces.is_ready() && self.nodes.as_ref().is_none_or(|(n, _)| n.is_ready())
     }
 
     /// How many nodes the Node cache holds (`None` without one).
     pub(crate) fn cached_nodes(&self) -> Option<usize> {
-        self.nodes.as_ref().map(|n| n.cached_count())
+        self.nodes.as_ref().map(|(n, _)| n.cached_count())
     }
 
     /// How many namespaces the namespace cache holds.

@@ -1,6 +1,7 @@
 //! pod-director: a Kubernetes admission webhook that places the pods of chosen
 //! namespaces on chosen nodes, log-first.
 //!
+//! - [`app`]: the composition root of `serve`: client, caches, server, audit, reconciler, drain.
 //! - [`config`]: the one typed configuration, strictly validated.
 //! - [`placement`]: the pure engine (plan, verify, decide).
 //! - [`admission`]: AdmissionReview in → AdmissionReview out.
@@ -49,6 +50,7 @@ macro_rules! named_enum {
 }
 
 pub mod admission;
+pub mod app;
 pub mod audit;
 pub mod cli;
 pub mod config;

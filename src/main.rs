@@ -1,8 +1,8 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use pod_director::cli::{Cli, Command, run_offline};
-use pod_director::{server, telemetry};
+use pod_director::cli::{Cli, Command, ServeArgs, run_offline};
+use pod_director::{app, telemetry};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -12,7 +12,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn serve(args: server::ServeArgs) -> ExitCode {
+fn serve(args: ServeArgs) -> ExitCode {
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(err) => {
@@ -28,7 +28,7 @@ fn serve(args: server::ServeArgs) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
-        let result = server::run(args).await;
+        let result = app::run(args).await;
         if let Err(err) = &result {
             tracing::error!(error = format!("{err:#}").as_str(), "pod-director failed");
         }

@@ -26,8 +26,12 @@ use kube::api::{Api, PartialObjectMeta};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt as _, watcher};
 use kube::{Client, ResourceExt as _};
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
 use tokio_util::task::AbortOnDropHandle;
 use tracing::{debug, info, warn};
+
+use crate::metrics::{gauge, register};
 
 /// A namespace's labels.
 pub type Labels = BTreeMap<String, String>;
@@ -320,6 +324,28 @@ impl NamespaceSource for KubeNamespaces {
                 Some((ns.name_any(), value.clone()))
             })
             .collect()
+    }
+}
+
+/// `pod_director_namespace_cache_size`.
+#[derive(Debug, Clone)]
+pub struct NamespaceMetrics {
+    cache_size: Gauge,
+}
+
+impl NamespaceMetrics {
+    pub fn register(r: &mut Registry) -> Self {
+        let cache_size = register(
+            r,
+            "namespace_cache_size",
+            "Namespaces held in the namespace cache",
+            Gauge::default(),
+        );
+        Self { cache_size }
+    }
+
+    pub fn set_namespace_cache_size(&self, size: usize) {
+        self.cache_size.set(gauge(size));
     }
 }
 

@@ -28,11 +28,15 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Client;
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt as _, watcher};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
 use tokio_util::task::AbortOnDropHandle;
 use tracing::{debug, info, warn};
 
 use crate::config::Config;
-use crate::metrics::{Metrics, NodeLookupResult};
+use crate::metrics::{GroupLabels, ResultLabels, gauge, register};
 use crate::placement::feasible::{self, NodeInfo, NodeLookup, NodeView, Placement};
 
 /// Longest wait for the live GET of a node that is not cached.
@@ -236,7 +240,7 @@ impl Nodes {
     }
 
     /// The node `name`: from the cache, else from a live GET bounded by the fetch timeout.
-    pub async fn lookup(&self, name: &str, metrics: &Metrics) -> NodeLookup {
+    pub async fn lookup(&self, name: &str, metrics: &NodeMetrics) -> NodeLookup {
         if let Some(node) = self.source.store().get(name) {
             metrics.node_looked_up(NodeLookupResult::Cached);
             return NodeLookup::Found(node);
@@ -318,7 +322,7 @@ impl NodeView for RequestNodes<'_> {
 pub(crate) async fn keep_group_gauge(
     nodes: Arc<Nodes>,
     config: Arc<arc_swap::ArcSwap<crate::config::Loaded>>,
-    metrics: Arc<Metrics>,
+    metrics: NodeMetrics,
     every: Duration,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
@@ -441,6 +445,74 @@ impl NodeSource for KubeNodes {
     }
 }
 
+named_enum! {
+    /// How a node lookup (`spec.nodeName`) was answered (`result` label).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum NodeLookupResult {
+        /// From the Node cache.
+        Cached => "cached",
+        /// Not cached; the live GET found it.
+        Fetched => "fetched",
+        /// Not cached; the live GET says it does not exist.
+        NotFound => "not_found",
+        /// Not cached; the live GET failed or timed out.
+        Error => "error",
+    }
+}
+
+/// `pod_director_node_cache_size`, `pod_director_node_lookups_total`, `pod_director_group_nodes`.
+#[derive(Debug, Clone)]
+pub struct NodeMetrics {
+    node_cache_size: Gauge,
+    node_lookups: Family<ResultLabels, Counter>,
+    group_nodes: Family<GroupLabels, Gauge>,
+}
+
+impl NodeMetrics {
+    pub fn register(r: &mut Registry) -> Self {
+        let node_cache_size = register(r, "node_cache_size", "Nodes held in the Node cache", Gauge::default());
+        let node_lookups = register(
+            r,
+            "node_lookups",
+            "Lookups of the node a pod names in spec.nodeName, by result",
+            Family::default(),
+        );
+        let group_nodes = register(
+            r,
+            "group_nodes",
+            "Nodes that satisfy each group's own placement (nodeSelector, required node affinity, tolerated taints, not cordoned)",
+            Family::default(),
+        );
+        Self {
+            node_cache_size,
+            node_lookups,
+            group_nodes,
+        }
+    }
+
+    pub fn set_node_cache_size(&self, size: usize) {
+        self.node_cache_size.set(gauge(size));
+    }
+
+    pub fn node_looked_up(&self, result: NodeLookupResult) {
+        self.node_lookups
+            .get_or_create(&ResultLabels {
+                result: result.as_str(),
+            })
+            .inc();
+    }
+
+    /// Sets `pod_director_group_nodes` to exactly these groups (removed groups disappear).
+    pub fn set_group_nodes(&self, counts: &[(String, usize)]) {
+        self.group_nodes.clear();
+        for (group, count) in counts {
+            self.group_nodes
+                .get_or_create(&GroupLabels { group: group.clone() })
+                .set(gauge(*count));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Mutex as StdMutex;
@@ -451,7 +523,15 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::metrics::Exposition;
     use crate::support::StaticNodes;
+
+    /// Node metrics on a registry of their own, and its exposition.
+    fn registered() -> (NodeMetrics, Exposition) {
+        let mut registry = crate::metrics::registry();
+        let metrics = NodeMetrics::register(&mut registry);
+        (metrics, Exposition::new(registry))
+    }
 
     fn node(name: &str, pool: &str) -> NodeInfo {
         crate::support::node(name, &[("pool", pool)], &[], false)
@@ -524,13 +604,13 @@ mod tests {
         source.insert(node("cached", "ci"));
         source.insert_remote(node("fresh", "ci"));
         let nodes = Nodes::new(source.clone());
-        let metrics = Metrics::new();
+        let (metrics, exposition) = registered();
         assert!(matches!(nodes.lookup("cached", &metrics).await, NodeLookup::Found(n) if &*n.name == "cached"));
         assert!(matches!(nodes.lookup("fresh", &metrics).await, NodeLookup::Found(n) if &*n.name == "fresh"));
         assert_eq!(nodes.lookup("ghost", &metrics).await, NodeLookup::Unknown);
         source.set_unreachable(true);
         assert!(matches!(nodes.lookup("ghost", &metrics).await, NodeLookup::Unavailable(why) if why.contains("ghost")));
-        let text = metrics.encode();
+        let text = exposition.encode();
         for result in ["cached", "fetched", "not_found", "error"] {
             assert!(
                 text.contains(&format!("pod_director_node_lookups_total{{result=\"{result}\"}} 1")),
@@ -584,7 +664,7 @@ mod tests {
             Arc::new(NodeStore::new()),
             fake_client(seen.clone()),
         )));
-        let metrics = Metrics::new();
+        let (metrics, _) = registered();
         let NodeLookup::Found(found) = nodes.lookup("known", &metrics).await else {
             panic!("known is found")
         };
@@ -606,7 +686,7 @@ mod tests {
         )))
         .with_fetch_timeout(Duration::from_millis(50));
         let started = std::time::Instant::now();
-        let lookup = nodes.lookup("slow", &Metrics::new()).await;
+        let lookup = nodes.lookup("slow", &registered().0).await;
         assert!(
             matches!(&lookup, NodeLookup::Unavailable(why) if why.contains("within 50ms")),
             "{lookup:?}"

@@ -18,10 +18,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
 use crate::config::{Config, Loaded};
+use crate::metrics::{GroupLabels, gauge, register};
 use crate::namespaces::NamespaceSource;
 
 /// How many groups get a series of their own; the rest are summed into [`OTHER_GROUPS`].
@@ -110,6 +114,37 @@ pub(crate) fn spawn_reporter(
             report(&live.load(), namespaces.as_ref());
         }
     })
+}
+
+/// `pod_director_orphaned_group_namespaces`.
+#[derive(Debug, Clone)]
+pub struct OrphanMetrics {
+    orphaned_group_namespaces: Family<GroupLabels, Gauge>,
+}
+
+impl OrphanMetrics {
+    pub fn register(r: &mut Registry) -> Self {
+        let orphaned_group_namespaces = register(
+            r,
+            "orphaned_group_namespaces",
+            "Namespaces whose group label names a group the configuration does not define, by group",
+            Family::default(),
+        );
+        Self {
+            orphaned_group_namespaces,
+        }
+    }
+
+    /// Replaces the orphaned-group gauge with `orphaned` (group → namespaces), at most
+    /// [`MAX_SERIES`] series: groups no namespace selects any more disappear.
+    pub fn set_orphaned_groups(&self, orphaned: &std::collections::BTreeMap<String, usize>) {
+        self.orphaned_group_namespaces.clear();
+        for (group, count) in bounded(orphaned) {
+            self.orphaned_group_namespaces
+                .get_or_create(&GroupLabels { group })
+                .set(gauge(count));
+        }
+    }
 }
 
 #[cfg(test)]

@@ -48,6 +48,9 @@ use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, Resource};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::Registry;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -55,7 +58,7 @@ use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
 use crate::config::{Config, Loaded, Mode};
-use crate::metrics::{Metrics, ReconcileResult};
+use crate::metrics::{ResultLabels, register};
 
 /// The label the API server sets on every namespace to the namespace's name.
 pub(crate) const METADATA_NAME_LABEL: &str = "kubernetes.io/metadata.name";
@@ -476,45 +479,13 @@ pub(crate) fn plan_patch(
     Ok((operations, changed))
 }
 
-/// The webhook configurations to keep in step (`serve` flags; the chart sets them).
-#[derive(Debug, Clone, Default, clap::Args)]
-pub struct ReconcileArgs {
-    /// Name of the MutatingWebhookConfiguration whose pod entries pod-director keeps in
-    /// step with its live configuration (the chart sets it; empty: not reconciled).
-    #[arg(long, env = "POD_DIRECTOR_MUTATING_WEBHOOK_CONFIGURATION", default_value = "")]
-    pub mutating_webhook_configuration: String,
-    /// Name of the ValidatingWebhookConfiguration to keep in step likewise.
-    #[arg(long, env = "POD_DIRECTOR_VALIDATING_WEBHOOK_CONFIGURATION", default_value = "")]
-    pub validating_webhook_configuration: String,
-    /// How often the webhook configurations are re-checked besides after each reload
-    /// (undoes drift, e.g. a `helm upgrade` rendering other selectors), e.g. 60s.
-    #[arg(long, env = "POD_DIRECTOR_WEBHOOK_RESYNC_INTERVAL", default_value = "60s", value_parser = crate::server::parse_duration)]
-    pub webhook_resync_interval: Duration,
-    #[command(flatten)]
-    pub entries: EntrySettings,
-}
-
-impl ReconcileArgs {
-    /// The configurations named, `(kind, name)`; empty when reconciling is off.
-    pub fn targets(&self) -> Vec<(Kind, String)> {
-        [
-            (Kind::Mutating, &self.mutating_webhook_configuration),
-            (Kind::Validating, &self.validating_webhook_configuration),
-        ]
-        .into_iter()
-        .filter(|(_, name)| !name.trim().is_empty())
-        .map(|(kind, name)| (kind, name.trim().to_owned()))
-        .collect()
-    }
-}
-
 /// Keeps the named webhook configurations in step with the live configuration.
 pub struct Reconciler {
     pub client: Client,
     pub targets: Vec<(Kind, String)>,
     pub entries: EntrySettings,
     pub live: Arc<ArcSwap<Loaded>>,
-    pub metrics: Arc<Metrics>,
+    pub metrics: ReconcileMetrics,
 }
 
 async fn reconcile_one<K>(
@@ -649,6 +620,54 @@ pub fn spawn(
             }
         }
     })
+}
+
+named_enum! {
+    /// What one reconciliation of the webhook configurations ended with (`result` label).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum ReconcileResult {
+        /// Some namespaceSelector differed from the live configuration's and was patched.
+        Patched => "patched",
+        /// Every namespaceSelector already matched.
+        Unchanged => "unchanged",
+        /// The configurations could not be read or patched (retried).
+        Error => "error",
+    }
+}
+
+/// `pod_director_webhook_reconciles_total`.
+#[derive(Debug, Clone)]
+pub struct ReconcileMetrics {
+    webhook_reconciles: Family<ResultLabels, Counter>,
+}
+
+impl ReconcileMetrics {
+    pub fn register(r: &mut Registry) -> Self {
+        let webhook_reconciles = register(
+            r,
+            "webhook_reconciles",
+            "Reconciliations of the webhook configurations' namespaceSelectors with the live configuration, by result",
+            Family::default(),
+        );
+        Self { webhook_reconciles }
+    }
+
+    /// Exports every result at 0 before the first reconciliation.
+    pub fn initialise(&self) {
+        for result in ReconcileResult::ALL {
+            let _ = self.webhook_reconciles.get_or_create(&ResultLabels {
+                result: result.as_str(),
+            });
+        }
+    }
+
+    pub fn webhook_reconciled(&self, result: ReconcileResult) {
+        self.webhook_reconciles
+            .get_or_create(&ResultLabels {
+                result: result.as_str(),
+            })
+            .inc();
+    }
 }
 
 #[cfg(test)]

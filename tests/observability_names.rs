@@ -14,13 +14,16 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use pod_director::app::Metrics;
+use pod_director::audit::continuous::ScanResult;
 use pod_director::audit::{Audit, AuditDecision, Counts, GroupAudit, Verdict};
 use pod_director::config::Mode;
-use pod_director::metrics::{
-    ConnectionTimeout, EXEMPLAR_TRACE_LABEL, Metrics, ReconcileResult, Rejection, ReloadResult, ScanResult,
-};
+use pod_director::metrics::EXEMPLAR_TRACE_LABEL;
+use pod_director::nodes::NodeLookupResult;
 use pod_director::placement::{Decision, Resolution, Webhook};
+use pod_director::server::{ConnectionTimeout, Rejection, ReloadResult};
 use pod_director::telemetry::{DECISION_FIELDS, LOG_LINE_KEYS};
+use pod_director::webhooks::ReconcileResult;
 use serde_json::Value;
 
 /// Everything pod-director emits, by kind.
@@ -59,36 +62,36 @@ fn emitted() -> Emitted {
         .collect();
     let log_text = decisions.iter().map(|l| l.to_string()).collect::<Vec<_>>().join("\n");
     // The admission run cannot reload anything: exercise the remaining families on a second registry.
-    let others = Metrics::new();
-    others.config_reloaded(ReloadResult::Success);
-    others.config_reloaded(ReloadResult::Error);
-    others.tls_reloaded(ReloadResult::Success);
-    others.tls_reloaded(ReloadResult::Error);
-    others.set_namespace_cache_size(3);
-    others.set_orphaned_groups(&[("removed".to_owned(), 2)].into());
+    let others = Metrics::register();
+    others.reloads.config_reloaded(ReloadResult::Success);
+    others.reloads.config_reloaded(ReloadResult::Error);
+    others.reloads.tls_reloaded(ReloadResult::Success);
+    others.reloads.tls_reloaded(ReloadResult::Error);
+    others.namespaces.set_namespace_cache_size(3);
+    others.orphans.set_orphaned_groups(&[("removed".to_owned(), 2)].into());
     for result in ReconcileResult::ALL {
-        others.webhook_reconciled(result);
+        others.reconciles.webhook_reconciled(result);
     }
-    others.set_node_cache_size(2);
-    others.set_group_nodes(&[("shadow".to_owned(), 1)]);
-    for result in pod_director::metrics::NodeLookupResult::ALL {
-        others.node_looked_up(result);
+    others.nodes.set_node_cache_size(2);
+    others.nodes.set_group_nodes(&[("shadow".to_owned(), 1)]);
+    for result in NodeLookupResult::ALL {
+        others.nodes.node_looked_up(result);
     }
     for reason in [Rejection::Limit, Rejection::ProbeLimit] {
-        others.connection_rejected(reason);
+        others.connections.connection_rejected(reason);
     }
     for timeout in TIMEOUTS {
-        others.connection_timed_out(timeout);
+        others.connections.connection_timed_out(timeout);
     }
-    others.observe_decision(
+    others.admission.observe_decision(
         &pod_director::placement::Outcome::new(Webhook::Validate, Decision::Noop),
         Duration::from_millis(1),
     );
-    others.set_audit(&audit());
+    others.audit.set_audit(&audit());
     for result in ScanResult::ALL {
-        others.audit_scanned(result);
+        others.audit.audit_scanned(result);
     }
-    others.set_audit_duration(Duration::from_millis(40));
+    others.audit.set_audit_duration(Duration::from_millis(40));
     let mut samples = BTreeMap::new();
     let mut exemplar_labels = BTreeSet::new();
     for text in [&run.metrics, &others.encode()] {
@@ -107,11 +110,7 @@ fn emitted() -> Emitted {
     let mut result = strings(&[ReloadResult::Success.as_str(), ReloadResult::Error.as_str()]);
     result.extend(ReconcileResult::ALL.iter().map(|r| r.as_str().to_owned()));
     result.extend(ScanResult::ALL.iter().map(|r| r.as_str().to_owned()));
-    result.extend(
-        pod_director::metrics::NodeLookupResult::ALL
-            .iter()
-            .map(|r| r.as_str().to_owned()),
-    );
+    result.extend(NodeLookupResult::ALL.iter().map(|r| r.as_str().to_owned()));
     let reason = strings(&[Rejection::Limit.as_str(), Rejection::ProbeLimit.as_str()]);
     let timeout = TIMEOUTS.iter().map(|t| t.as_str().to_owned()).collect();
     let values = BTreeMap::from([

@@ -66,7 +66,7 @@ fn server_entries(values_file: &Path) -> Value {
     let dir = tempfile::tempdir().expect("a temp dir");
     let path = dir.path().join("config.yaml");
     std::fs::write(&path, config.to_string()).expect("config written");
-    let loaded = pod_director::server::load_config(&path, Some(RELEASE_NAMESPACE))
+    let loaded = pod_director::config::load_config(&path, Some(RELEASE_NAMESPACE))
         .unwrap_or_else(|e| panic!("{}: {e}", values_file.display()));
     let webhook = &values["webhook"];
     let settings = EntrySettings {

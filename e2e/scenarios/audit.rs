@@ -278,7 +278,7 @@ async fn a_group_without_a_node_is_not_ready_until_a_matching_node_joins() {
 
 /// Two continuous audits as two replicas (in this process, with identities of their own).
 struct Replica {
-    metrics: std::sync::Arc<pod_director::metrics::Metrics>,
+    metrics: pod_director::app::Metrics,
     stop: tokio::sync::watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -308,14 +308,14 @@ async fn of_two_replicas_only_the_lease_holder_audits_and_the_other_takes_over_w
     let live = Arc::new(arc_swap::ArcSwap::from_pointee(loaded));
     let nodes = Arc::new(Nodes::new(Arc::new(KubeNodes::start(env.client.clone()))));
     let replica = |identity: &str| {
-        let metrics = Arc::new(pod_director::metrics::Metrics::new());
+        let metrics = pod_director::app::Metrics::register();
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let task = spawn(
             Continuous {
                 client: env.client.clone(),
                 config: live.clone(),
                 nodes: nodes.clone(),
-                metrics: metrics.clone(),
+                metrics: metrics.audit.clone(),
                 interval: Duration::from_secs(1),
                 lease: Some(LeaseTarget {
                     namespace: lease_ns.clone(),

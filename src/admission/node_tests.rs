@@ -7,6 +7,7 @@ use std::sync::Arc;
 use serde_json::json;
 
 use super::*;
+use crate::app::Metrics;
 use crate::support::{StaticNodes, answer, assert_contains, node};
 
 const CONFIG: &str = "groups:\n  ci: {mode: enforce, nodeSelector: {pool: ci}, tolerations: [{key: dedicated, operator: Equal, value: ci, effect: NoSchedule}]}\n  shadow: {mode: dryRun, nodeSelector: {pool: ci}, tolerations: [{key: dedicated, operator: Equal, value: ci, effect: NoSchedule}]}\n";
@@ -19,9 +20,10 @@ fn nodes() -> Arc<StaticNodes> {
     Arc::new(nodes)
 }
 
-fn admission(nodes: Arc<StaticNodes>) -> (Admission, Arc<Metrics>) {
+fn admission(nodes: Arc<StaticNodes>) -> (Admission, Metrics) {
     let (admission, metrics) = crate::support::admission(CONFIG, &[("team-ci", "ci"), ("team-shadow", "shadow")]);
-    (admission.with_nodes(Arc::new(Nodes::new(nodes))), metrics)
+    let node_metrics = metrics.nodes.clone();
+    (admission.with_nodes(Arc::new(Nodes::new(nodes)), node_metrics), metrics)
 }
 
 /// A pod CREATE in `namespace`, bound to `node` when given, already carrying the ci placement.

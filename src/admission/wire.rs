@@ -12,7 +12,9 @@
 //! Fields nothing reads (`requestKind`, `requestResource`, `options`, …)
 //! are skipped too. Writing: a decided request's review straight from the
 //! outcome ([`decided`]); an error review with kube-core's serialization
-//! ([`encode`]); the patch as base64 in both.
+//! ([`encode`]); the patch as base64 in both. The pod decoder's seeds are in `seeds.rs`.
+
+mod seeds;
 
 use std::cell::Cell;
 use std::fmt;
@@ -25,7 +27,9 @@ use serde::Serialize;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
-use crate::placement::{DaemonSetSeed, Key, Nullable, Outcome, Pod, PodSeed, Trail};
+pub(super) use self::seeds::Trail;
+use self::seeds::{DaemonSetSeed, Key, Nullable, PodSeed};
+use crate::placement::{Outcome, Pod};
 
 /// What decoding left behind for error messages: which object was being read
 /// when decoding failed, and where in it ([`Trail`]).

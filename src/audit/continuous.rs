@@ -23,17 +23,22 @@
 //! waits on it.
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use kube::Client;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::{Registry, Unit};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
-use super::{Audit, ScanOptions};
+use super::{Audit, AuditDecision, ScanOptions};
 use crate::config::Loaded;
-use crate::metrics::{Metrics, ScanResult};
+use crate::metrics::{GroupLabels, ResultLabels, gauge, label_set, register};
 use crate::nodes::Nodes;
 
 /// How soon a failed scan is tried again (at most the interval).
@@ -43,17 +48,6 @@ const LEASE_DURATION_SECONDS: u64 = 15;
 const LEASE_GRACE_SECONDS: u64 = 5;
 /// Longest wait for the Lease to be created or read at start (retried).
 const LEASE_SETUP_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// `serve`'s continuous audit flags.
-#[derive(Debug, Clone, clap::Args)]
-pub struct AuditArgs {
-    /// How often the running pods and workloads are audited (e.g. 10m, 30s); 0 turns the continuous audit off.
-    #[arg(long, env = "POD_DIRECTOR_AUDIT_INTERVAL", default_value = "10m", value_parser = crate::server::parse_duration)]
-    pub audit_interval: Duration,
-    /// The coordination.k8s.io Lease (in --namespace) that elects the one replica that audits.
-    #[arg(long, env = "POD_DIRECTOR_AUDIT_LEASE", default_value = "pod-director-audit")]
-    pub audit_lease: String,
-}
 
 /// Where the Lease lives, and who this replica is in it.
 #[derive(Debug, Clone)]
@@ -69,7 +63,7 @@ pub struct Continuous {
     pub client: Client,
     pub config: Arc<ArcSwap<Loaded>>,
     pub nodes: Arc<Nodes>,
-    pub metrics: Arc<Metrics>,
+    pub metrics: AuditMetrics,
     pub interval: Duration,
     /// `None`: no election, this replica scans.
     pub lease: Option<LeaseTarget>,
@@ -294,73 +288,122 @@ fn log(audit: &Audit, revision: &str) {
     );
 }
 
-/// Starts the continuous audit of `serve` as its flags say (`None` when `--audit-interval 0`).
-pub(crate) fn start(
-    args: &AuditArgs,
-    own_namespace: Option<String>,
-    client: &Client,
-    server: &crate::server::RunningServer,
-    nodes: Arc<Nodes>,
-    shutdown: watch::Receiver<bool>,
-) -> Option<JoinHandle<()>> {
-    if args.audit_interval.is_zero() {
-        info!("audit: the continuous audit is off (--audit-interval 0)");
-        return None;
+named_enum! {
+    /// What one continuous audit scan ended with (`result` label).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum ScanResult {
+        Success => "success",
+        /// The scan could not complete (the API server did not answer, RBAC); the gauges keep the last scan.
+        Error => "error",
     }
-    let lease = match own_namespace {
-        Some(namespace) => Some(LeaseTarget {
-            namespace,
-            name: args.audit_lease.clone(),
-            identity: identity(),
-        }),
-        None => {
-            warn!("audit: no --namespace, so no audit lease: this replica audits whatever other replicas do");
-            None
+}
+
+label_set! {
+    GroupDecisionLabels { group: String, decision: &'static str }
+}
+
+/// `pod_director_audit_pods`, `pod_director_audit_templates`, `pod_director_group_ready`,
+/// `pod_director_group_blockers`, `pod_director_audit_scans_total`, `pod_director_audit_duration_seconds`.
+#[derive(Debug, Clone)]
+pub struct AuditMetrics {
+    audit_pods: Family<GroupDecisionLabels, Gauge>,
+    audit_templates: Family<GroupDecisionLabels, Gauge>,
+    group_ready: Family<GroupLabels, Gauge>,
+    group_blockers: Family<GroupLabels, Gauge>,
+    audit_scans: Family<ResultLabels, Counter>,
+    audit_duration: Gauge<f64, AtomicU64>,
+}
+
+impl AuditMetrics {
+    pub fn register(r: &mut Registry) -> Self {
+        let audit_pods = register(
+            r,
+            "audit_pods",
+            "Running pods of each group by what enforce would decide for their re-creation (latest audit)",
+            Family::default(),
+        );
+        let audit_templates = register(
+            r,
+            "audit_templates",
+            "Workload pod templates of each group by what enforce would decide (latest audit)",
+            Family::default(),
+        );
+        let group_ready = register(
+            r,
+            "group_ready",
+            "1 when the latest audit found the group ready to enforce (no blocker), else 0",
+            Family::default(),
+        );
+        let group_blockers = register(
+            r,
+            "group_blockers",
+            "Blockers the latest audit found for enforcing each group",
+            Family::default(),
+        );
+        let audit_scans = register(r, "audit_scans", "Continuous audit scans by result", Family::default());
+        let audit_duration = Gauge::<f64, AtomicU64>::default();
+        r.register_with_unit(
+            "audit_duration",
+            "Duration of the latest continuous audit scan",
+            Unit::Seconds,
+            audit_duration.clone(),
+        );
+        Self {
+            audit_pods,
+            audit_templates,
+            group_ready,
+            group_blockers,
+            audit_scans,
+            audit_duration,
         }
-    };
-    info!(
-        interval_s = args.audit_interval.as_secs_f64(),
-        lease = args.audit_lease.as_str(),
-        "audit: continuous audit on"
-    );
-    Some(spawn(
-        Continuous {
-            client: client.clone(),
-            config: server.config.clone(),
-            nodes,
-            metrics: server.metrics.clone(),
-            interval: args.audit_interval,
-            lease,
-            options: ScanOptions::default(),
-        },
-        shutdown,
-    ))
+    }
+
+    /// Sets the audit gauges to exactly this audit's groups (groups it did not audit disappear).
+    pub fn set_audit(&self, audit: &Audit) {
+        self.clear_audit();
+        let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        for g in &audit.groups {
+            for decision in AuditDecision::ALL {
+                let labels = GroupDecisionLabels {
+                    group: g.group.clone(),
+                    decision: decision.as_str(),
+                };
+                self.audit_pods.get_or_create(&labels).set(count(g.pods.get(decision)));
+                self.audit_templates
+                    .get_or_create(&labels)
+                    .set(count(g.templates.get(decision)));
+            }
+            let group = GroupLabels { group: g.group.clone() };
+            self.group_ready.get_or_create(&group).set(i64::from(g.verdict.ready));
+            self.group_blockers
+                .get_or_create(&group)
+                .set(gauge(g.verdict.blockers.len()));
+        }
+    }
+
+    /// Removes every audit gauge series (this replica no longer audits).
+    pub fn clear_audit(&self) {
+        self.audit_pods.clear();
+        self.audit_templates.clear();
+        self.group_ready.clear();
+        self.group_blockers.clear();
+    }
+
+    pub fn audit_scanned(&self, result: ScanResult) {
+        self.audit_scans
+            .get_or_create(&ResultLabels {
+                result: result.as_str(),
+            })
+            .inc();
+    }
+
+    pub fn set_audit_duration(&self, elapsed: Duration) {
+        self.audit_duration.set(elapsed.as_secs_f64());
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use clap::Parser as _;
-
-    use crate::cli::{Cli, Command};
-
-    fn serve(args: &[&str]) -> super::AuditArgs {
-        let cli = Cli::try_parse_from([&["pod-director", "serve"], args].concat()).expect("parses");
-        let Command::Serve(serve) = cli.command else {
-            panic!("serve expected");
-        };
-        serve.audit
-    }
-
-    #[test]
-    fn the_continuous_audit_runs_every_ten_minutes_unless_told_otherwise() {
-        let defaults = serve(&[]);
-        assert_eq!(defaults.audit_interval, std::time::Duration::from_secs(600));
-        assert_eq!(defaults.audit_lease, "pod-director-audit");
-        let off = serve(&["--audit-interval", "0"]);
-        assert!(off.audit_interval.is_zero());
-        assert!(Cli::try_parse_from(["pod-director", "serve", "--audit-interval", "often"]).is_err());
-    }
-
     #[test]
     fn each_replica_writes_the_lease_under_a_field_manager_of_its_own() {
         let (a, b) = (super::field_manager("pod-a-1"), super::field_manager("pod-b-1"));

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use super::{Audit, Counts, Finding, Findings, GroupAudit};
-use crate::cli::explain::FEASIBILITY_SCOPE;
+use crate::placement::FEASIBILITY_SCOPE;
 
 #[derive(Debug, Serialize)]
 struct JsonAudit<'a> {

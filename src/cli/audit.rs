@@ -77,7 +77,7 @@ async fn client(timeout: Duration) -> Result<kube::Client, AuditError> {
 
 async fn audit(args: &AuditArgs) -> Result<Audit, CliError> {
     let path = Config::resolve_path(args.config.as_deref());
-    let loaded = crate::server::load_config(&path, args.pod_director_namespace.as_deref())?;
+    let loaded = crate::config::load_config(&path, args.pod_director_namespace.as_deref())?;
     let config = loaded.config;
     if let Some(g) = &args.group
         && !config.groups.contains_key(g)

@@ -20,11 +20,9 @@ use serde_json::Value;
 
 use super::{ExplainArgs, FailOn, OutputFormat};
 use crate::config::{Config, Mode, syntax};
-use crate::placement::{self, Context, Decision, Namespace, NodeInfo, NodeView, Resolution, Selection, SkipReason};
-
-/// Where `explain` says what the feasible-node counts leave out.
-pub(crate) const FEASIBILITY_SCOPE: &str = "placement only: nodeSelector, required node affinity, NoSchedule/NoExecute taints, cordons; \
-     resources, pod affinity and topology spread are not counted";
+use crate::placement::{
+    self, Context, Decision, FEASIBILITY_SCOPE, Namespace, NodeInfo, NodeView, Resolution, Selection, SkipReason,
+};
 
 /// Bad input: exit code 2, nothing printed as success.
 #[derive(Debug, thiserror::Error)]

@@ -2,12 +2,17 @@
 
 mod audit;
 mod check_config;
+mod duration;
 pub(crate) mod explain;
+mod serve;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
+
+pub(crate) use self::duration::parse_duration;
+pub use self::serve::{AuditArgs as ContinuousAuditArgs, ReconcileArgs, ServeArgs};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -25,7 +30,7 @@ pub struct Cli {
 #[allow(clippy::large_enum_variant)]
 pub enum Command {
     /// Run the admission webhook (HTTPS) and its probe/metrics endpoint.
-    Serve(crate::server::ServeArgs),
+    Serve(ServeArgs),
     /// Show, offline, what pod-director would do to the pods in manifests.
     Explain(ExplainArgs),
     /// Audit a live cluster: decide its running pods and workload templates as enforce would, and say per
@@ -101,7 +106,7 @@ pub struct AuditArgs {
     #[arg(long, default_value_t = crate::audit::DEFAULT_PAGE_SIZE, value_parser = clap::value_parser!(u32).range(1..))]
     pub page_size: u32,
     /// Longest wait for each request to the API server (e.g. 30s, 5s).
-    #[arg(long, default_value = "30s", value_parser = crate::server::parse_duration)]
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub request_timeout: std::time::Duration,
     /// pod-director's own namespace, excluded as `serve` excludes it.
     #[arg(long, env = "POD_NAMESPACE")]

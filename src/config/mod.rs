@@ -18,12 +18,13 @@ pub mod schema;
 pub mod syntax;
 mod validate;
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path as FsPath, PathBuf};
 
 use k8s_openapi::api::core::v1::{Affinity, Toleration};
-use schemars::JsonSchema;
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -251,7 +252,7 @@ pub struct Config {
     #[serde(default)]
     pub namespace_guard: NamespaceGuard,
     #[serde(default)]
-    #[schemars(with = "schema::Groups")]
+    #[schemars(with = "Groups")]
     pub groups: BTreeMap<String, Group>,
 }
 
@@ -323,6 +324,26 @@ impl ConfigError {
     }
 }
 
+/// The `groups` mapping: group names (namespace label values) to groups.
+struct Groups;
+
+impl JsonSchema for Groups {
+    fn inline_schema() -> bool {
+        true
+    }
+    fn schema_name() -> Cow<'static, str> {
+        "groups".into()
+    }
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "type": "object",
+            "description": "Groups by name (the namespace label value)",
+            "propertyNames": generator.subschema_for::<kubernetes::GroupName>(),
+            "additionalProperties": generator.subschema_for::<Group>()
+        })
+    }
+}
+
 /// A validated configuration and where it came from.
 #[derive(Debug, Clone)]
 pub struct Loaded {
@@ -334,6 +355,14 @@ pub struct Loaded {
     /// Valid but probably unintended settings (no groups at all, deprecated keys), with
     /// what to do, for `check-config` to print and `serve` to log.
     pub warnings: Vec<String>,
+}
+
+/// Loads the configuration file and adds pod-director's own namespace to the excluded ones
+/// ([`Config::exclude_own_namespace`]); `serve` and `audit` read their configuration so.
+pub fn load_config(path: &FsPath, own_namespace: Option<&str>) -> Result<Loaded, ConfigError> {
+    let mut loaded = Config::load(path)?;
+    loaded.config.exclude_own_namespace(own_namespace);
+    Ok(loaded)
 }
 
 /// The warning of a configuration that defines no group.
@@ -433,6 +462,16 @@ impl Config {
             message: format!("not UTF-8: {e}"),
         })?;
         Self::from_yaml(&text, &path.display().to_string(), vars)
+    }
+
+    /// Excludes pod-director's own namespace (`--namespace`, `POD_NAMESPACE`): its pods are never
+    /// touched. An empty name excludes nothing.
+    pub fn exclude_own_namespace(&mut self, own_namespace: Option<&str>) {
+        if let Some(own) = own_namespace.filter(|n| !n.is_empty())
+            && !self.excluded_namespaces.iter().any(|n| n == own)
+        {
+            self.excluded_namespaces.push(own.to_owned());
+        }
     }
 
     /// The file to read: `--config`, else `$POD_DIRECTOR_CONFIG`, else the default path.

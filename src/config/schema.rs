@@ -7,16 +7,15 @@
 //! `chart/values.schema.json` embeds as `config` (a drift check in the tests and the
 //! chart tests keeps the two equal).
 
-use std::borrow::Cow;
 use std::fmt;
 use std::sync::LazyLock;
 
 use schemars::generate::SchemaSettings;
-use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use schemars::{Schema, SchemaGenerator};
 use serde::de::{self, Deserialize, Deserializer, Visitor};
 use serde_json::Value;
 
-use super::{Config, Group, kubernetes};
+use super::Config;
 
 /// The extension keyword listing an object's keys in declaration order (a JSON object's
 /// `properties` are sorted); left out of the schema `schema_json` prints.
@@ -98,26 +97,6 @@ pub(super) fn variants_as_enum(schema: &mut Schema) {
         .collect();
     schema.insert("type".to_owned(), "string".into());
     schema.insert("enum".to_owned(), values.into());
-}
-
-/// The `groups` mapping: group names (namespace label values) to groups.
-pub(super) struct Groups;
-
-impl JsonSchema for Groups {
-    fn inline_schema() -> bool {
-        true
-    }
-    fn schema_name() -> Cow<'static, str> {
-        "groups".into()
-    }
-    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
-        json_schema!({
-            "type": "object",
-            "description": "Groups by name (the namespace label value)",
-            "propertyNames": generator.subschema_for::<kubernetes::GroupName>(),
-            "additionalProperties": generator.subschema_for::<Group>()
-        })
-    }
 }
 
 /// The schema with its definitions, draft-07 (what Helm validates values with).
@@ -259,6 +238,7 @@ impl Node {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Group;
     use crate::config::{Mode, NamespaceGuard};
 
     #[test]

@@ -26,70 +26,12 @@ use std::sync::LazyLock;
 use k8s_openapi::api::core::v1::{Affinity, NodeSelectorRequirement, NodeSelectorTerm, Toleration};
 
 use super::PodSpec;
-use super::tolerations::tolerates_taint;
+use super::tolerations::{NodeTaint, TaintEffect, tolerates_taint};
 use crate::config::Group;
 
-/// The taint effects that exclude a node from scheduling.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum TaintEffect {
-    NoSchedule,
-    PreferNoSchedule,
-    NoExecute,
-    /// An effect this version does not know; it is compared by name and never excludes a node.
-    Other,
-}
-
-impl TaintEffect {
-    pub fn parse(effect: &str) -> Self {
-        match effect {
-            "NoSchedule" => TaintEffect::NoSchedule,
-            "PreferNoSchedule" => TaintEffect::PreferNoSchedule,
-            "NoExecute" => TaintEffect::NoExecute,
-            _ => TaintEffect::Other,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TaintEffect::NoSchedule => "NoSchedule",
-            TaintEffect::PreferNoSchedule => "PreferNoSchedule",
-            TaintEffect::NoExecute => "NoExecute",
-            TaintEffect::Other => "",
-        }
-    }
-
-    /// Whether an untolerated taint with this effect keeps pods off the node.
-    pub fn excludes(self) -> bool {
-        matches!(self, TaintEffect::NoSchedule | TaintEffect::NoExecute)
-    }
-}
-
-/// A node taint, as far as placement cares.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NodeTaint {
-    pub key: Box<str>,
-    pub value: Box<str>,
-    pub effect: TaintEffect,
-}
-
-impl NodeTaint {
-    pub fn new(key: &str, value: &str, effect: &str) -> Self {
-        Self {
-            key: key.into(),
-            value: value.into(),
-            effect: TaintEffect::parse(effect),
-        }
-    }
-
-    /// `key=value:Effect` (`key:Effect` without a value).
-    pub(crate) fn describe(&self) -> String {
-        if self.value.is_empty() {
-            format!("{}:{}", self.key, self.effect.as_str())
-        } else {
-            format!("{}={}:{}", self.key, self.value, self.effect.as_str())
-        }
-    }
-}
+/// What the feasible-node counts leave out, as `explain` and the audit report say it.
+pub const FEASIBILITY_SCOPE: &str = "placement only: nodeSelector, required node affinity, NoSchedule/NoExecute taints, cordons; \
+     resources, pod affinity and topology spread are not counted";
 
 /// The taint the node lifecycle controller puts on cordoned nodes; tolerating
 /// it lets a pod onto a cordoned node (DaemonSet pods do).

@@ -22,10 +22,10 @@ pub use decide::{
     MIRROR_POD_ANNOTATION, Namespace, Selection, has_daemon_set_controller_reference, has_mirror_annotation, mutate,
     mutate_daemon_set, needs_bound_node, select_group, validate, validate_daemon_set,
 };
-pub use feasible::{NodeInfo, NodeLookup, NodeTaint, NodeView, Placement};
+pub use feasible::{FEASIBILITY_SCOPE, NodeInfo, NodeLookup, NodeView, Placement};
 pub use plan::{Change, Plan, plan};
-pub(crate) use pod::{DaemonSetSeed, Key, Nullable, PodSeed};
-pub use pod::{Pod, PodMetadata, PodSpec, Trail};
+pub use pod::{Pod, PodMetadata, PodSpec};
+pub use tolerations::{NodeTaint, TaintEffect};
 pub use verify::verify;
 
 use crate::config::Mode;

@@ -1,9 +1,72 @@
 //! Toleration superset semantics, as the in-tree `MergeTolerations`
-//! (`k8s.io/kubernetes/pkg/util/tolerations`) decides them.
+//! (`k8s.io/kubernetes/pkg/util/tolerations`) decides them, and the node taints
+//! tolerations are held to ([`NodeTaint`]).
 
 use std::borrow::Cow;
 
 use k8s_openapi::api::core::v1::Toleration;
+
+/// The taint effects that exclude a node from scheduling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TaintEffect {
+    NoSchedule,
+    PreferNoSchedule,
+    NoExecute,
+    /// An effect this version does not know; it is compared by name and never excludes a node.
+    Other,
+}
+
+impl TaintEffect {
+    pub fn parse(effect: &str) -> Self {
+        match effect {
+            "NoSchedule" => TaintEffect::NoSchedule,
+            "PreferNoSchedule" => TaintEffect::PreferNoSchedule,
+            "NoExecute" => TaintEffect::NoExecute,
+            _ => TaintEffect::Other,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaintEffect::NoSchedule => "NoSchedule",
+            TaintEffect::PreferNoSchedule => "PreferNoSchedule",
+            TaintEffect::NoExecute => "NoExecute",
+            TaintEffect::Other => "",
+        }
+    }
+
+    /// Whether an untolerated taint with this effect keeps pods off the node.
+    pub fn excludes(self) -> bool {
+        matches!(self, TaintEffect::NoSchedule | TaintEffect::NoExecute)
+    }
+}
+
+/// A node taint, as far as placement cares.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeTaint {
+    pub key: Box<str>,
+    pub value: Box<str>,
+    pub effect: TaintEffect,
+}
+
+impl NodeTaint {
+    pub fn new(key: &str, value: &str, effect: &str) -> Self {
+        Self {
+            key: key.into(),
+            value: value.into(),
+            effect: TaintEffect::parse(effect),
+        }
+    }
+
+    /// `key=value:Effect` (`key:Effect` without a value).
+    pub(crate) fn describe(&self) -> String {
+        if self.value.is_empty() {
+            format!("{}:{}", self.key, self.effect.as_str())
+        } else {
+            format!("{}={}:{}", self.key, self.value, self.effect.as_str())
+        }
+    }
+}
 
 fn text(field: &Option<String>) -> &str {
     field.as_deref().unwrap_or("")
@@ -88,7 +151,7 @@ pub(crate) fn is_tolerated(existing: &[Toleration], wanted: &Toleration) -> bool
 /// Whether toleration `t` tolerates `taint` (the in-tree `ToleratesTaint`):
 /// an empty effect matches every effect, an empty key every key, an omitted
 /// operator is `Equal` (same value), `Exists` matches any value.
-pub(crate) fn tolerates_taint(t: &Toleration, taint: &super::feasible::NodeTaint) -> bool {
+pub(crate) fn tolerates_taint(t: &Toleration, taint: &NodeTaint) -> bool {
     let effect = text(&t.effect);
     if !effect.is_empty() && effect != taint.effect.as_str() {
         return false;

@@ -41,7 +41,10 @@ use std::time::Duration;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use hyper_util::server::conn::auto;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::sync::{Notify, watch};
@@ -50,7 +53,7 @@ use tokio_rustls::TlsAcceptor;
 use tracing::debug;
 
 use super::Respond;
-use crate::metrics::{ConnectionTimeout, Metrics, Rejection};
+use crate::metrics::{label_set, register};
 
 /// After a timer closed a connection gracefully, how long it may take to go away.
 pub(crate) const CLOSE_GRACE: Duration = Duration::from_secs(1);
@@ -309,7 +312,7 @@ pub(crate) struct Listener {
     pub respond: Respond,
     pub builder: auto::Builder<hyper_util::rt::TokioExecutor>,
     pub timeouts: Timeouts,
-    pub metrics: Arc<Metrics>,
+    pub metrics: ConnectionMetrics,
     pub tracker: Arc<Tracker>,
 }
 
@@ -538,5 +541,94 @@ where
                 }
             }
         }
+    }
+}
+
+named_enum! {
+    /// Why a connection was refused at accept (`reason` label).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Rejection {
+        /// The admission port holds `--max-connections` connections.
+        Limit => "limit",
+        /// The probe port holds its own maximum.
+        ProbeLimit => "probe_limit",
+    }
+}
+
+named_enum! {
+    /// Which connection timer closed a connection (`timeout` label).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum ConnectionTimeout {
+        /// The TLS handshake did not finish in time.
+        Handshake => "handshake",
+        /// Connected (and TLS done), but no byte arrived in time.
+        FirstByte => "first_byte",
+        /// A request's head (for HTTP/2, the preface and first request) did not arrive in time.
+        HeaderRead => "header_read",
+        /// No request for the idle timeout.
+        Idle => "idle",
+    }
+}
+
+label_set! {
+    ReasonLabels { reason: &'static str }
+    TimeoutLabels { timeout: &'static str }
+}
+
+/// `pod_director_connections_open`, `pod_director_connections_rejected_total`,
+/// `pod_director_connection_timeouts_total`.
+#[derive(Debug, Clone)]
+pub struct ConnectionMetrics {
+    connections_open: Gauge,
+    connections_rejected: Family<ReasonLabels, Counter>,
+    connection_timeouts: Family<TimeoutLabels, Counter>,
+}
+
+impl ConnectionMetrics {
+    pub fn register(r: &mut Registry) -> Self {
+        let connections_open = register(
+            r,
+            "connections_open",
+            "Connections open on the admission port (accepted, not yet closed)",
+            Gauge::default(),
+        );
+        let connections_rejected = register(
+            r,
+            "connections_rejected",
+            "Connections closed at accept, before the TLS handshake, by reason",
+            Family::default(),
+        );
+        let connection_timeouts = register(
+            r,
+            "connection_timeouts",
+            "Connections closed by a connection timer, by timer",
+            Family::default(),
+        );
+        Self {
+            connections_open,
+            connections_rejected,
+            connection_timeouts,
+        }
+    }
+
+    /// The open connections gauge of the admission port (moved by the server as connections come and go).
+    pub fn connections_open(&self) -> &Gauge {
+        &self.connections_open
+    }
+
+    pub fn connection_rejected(&self, reason: Rejection) {
+        self.connections_rejected
+            .get_or_create(&ReasonLabels {
+                reason: reason.as_str(),
+            })
+            .inc();
+    }
+
+    pub fn connection_timed_out(&self, timeout: ConnectionTimeout) {
+        self.connection_timeouts
+            .get_or_create(&TimeoutLabels {
+                timeout: timeout.as_str(),
+            })
+            .inc();
     }
 }

@@ -16,13 +16,17 @@ use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use notify::Watcher as _;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::Registry;
 use sha2::{Digest, Sha256};
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, error, info, warn};
 
 use super::tls::{self, CertResolver, TlsFiles};
-use crate::config::{ConfigError, Loaded};
-use crate::metrics::{Metrics, ReloadResult};
+use crate::admission::AdmissionMetrics;
+use crate::config::{Loaded, load_config};
+use crate::metrics::{ResultLabels, register};
 
 /// Events closer together than this are handled as one change.
 const SETTLE: Duration = Duration::from_millis(100);
@@ -46,17 +50,6 @@ pub fn fingerprint(paths: &[&Path]) -> Fingerprint {
         }
     }
     hasher.finalize().into()
-}
-
-/// Loads the configuration file and adds pod-director's own namespace to the excluded ones.
-pub fn load_config(path: &Path, own_namespace: Option<&str>) -> Result<Loaded, ConfigError> {
-    let mut loaded = crate::config::Config::load(path)?;
-    if let Some(own) = own_namespace.filter(|n| !n.is_empty())
-        && !loaded.config.excluded_namespaces.iter().any(|n| n == own)
-    {
-        loaded.config.excluded_namespaces.push(own.to_owned());
-    }
-    Ok(loaded)
 }
 
 /// Logs the warnings of a configuration that was accepted (e.g. no groups defined).
@@ -140,7 +133,9 @@ pub(crate) struct ConfigReload {
     pub path: PathBuf,
     pub own_namespace: Option<String>,
     pub live: Arc<ArcSwap<Loaded>>,
-    pub metrics: Arc<Metrics>,
+    pub metrics: ReloadMetrics,
+    /// Its series are initialised for each new configuration.
+    pub admission: AdmissionMetrics,
     pub last: Fingerprint,
     /// Told the new revision after each successful reload (orphaned groups, webhook reconciliation).
     pub changed: watch::Sender<String>,
@@ -166,7 +161,7 @@ impl Reload for ConfigReload {
         );
         warn_about(&loaded);
         let revision = loaded.revision.clone();
-        self.metrics.initialise(&loaded.config);
+        self.admission.initialise(&loaded.config);
         self.live.store(Arc::new(loaded));
         self.metrics.config_reloaded(ReloadResult::Success);
         // Nobody listening (no reporter, no reconciler) is fine.
@@ -189,7 +184,7 @@ impl Reload for ConfigReload {
 pub(crate) struct TlsReload {
     pub files: TlsFiles,
     pub resolver: Arc<CertResolver>,
-    pub metrics: Arc<Metrics>,
+    pub metrics: ReloadMetrics,
     pub last: Fingerprint,
 }
 
@@ -281,4 +276,68 @@ pub fn spawn(target: impl Reload, poll: Duration, mut shutdown: watch::Receiver<
             again = changes.check();
         }
     })
+}
+
+named_enum! {
+    /// What a reload attempt ended with (`result` label).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum ReloadResult {
+        Success => "success",
+        Error => "error",
+    }
+}
+
+/// `pod_director_config_reloads_total`, `pod_director_tls_reloads_total`.
+#[derive(Debug, Clone)]
+pub struct ReloadMetrics {
+    config_reloads: Family<ResultLabels, Counter>,
+    tls_reloads: Family<ResultLabels, Counter>,
+}
+
+impl ReloadMetrics {
+    pub fn register(r: &mut Registry) -> Self {
+        let config_reloads = register(
+            r,
+            "config_reloads",
+            "Configuration reload attempts by result",
+            Family::default(),
+        );
+        let tls_reloads = register(
+            r,
+            "tls_reloads",
+            "TLS certificate reload attempts by result",
+            Family::default(),
+        );
+        Self {
+            config_reloads,
+            tls_reloads,
+        }
+    }
+
+    /// Exports every result at 0 before the first reload (see [`AdmissionMetrics::initialise`]).
+    pub fn initialise(&self) {
+        for result in ReloadResult::ALL {
+            let labels = ResultLabels {
+                result: result.as_str(),
+            };
+            let _ = self.config_reloads.get_or_create(&labels);
+            let _ = self.tls_reloads.get_or_create(&labels);
+        }
+    }
+
+    pub fn config_reloaded(&self, result: ReloadResult) {
+        self.config_reloads
+            .get_or_create(&ResultLabels {
+                result: result.as_str(),
+            })
+            .inc();
+    }
+
+    pub fn tls_reloaded(&self, result: ReloadResult) {
+        self.tls_reloads
+            .get_or_create(&ResultLabels {
+                result: result.as_str(),
+            })
+            .inc();
+    }
 }

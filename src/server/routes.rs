@@ -12,7 +12,7 @@ use tracing::{debug, error};
 use warp::{Filter, Rejection, Reply};
 
 use crate::admission::Admission;
-use crate::metrics::{self, Metrics};
+use crate::metrics;
 use crate::placement::Webhook;
 
 /// The body is larger than `--max-body-bytes`.
@@ -138,15 +138,17 @@ pub fn admission(
         .recover(rejection)
 }
 
+/// What `/metrics` answers: the composition root refreshes the gauges read at scrape time, then encodes.
+pub(crate) type Scrape = Arc<dyn Fn() -> String + Send + Sync>;
+
 /// `GET /healthz`, `/readyz`, `/metrics` (plain HTTP, separate port).
-pub fn probes(
+pub(crate) fn probes(
     admission: Arc<Admission>,
-    metrics: Arc<Metrics>,
+    scrape: Scrape,
 ) -> impl Filter<Extract = (impl Reply,), Error = Infallible> + Clone {
     let healthz = warp::path("healthz")
         .and(warp::path::end())
         .map(|| warp::reply::with_status("ok\n".to_owned(), StatusCode::OK));
-    let cache = admission.clone();
     let readyz = warp::path("readyz").and(warp::path::end()).map(move || {
         if admission.is_ready() {
             warp::reply::with_status("ready\n".to_owned(), StatusCode::OK)
@@ -157,16 +159,9 @@ pub fn probes(
             )
         }
     });
-    let metrics = warp::path("metrics").and(warp::path::end()).map(move || {
-        metrics.set_namespace_cache_size(cache.cached_namespaces());
-        let orphaned = cache.orphaned_groups();
-        metrics.initialise_unknown_groups(orphaned.keys().map(String::as_str));
-        metrics.set_orphaned_groups(&orphaned);
-        if let Some(nodes) = cache.cached_nodes() {
-            metrics.set_node_cache_size(nodes);
-        }
-        warp::reply::with_header(metrics.encode(), CONTENT_TYPE, metrics::CONTENT_TYPE).into_response()
-    });
+    let metrics = warp::path("metrics")
+        .and(warp::path::end())
+        .map(move || warp::reply::with_header(scrape(), CONTENT_TYPE, metrics::CONTENT_TYPE).into_response());
     warp::get()
         .and(healthz.or(readyz).unify().map(Reply::into_response).or(metrics).unify())
         .recover(rejection)

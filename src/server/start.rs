@@ -1,11 +1,11 @@
-//! Starting the server: the configuration and certificate loaded, the reloaders and
-//! reporters spawned, both ports bound and their accept loops running ([`start`]).
+//! Serving both ports ([`listen`]): the admission port (HTTPS unless `--insecure-http`, its
+//! certificate reloaded, see [`tls_acceptor`]) and the plain-HTTP probe port, bound and their
+//! accept loops running until shutdown.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
 use futures::future::BoxFuture;
 use http::StatusCode;
 use hyper::body::Incoming;
@@ -19,100 +19,24 @@ use tower::ServiceExt as _;
 use tracing::{info, warn};
 use warp::{Filter, Reply};
 
-use super::connection::{Listener, Tracker};
-use super::{ServerError, Settings, Timeouts, limits, reload, routes, serve, tls};
+use super::connection::{ConnectionMetrics, Listener, Rejection, Tracker};
+use super::reload::{self, ReloadMetrics};
+use super::routes::{self, Scrape};
+use super::{ServerError, Settings, Timeouts, limits, serve, tls};
 use crate::admission::Admission;
-use crate::config::Loaded;
-use crate::metrics::{Metrics, Rejection};
-use crate::namespaces::NamespaceSource;
-use crate::nodes::Nodes;
 
-/// A started server: its bound addresses and a way to stop it.
-pub struct RunningServer {
-    /// Where /mutate and /validate are served (HTTPS unless insecure).
-    pub addr: SocketAddr,
-    /// Where /healthz, /readyz and /metrics are served.
-    pub probe_addr: SocketAddr,
-    /// The live configuration (swapped on reload).
-    pub config: Arc<ArcSwap<Loaded>>,
-    /// Tells the new revision after every successful configuration reload.
-    pub config_changes: watch::Receiver<String>,
-    pub metrics: Arc<Metrics>,
-    shutdown: watch::Sender<bool>,
-    tasks: Vec<JoinHandle<()>>,
-}
-
-impl RunningServer {
-    /// Stops accepting, drains in-flight requests, stops the reloaders.
-    pub async fn shutdown(self) {
-        // Receivers live in the tasks awaited below.
-        let _ = self.shutdown.send(true);
-        for task in self.tasks {
-            if let Err(err) = task.await {
-                warn!(error = %err, "a server task ended abnormally");
-            }
-        }
-    }
-}
-
-/// How often `pod_director_group_nodes` checks whether nodes or configuration changed.
-const GROUP_GAUGE_INTERVAL: Duration = Duration::from_secs(2);
-
-/// Loads the configuration and certificate, binds both ports and serves until
-/// [`RunningServer::shutdown`]. Fails when the configuration or certificate is
-/// invalid or a port cannot be bound. Decides without node data (see [`start_with_nodes`]).
-pub async fn start(settings: Settings, namespaces: Arc<dyn NamespaceSource>) -> Result<RunningServer, ServerError> {
-    start_with_nodes(settings, namespaces, None).await
-}
-
-/// [`start`], with node data for feasibility counts, the `spec.nodeName`
-/// check and `pod_director_group_nodes`.
-pub(crate) async fn start_with_nodes(
-    settings: Settings,
-    namespaces: Arc<dyn NamespaceSource>,
-    nodes: Option<Arc<Nodes>>,
-) -> Result<RunningServer, ServerError> {
-    let metrics = Arc::new(Metrics::new());
-    let config_fingerprint = reload::fingerprint(&[&settings.config_path]);
-    let loaded = load_initial(&settings)?;
-    metrics.initialise(&loaded.config);
-    let (config_changed, config_changes) = watch::channel(loaded.revision.clone());
-    let config = Arc::new(ArcSwap::from_pointee(loaded));
-    let (shutdown, shutdown_rx) = watch::channel(false);
-    let mut tasks = Vec::new();
-
-    let acceptor = tls_acceptor(&settings, &metrics, &shutdown_rx, &mut tasks)?;
-    tasks.push(reload::spawn(
-        reload::ConfigReload {
-            path: settings.config_path.clone(),
-            own_namespace: settings.own_namespace.clone(),
-            live: config.clone(),
-            metrics: metrics.clone(),
-            last: config_fingerprint,
-            changed: config_changed,
-        },
-        settings.reload_poll_interval,
-        shutdown_rx.clone(),
-    ));
-    tasks.push(crate::orphans::spawn_reporter(
-        config.clone(),
-        namespaces.clone(),
-        config_changes.clone(),
-        shutdown_rx.clone(),
-    ));
-    let mut admission = Admission::new(config.clone(), namespaces, metrics.clone(), settings.request_timeout);
-    if let Some(nodes) = nodes {
-        tasks.push(tokio::spawn(crate::nodes::keep_group_gauge(
-            nodes.clone(),
-            config.clone(),
-            metrics.clone(),
-            GROUP_GAUGE_INTERVAL,
-            shutdown_rx.clone(),
-        )));
-        admission = admission.with_nodes(nodes);
-    }
-    let admission = Arc::new(admission);
-
+/// Binds both ports and serves them until `shutdown`: `admission` answers the admission
+/// endpoints (over TLS with `acceptor`, else plain HTTP), `scrape` renders `/metrics`.
+/// The accept loops are pushed to `tasks`; returns the bound addresses (admission, probe).
+pub(crate) async fn listen(
+    settings: &Settings,
+    acceptor: Option<TlsAcceptor>,
+    admission: Arc<Admission>,
+    scrape: Scrape,
+    connections: &ConnectionMetrics,
+    shutdown_rx: &watch::Receiver<bool>,
+    tasks: &mut Vec<JoinHandle<()>>,
+) -> Result<(SocketAddr, SocketAddr), ServerError> {
     let listener = bind(settings.addr).await?;
     let probe_listener = bind(settings.probe_addr).await?;
     let addr = local_addr(&listener, settings.addr);
@@ -122,7 +46,7 @@ pub(crate) async fn start_with_nodes(
         routes::admission(admission.clone(), settings.max_body_bytes),
         settings.request_timeout + Duration::from_secs(1),
     );
-    let probe_routes = respond(routes::probes(admission, metrics.clone()), Duration::from_secs(10));
+    let probe_routes = respond(routes::probes(admission, scrape), Duration::from_secs(10));
     let max_connections = limits::max_connections(settings.max_connections);
     let listen = |name, tls, respond, tracker| {
         Arc::new(Listener {
@@ -131,7 +55,7 @@ pub(crate) async fn start_with_nodes(
             respond,
             builder: builder(&settings.timeouts),
             timeouts: settings.timeouts.clone(),
-            metrics: metrics.clone(),
+            metrics: connections.clone(),
             tracker: Arc::new(tracker),
         })
     };
@@ -139,7 +63,7 @@ pub(crate) async fn start_with_nodes(
         "admission",
         acceptor,
         admission_routes,
-        Tracker::new(Some(metrics.connections_open().clone()), Rejection::Limit),
+        Tracker::new(Some(connections.connections_open().clone()), Rejection::Limit),
     );
     let probe_port = listen("probe", None, probe_routes, Tracker::new(None, Rejection::ProbeLimit));
     tasks.push(tokio::spawn(serve::serve(
@@ -153,7 +77,7 @@ pub(crate) async fn start_with_nodes(
         probe_listener,
         probe_port,
         limits::PROBE_MAX_CONNECTIONS,
-        shutdown_rx,
+        shutdown_rx.clone(),
         settings.shutdown_timeout,
     )));
     info!(
@@ -165,43 +89,14 @@ pub(crate) async fn start_with_nodes(
         version = env!("CARGO_PKG_VERSION"),
         "pod-director serving"
     );
-    Ok(RunningServer {
-        addr,
-        probe_addr,
-        config,
-        config_changes,
-        metrics,
-        shutdown,
-        tasks,
-    })
-}
-
-/// The configuration at start, logged with its warnings and environment overrides.
-fn load_initial(settings: &Settings) -> Result<Loaded, ServerError> {
-    let loaded = reload::load_config(&settings.config_path, settings.own_namespace.as_deref())?;
-    info!(
-        config.revision = loaded.revision.as_str(),
-        path = %settings.config_path.display(),
-        groups = loaded.config.groups.len(),
-        overrides = loaded.overrides.len(),
-        "configuration loaded"
-    );
-    reload::warn_about(&loaded);
-    for (variable, setting) in &loaded.overrides {
-        info!(
-            variable = variable.as_str(),
-            setting = setting.as_str(),
-            "configuration overridden from the environment"
-        );
-    }
-    Ok(loaded)
+    Ok((addr, probe_addr))
 }
 
 /// The TLS acceptor of the admission port, its certificate reloader pushed to `tasks`;
 /// `None` with `--insecure-http`.
-fn tls_acceptor(
+pub(crate) fn tls_acceptor(
     settings: &Settings,
-    metrics: &Arc<Metrics>,
+    metrics: &ReloadMetrics,
     shutdown: &watch::Receiver<bool>,
     tasks: &mut Vec<JoinHandle<()>>,
 ) -> Result<Option<TlsAcceptor>, ServerError> {

@@ -14,8 +14,7 @@ use tokio_rustls::TlsAcceptor;
 use tracing::warn;
 use warp::{Filter, Reply};
 
-use crate::metrics::{Metrics, Rejection};
-use crate::server::connection::{Listener, Tracker};
+use crate::server::connection::{ConnectionMetrics, Listener, Rejection, Tracker};
 use crate::server::routes::{rejection, review_reply, review_request};
 use crate::server::start::{bind, builder, local_addr, respond};
 use crate::server::{ServerError, Timeouts, TlsFiles, tls};
@@ -37,7 +36,7 @@ pub async fn start_canned(
     let (shutdown, shutdown_rx) = watch::channel(false);
     let routes = respond(canned_routes(canned, max_body_bytes), Duration::from_secs(10));
     let timeouts = Timeouts::default();
-    let metrics = Arc::new(Metrics::new());
+    let metrics = ConnectionMetrics::register(&mut crate::metrics::registry());
     let task = tokio::spawn(crate::server::serve::serve(
         listener,
         Arc::new(Listener {
@@ -46,7 +45,7 @@ pub async fn start_canned(
             respond: routes,
             builder: builder(&timeouts),
             timeouts,
-            metrics: metrics.clone(),
+            metrics,
             tracker: Arc::new(Tracker::new(None, Rejection::Limit)),
         }),
         usize::MAX,

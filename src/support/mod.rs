@@ -26,8 +26,8 @@ use serde_json::Value;
 use tracing_subscriber::fmt::MakeWriter;
 
 use crate::admission::Admission;
+use crate::app::Metrics;
 use crate::config::{Config, Loaded};
-use crate::metrics::Metrics;
 use crate::namespaces::NamespaceSource;
 use crate::placement::{NodeInfo, NodeTaint, Webhook};
 
@@ -111,7 +111,7 @@ pub async fn answer(admission: &Admission, webhook: Webhook, body: &[u8]) -> (ht
 
 /// The admission path on the configuration `config_yaml` (a test's, valid), its
 /// namespaces labelled for their groups (`(namespace, group)`), and its metrics.
-pub fn admission(config_yaml: &str, namespaces: &[(&str, &str)]) -> (Admission, Arc<Metrics>) {
+pub fn admission(config_yaml: &str, namespaces: &[(&str, &str)]) -> (Admission, Metrics) {
     let source = StaticNamespaces::new();
     for (name, group) in namespaces {
         source.insert(name, [("pod-director/group".to_owned(), (*group).to_owned())].into());
@@ -120,10 +120,10 @@ pub fn admission(config_yaml: &str, namespaces: &[(&str, &str)]) -> (Admission, 
 }
 
 /// The admission path on the configuration `config_yaml` (a test's, valid) and the namespace source `namespaces`.
-pub fn admission_on(config_yaml: &str, namespaces: Arc<dyn NamespaceSource>) -> (Admission, Arc<Metrics>) {
-    let metrics = Arc::new(Metrics::new());
+pub fn admission_on(config_yaml: &str, namespaces: Arc<dyn NamespaceSource>) -> (Admission, Metrics) {
+    let metrics = Metrics::register();
     let live = Arc::new(ArcSwap::from_pointee(loaded(config_yaml)));
-    let admission = Admission::new(live, namespaces, metrics.clone(), Duration::from_secs(5));
+    let admission = Admission::new(live, namespaces, metrics.admission.clone(), Duration::from_secs(5));
     (admission, metrics)
 }
 

@@ -174,10 +174,28 @@ pub enum TelemetryError {
 }
 
 /// Log lines dropped because standard output did not keep up (one counter per process;
-/// [`crate::metrics::Metrics`] exports it as `pod_director_log_lines_dropped_total`).
+/// [`LogMetrics`] exports it as `pod_director_log_lines_dropped_total`).
 pub fn log_lines_dropped() -> prometheus_client::metrics::counter::Counter {
     static DROPPED: LazyLock<prometheus_client::metrics::counter::Counter> = LazyLock::new(Default::default);
     DROPPED.clone()
+}
+
+/// `pod_director_log_lines_dropped_total`: the process's [`log_lines_dropped`] counter.
+#[derive(Debug, Clone)]
+pub struct LogMetrics {
+    pub lines_dropped: prometheus_client::metrics::counter::Counter,
+}
+
+impl LogMetrics {
+    pub fn register(registry: &mut prometheus_client::registry::Registry) -> Self {
+        let lines_dropped = log_lines_dropped();
+        registry.register(
+            "log_lines_dropped",
+            "Log lines dropped because standard output did not keep up",
+            lines_dropped.clone(),
+        );
+        Self { lines_dropped }
+    }
 }
 
 pub use writer::{LogWriter, WriterGuard};

@@ -5,6 +5,7 @@ use kube::client::Body;
 use serde_json::json;
 
 use super::*;
+use crate::app::Metrics;
 use crate::support::{assert_contains, config, loaded, until};
 
 fn expressions(selector: &LabelSelector) -> Value {
@@ -498,15 +499,15 @@ impl FakeApi {
     }
 }
 
-fn reconciler(api: &FakeApi, yaml: &str) -> (Reconciler, Arc<ArcSwap<Loaded>>, Arc<Metrics>) {
+fn reconciler(api: &FakeApi, yaml: &str) -> (Reconciler, Arc<ArcSwap<Loaded>>, Metrics) {
     let live = Arc::new(ArcSwap::from_pointee(loaded(yaml)));
-    let metrics = Arc::new(Metrics::new());
+    let metrics = Metrics::register();
     let reconciler = Reconciler {
         client: api.client(),
         targets: vec![(Kind::Mutating, "pd".to_owned()), (Kind::Validating, "pd".to_owned())],
         entries: EntrySettings::default(),
         live: live.clone(),
-        metrics: metrics.clone(),
+        metrics: metrics.reconciles.clone(),
     };
     (reconciler, live, metrics)
 }
@@ -609,7 +610,7 @@ async fn several_replicas_reconcile_to_the_same_state_and_then_patch_nothing() {
         "defaultGroup: gpu\n{}",
         GROUPS.replace("gpu: {mode: warn}", "gpu: {mode: enforce}")
     );
-    let replicas: Vec<(Reconciler, Arc<ArcSwap<Loaded>>, Arc<Metrics>)> =
+    let replicas: Vec<(Reconciler, Arc<ArcSwap<Loaded>>, Metrics)> =
         (0..3).map(|_| reconciler(&api, &flipped)).collect();
     let passes = futures::future::join_all(replicas.iter().map(|(r, _, _)| r.reconcile())).await;
     // A replica whose patch raced another's may fail its `test` guard; it retries.

@@ -14,8 +14,9 @@ mod pki;
 
 pub use pki::Pki;
 
+use pod_director::app::RunningServer;
 use pod_director::namespaces::NamespaceSource;
-use pod_director::server::{RunningServer, Settings, Timeouts, TlsFiles};
+use pod_director::server::{Settings, Timeouts, TlsFiles};
 pub use pod_director::support::MountedDir;
 use pod_director::support::StaticNamespaces;
 use reqwest::StatusCode;
@@ -92,9 +93,7 @@ impl Harness {
             max_connections: options.max_connections,
         };
         let source = source.unwrap_or_else(|| namespaces.clone());
-        let server = pod_director::server::start(settings, source)
-            .await
-            .expect("server starts");
+        let server = pod_director::app::start(settings, source).await.expect("server starts");
         let client = client(&pki, ClientKind::Pooled);
         let base = format!("https://{}", server.addr);
         let probe = format!("http://{}", server.probe_addr);

@@ -152,7 +152,7 @@ impl Emitted {
 /// Reviews `requests` in order, one after the other.
 pub fn review(requests: Vec<Request>) -> Emitted {
     let (admission, metrics) = pod_director::support::admission(&config(), NAMESPACES);
-    let admission = admission.with_nodes(Arc::new(Nodes::new(Arc::new(nodes()))));
+    let admission = admission.with_nodes(Arc::new(Nodes::new(Arc::new(nodes()))), metrics.nodes.clone());
     let exported = Exported::default();
     let captured = LogCapture::default();
     let provider = telemetry::provider_builder()

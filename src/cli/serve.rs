@@ -1,13 +1,16 @@
-//! `serve`'s command line ([`ServeArgs`], each flag also an environment variable) and the
-//! [`Settings`] [`start`](super::start) takes, which tests build directly.
+//! `serve`'s command line ([`ServeArgs`], each flag also an environment variable, with the
+//! webhook reconciler's [`ReconcileArgs`] and the continuous audit's [`AuditArgs`]) and the
+//! [`Settings`] they become.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::{Timeouts, TlsFiles};
+use super::parse_duration;
 use crate::config::Config;
+use crate::server::{Settings, Timeouts, TlsFiles};
 use crate::telemetry::LogFormat;
+use crate::webhooks::Kind;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeArgs {
@@ -49,9 +52,9 @@ pub struct ServeArgs {
     #[arg(long, env = "POD_DIRECTOR_SHUTDOWN_TIMEOUT", default_value = "25s", value_parser = parse_duration)]
     pub shutdown_timeout: Duration,
     #[command(flatten)]
-    pub webhooks: crate::webhooks::ReconcileArgs,
+    pub webhooks: ReconcileArgs,
     #[command(flatten)]
-    pub audit: crate::audit::continuous::AuditArgs,
+    pub audit: AuditArgs,
     /// Longest TLS handshake; slower connections are dropped.
     #[arg(long, env = "POD_DIRECTOR_HANDSHAKE_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
     pub handshake_timeout: Duration,
@@ -79,47 +82,47 @@ pub struct ServeArgs {
     pub max_connections: Option<u64>,
 }
 
-/// Parses `10s`, `500ms`, `2m`, `1h` or a bare number of seconds.
-///
-/// Not `kube::core::Duration`: it refuses a bare number of seconds (`--idle-timeout 120`
-/// works today), and panics on values that overflow (`99999999999999999999h`), where this
-/// says what to write.
-pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration; write e.g. 10s, 500ms, 2m"))?;
-    let seconds = match unit.trim() {
-        "" | "s" => value,
-        "ms" => value / 1000.0,
-        "m" => value * 60.0,
-        "h" => value * 3600.0,
-        other => return Err(format!("unknown unit {other:?} in {text:?}; use ms, s, m or h")),
-    };
-    Duration::try_from_secs_f64(seconds).map_err(|e| format!("{text:?}: {e}"))
+/// The webhook configurations to keep in step (`serve` flags; the chart sets them).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ReconcileArgs {
+    /// Name of the MutatingWebhookConfiguration whose pod entries pod-director keeps in
+    /// step with its live configuration (the chart sets it; empty: not reconciled).
+    #[arg(long, env = "POD_DIRECTOR_MUTATING_WEBHOOK_CONFIGURATION", default_value = "")]
+    pub mutating_webhook_configuration: String,
+    /// Name of the ValidatingWebhookConfiguration to keep in step likewise.
+    #[arg(long, env = "POD_DIRECTOR_VALIDATING_WEBHOOK_CONFIGURATION", default_value = "")]
+    pub validating_webhook_configuration: String,
+    /// How often the webhook configurations are re-checked besides after each reload
+    /// (undoes drift, e.g. a `helm upgrade` rendering other selectors), e.g. 60s.
+    #[arg(long, env = "POD_DIRECTOR_WEBHOOK_RESYNC_INTERVAL", default_value = "60s", value_parser = parse_duration)]
+    pub webhook_resync_interval: Duration,
+    #[command(flatten)]
+    pub entries: crate::webhooks::EntrySettings,
 }
 
-/// Everything [`start`] needs; [`Settings::from_args`] builds it from the command line.
-#[derive(Debug, Clone)]
-pub struct Settings {
-    pub config_path: PathBuf,
-    pub addr: SocketAddr,
-    pub probe_addr: SocketAddr,
-    /// `None` serves the admission endpoints over plain HTTP (`--insecure-http`).
-    pub tls: Option<TlsFiles>,
-    pub own_namespace: Option<String>,
-    pub request_timeout: Duration,
-    pub max_body_bytes: u64,
-    pub reload_poll_interval: Duration,
-    pub shutdown_timeout: Duration,
-    /// The per-connection timers.
-    pub timeouts: Timeouts,
-    /// `None`: derived from the descriptor limit ([`limits::max_connections`]).
-    pub max_connections: Option<usize>,
+impl ReconcileArgs {
+    /// The configurations named, `(kind, name)`; empty when reconciling is off.
+    pub fn targets(&self) -> Vec<(Kind, String)> {
+        [
+            (Kind::Mutating, &self.mutating_webhook_configuration),
+            (Kind::Validating, &self.validating_webhook_configuration),
+        ]
+        .into_iter()
+        .filter(|(_, name)| !name.trim().is_empty())
+        .map(|(kind, name)| (kind, name.trim().to_owned()))
+        .collect()
+    }
+}
+
+/// `serve`'s continuous audit flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct AuditArgs {
+    /// How often the running pods and workloads are audited (e.g. 10m, 30s); 0 turns the continuous audit off.
+    #[arg(long, env = "POD_DIRECTOR_AUDIT_INTERVAL", default_value = "10m", value_parser = parse_duration)]
+    pub audit_interval: Duration,
+    /// The coordination.k8s.io Lease (in --namespace) that elects the one replica that audits.
+    #[arg(long, env = "POD_DIRECTOR_AUDIT_LEASE", default_value = "pod-director-audit")]
+    pub audit_lease: String,
 }
 
 impl Settings {
@@ -152,27 +155,30 @@ impl Settings {
 
 #[cfg(test)]
 mod tests {
+    use clap::Parser as _;
+
     use super::*;
 
-    #[test]
-    fn durations_parse_with_units() {
-        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert_eq!(parse_duration("3"), Ok(Duration::from_secs(3)));
-        assert!(parse_duration("ten seconds").is_err());
-        assert!(parse_duration("5 fortnights").is_err());
+    fn serve(args: &[&str]) -> AuditArgs {
+        let cli = crate::cli::Cli::try_parse_from([&["pod-director", "serve"], args].concat()).expect("parses");
+        let crate::cli::Command::Serve(serve) = cli.command else {
+            panic!("serve expected");
+        };
+        serve.audit
     }
 
     #[test]
-    fn a_duration_too_long_to_represent_is_refused_not_a_panic() {
-        let err = parse_duration("99999999999999999999h").expect_err("overflows");
-        assert!(err.starts_with("\"99999999999999999999h\": "), "{err}");
+    fn the_continuous_audit_runs_every_ten_minutes_unless_told_otherwise() {
+        let defaults = serve(&[]);
+        assert_eq!(defaults.audit_interval, std::time::Duration::from_secs(600));
+        assert_eq!(defaults.audit_lease, "pod-director-audit");
+        let off = serve(&["--audit-interval", "0"]);
+        assert!(off.audit_interval.is_zero());
+        assert!(crate::cli::Cli::try_parse_from(["pod-director", "serve", "--audit-interval", "often"]).is_err());
     }
 
     #[test]
     fn serve_flags_have_the_documented_defaults() {
-        use clap::Parser as _;
         let cli = crate::cli::Cli::try_parse_from(["pod-director", "serve"]).expect("defaults parse");
         let crate::cli::Command::Serve(args) = cli.command else {
             panic!("serve expected");

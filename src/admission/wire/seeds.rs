@@ -1,0 +1,498 @@
+//! The pod decoder of the admission path: serde seeds that read an AdmissionReview's pod (or a
+//! DaemonSet's pod template) straight into the engine's [`Pod`], skipping every field placement does
+//! not read as JSON syntax ([`IgnoredAny`]), and name the field a refused value was in ([`Trail`]).
+
+use std::cell::Cell;
+use std::fmt;
+
+use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer};
+
+use crate::placement::{Pod, PodMetadata, PodSpec};
+
+/// Where decoding is, for error messages: the field being read when a value
+/// was refused, as a prefix (`""`, `"spec.template."`) and the field's path
+/// under it (`"spec.tolerations"`). Set as fields are entered and restored
+/// as they end, so after an error it names the innermost field that was being read.
+#[derive(Debug, Default)]
+pub struct Trail {
+    at: Cell<(&'static str, &'static str)>,
+}
+
+impl Trail {
+    /// The path of the field last entered (`spec.tolerations`), empty at the top of the object.
+    pub fn path(&self) -> String {
+        let (prefix, field) = self.at.get();
+        match (prefix, field) {
+            (_, "") => prefix.trim_end_matches('.').to_owned(),
+            _ => format!("{prefix}{field}"),
+        }
+    }
+
+    /// Reads the next map value with `seed`, recording `field` while it is read.
+    fn read<'de, A, S>(
+        &self,
+        map: &mut A,
+        prefix: &'static str,
+        field: &'static str,
+        seed: S,
+    ) -> Result<S::Value, A::Error>
+    where
+        A: MapAccess<'de>,
+        S: DeserializeSeed<'de>,
+    {
+        let outer = self.at.replace((prefix, field));
+        let value = map.next_value_seed(seed)?;
+        self.at.set(outer);
+        Ok(value)
+    }
+
+    /// [`Trail::read`] of a plain value.
+    fn value<'de, A, T>(&self, map: &mut A, prefix: &'static str, field: &'static str) -> Result<T, A::Error>
+    where
+        A: MapAccess<'de>,
+        T: Deserialize<'de>,
+    {
+        self.read(map, prefix, field, std::marker::PhantomData::<T>)
+    }
+}
+
+/// `null` or the seed's value.
+pub(crate) struct Nullable<S>(pub S);
+
+impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for Nullable<S> {
+    type Value = Option<S::Value>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_option(self)
+    }
+}
+
+impl<'de, S: DeserializeSeed<'de>> Visitor<'de> for Nullable<S> {
+    type Value = Option<S::Value>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object or null")
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        self.0.deserialize(deserializer).map(Some)
+    }
+}
+
+/// A string that must equal `.0` (an object's `apiVersion` or `kind`); read without copying it.
+struct Expect(&'static str);
+
+impl<'de> DeserializeSeed<'de> for Expect {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Expect {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", self.0)
+    }
+
+    fn visit_str<E: de::Error>(self, value: &str) -> Result<(), E> {
+        if value == self.0 {
+            Ok(())
+        } else {
+            Err(E::invalid_value(de::Unexpected::Str(value), &self))
+        }
+    }
+}
+
+/// Decodes a [`Pod`] (`apiVersion` `v1` and `kind` `Pod` when present),
+/// recording in `trail` where it is; `prefix` is the pod's place in the
+/// object (`""` for a pod).
+pub(crate) struct PodSeed<'t> {
+    pub trail: &'t Trail,
+    /// Checks `apiVersion` and `kind` (a pod object; a template has neither).
+    pub typed: bool,
+    /// Where the pod is in the object: `""`, or `"spec.template."`.
+    pub prefix: &'static str,
+    pub metadata: &'static str,
+    pub spec: &'static str,
+}
+
+impl<'t> PodSeed<'t> {
+    /// A pod object.
+    pub fn pod(trail: &'t Trail) -> Self {
+        Self {
+            trail,
+            typed: true,
+            prefix: "",
+            metadata: "metadata.",
+            spec: "spec.",
+        }
+    }
+
+    /// A DaemonSet's `spec.template`.
+    pub(crate) fn daemon_set_template(trail: &'t Trail) -> Self {
+        Self {
+            trail,
+            typed: false,
+            prefix: "spec.template.",
+            metadata: "spec.template.metadata.",
+            spec: "spec.template.spec.",
+        }
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for PodSeed<'_> {
+    type Value = Pod;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Pod, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for PodSeed<'_> {
+    type Value = Pod;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.typed {
+            "a v1 Pod object"
+        } else {
+            "a pod template object"
+        })
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Pod, A::Error> {
+        let trail = self.trail;
+        let prefix = self.prefix;
+        let mut pod = Pod::default();
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            match key.0.as_ref() {
+                "apiVersion" if self.typed => trail.read(&mut map, prefix, "apiVersion", Expect("v1"))?,
+                "kind" if self.typed => trail.read(&mut map, prefix, "kind", Expect("Pod"))?,
+                "metadata" => {
+                    let seed = Nullable(MetadataSeed {
+                        trail,
+                        prefix: self.metadata,
+                    });
+                    pod.metadata = trail.read(&mut map, prefix, "metadata", seed)?.unwrap_or_default();
+                }
+                "spec" => {
+                    let seed = Nullable(SpecSeed {
+                        trail,
+                        prefix: self.spec,
+                    });
+                    pod.spec = trail.read(&mut map, prefix, "spec", seed)?;
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(pod)
+    }
+}
+
+/// An object key, borrowed from the input when it has no escapes.
+pub(crate) struct Key<'de>(std::borrow::Cow<'de, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl<'de> Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a field name")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(std::borrow::Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Key<'de>, E> {
+                Ok(Key(std::borrow::Cow::Owned(v.to_owned())))
+            }
+        }
+        deserializer.deserialize_str(KeyVisitor)
+    }
+}
+
+impl Key<'_> {
+    pub(crate) fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+struct MetadataSeed<'t> {
+    trail: &'t Trail,
+    prefix: &'static str,
+}
+
+impl<'de> DeserializeSeed<'de> for MetadataSeed<'_> {
+    type Value = PodMetadata;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<PodMetadata, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for MetadataSeed<'_> {
+    type Value = PodMetadata;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an ObjectMeta object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<PodMetadata, A::Error> {
+        let (trail, at) = (self.trail, self.prefix);
+        let mut meta = PodMetadata::default();
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            match key.0.as_ref() {
+                "name" => meta.name = trail.value(&mut map, at, "name")?,
+                "generateName" => meta.generate_name = trail.value(&mut map, at, "generateName")?,
+                "namespace" => meta.namespace = trail.value(&mut map, at, "namespace")?,
+                "labels" => meta.labels = trail.value(&mut map, at, "labels")?,
+                "annotations" => meta.annotations = trail.value(&mut map, at, "annotations")?,
+                "ownerReferences" => meta.owner_references = trail.value(&mut map, at, "ownerReferences")?,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(meta)
+    }
+}
+
+struct SpecSeed<'t> {
+    trail: &'t Trail,
+    prefix: &'static str,
+}
+
+impl<'de> DeserializeSeed<'de> for SpecSeed<'_> {
+    type Value = PodSpec;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<PodSpec, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for SpecSeed<'_> {
+    type Value = PodSpec;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a PodSpec object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<PodSpec, A::Error> {
+        let (trail, at) = (self.trail, self.prefix);
+        let mut spec = PodSpec::default();
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            match key.0.as_ref() {
+                "nodeName" => spec.node_name = trail.value(&mut map, at, "nodeName")?,
+                "nodeSelector" => spec.node_selector = trail.value(&mut map, at, "nodeSelector")?,
+                "tolerations" => spec.tolerations = trail.value(&mut map, at, "tolerations")?,
+                "affinity" => spec.affinity = trail.value(&mut map, at, "affinity")?,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(spec)
+    }
+}
+
+/// Decodes an `apps/v1` DaemonSet's pod template (`spec.template`) as a pod;
+/// `apiVersion` and `kind` are checked when present, the rest of the DaemonSet is skipped.
+pub(crate) struct DaemonSetSeed<'t> {
+    pub trail: &'t Trail,
+}
+
+impl<'de> DeserializeSeed<'de> for DaemonSetSeed<'_> {
+    type Value = Pod;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Pod, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for DaemonSetSeed<'_> {
+    type Value = Pod;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an apps/v1 DaemonSet object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Pod, A::Error> {
+        let trail = self.trail;
+        let mut template = None;
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            match key.0.as_ref() {
+                "apiVersion" => trail.read(&mut map, "", "apiVersion", Expect("apps/v1"))?,
+                "kind" => trail.read(&mut map, "", "kind", Expect("DaemonSet"))?,
+                "spec" => {
+                    let seed = Nullable(DaemonSetSpecSeed { trail });
+                    template = trail.read(&mut map, "", "spec", seed)?.flatten();
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(template.unwrap_or_default())
+    }
+}
+
+struct DaemonSetSpecSeed<'t> {
+    trail: &'t Trail,
+}
+
+impl<'de> DeserializeSeed<'de> for DaemonSetSpecSeed<'_> {
+    type Value = Option<Pod>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Option<Pod>, D::Error> {
+        deserializer.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for DaemonSetSpecSeed<'_> {
+    type Value = Option<Pod>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a DaemonSetSpec object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Option<Pod>, A::Error> {
+        let trail = self.trail;
+        let mut template = None;
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            match key.0.as_ref() {
+                "template" => {
+                    let seed = Nullable(PodSeed::daemon_set_template(trail));
+                    template = trail.read(&mut map, "spec.", "template", seed)?;
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(template)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use serde_json::json;
+
+    use super::*;
+
+    fn decode(value: serde_json::Value) -> Result<Pod, (String, String)> {
+        let text = value.to_string();
+        let trail = Trail::default();
+        let mut de = serde_json::Deserializer::from_str(&text);
+        PodSeed::pod(&trail)
+            .deserialize(&mut de)
+            .map_err(|e| (trail.path(), e.to_string()))
+    }
+
+    #[test]
+    fn only_the_placement_fields_are_read_and_everything_else_is_skipped() {
+        let pod = decode(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "web", "generateName": "web-", "namespace": "a", "labels": {"app": "web"},
+                "annotations": {"x": "y"}, "uid": 7, "managedFields": [{"weird": true}],
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "r", "uid": "u"}]},
+            "spec": {"containers": {"not": "a list, and not read"}, "nodeName": "n1",
+                "nodeSelector": {"pool": "ci"}, "tolerations": [{"key": "k", "operator": "Exists"}],
+                "affinity": {"nodeAffinity": {}}, "volumes": 3},
+            "status": "anything"
+        }))
+        .expect("decodes");
+        assert_eq!(pod.metadata.name.as_deref(), Some("web"));
+        assert_eq!(pod.metadata.generate_name.as_deref(), Some("web-"));
+        assert_eq!(pod.metadata.namespace.as_deref(), Some("a"));
+        assert_eq!(
+            pod.metadata.labels,
+            Some(BTreeMap::from([("app".into(), "web".into())]))
+        );
+        assert_eq!(
+            pod.metadata.annotations,
+            Some(BTreeMap::from([("x".into(), "y".into())]))
+        );
+        assert_eq!(pod.metadata.owner_references.as_deref().map(<[_]>::len), Some(1));
+        let spec = pod.spec.expect("a spec");
+        assert_eq!(spec.node_name.as_deref(), Some("n1"));
+        assert_eq!(spec.node_selector, Some(BTreeMap::from([("pool".into(), "ci".into())])));
+        assert_eq!(spec.tolerations.as_deref().map(<[_]>::len), Some(1));
+        assert!(spec.affinity.is_some_and(|a| a.node_affinity.is_some()));
+    }
+
+    #[test]
+    fn a_placement_field_of_the_wrong_type_is_refused_with_its_path() {
+        for (pod, path) in [
+            (json!({"spec": {"tolerations": {"key": "k"}}}), "spec.tolerations"),
+            (
+                json!({"spec": {"tolerations": [{"tolerationSeconds": "x"}]}}),
+                "spec.tolerations",
+            ),
+            (json!({"spec": {"nodeSelector": {"a": 1}}}), "spec.nodeSelector"),
+            (json!({"spec": {"affinity": []}}), "spec.affinity"),
+            (json!({"spec": {"nodeName": 5}}), "spec.nodeName"),
+            (json!({"metadata": {"labels": []}}), "metadata.labels"),
+            (
+                json!({"metadata": {"annotations": {"a": null}}}),
+                "metadata.annotations",
+            ),
+            (
+                json!({"metadata": {"ownerReferences": [{"kind": "X", "controller": "yes"}]}}),
+                "metadata.ownerReferences",
+            ),
+            (json!({"metadata": "x"}), "metadata"),
+            (json!({"spec": 3}), "spec"),
+            (json!({"kind": "Deployment"}), "kind"),
+            (json!({"apiVersion": "apps/v1"}), "apiVersion"),
+        ] {
+            let (at, message) = decode(pod.clone()).expect_err("refused");
+            assert_eq!(at, path, "{pod}: {message}");
+        }
+        let (_, message) = decode(json!({"kind": "Deployment"})).expect_err("refused");
+        assert!(message.contains("expected \"Pod\""), "{message}");
+    }
+
+    #[test]
+    fn a_pod_without_spec_or_metadata_decodes_with_none_and_defaults() {
+        let pod = decode(json!({"metadata": null, "spec": null})).expect("decodes");
+        assert_eq!(pod, Pod::default());
+        assert!(decode(json!({})).expect("decodes").spec.is_none());
+    }
+
+    #[test]
+    fn a_daemon_set_is_read_as_its_template() {
+        let text = json!({
+            "apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "agent"},
+            "spec": {"selector": {"matchLabels": {"a": "b"}}, "template": {
+                "metadata": {"labels": {"app": "agent"}},
+                "spec": {"containers": [], "tolerations": [{"operator": "Exists"}]}}}
+        })
+        .to_string();
+        let trail = Trail::default();
+        let pod = DaemonSetSeed { trail: &trail }
+            .deserialize(&mut serde_json::Deserializer::from_str(&text))
+            .expect("decodes");
+        assert_eq!(pod.metadata.labels.map(|l| l.len()), Some(1));
+        assert_eq!(pod.spec.and_then(|s| s.tolerations).map(|t| t.len()), Some(1));
+        let wrong = json!({"spec": {"template": {"spec": {"tolerations": 1}}}}).to_string();
+        let err = DaemonSetSeed { trail: &trail }
+            .deserialize(&mut serde_json::Deserializer::from_str(&wrong))
+            .expect_err("refused");
+        assert_eq!(trail.path(), "spec.template.spec.tolerations", "{err}");
+    }
+}
