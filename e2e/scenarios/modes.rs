@@ -66,7 +66,10 @@ async fn a_dry_run_group_admits_the_pod_untouched_and_logs_the_would_be_patch() 
     let validate = env.decision(&ns, "web", "validate").await;
     assert_request_fields(&validate, &env, &ns, "web", false);
     assert_eq!(validate.decision(), "noop", "{validate:?}");
-    assert_eq!(validate.get("placement.violations"), &json!([]), "{validate:?}");
+    assert!(
+        validate.get("placement.violations").is_null(),
+        "no violation: {validate:?}"
+    );
 
     // Local mode: the API server's audit log carries the decision too.
     if let Some(event) = env.audit_events(&ns, "web").first() {

@@ -729,9 +729,9 @@ async fn finalize_with_labels(
         object["metadata"]["labels"][k] = v.clone();
     }
     retry_forbidden(|| async {
-        let request = kube::core::Request::new(format!("/api/v1/namespaces/{namespace}/finalize"))
+        let request = kube::core::Request::new("/api/v1/namespaces")
             .replace(
-                "",
+                &format!("{namespace}/finalize"),
                 &PostParams::default(),
                 serde_json::to_vec(&object).expect("serializes"),
             )

@@ -135,7 +135,7 @@ async fn a_toleration_stripped_by_a_later_webhook_gets_the_pod_denied_in_enforce
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_toleration_stripped_by_a_later_webhook_is_logged_as_would_deny_in_dry_run() {
+async fn a_toleration_stripped_by_a_later_webhook_shows_as_a_reinvoked_would_patch_in_dry_run() {
     let Some(env) = Env::start_with_stub("stripdry").await else {
         return;
     };
@@ -157,12 +157,12 @@ async fn a_toleration_stripped_by_a_later_webhook_is_logged_as_would_deny_in_dry
     expected.tolerations = vec![gpu_toleration()];
     assert_eq!(Placement::of(&stored), expected, "admitted as the stripper left it");
 
+    // /validate judges the pod as enforce's /mutate would have left it, which puts the
+    // toleration back: what a later webhook does to the patched pod is beyond the shadow's
+    // sight (in enforce the stripper strips it again, and /validate denies). The strip shows
+    // in dryRun as the reinvoked /mutate's would_patch below.
     let validate = env.decision(&ns, "web", "validate").await;
-    assert_eq!(validate.decision(), "would_deny");
-    assert_eq!(
-        validate.get("placement.violations"),
-        &json!(["tolerations: missing a toleration of e2e.pod-director.io/dedicated=blue:NoSchedule"])
-    );
+    assert_eq!(validate.decision(), "noop", "{validate:?}");
     // Compliant at first; reinvoked after the stripper, it would put the toleration back.
     let mutate = env.decisions(&ns, "web", "mutate", 2).await;
     let decisions: Vec<&str> = mutate.iter().map(|d| d.decision()).collect();
