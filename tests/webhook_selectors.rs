@@ -11,8 +11,8 @@ use serde_json::{Map, Value, json};
 
 /// The chart's release namespace in the goldens (always excluded, as the server's own).
 const RELEASE_NAMESPACE: &str = "pod-director";
-/// The release name in the goldens (`helm template pd`): the configurations' name.
-const RELEASE: &str = "pd";
+/// The configurations' name in the goldens: the chart's fullname for `helm template pd`.
+const RELEASE: &str = "pd-pod-director";
 
 fn cases() -> Vec<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/webhook_selectors");
