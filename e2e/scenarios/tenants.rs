@@ -447,19 +447,15 @@ async fn a_node_s_own_mirror_pod_is_skipped() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_api_server_s_own_binding_path_is_unaffected() {
-    let env = Env::start("binding").await;
-    let ns = env.namespace(Some("e2e-enforce")).await;
-    let node = format!("e2e-bind-{}", suffix());
-    create_nodes(&env, &[(&node, json!({"e2e.pod-director.io/pool": "blue"}))]).await;
-    env.create_admitted_pod(&ns, &workload("bound")).await;
+/// Binds pod `name` to `node` through the `pods/binding` subresource, as the scheduler does;
+/// returns the stored pod, asserting it names the node.
+async fn bind(env: &Env, ns: &str, name: &str, node: &str) -> Pod {
     let binding: Binding = serde_json::from_value(json!({
-        "metadata": {"name": "bound"},
+        "metadata": {"name": name},
         "target": {"apiVersion": "v1", "kind": "Node", "name": node},
     }))
     .expect("a Binding");
-    let request = kube::core::Request::new(format!("/api/v1/namespaces/{ns}/pods/bound/binding"))
+    let request = kube::core::Request::new(format!("/api/v1/namespaces/{ns}/pods/{name}/binding"))
         .create(
             &PostParams::default(),
             serde_json::to_vec(&binding).expect("serializes"),
@@ -467,8 +463,19 @@ async fn the_api_server_s_own_binding_path_is_unaffected() {
         .expect("a request");
     let status: Value = env.client.request(request).await.expect("the binding is accepted");
     assert_eq!(status["status"], "Success", "{status}");
-    let bound = env.get_pod(&ns, "bound").await;
-    assert_eq!(bound.spec.as_ref().and_then(|s| s.node_name.clone()), Some(node));
+    let bound = env.get_pod(ns, name).await;
+    assert_eq!(bound.spec.as_ref().and_then(|s| s.node_name.as_deref()), Some(node));
+    bound
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_server_s_own_binding_path_is_unaffected() {
+    let env = Env::start("binding").await;
+    let ns = env.namespace(Some("e2e-enforce")).await;
+    let node = format!("e2e-bind-{}", suffix());
+    create_nodes(&env, &[(&node, json!({"e2e.pod-director.io/pool": "blue"}))]).await;
+    env.create_admitted_pod(&ns, &workload("bound")).await;
+    let bound = bind(&env, &ns, "bound", &node).await;
     assert_eq!(Placement::of(&bound), Placement::enforced());
     assert_eq!(
         env.decisions(&ns, "bound", "mutate", 1).await.len(),
@@ -532,23 +539,8 @@ async fn a_rule_widened_to_every_pod_subresource_does_not_break_binding() {
 
     let created = env.create_admitted_pod(&ns, &workload("bound")).await;
     assert!(created.error_message().is_none(), "{created:?}");
-    let binding: Binding = serde_json::from_value(json!({
-        "metadata": {"name": "bound"},
-        "target": {"apiVersion": "v1", "kind": "Node", "name": node},
-    }))
-    .expect("a Binding");
-    // The API server takes the new configurations asynchronously: bind once they are in force
-    // (a subresource request reaches pod-director), then check that it was admitted untouched.
-    let request = kube::core::Request::new(format!("/api/v1/namespaces/{ns}/pods/bound/binding"))
-        .create(
-            &PostParams::default(),
-            serde_json::to_vec(&binding).expect("serializes"),
-        )
-        .expect("a request");
-    let status: Value = env.client.request(request).await.expect("the binding is accepted");
-    assert_eq!(status["status"], "Success", "{status}");
-    let bound = env.get_pod(&ns, "bound").await;
-    assert_eq!(bound.spec.as_ref().and_then(|s| s.node_name.clone()), Some(node));
+    // The binding is sent to pod-director (widened rules) and must be admitted untouched.
+    bind(&env, &ns, "bound", &node).await;
     let binding_decision = eventually("pod-director's decision on the binding", || async {
         env.decisions_with(&[
             ("admission.request.namespace", ns.as_str()),

@@ -241,7 +241,11 @@ impl PodDirector {
     pub fn write_config_in_place(&mut self, text: &str, pause: std::time::Duration) {
         use std::io::Write as _;
         let path = self.config.path("config.yaml");
-        let (head, tail) = text.split_at(text.floor_char_boundary(text.len() / 2));
+        let mut cut = text.len() / 2;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let (head, tail) = text.split_at(cut);
         let mut file = std::fs::File::create(&path).expect("truncate the config in place");
         std::thread::sleep(pause);
         file.write_all(head.as_bytes()).expect("first part");
