@@ -32,6 +32,7 @@ pub mod process;
 #[allow(dead_code)]
 pub mod prometheus;
 pub mod proxy;
+pub mod scheduling;
 pub mod stub;
 
 use std::collections::BTreeMap;
@@ -202,7 +203,8 @@ pub fn suffix() -> String {
 
 /// A Node of the suite's blue pool (`e2e/scenarios/values.yaml`): its labels and
 /// the taint its groups tolerate, and the labels the scenarios' workload pod asks
-/// for (`fixtures::workload`). No kubelet: it stays NotReady, which placement ignores.
+/// for (`fixtures::workload`). [`Env::create_node`] makes it a kwok node: Ready, and
+/// the pods bound to it run.
 pub fn pool_node(name: &str) -> Node {
     serde_json::from_value(json!({
         "apiVersion": "v1",
@@ -634,8 +636,15 @@ impl Env {
             .unwrap_or_else(|e| panic!("ServiceAccount {namespace}/{name} created: {e}"));
     }
 
-    /// Creates a Node object (no kubelet behind it: it stays NotReady), deleted at the end.
+    /// Creates a Node object played by kwok (annotation [`scheduling::KWOK_NODE`]: kwok marks it
+    /// Ready, renews its Lease and runs the pods bound to it), deleted at the end.
     pub async fn create_node(&self, node: &Node) -> Node {
+        self.create_unmanaged_node(&scheduling::kwok_node(node.clone())).await
+    }
+
+    /// Creates a Node object as given: without the kwok annotation no kubelet plays it, so it
+    /// stays NotReady (tainted `node.kubernetes.io/not-ready`, later `unreachable`). Deleted at the end.
+    pub async fn create_unmanaged_node(&self, node: &Node) -> Node {
         let name = node.metadata.name.clone().expect("a named Node");
         self.created.lock().expect("not poisoned").nodes.push(name.clone());
         Api::<Node>::all(self.client.clone())
