@@ -317,3 +317,111 @@ async fn update_decision(env: &Env, namespace: &str, name: &str) -> crate::harne
     })
     .await
 }
+
+/// `pod-director audit -o json --group GROUP` with `config` (the KUBECONFIG of the test).
+async fn audit_group(config: &Value, group: &str) -> Value {
+    let file = tempfile::Builder::new().suffix(".json").tempfile().expect("a temp file");
+    std::fs::write(file.path(), config.to_string()).expect("config written");
+    let mut command = std::process::Command::new(crate::harness::process::BINARY);
+    command
+        .arg("audit")
+        .arg("--config")
+        .arg(file.path())
+        .args(["-o", "json", "--quiet", "--request-timeout", "10s", "--group", group]);
+    for (name, _) in std::env::vars() {
+        if name.starts_with("POD_DIRECTOR_") {
+            command.env_remove(name);
+        }
+    }
+    let output = tokio::task::spawn_blocking(move || command.output())
+        .await
+        .expect("joined")
+        .expect("pod-director audit runs");
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!("audit printed no JSON ({e}): {}", String::from_utf8_lossy(&output.stderr))
+    });
+    report["groups"][0].clone()
+}
+
+/// Merge-patches labels into the Nodes `names`.
+async fn label_nodes(env: &Env, names: &BTreeSet<String>, labels: Value) {
+    let api: Api<Node> = Api::all(env.client.clone());
+    for name in names {
+        api.patch(name, &PatchParams::default(), &Patch::Merge(&json!({"metadata": {"labels": labels}})))
+            .await
+            .unwrap_or_else(|e| panic!("node {name} labelled: {e}"));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_audit_lists_running_pods_enforce_would_change_with_their_nodes_until_a_rollout_restart_places_them() {
+    let Some(mut env) = Env::start_local_scheduling(
+        "sched-audit",
+        "flips a group to enforce by editing pod-director's config file (on a cluster: a ConfigMap edit)",
+    )
+    .await
+    else {
+        return;
+    };
+    let (blue, red) = pools(&env, 1, 2).await;
+    let disk = json!({"e2e.pod-director.io/disk": "ssd"});
+    label_nodes(&env, &red, disk.clone()).await;
+    let ns = env.namespace(Some("e2e-dryrun")).await;
+    // The pods ask for an ssd disk of their own: only red nodes have one, so far.
+    let mut spec = workload_spec();
+    spec["nodeSelector"]["e2e.pod-director.io/disk"] = json!("ssd");
+    let deployments: Api<Deployment> = Api::namespaced(env.client.clone(), &ns);
+    deployments
+        .create(&PostParams::default(), &deployment("web", 2, spec))
+        .await
+        .expect("Deployment created");
+    let pods = env.wait_running_pods(&ns, "app=web", 2).await;
+    let running_on = nodes_of(&pods);
+    assert!(running_on.is_subset(&red), "dryRun: where the scheduler put them: {running_on:?}");
+
+    // The group goes to enforce.
+    let revision = env.loaded_revision().await;
+    let config = env.edit_config(|c| c["groups"]["e2e-dryrun"]["mode"] = json!("enforce"));
+    env.reloaded_from(&revision).await;
+    let group = audit_group(&config, "e2e-dryrun").await;
+    assert_eq!(group["mode"], "enforce", "{group:#}");
+    assert_eq!(group["pods"]["would_patch"], 2, "{group:#}");
+    let listed = group["would_patch"]
+        .as_array()
+        .and_then(|f| f.iter().find(|f| f["workload"] == "Deployment/web" && f["source"] == "pods"))
+        .unwrap_or_else(|| panic!("Deployment/web's running pods are listed: {group:#}"));
+    assert_eq!(listed["pods"], 2);
+    let nodes: BTreeSet<String> = serde_json::from_value(listed["nodes"].clone()).expect("node names");
+    assert_eq!(nodes, running_on, "the nodes they run on: {listed:#}");
+    // Placed, they would fit no node: the blue nodes have no ssd.
+    assert_eq!(group["ready"], false, "{group:#}");
+    let blocked = group["no_feasible_node"].as_array().is_some_and(|f| f.iter().any(|f| f["workload"] == "Deployment/web"));
+    assert!(blocked, "{group:#}");
+
+    // The pool gets its disks; a rollout restart re-creates the pods through enforce.
+    label_nodes(&env, &blue, disk).await;
+    let restart = json!({"spec": {"template": {"metadata": {"annotations": {
+        "kubectl.kubernetes.io/restartedAt": format!("e2e-{}", suffix())}}}}});
+    deployments
+        .patch("web", &PatchParams::default(), &Patch::Merge(&restart))
+        .await
+        .expect("rollout restart");
+    let pods = eventually("the restarted replicas running on blue nodes, the old ones gone", || async {
+        let pods = env.list_pods(&ns, "app=web").await;
+        let placed = pods.len() == 2
+            && pods.iter().all(|p| {
+                p.metadata.deletion_timestamp.is_none()
+                    && phase(p) == "Running"
+                    && node_of(p).is_some_and(|n| blue.contains(n))
+            });
+        placed.then_some(pods)
+    })
+    .await;
+    for pod in &pods {
+        assert_eq!(Placement::of(pod).node_selector.get(POOL).map(String::as_str), Some("blue"));
+    }
+    let group = audit_group(&config, "e2e-dryrun").await;
+    assert_eq!(group["pods"]["compliant"], 2, "{group:#}");
+    assert_eq!(group["pods"]["would_patch"], 0, "{group:#}");
+    assert_eq!(group["ready"], true, "{group:#}");
+}

@@ -135,6 +135,11 @@ impl Env {
         Self::start_local(scenario, why).await
     }
 
+    /// Whether pods bound to the suite's Nodes run (kwok plays them): locally, or `E2E_KWOK=true`.
+    pub fn pods_run(&self) -> bool {
+        self.settings.target == Target::Local || env_var("E2E_KWOK").as_deref() == Some("true")
+    }
+
     fn kwok_missing(scenario: &str) -> bool {
         let settings = super::Settings::from_env();
         let missing = settings.target == Target::Cluster && env_var("E2E_KWOK").as_deref() != Some("true");
