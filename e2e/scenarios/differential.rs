@@ -226,8 +226,7 @@ fn random_pod(rng: &mut Rng, name: &str, node_names: &[String]) -> Pod {
         "terminationGracePeriodSeconds": 0,
     });
     if rng.chance(60) {
-        spec["affinity"] =
-            json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": random_required(rng, node_names)}});
+        spec["affinity"] = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": random_required(rng, node_names)}});
     }
     pod_from(json!({"metadata": {"name": name, "labels": {"app": "e2e-diff"}}, "spec": spec}))
 }
@@ -275,7 +274,10 @@ async fn snapshot(env: &Env) -> Snapshot {
                 .and_then(|s| s.allocatable.as_ref())
                 .and_then(|a| a.get("pods"))
                 .is_some_and(|q| q.0 != "0");
-            (n.metadata.name.clone().unwrap_or_default(), (NodeInfo::from_node(n), room))
+            (
+                n.metadata.name.clone().unwrap_or_default(),
+                (NodeInfo::from_node(n), room),
+            )
         })
         .collect()
 }
@@ -315,7 +317,8 @@ fn feasible_set(pod: &Pod, nodes: &Snapshot) -> Vec<String> {
 fn describe(seed: u64, nodes: &Snapshot, pod: &Pod, why: &str) -> String {
     let mut text = format!("{why}\nseed {seed} (replay: E2E_DIFF_SEED={seed} e2e/run differential)\nplacement: ");
     let spec = pod.spec.clone().unwrap_or_default();
-    let placement = json!({"nodeSelector": spec.node_selector, "tolerations": spec.tolerations, "affinity": spec.affinity});
+    let placement =
+        json!({"nodeSelector": spec.node_selector, "tolerations": spec.tolerations, "affinity": spec.affinity});
     text.push_str(&placement.to_string());
     text.push_str("\nnodes:\n");
     for (name, (info, room)) in nodes {
@@ -347,17 +350,20 @@ enum Outcome {
 
 /// Waits until pod `namespace/name` is bound, or reported unschedulable.
 async fn outcome(env: &Env, namespace: &str, name: &str) -> Outcome {
-    eventually(&format!("pod {namespace}/{name} bound or reported unschedulable"), || async {
-        let pod = env.pods(namespace).get_opt(name).await.ok().flatten()?;
-        if let Some(node) = node_of(&pod) {
-            return Some(Outcome::Bound(node.to_owned()));
-        }
-        failed_scheduling(&env.client, namespace, name)
-            .await
-            .into_iter()
-            .next()
-            .map(Outcome::Unschedulable)
-    })
+    eventually(
+        &format!("pod {namespace}/{name} bound or reported unschedulable"),
+        || async {
+            let pod = env.pods(namespace).get_opt(name).await.ok().flatten()?;
+            if let Some(node) = node_of(&pod) {
+                return Some(Outcome::Bound(node.to_owned()));
+            }
+            failed_scheduling(&env.client, namespace, name)
+                .await
+                .into_iter()
+                .next()
+                .map(Outcome::Unschedulable)
+        },
+    )
     .await
 }
 
@@ -457,12 +463,27 @@ async fn check_placement(env: &Env, seed: u64, group_ns: &str, probes: &str, pod
             Outcome::Bound(node) => assert!(
                 expected.contains(&node),
                 "{}",
-                describe(seed, &nodes, &final_pod, &format!("the scheduler bound {normal_name} to {node}, outside pod-director's feasible set {expected:?}"))
+                describe(
+                    seed,
+                    &nodes,
+                    &final_pod,
+                    &format!(
+                        "the scheduler bound {normal_name} to {node}, outside pod-director's feasible set {expected:?}"
+                    )
+                )
             ),
             Outcome::Unschedulable(verdict) if after == nodes => assert!(
                 !with_room,
                 "{}",
-                describe(seed, &nodes, &final_pod, &format!("{normal_name} found no node ({}) though pod-director's feasible set {expected:?} has room", verdict.message))
+                describe(
+                    seed,
+                    &nodes,
+                    &final_pod,
+                    &format!(
+                        "{normal_name} found no node ({}) though pod-director's feasible set {expected:?} has room",
+                        verdict.message
+                    )
+                )
             ),
             Outcome::Unschedulable(_) => println!("{normal_name}: unschedulable while the nodes moved; not judged"),
         }
@@ -480,9 +501,27 @@ fn corpus(rng: &mut Rng, run: &str) -> (Vec<(Node, bool)>, String) {
     };
     let mut nodes = vec![
         known(1, run, vec![], false, true),
-        known(2, run, vec![json!({"key": format!("{P}d-known-t"), "value": "x", "effect": "NoSchedule"})], false, true),
-        known(3, run, vec![json!({"key": format!("{P}d-known-e"), "effect": "NoExecute"})], false, true),
-        known(4, run, vec![json!({"key": format!("{P}d-known-p"), "effect": "PreferNoSchedule"})], false, true),
+        known(
+            2,
+            run,
+            vec![json!({"key": format!("{P}d-known-t"), "value": "x", "effect": "NoSchedule"})],
+            false,
+            true,
+        ),
+        known(
+            3,
+            run,
+            vec![json!({"key": format!("{P}d-known-e"), "effect": "NoExecute"})],
+            false,
+            true,
+        ),
+        known(
+            4,
+            run,
+            vec![json!({"key": format!("{P}d-known-p"), "effect": "PreferNoSchedule"})],
+            false,
+            true,
+        ),
         known(5, run, vec![], true, true),
         known(6, run, vec![], false, false),
         known(7, "other", vec![], false, true),
@@ -508,7 +547,11 @@ async fn prove_the_inference(env: &Env, probes: &str, run: &str, known_key: &str
     let cases = [
         // k1 (plain) and k4 (PreferNoSchedule), k6 while untainted: NoSchedule, NoExecute,
         // cordon and the other label value keep the rest off.
-        ("known-selector", plain("known-selector", json!({"nodeSelector": {known_key: run}})), 2),
+        (
+            "known-selector",
+            plain("known-selector", json!({"nodeSelector": {known_key: run}})),
+            2,
+        ),
         // The wildcard toleration tolerates every taint, the cordon's and NotReady's included.
         (
             "known-wildcard",
@@ -537,7 +580,11 @@ async fn prove_the_inference(env: &Env, probes: &str, run: &str, known_key: &str
         let (verdict, nodes) = probe(env, probes, &pod).await;
         let silent_untainted = nodes.get(&silent).is_some_and(|(info, _)| info.taints.is_empty());
         // The wildcard tolerates k6's taints anyway; the other cases count it only untainted.
-        let known = if what != "known-wildcard" && silent_untainted { known + 1 } else { known };
+        let known = if what != "known-wildcard" && silent_untainted {
+            known + 1
+        } else {
+            known
+        };
         assert_eq!(
             verdict.count("Insufficient cpu"),
             known,
@@ -569,7 +616,10 @@ async fn feasible_node_counts_equal_the_schedulers_on_a_random_corpus() {
     // The nodes.
     let started = tokio::time::Instant::now();
     let (nodes, known_key) = corpus(&mut rng, &run);
-    let node_names: Vec<String> = nodes.iter().map(|(n, _)| n.metadata.name.clone().expect("named")).collect();
+    let node_names: Vec<String> = nodes
+        .iter()
+        .map(|(n, _)| n.metadata.name.clone().expect("named"))
+        .collect();
     let mut managed = Vec::new();
     let mut unmanaged = Vec::new();
     for (node, is_managed) in &nodes {
@@ -627,7 +677,11 @@ async fn feasible_node_counts_equal_the_schedulers_on_a_random_corpus() {
         .collect()
         .await;
     let judged = results.iter().filter(|j| **j).count();
-    println!("differential: {judged} of {} placements compared on {} nodes", results.len(), nodes.len());
+    println!(
+        "differential: {judged} of {} placements compared on {} nodes",
+        results.len(),
+        nodes.len()
+    );
     assert!(judged >= 30, "only {judged} placements were compared (seed {seed})");
 
     // kwok keeps its nodes alive past the controller-manager's grace period; the silent ones die.
@@ -640,7 +694,10 @@ async fn feasible_node_counts_equal_the_schedulers_on_a_random_corpus() {
         let node = api.get(name).await.expect("the node");
         let taints = node.spec.as_ref().and_then(|s| s.taints.clone()).unwrap_or_default();
         assert!(
-            is_ready(&node) && !taints.iter().any(|t| t.key.starts_with("node.kubernetes.io/unreachable")),
+            is_ready(&node)
+                && !taints
+                    .iter()
+                    .any(|t| t.key.starts_with("node.kubernetes.io/unreachable")),
             "kwok node {name} is not Ready after {HEARTBEAT_PROOF:?}: {:?} {taints:?}",
             node.status.as_ref().map(|s| &s.conditions)
         );

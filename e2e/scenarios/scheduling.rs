@@ -55,7 +55,11 @@ async fn pools(env: &Env, blue: usize, red: usize) -> (BTreeSet<String>, BTreeSe
             .collect()
     };
     let (blue_nodes, red_nodes) = (in_pool("blue"), in_pool("red"));
-    assert_eq!(blue_nodes.len(), blue + 1, "the Env's blue node and ours: {blue_nodes:?}");
+    assert_eq!(
+        blue_nodes.len(),
+        blue + 1,
+        "the Env's blue node and ours: {blue_nodes:?}"
+    );
     assert_eq!(red_nodes.len(), red, "{red_nodes:?}");
     (blue_nodes, red_nodes)
 }
@@ -94,7 +98,11 @@ async fn an_enforce_deployment_runs_every_replica_on_the_group_s_nodes_though_ot
     let pods = env.wait_running_pods(&ns, "app=web", 4).await;
     for pod in &pods {
         let node = node_of(pod).expect("bound");
-        assert!(blue.contains(node), "{:?} runs on {node}, not a blue node {blue:?}", pod.metadata.name);
+        assert!(
+            blue.contains(node),
+            "{:?} runs on {node}, not a blue node {blue:?}",
+            pod.metadata.name
+        );
         assert_eq!(Placement::of(pod), Placement::enforced());
     }
     assert!(nodes_of(&pods).is_disjoint(&red), "none on red: {:?}", nodes_of(&pods));
@@ -120,7 +128,11 @@ async fn a_dry_run_deployment_runs_where_the_scheduler_puts_it_and_its_would_be_
         .expect("Deployment created");
     let pods = env.wait_running_pods(&ns, "app=web", 3).await;
     for pod in &pods {
-        assert_eq!(Placement::of(pod), Placement::submitted(), "dryRun stores the pod untouched");
+        assert_eq!(
+            Placement::of(pod),
+            Placement::submitted(),
+            "dryRun stores the pod untouched"
+        );
         // Untouched, it does not tolerate the blue taint: the scheduler put it on red.
         let node = node_of(pod).expect("bound");
         assert!(red.contains(node), "{:?} on {node}", pod.metadata.name);
@@ -133,7 +145,10 @@ async fn a_dry_run_deployment_runs_where_the_scheduler_puts_it_and_its_would_be_
         .await
         .into_iter()
         .filter(|d| d.str("admission.request.namespace") == Some(ns.as_str()) && d.str("webhook") == Some("mutate"))
-        .filter(|d| d.str("admission.object.generate_name").is_some_and(|g| g.starts_with("web-")))
+        .filter(|d| {
+            d.str("admission.object.generate_name")
+                .is_some_and(|g| g.starts_with("web-"))
+        })
         .collect();
     assert!(decisions.len() >= 3, "a decision per replica: {decisions:?}");
     for (i, decision) in decisions.iter().take(3).enumerate() {
@@ -143,7 +158,10 @@ async fn a_dry_run_deployment_runs_where_the_scheduler_puts_it_and_its_would_be_
         env.create_admitted_pod(&twin, &replayed).await;
         let running = env.wait_running(&twin, &name).await;
         let node = node_of(&running).expect("bound");
-        assert!(blue.contains(node), "{name} (the would-be patch) runs on {node}, not on {blue:?}");
+        assert!(
+            blue.contains(node),
+            "{name} (the would-be patch) runs on {node}, not on {blue:?}"
+        );
         assert_eq!(
             env.decision(&twin, &name, "mutate").await.decision(),
             "noop",
@@ -168,7 +186,11 @@ async fn pods_of_a_group_no_node_satisfies_stay_pending_with_the_scheduler_s_fai
 
     let verdict = wait_failed_scheduling(&env.client, &ns, "stuck").await;
     let total = all_nodes(&env).await.len();
-    assert_eq!(verdict.nodes, total, "0/{total} nodes are available: {}", verdict.message);
+    assert_eq!(
+        verdict.nodes, total,
+        "0/{total} nodes are available: {}",
+        verdict.message
+    );
     assert!(
         verdict.message.starts_with(&format!("0/{total} nodes are available: ")),
         "{}",
@@ -185,13 +207,16 @@ async fn pods_of_a_group_no_node_satisfies_stay_pending_with_the_scheduler_s_fai
 /// The DaemonSet's pods, once `status.desiredNumberScheduled` is `want` and they all run.
 async fn daemon_set_running(env: &Env, ns: &str, name: &str, want: usize) -> Vec<Pod> {
     let api: Api<DaemonSet> = Api::namespaced(env.client.clone(), ns);
-    eventually(&format!("DaemonSet {ns}/{name}: {want} pods desired and Running"), || async {
-        let ds = api.get(name).await.ok()?;
-        let status = ds.status?;
-        let pods = env.list_pods(ns, &format!("app={name}")).await;
-        let running = pods.iter().filter(|p| phase(p) == "Running").count();
-        (status.desired_number_scheduled == want as i32 && pods.len() == want && running == want).then_some(pods)
-    })
+    eventually(
+        &format!("DaemonSet {ns}/{name}: {want} pods desired and Running"),
+        || async {
+            let ds = api.get(name).await.ok()?;
+            let status = ds.status?;
+            let pods = env.list_pods(ns, &format!("app={name}")).await;
+            let running = pods.iter().filter(|p| phase(p) == "Running").count();
+            (status.desired_number_scheduled == want as i32 && pods.len() == want && running == want).then_some(pods)
+        },
+    )
     .await
 }
 
@@ -219,7 +244,11 @@ async fn a_daemonset_runs_only_on_its_group_s_nodes_and_an_agent_daemonset_on_ev
         .create(&PostParams::default(), &controller::<DaemonSet>("agent", spec))
         .await
         .expect("DaemonSet created");
-    let every: BTreeSet<String> = all_nodes(&env).await.iter().filter_map(|n| n.metadata.name.clone()).collect();
+    let every: BTreeSet<String> = all_nodes(&env)
+        .await
+        .iter()
+        .filter_map(|n| n.metadata.name.clone())
+        .collect();
     assert!(every.is_superset(&red) && every.is_superset(&blue));
     let pods = daemon_set_running(&env, &agents, "agent", every.len()).await;
     assert_eq!(nodes_of(&pods), every, "one agent pod per node");
@@ -247,7 +276,10 @@ async fn removing_a_terminating_pod_s_finalizer_and_relabelling_a_non_compliant_
         pod.metadata.deletion_timestamp.is_some().then_some(pod)
     })
     .await;
-    assert_eq!(terminating.metadata.finalizers.as_deref(), Some(&[finalizer.to_owned()][..]));
+    assert_eq!(
+        terminating.metadata.finalizers.as_deref(),
+        Some(&[finalizer.to_owned()][..])
+    );
     let unhold = json!([{"op": "remove", "path": "/metadata/finalizers"}]);
     let unhold: json_patch::Patch = serde_json::from_value(unhold).expect("a JSON Patch");
     pods.patch("held", &PatchParams::default(), &Patch::<()>::Json(unhold))
@@ -263,16 +295,23 @@ async fn removing_a_terminating_pod_s_finalizer_and_relabelling_a_non_compliant_
 
     // A pod running off the group's nodes: created before its namespace joined the group.
     let late = env.namespace(None).await;
-    env.create_admitted_pod(&late, &pod_from(json!({
-        "metadata": {"name": "old"},
-        "spec": {"containers": [{"name": "app", "image": IMAGE}]},
-    })))
+    env.create_admitted_pod(
+        &late,
+        &pod_from(json!({
+            "metadata": {"name": "old"},
+            "spec": {"containers": [{"name": "app", "image": IMAGE}]},
+        })),
+    )
     .await;
     let running = env.wait_running(&late, "old").await;
     assert!(red.contains(node_of(&running).expect("bound")), "{:?}", running.spec);
-    crate::harness::k8s::label_namespace(&env.client, &late, json!({env.config.namespace_label.as_str(): "e2e-enforce"}))
-        .await
-        .expect("the admin relabels the namespace");
+    crate::harness::k8s::label_namespace(
+        &env.client,
+        &late,
+        json!({env.config.namespace_label.as_str(): "e2e-enforce"}),
+    )
+    .await
+    .expect("the admin relabels the namespace");
     // Once pod-director knows the namespace's group (its cache follows a watch)...
     let mut attempt = 0;
     eventually("pod-director to see the namespace in e2e-enforce", || {
@@ -293,41 +332,59 @@ async fn removing_a_terminating_pod_s_finalizer_and_relabelling_a_non_compliant_
         .await
         .expect("the label-only update is admitted in enforce");
     assert_eq!(
-        updated.metadata.labels.as_ref().and_then(|l| l.get("e2e.pod-director.io/touched")).map(String::as_str),
+        updated
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("e2e.pod-director.io/touched"))
+            .map(String::as_str),
         Some("yes")
     );
     let line = update_decision(&env, &late, "old").await;
     assert_eq!(line.text("placement.mode"), "enforce", "{line:?}");
     assert_eq!(line.decision(), "noop", "{line:?}");
-    assert!(line.text("placement.summary").contains("predate this update"), "{line:?}");
+    assert!(
+        line.text("placement.summary").contains("predate this update"),
+        "{line:?}"
+    );
     assert_eq!(phase(&env.get_pod(&late, "old").await), "Running");
 }
 
 /// pod-director's /validate decision on an UPDATE of pod `namespace/name`.
 async fn update_decision(env: &Env, namespace: &str, name: &str) -> crate::harness::Decision {
-    eventually(&format!("a validate decision on an UPDATE of {namespace}/{name}"), || async {
-        env.decisions_with(&[
-            ("admission.request.namespace", namespace),
-            ("admission.request.name", name),
-            ("webhook", "validate"),
-            ("admission.request.operation", "UPDATE"),
-        ])
-        .await
-        .pop()
-    })
+    eventually(
+        &format!("a validate decision on an UPDATE of {namespace}/{name}"),
+        || async {
+            env.decisions_with(&[
+                ("admission.request.namespace", namespace),
+                ("admission.request.name", name),
+                ("webhook", "validate"),
+                ("admission.request.operation", "UPDATE"),
+            ])
+            .await
+            .pop()
+        },
+    )
     .await
 }
 
 /// `pod-director audit -o json --group GROUP` with `config` (the KUBECONFIG of the test).
 async fn audit_group(config: &Value, group: &str) -> Value {
-    let file = tempfile::Builder::new().suffix(".json").tempfile().expect("a temp file");
+    let file = tempfile::Builder::new()
+        .suffix(".json")
+        .tempfile()
+        .expect("a temp file");
     std::fs::write(file.path(), config.to_string()).expect("config written");
     let mut command = std::process::Command::new(crate::harness::process::BINARY);
-    command
-        .arg("audit")
-        .arg("--config")
-        .arg(file.path())
-        .args(["-o", "json", "--quiet", "--request-timeout", "10s", "--group", group]);
+    command.arg("audit").arg("--config").arg(file.path()).args([
+        "-o",
+        "json",
+        "--quiet",
+        "--request-timeout",
+        "10s",
+        "--group",
+        group,
+    ]);
     for (name, _) in std::env::vars() {
         if name.starts_with("POD_DIRECTOR_") {
             command.env_remove(name);
@@ -338,7 +395,10 @@ async fn audit_group(config: &Value, group: &str) -> Value {
         .expect("joined")
         .expect("pod-director audit runs");
     let report: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
-        panic!("audit printed no JSON ({e}): {}", String::from_utf8_lossy(&output.stderr))
+        panic!(
+            "audit printed no JSON ({e}): {}",
+            String::from_utf8_lossy(&output.stderr)
+        )
     });
     report["groups"][0].clone()
 }
@@ -347,9 +407,13 @@ async fn audit_group(config: &Value, group: &str) -> Value {
 async fn label_nodes(env: &Env, names: &BTreeSet<String>, labels: Value) {
     let api: Api<Node> = Api::all(env.client.clone());
     for name in names {
-        api.patch(name, &PatchParams::default(), &Patch::Merge(&json!({"metadata": {"labels": labels}})))
-            .await
-            .unwrap_or_else(|e| panic!("node {name} labelled: {e}"));
+        api.patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"metadata": {"labels": labels}})),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("node {name} labelled: {e}"));
     }
 }
 
@@ -366,7 +430,17 @@ async fn the_audit_lists_running_pods_enforce_would_change_with_their_nodes_unti
     let (blue, red) = pools(&env, 1, 2).await;
     let disk = json!({"e2e.pod-director.io/disk": "ssd"});
     label_nodes(&env, &red, disk.clone()).await;
-    let ns = env.namespace(Some("e2e-dryrun")).await;
+    // A group of this scenario's own (e2e-dryrun's placement, in dryRun): the audit of it sees
+    // no namespace of an earlier scenario still being deleted.
+    let group_name = format!("e2e-sched-audit-{}", suffix());
+    let revision = env.loaded_revision().await;
+    let mut config = env.edit_config(|c| {
+        let mut group = c["groups"]["e2e-dryrun"].clone();
+        group["mode"] = json!("dryRun");
+        c["groups"][group_name.as_str()] = group;
+    });
+    let revision = env.reloaded_from(&revision).await;
+    let ns = env.namespace(Some(&group_name)).await;
     // The pods ask for an ssd disk of their own: only red nodes have one, so far.
     let mut spec = workload_spec();
     spec["nodeSelector"]["e2e.pod-director.io/disk"] = json!("ssd");
@@ -377,25 +451,34 @@ async fn the_audit_lists_running_pods_enforce_would_change_with_their_nodes_unti
         .expect("Deployment created");
     let pods = env.wait_running_pods(&ns, "app=web", 2).await;
     let running_on = nodes_of(&pods);
-    assert!(running_on.is_subset(&red), "dryRun: where the scheduler put them: {running_on:?}");
+    assert!(
+        running_on.is_subset(&red),
+        "dryRun: where the scheduler put them: {running_on:?}"
+    );
 
     // The group goes to enforce.
-    let revision = env.loaded_revision().await;
-    let config = env.edit_config(|c| c["groups"]["e2e-dryrun"]["mode"] = json!("enforce"));
+    config["groups"][group_name.as_str()]["mode"] = json!("enforce");
+    let written = config.clone();
+    env.edit_config(move |c| *c = written);
     env.reloaded_from(&revision).await;
-    let group = audit_group(&config, "e2e-dryrun").await;
+    let group = audit_group(&config, &group_name).await;
     assert_eq!(group["mode"], "enforce", "{group:#}");
     assert_eq!(group["pods"]["would_patch"], 2, "{group:#}");
     let listed = group["would_patch"]
         .as_array()
-        .and_then(|f| f.iter().find(|f| f["workload"] == "Deployment/web" && f["source"] == "pods"))
+        .and_then(|f| {
+            f.iter()
+                .find(|f| f["workload"] == "Deployment/web" && f["source"] == "pods")
+        })
         .unwrap_or_else(|| panic!("Deployment/web's running pods are listed: {group:#}"));
     assert_eq!(listed["pods"], 2);
     let nodes: BTreeSet<String> = serde_json::from_value(listed["nodes"].clone()).expect("node names");
     assert_eq!(nodes, running_on, "the nodes they run on: {listed:#}");
     // Placed, they would fit no node: the blue nodes have no ssd.
     assert_eq!(group["ready"], false, "{group:#}");
-    let blocked = group["no_feasible_node"].as_array().is_some_and(|f| f.iter().any(|f| f["workload"] == "Deployment/web"));
+    let blocked = group["no_feasible_node"]
+        .as_array()
+        .is_some_and(|f| f.iter().any(|f| f["workload"] == "Deployment/web"));
     assert!(blocked, "{group:#}");
 
     // The pool gets its disks; a rollout restart re-creates the pods through enforce.
@@ -406,21 +489,27 @@ async fn the_audit_lists_running_pods_enforce_would_change_with_their_nodes_unti
         .patch("web", &PatchParams::default(), &Patch::Merge(&restart))
         .await
         .expect("rollout restart");
-    let pods = eventually("the restarted replicas running on blue nodes, the old ones gone", || async {
-        let pods = env.list_pods(&ns, "app=web").await;
-        let placed = pods.len() == 2
-            && pods.iter().all(|p| {
-                p.metadata.deletion_timestamp.is_none()
-                    && phase(p) == "Running"
-                    && node_of(p).is_some_and(|n| blue.contains(n))
-            });
-        placed.then_some(pods)
-    })
+    let pods = eventually(
+        "the restarted replicas running on blue nodes, the old ones gone",
+        || async {
+            let pods = env.list_pods(&ns, "app=web").await;
+            let placed = pods.len() == 2
+                && pods.iter().all(|p| {
+                    p.metadata.deletion_timestamp.is_none()
+                        && phase(p) == "Running"
+                        && node_of(p).is_some_and(|n| blue.contains(n))
+                });
+            placed.then_some(pods)
+        },
+    )
     .await;
     for pod in &pods {
-        assert_eq!(Placement::of(pod).node_selector.get(POOL).map(String::as_str), Some("blue"));
+        assert_eq!(
+            Placement::of(pod).node_selector.get(POOL).map(String::as_str),
+            Some("blue")
+        );
     }
-    let group = audit_group(&config, "e2e-dryrun").await;
+    let group = audit_group(&config, &group_name).await;
     assert_eq!(group["pods"]["compliant"], 2, "{group:#}");
     assert_eq!(group["pods"]["would_patch"], 0, "{group:#}");
     assert_eq!(group["ready"], true, "{group:#}");

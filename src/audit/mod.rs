@@ -753,7 +753,11 @@ async fn scan_namespace(
             let found = engine::recreation(config, &pod, &controllers, nodes);
             let outcome = engine::decide(config, ns, &pod, Subject::Pod, found.requester, nodes);
             let pod_name = pod.metadata.name.as_deref().unwrap_or_default();
-            let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).filter(|n| !n.is_empty());
+            let node = pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_deref())
+                .filter(|n| !n.is_empty());
             group.record(name, &found.workload, Source::Pods, pod_name, node, &outcome);
         },
         |count| {

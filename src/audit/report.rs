@@ -317,10 +317,22 @@ mod tests {
     fn the_json_report_lists_the_workloads_enforce_would_change_with_the_nodes_their_pods_run_on() {
         let mut g = GroupAudit::new("ci".to_owned(), Mode::Enforce);
         let outcome = would_patch();
-        for (pod, node) in [("web-1", Some("n2")), ("web-2", Some("n1")), ("web-3", Some("n2")), ("web-4", None)] {
+        for (pod, node) in [
+            ("web-1", Some("n2")),
+            ("web-2", Some("n1")),
+            ("web-3", Some("n2")),
+            ("web-4", None),
+        ] {
             g.record("team-a", "Deployment/web", Source::Pods, pod, node, &outcome);
         }
-        g.record("team-a", "Deployment/web", Source::Template, "Deployment/web", None, &outcome);
+        g.record(
+            "team-a",
+            "Deployment/web",
+            Source::Template,
+            "Deployment/web",
+            None,
+            &outcome,
+        );
         let mut audit = audit();
         audit.groups = vec![g];
         let value: serde_json::Value = serde_json::from_str(&json(&audit).expect("renders")).expect("JSON");
@@ -330,7 +342,11 @@ mod tests {
         assert_eq!(listed[0]["source"], "pods");
         assert_eq!(listed[0]["pods"], 4);
         assert_eq!(listed[0]["reason"], "would set nodeSelector node-pool=ci");
-        assert_eq!(listed[0]["nodes"], serde_json::json!(["n1", "n2"]), "each node once, sorted");
+        assert_eq!(
+            listed[0]["nodes"],
+            serde_json::json!(["n1", "n2"]),
+            "each node once, sorted"
+        );
         assert_eq!(listed[1]["source"], "template");
         assert_eq!(listed[1].get("nodes"), None, "a template runs nowhere");
         assert_eq!(value["groups"][0]["would_patch_omitted"], 0);
@@ -342,7 +358,14 @@ mod tests {
         let outcome = would_patch();
         for i in 0..25 {
             let node = format!("n{i:02}");
-            g.record("team-a", "DaemonSet/agent", Source::Pods, "agent", Some(&node), &outcome);
+            g.record(
+                "team-a",
+                "DaemonSet/agent",
+                Source::Pods,
+                "agent",
+                Some(&node),
+                &outcome,
+            );
         }
         let found = g.would_patch.iter().next().expect("a finding");
         assert_eq!(found.nodes.len(), crate::audit::MAX_FINDING_NODES);

@@ -906,7 +906,7 @@ impl Drop for Env {
     }
 }
 
-/// Deletes the scenario's webhook configurations, then its namespaces (in the background).
+/// Deletes the scenario's webhook configurations, then its namespaces and nodes (in the background).
 async fn delete(created: Cleanup) {
     let client = match Client::try_default().await {
         Ok(client) => client,
@@ -914,8 +914,9 @@ async fn delete(created: Cleanup) {
     };
     delete_all::<MutatingWebhookConfiguration>(&client, &created.mutating).await;
     delete_all::<ValidatingWebhookConfiguration>(&client, &created.validating).await;
-    delete_all::<Node>(&client, &created.nodes).await;
+    // Namespaces before nodes: kwok finishes the deletion of the pods bound to its nodes.
     delete_all::<Namespace>(&client, &created.namespaces).await;
+    delete_all::<Node>(&client, &created.nodes).await;
 }
 
 /// Deletes the cluster-scoped `K`s `names` (in the background), reporting failures.

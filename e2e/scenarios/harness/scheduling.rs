@@ -45,10 +45,7 @@ pub fn node_of(pod: &Pod) -> Option<&str> {
 
 /// `status.phase`.
 pub fn phase(pod: &Pod) -> &str {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.phase.as_deref())
-        .unwrap_or_default()
+    pod.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or_default()
 }
 
 /// What the scheduler said about a pod it could not place: `0/N nodes are available: …`.
@@ -111,9 +108,10 @@ pub async fn failed_scheduling(client: &Client, namespace: &str, name: &str) -> 
 
 /// Waits until the scheduler reported pod `namespace/name` unschedulable; returns its first message.
 pub async fn wait_failed_scheduling(client: &Client, namespace: &str, name: &str) -> FailedScheduling {
-    eventually(&format!("a FailedScheduling event for pod {namespace}/{name}"), || async {
-        failed_scheduling(client, namespace, name).await.into_iter().next()
-    })
+    eventually(
+        &format!("a FailedScheduling event for pod {namespace}/{name}"),
+        || async { failed_scheduling(client, namespace, name).await.into_iter().next() },
+    )
     .await
 }
 
