@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# A real Kubernetes control plane on loopback, without Docker: etcd,
-# kube-apiserver and kube-controller-manager built from Go modules by
-# e2e/tools.sh, with certificates made by openssl.
+# A real Kubernetes cluster on loopback, without Docker: etcd, kube-apiserver,
+# kube-controller-manager, kube-scheduler and kwok (the kubelet of simulated
+# nodes) built from Go modules by e2e/tools.sh, with certificates made by openssl.
 #
 #   e2e/cluster.sh start     start a fresh control plane and wait until it is ready
 #                            (a no-op when this state dir's cluster is running & healthy)
@@ -21,8 +21,14 @@
 #   POD_DIRECTOR_CACHE               cache root, shared with e2e/tools.sh
 #
 # Nothing listens beyond 127.0.0.1; ports are picked free at random (outside the
-# ephemeral range) at each start and written to $STATE/ports. There is no
-# kubelet or scheduler: pods stay Pending, the stored objects are what to check.
+# ephemeral range) at each start and written to $STATE/ports.
+#
+# Pods are scheduled and run: kube-scheduler binds them, and kwok plays the
+# kubelet of every Node annotated kwok.x-k8s.io/node=fake (Ready, Lease
+# heartbeats, bound pods Running, Job pods Succeeded, deletions finished; no
+# containers). A Node without that annotation has no kubelet: it stays NotReady
+# and, after the controller-manager's 60 s startup grace period, is tainted
+# node.kubernetes.io/unreachable.
 #
 # ServiceAccount admission stays ON, as on real clusters (it also mutates pods:
 # token volume), so the controller-manager must have created a namespace's
@@ -40,7 +46,9 @@ STATE="${E2E_STATE_DIR:-$CACHE/e2e-state}"
 START_TIMEOUT="${E2E_START_TIMEOUT:-120}"
 SERVICE_CIDR=10.96.0.0/16
 SERVICE_IP=10.96.0.1 # the first address: the "kubernetes" Service
-COMPONENTS=(kube-controller-manager kube-apiserver etcd) # stop order
+COMPONENTS=(kwok kube-scheduler kube-controller-manager kube-apiserver etcd) # stop order
+# The annotation of the Nodes kwok manages (e2e/scenarios creates its Nodes with it).
+KWOK_NODE_ANNOTATION=kwok.x-k8s.io/node=fake
 
 PKI="$STATE/pki"
 RUN="$STATE/run"
@@ -122,6 +130,14 @@ ensure_certs() {
   cert_ok "$PKI/controller-manager.crt" ||
     make_cert "$PKI" "$PKI/controller-manager.key" "$PKI/controller-manager.crt" \
       "/CN=system:kube-controller-manager" clientAuth
+  # ... and this one to the scheduler's (system:kube-scheduler, system:volume-scheduler).
+  cert_ok "$PKI/scheduler.crt" ||
+    make_cert "$PKI" "$PKI/scheduler.key" "$PKI/scheduler.crt" "/CN=system:kube-scheduler" clientAuth
+  # kwok writes what kubelets write, for any node name (Node status, Leases, pod
+  # status, events, pod deletions): the bootstrap policy has no role for that
+  # (system:node is bound per node by the Node authorizer), so it is an admin.
+  cert_ok "$PKI/kwok.crt" ||
+    make_cert "$PKI" "$PKI/kwok.key" "$PKI/kwok.crt" "/O=system:masters/CN=e2e-kwok" clientAuth
   if [[ ! -f "$PKI/sa.key" ]]; then
     openssl genrsa -out "$PKI/sa.key" 2048 2>/dev/null
     openssl rsa -in "$PKI/sa.key" -pubout -out "$PKI/sa.pub" 2>/dev/null
@@ -271,9 +287,15 @@ settings() {
   echo "tracing=${E2E_APISERVER_TRACING_ENDPOINT:-} serviceaccount-admission=${E2E_SERVICEACCOUNT_ADMISSION:-true}"
 }
 
+# shellcheck disable=SC2317 # called through wait_for
+https_healthy() { curl -ksf --max-time 2 "https://127.0.0.1:$1/healthz" >/dev/null; }
+# shellcheck disable=SC2317 # called through wait_for
+http_healthy() { curl -sf --max-time 2 "http://127.0.0.1:$1/healthz" >/dev/null; }
+
 healthy() {
   [[ -f "$KUBECONFIG_FILE" ]] || return 1
-  alive etcd && alive kube-apiserver && alive kube-controller-manager || return 1
+  local c
+  for c in "${COMPONENTS[@]}"; do alive "$c" || return 1; done
   KUBECTL=$(tool kubectl)
   kubectl_ get --raw /readyz >/dev/null 2>&1
 }
@@ -311,26 +333,31 @@ cmd_start() {
   trap 'exit 130' INT
   trap 'exit 143' TERM
   cmd_stop
-  "$HERE/tools.sh" ensure etcd kube-apiserver kube-controller-manager kubectl
-  local etcd kas kcm
+  "$HERE/tools.sh" ensure etcd kube-apiserver kube-controller-manager kube-scheduler kwok kubectl
+  local etcd kas kcm ksched kwok stages
   etcd=$(tool etcd)
   kas=$(tool kube-apiserver)
   kcm=$(tool kube-controller-manager)
+  ksched=$(tool kube-scheduler)
+  kwok=$(tool kwok)
+  stages=$(tool kwok-stages)
   KUBECTL=$(tool kubectl)
 
   mkdir -p "$STATE" "$RUN" "$LOGS"
   chmod 700 "$STATE"
   ensure_certs
-  rm -rf "$STATE/etcd" "$STATE/settings" "$KUBECONFIG_FILE" "$STATE/controller-manager.kubeconfig"
+  rm -rf "$STATE/etcd" "$STATE/settings" "$KUBECONFIG_FILE" "$STATE"/{controller-manager,scheduler,kwok}.kubeconfig
   local t_start=$SECONDS
 
-  local etcd_port etcd_peer api_port kcm_port
+  local etcd_port etcd_peer api_port kcm_port sched_port kwok_port
   free_port etcd_port
   free_port etcd_peer
   free_port api_port
   free_port kcm_port
-  printf 'etcd=%s\netcd-peer=%s\napiserver=%s\ncontroller-manager=%s\n' \
-    "$etcd_port" "$etcd_peer" "$api_port" "$kcm_port" >"$STATE/ports"
+  free_port sched_port
+  free_port kwok_port
+  printf 'etcd=%s\netcd-peer=%s\napiserver=%s\ncontroller-manager=%s\nscheduler=%s\nkwok=%s\n' \
+    "$etcd_port" "$etcd_peer" "$api_port" "$kcm_port" "$sched_port" "$kwok_port" >"$STATE/ports"
 
   log "starting etcd on 127.0.0.1:$etcd_port"
   spawn etcd "$etcd" --name e2e --data-dir "$STATE/etcd" \
@@ -391,6 +418,8 @@ EOF
   write_kubeconfig "$KUBECONFIG_FILE" "$api_port" "$PKI/admin.crt" "$PKI/admin.key" e2e-admin
   write_kubeconfig "$STATE/controller-manager.kubeconfig" "$api_port" \
     "$PKI/controller-manager.crt" "$PKI/controller-manager.key" system:kube-controller-manager
+  write_kubeconfig "$STATE/scheduler.kubeconfig" "$api_port" "$PKI/scheduler.crt" "$PKI/scheduler.key" system:kube-scheduler
+  write_kubeconfig "$STATE/kwok.kubeconfig" "$api_port" "$PKI/kwok.crt" "$PKI/kwok.key" e2e-kwok
   wait_for "the API server's /readyz" kubectl_ get --raw /readyz
 
   log "starting kube-controller-manager (secure port 127.0.0.1:$kcm_port)"
@@ -409,7 +438,36 @@ EOF
     --cluster-name pod-director-e2e \
     --profiling=false
   wait_for "kubectl get ns" kubectl_ get ns
+
+  log "starting kube-scheduler (secure port 127.0.0.1:$sched_port)"
+  spawn kube-scheduler "$ksched" \
+    --kubeconfig "$STATE/scheduler.kubeconfig" \
+    --authentication-kubeconfig "$STATE/scheduler.kubeconfig" \
+    --authorization-kubeconfig "$STATE/scheduler.kubeconfig" \
+    --bind-address 127.0.0.1 --secure-port "$sched_port" \
+    --cert-dir "$STATE/scheduler-certs" \
+    --leader-elect=false \
+    --profiling=false
+
+  # kwok: the stage files of its "fast" set plus Lease heartbeats (e2e/tools.sh copies them
+  # from its module); only the Nodes with the annotation; a /16 of pod IPs (the default /24
+  # runs out after 254 pods).
+  local -a stage_args=() f
+  for f in "$stages"/*.yaml; do stage_args+=(-c "$f"); done
+  ((${#stage_args[@]})) || die "no kwok stage files in $stages"
+  log "starting kwok (healthz on 127.0.0.1:$kwok_port) for the Nodes annotated $KWOK_NODE_ANNOTATION"
+  spawn kwok "$kwok" \
+    --kubeconfig "$STATE/kwok.kubeconfig" \
+    "${stage_args[@]}" \
+    --manage-all-nodes=false \
+    --manage-nodes-with-annotation-selector="$KWOK_NODE_ANNOTATION" \
+    --cidr=10.0.0.0/16 \
+    --node-ip=127.0.0.1 \
+    --server-address="127.0.0.1:$kwok_port"
+
   wait_for "the default ServiceAccount" kubectl_ -n default get serviceaccount default
+  wait_for "kube-scheduler's /healthz" https_healthy "$sched_port"
+  wait_for "kwok's /healthz" http_healthy "$kwok_port"
 
   settings >"$STATE/settings"
   STARTED=1

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Self-test of the loopback control plane (e2e/cluster.sh): starts it, creates
 # a namespace, a pod and a Deployment (whose ReplicaSet must create pods: the
-# controller-manager works), registers a MutatingWebhookConfiguration with
+# controller-manager works), a kwok node (Ready; the Deployment's pods are bound
+# to it and Running: the scheduler and kwok work), registers a MutatingWebhookConfiguration with
 # clientConfig.url https://127.0.0.1:PORT/mutate and the helper-generated
 # webhook certificate, and checks that the API server calls a stub webhook
 # (python3, when present) and applies its JSON Patch. Stops the cluster at
@@ -97,6 +98,24 @@ else
   fail "the Deployment's pods did not appear"
   k -n "$NS" get deploy,rs,pods >&2 || true
 fi
+
+# --- scheduling: a kwok node; the scheduler binds the pods, kwok runs them -------
+NODE="smoke-node-$$"
+check "kwok node $NODE created" k create -f - <<EOF
+{"apiVersion": "v1", "kind": "Node", "metadata": {"name": "$NODE", "annotations": {"kwok.x-k8s.io/node": "fake"}}}
+EOF
+check "node $NODE Ready (kwok)" k wait --for=condition=Ready "node/$NODE" --timeout=60s
+web_pods_run_on_node() {
+  [[ "$(k -n "$NS" get pods -l app=web -o jsonpath='{range .items[*]}{.spec.nodeName}/{.status.phase} {end}')" == \
+    "$NODE/Running $NODE/Running " ]]
+}
+if until_ok 60 web_pods_run_on_node; then
+  ok "the Deployment's pods bound to $NODE (kube-scheduler) and Running (kwok)"
+else
+  fail "the Deployment's pods did not run on $NODE"
+  k -n "$NS" get pods -o wide >&2 || true
+fi
+check "node $NODE deleted" k delete node "$NODE"
 
 # --- a url webhook on loopback, with the helper-generated certificate -----------
 WH="$E2E_STATE_DIR/webhook"

@@ -7,13 +7,16 @@
 #   e2e/tools.sh all              ensure every tool
 #   e2e/tools.sh list             print "tool version path" for every tool
 #
-# Tools: kube-apiserver kube-controller-manager kubectl etcd helm helm-unittest
-#        jaeger prometheus otelcol actionlint. `path helm-plugins` prints a HELM_PLUGINS directory
-#        that holds the helm-unittest plugin:
+# Tools: kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok helm
+#        helm-unittest jaeger prometheus otelcol actionlint. `path helm-plugins` prints a
+#        HELM_PLUGINS directory that holds the helm-unittest plugin:
 #          HELM_PLUGINS=$(e2e/tools.sh path helm-plugins) "$(e2e/tools.sh path helm)" unittest chart
+#        `path kwok-stages` prints the directory of the kwok stage files e2e/cluster.sh passes
+#        with -c (copied from kwok's module: the plain binary has no built-in stages).
 #
 # Cache: ${POD_DIRECTOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pod-director}
-#   tools/<tool>-<version>/<binary>   the binaries (helm-unittest: a plugin dir)
+#   tools/<tool>-<version>/<binary>   the binaries (helm-unittest: a plugin dir;
+#                                     kwok: also stages/*.yaml)
 #   src/<module>-<version>/           generated wrapper Go modules (go.mod, go.sum)
 #   go/{path,mod,build}               GOPATH, GOMODCACHE, GOCACHE
 # Nothing here downloads a prebuilt binary: every tool is built from the Go
@@ -25,6 +28,7 @@ set -euo pipefail
 
 # --- versions (Renovate updates these lines through a regex manager) ----------
 KUBE_VERSION=v1.37.2  # renovate: datasource=go depName=k8s.io/kubernetes
+KWOK_VERSION=v0.8.0  # renovate: datasource=go depName=sigs.k8s.io/kwok
 ETCD_VERSION=v3.6.16  # renovate: datasource=go depName=go.etcd.io/etcd/server/v3
 HELM_VERSION=v3.22.0  # renovate: datasource=go depName=helm.sh/helm/v3
 HELM_UNITTEST_VERSION=v1.1.2  # renovate: datasource=go depName=github.com/helm-unittest/helm-unittest
@@ -36,7 +40,7 @@ OTELCOL_VERSION=v0.161.0  # renovate: datasource=go depName=github.com/open-tele
 ACTIONLINT_VERSION=v1.7.12  # renovate: datasource=go depName=github.com/rhysd/actionlint
 # -----------------------------------------------------------------------------
 
-TOOLS=(kube-apiserver kube-controller-manager kubectl etcd helm helm-unittest jaeger prometheus otelcol actionlint)
+TOOLS=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok helm helm-unittest jaeger prometheus otelcol actionlint)
 
 CACHE="${POD_DIRECTOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pod-director}"
 export GOPATH="$CACHE/go/path"
@@ -63,15 +67,16 @@ usage() {
 # version_of TOOL: the version that keys the tool in the cache.
 version_of() {
   case "$1" in
-    kube-apiserver | kube-controller-manager | kubectl) echo "$KUBE_VERSION" ;;
+    kube-apiserver | kube-controller-manager | kube-scheduler | kubectl) echo "$KUBE_VERSION" ;;
     etcd) echo "$ETCD_VERSION" ;;
+    kwok | kwok-stages) echo "$KWOK_VERSION" ;;
     helm) echo "$HELM_VERSION" ;;
     helm-unittest | helm-plugins) echo "$HELM_UNITTEST_VERSION" ;;
     jaeger) echo "$JAEGER_VERSION" ;;
     prometheus) echo "$PROMETHEUS_VERSION" ;;
     otelcol) echo "$OTELCOL_VERSION" ;;
     actionlint) echo "$ACTIONLINT_VERSION" ;;
-    *) die "unknown tool '$1' (known: ${TOOLS[*]} helm-plugins)" ;;
+    *) die "unknown tool '$1' (known: ${TOOLS[*]} helm-plugins kwok-stages)" ;;
   esac
 }
 
@@ -96,6 +101,7 @@ binary_path() {
   case "$tool" in
     helm-unittest) echo "$CACHE/tools/helm-plugins-$version/unittest/$(untt_name)" ;;
     helm-plugins) echo "$CACHE/tools/helm-plugins-$version" ;;
+    kwok-stages) echo "$CACHE/tools/kwok-$version/stages" ;;
     *) echo "$CACHE/tools/$tool-$version/$tool" ;;
   esac
 }
@@ -177,7 +183,7 @@ go_compile() {
   mv -f "$out.tmp.$$" "$out"
 }
 
-# --- Kubernetes: kube-apiserver, kube-controller-manager, kubectl -----------------
+# --- Kubernetes: kube-apiserver, kube-controller-manager, kube-scheduler, kubectl ---
 # k8s.io/kubernetes requires its staging modules at v0.0.0 and replaces them
 # with ./staging/src/...; the wrapper module replaces each with the published
 # k8s.io/<module> v0.<minor>.<patch>. The list is derived from kubernetes' own
@@ -218,6 +224,38 @@ build_kube() {
   dir=$(kube_module)
   log "building $tool $KUBE_VERSION (a cold Kubernetes build takes 10-20 min on 2 cores)"
   go_build "$dir" "k8s.io/kubernetes/cmd/$tool@$KUBE_VERSION" "$(binary_path "$tool")" "$(kube_ldflags)"
+}
+
+# --- kwok: plays the kubelet of Node objects (no containers) ------------------------
+# Its go.mod has no replace; the stage files it needs (node initialize + Lease
+# heartbeat, pod ready/complete/delete, the "fast" set) are copied from its module
+# into the tools dir beside the binary, before the binary (whose presence marks the
+# tool built) is moved into place.
+KWOK_STAGES=(
+  kustomize/stage/node/fast/node-initialize.yaml
+  kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml
+  kustomize/stage/pod/fast/pod-ready.yaml
+  kustomize/stage/pod/fast/pod-complete.yaml
+  kustomize/stage/pod/fast/pod-delete.yaml
+)
+
+build_kwok() {
+  local dir src stages f
+  dir=$(wrapper_module "kwok-$KWOK_VERSION" sigs.k8s.io/kwok "$KWOK_VERSION")
+  src=$(module_dir sigs.k8s.io/kwok "$KWOK_VERSION")
+  [[ -d "$src" ]] || die "could not download sigs.k8s.io/kwok@$KWOK_VERSION"
+  stages=$(binary_path kwok-stages)
+  rm -rf "$stages.tmp"
+  mkdir -p "$stages.tmp"
+  for f in "${KWOK_STAGES[@]}"; do
+    [[ -f "$src/$f" ]] || die "kwok $KWOK_VERSION ships no $f"
+    cp "$src/$f" "$stages.tmp/"
+    chmod 644 "$stages.tmp/$(basename "$f")"
+  done
+  rm -rf "$stages"
+  mv "$stages.tmp" "$stages"
+  go_build "$dir" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" "$(binary_path kwok)" \
+    "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v}"
 }
 
 # --- etcd (the root package of go.etcd.io/etcd/server/v3 is its main) ----------
@@ -450,8 +488,9 @@ build_actionlint() {
 # --- dispatcher -------------------------------------------------------------------
 build_tool() {
   case "$1" in
-    kube-apiserver | kube-controller-manager | kubectl) build_kube "$1" ;;
+    kube-apiserver | kube-controller-manager | kube-scheduler | kubectl) build_kube "$1" ;;
     etcd) build_etcd ;;
+    kwok) build_kwok ;;
     helm) build_helm ;;
     helm-unittest) build_helm_unittest ;;
     jaeger) build_jaeger ;;
@@ -465,6 +504,7 @@ build_tool() {
 ensure_one() {
   local tool=$1 bin lock
   [[ "$tool" == helm-plugins ]] && tool=helm-unittest
+  [[ "$tool" == kwok-stages ]] && tool=kwok
   bin=$(binary_path "$tool")
   [[ -x "$bin" ]] && return 0
   mkdir -p "$CACHE/tools"

@@ -149,6 +149,7 @@ fn audit() -> Audit {
             templates: Counts::default(),
             feasible_nodes: Some(1),
             would_deny: Default::default(),
+            would_patch: Default::default(),
             no_feasible_node: Default::default(),
             verdict: Verdict {
                 ready: false,

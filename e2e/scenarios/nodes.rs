@@ -1,10 +1,12 @@
 //! The Node cache on a real API server: feasible-node counts on every decision
-//! (Node objects created through the API, no kubelet), `onNoFeasibleNode`'s
+//! (Node objects created through the API, played by kwok), `onNoFeasibleNode`'s
 //! warning, `pod_director_group_nodes`, and pods naming their node
-//! (`spec.nodeName`) checked against the group — created as a tenant would.
+//! (`spec.nodeName`) checked against the group — created as a tenant would — and
+//! running there (or, denied, nowhere).
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Client;
+use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
 
 use crate::harness::k8s::{create_pod, eventually, impersonating};
@@ -234,6 +236,24 @@ async fn a_tenant_cannot_land_a_pod_on_a_node_outside_its_enforce_group() {
         Some("teal")
     );
     assert_eq!(env.decision(&enforce, "allowed", "validate").await.decision(), "noop");
+
+    // Where they run: the allowed pod on its node (kwok plays it); nothing on the node outside.
+    if env.pods_run() {
+        let running = env.wait_running(&enforce, "allowed").await;
+        assert_eq!(running.spec.and_then(|s| s.node_name).as_deref(), Some(inside.as_str()));
+        let on_outside = ListParams::default().fields(&format!("spec.nodeName={outside}"));
+        let escaped: Vec<String> = Api::<Pod>::namespaced(env.client.clone(), &enforce)
+            .list(&on_outside)
+            .await
+            .expect("pods listed")
+            .items
+            .into_iter()
+            .filter_map(|p| p.metadata.name)
+            .collect();
+        assert!(escaped.is_empty(), "no enforce pod runs on {outside}: {escaped:?}");
+    } else {
+        notice("SKIPPED the Running check in cluster mode: set E2E_KWOK=true when kwok plays the suite's nodes");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

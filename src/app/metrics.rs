@@ -315,6 +315,7 @@ pod_director_build_info{version=\"VERSION\"} 1
                 },
                 feasible_nodes: Some(0),
                 would_deny: Default::default(),
+                would_patch: Default::default(),
                 no_feasible_node: Default::default(),
                 verdict: crate::audit::Verdict {
                     ready,

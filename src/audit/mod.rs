@@ -118,7 +118,10 @@ pub(crate) enum Source {
     Template,
 }
 
-/// One workload behind a would_deny (or a placed pod that fits no node).
+/// Nodes named per finding (the nodes its running pods are bound to); the rest are counted.
+pub(crate) const MAX_FINDING_NODES: usize = 20;
+
+/// One workload behind a would_deny, a would_patch (or a placed pod that fits no node).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub(crate) struct Finding {
     pub namespace: String,
@@ -131,6 +134,29 @@ pub(crate) struct Finding {
     pub example: String,
     /// Why (the denial enforce would send), for the first one seen.
     pub reason: String,
+    /// The nodes its running pods are bound to (`spec.nodeName`), at most [`MAX_FINDING_NODES`].
+    #[serde(skip_serializing_if = "std::collections::BTreeSet::is_empty")]
+    pub nodes: std::collections::BTreeSet<String>,
+    /// Further nodes, beyond [`MAX_FINDING_NODES`].
+    #[serde(skip_serializing_if = "is_zero")]
+    pub nodes_omitted: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl Finding {
+    fn add_node(&mut self, node: &str) {
+        if self.nodes.contains(node) {
+            return;
+        }
+        if self.nodes.len() < MAX_FINDING_NODES {
+            self.nodes.insert(node.to_owned());
+        } else {
+            self.nodes_omitted += 1;
+        }
+    }
 }
 
 /// Findings of one kind for one group, at most [`MAX_FINDINGS`] workloads.
@@ -142,27 +168,35 @@ pub struct Findings {
 }
 
 impl Findings {
-    fn add(&mut self, namespace: &str, workload: &str, source: Source, example: &str, reason: impl FnOnce() -> String) {
+    /// Counts a pod or template under its workload; the workload's finding, unless omitted.
+    fn add(
+        &mut self,
+        namespace: &str,
+        workload: &str,
+        source: Source,
+        example: &str,
+        reason: impl FnOnce() -> String,
+    ) -> Option<&mut Finding> {
         let key = (namespace.to_owned(), workload.to_owned(), source);
-        if let Some(found) = self.by_workload.get_mut(&key) {
+        if self.by_workload.contains_key(&key) {
+            let found = self.by_workload.get_mut(&key)?;
             found.pods += u64::from(source == Source::Pods);
-            return;
+            return Some(found);
         }
         if self.by_workload.len() >= MAX_FINDINGS {
             self.omitted += 1;
-            return;
+            return None;
         }
-        self.by_workload.insert(
-            key,
-            Finding {
-                namespace: namespace.to_owned(),
-                workload: workload.to_owned(),
-                source,
-                pods: u64::from(source == Source::Pods),
-                example: example.to_owned(),
-                reason: reason(),
-            },
-        );
+        Some(self.by_workload.entry(key).or_insert_with(|| Finding {
+            namespace: namespace.to_owned(),
+            workload: workload.to_owned(),
+            source,
+            pods: u64::from(source == Source::Pods),
+            example: example.to_owned(),
+            reason: reason(),
+            nodes: std::collections::BTreeSet::new(),
+            nodes_omitted: 0,
+        }))
     }
 
     pub(crate) fn iter(&self) -> impl Iterator<Item = &Finding> {
@@ -192,6 +226,8 @@ pub struct GroupAudit {
     pub feasible_nodes: Option<usize>,
     /// Workloads whose pods or template enforce would refuse.
     pub would_deny: Findings,
+    /// Workloads whose pods or template enforce would change (patch).
+    pub would_patch: Findings,
     /// Workloads whose placed pods would fit no node (admitted, but left Pending).
     pub no_feasible_node: Findings,
     pub verdict: Verdict,
@@ -206,8 +242,17 @@ impl GroupAudit {
         }
     }
 
-    /// Counts one decided pod or template, and keeps its workload when it is a finding.
-    fn record(&mut self, namespace: &str, workload: &str, source: Source, example: &str, outcome: &Outcome) {
+    /// Counts one decided pod or template (a pod with the node it is bound to), and keeps its
+    /// workload when it is a finding.
+    fn record(
+        &mut self,
+        namespace: &str,
+        workload: &str,
+        source: Source,
+        example: &str,
+        node: Option<&str>,
+        outcome: &Outcome,
+    ) {
         let decision = AuditDecision::of(outcome.decision);
         match source {
             Source::Pods => self.pods.add(decision),
@@ -221,11 +266,24 @@ impl GroupAudit {
                 .trim_start_matches("pod-director: ")
                 .to_owned()
         };
-        if decision == AuditDecision::WouldDeny {
-            self.would_deny.add(namespace, workload, source, example, reason);
+        let found = if decision == AuditDecision::WouldDeny {
+            self.would_deny.add(namespace, workload, source, example, reason)
         } else if outcome.no_feasible_node && decision != AuditDecision::Skipped {
             self.no_feasible_node
-                .add(namespace, workload, source, example, || outcome.summary.clone());
+                .add(namespace, workload, source, example, || outcome.summary.clone())
+        } else {
+            None
+        };
+        if let (Some(found), Some(node)) = (found, node) {
+            found.add_node(node);
+        }
+        if decision == AuditDecision::WouldPatch
+            && let Some(found) = self
+                .would_patch
+                .add(namespace, workload, source, example, || outcome.summary.clone())
+            && let Some(node) = node
+        {
+            found.add_node(node);
         }
     }
 }
@@ -719,7 +777,7 @@ async fn scan_namespace(
     let mut templates = 0u64;
     let mut decide = |workload: String, pod: &crate::placement::Pod, subject: Subject, requester: Requester| {
         let outcome = engine::decide(config, ns, pod, subject, requester, nodes);
-        group.record(name, &workload, Source::Template, &workload, &outcome);
+        group.record(name, &workload, Source::Template, &workload, None, &outcome);
         templates += 1;
     };
     let c = &mut controllers;
@@ -741,7 +799,12 @@ async fn scan_namespace(
             let found = engine::recreation(config, &pod, &controllers, nodes);
             let outcome = engine::decide(config, ns, &pod, Subject::Pod, found.requester, nodes);
             let pod_name = pod.metadata.name.as_deref().unwrap_or_default();
-            group.record(name, &found.workload, Source::Pods, pod_name, &outcome);
+            let node = pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_deref())
+                .filter(|n| !n.is_empty());
+            group.record(name, &found.workload, Source::Pods, pod_name, node, &outcome);
         },
         |count| {
             audit.pods_scanned += count;

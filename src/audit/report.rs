@@ -28,6 +28,8 @@ struct JsonGroup<'a> {
     templates: Counts,
     would_deny: Vec<&'a Finding>,
     would_deny_omitted: u64,
+    would_patch: Vec<&'a Finding>,
+    would_patch_omitted: u64,
     no_feasible_node: Vec<&'a Finding>,
     no_feasible_node_omitted: u64,
 }
@@ -67,6 +69,8 @@ pub(crate) fn json(audit: &Audit) -> Result<String, serde_json::Error> {
             templates: g.templates,
             would_deny: g.would_deny.iter().collect(),
             would_deny_omitted: g.would_deny.omitted,
+            would_patch: g.would_patch.iter().collect(),
+            would_patch_omitted: g.would_patch.omitted,
             no_feasible_node: g.no_feasible_node.iter().collect(),
             no_feasible_node_omitted: g.no_feasible_node.omitted,
         })
@@ -286,5 +290,86 @@ mod tests {
         assert_eq!(group["would_deny"][0]["workload"], "Deployment/web");
         assert_eq!(group["would_deny"][0]["source"], "pods");
         assert_eq!(value["scanned"]["seconds"], 1.234);
+        assert_eq!(group["would_deny"][0].get("nodes"), None, "no node: left out");
+    }
+
+    fn would_patch() -> crate::placement::Outcome {
+        use crate::placement::{Decision, Outcome, Webhook};
+        Outcome {
+            webhook: Webhook::Mutate,
+            group: Some("ci".to_owned()),
+            mode: Some(Mode::Enforce),
+            decision: Decision::Patched,
+            skip_reason: None,
+            patch: json_patch::Patch(Vec::new()),
+            message: None,
+            warning: None,
+            conflicts: Vec::new(),
+            violations: Vec::new(),
+            summary: "would set nodeSelector node-pool=ci".to_owned(),
+            feasible_nodes: Some(1),
+            feasible_nodes_before: Some(0),
+            no_feasible_node: false,
+        }
+    }
+
+    #[test]
+    fn the_json_report_lists_the_workloads_enforce_would_change_with_the_nodes_their_pods_run_on() {
+        let mut g = GroupAudit::new("ci".to_owned(), Mode::Enforce);
+        let outcome = would_patch();
+        for (pod, node) in [
+            ("web-1", Some("n2")),
+            ("web-2", Some("n1")),
+            ("web-3", Some("n2")),
+            ("web-4", None),
+        ] {
+            g.record("team-a", "Deployment/web", Source::Pods, pod, node, &outcome);
+        }
+        g.record(
+            "team-a",
+            "Deployment/web",
+            Source::Template,
+            "Deployment/web",
+            None,
+            &outcome,
+        );
+        let mut audit = audit();
+        audit.groups = vec![g];
+        let value: serde_json::Value = serde_json::from_str(&json(&audit).expect("renders")).expect("JSON");
+        let listed = &value["groups"][0]["would_patch"];
+        assert_eq!(value["groups"][0]["pods"]["would_patch"], 4);
+        assert_eq!(listed[0]["workload"], "Deployment/web");
+        assert_eq!(listed[0]["source"], "pods");
+        assert_eq!(listed[0]["pods"], 4);
+        assert_eq!(listed[0]["reason"], "would set nodeSelector node-pool=ci");
+        assert_eq!(
+            listed[0]["nodes"],
+            serde_json::json!(["n1", "n2"]),
+            "each node once, sorted"
+        );
+        assert_eq!(listed[1]["source"], "template");
+        assert_eq!(listed[1].get("nodes"), None, "a template runs nowhere");
+        assert_eq!(value["groups"][0]["would_patch_omitted"], 0);
+    }
+
+    #[test]
+    fn a_finding_names_at_most_twenty_nodes_and_counts_the_rest() {
+        let mut g = GroupAudit::new("ci".to_owned(), Mode::Enforce);
+        let outcome = would_patch();
+        for i in 0..25 {
+            let node = format!("n{i:02}");
+            g.record(
+                "team-a",
+                "DaemonSet/agent",
+                Source::Pods,
+                "agent",
+                Some(&node),
+                &outcome,
+            );
+        }
+        let found = g.would_patch.iter().next().expect("a finding");
+        assert_eq!(found.nodes.len(), crate::audit::MAX_FINDING_NODES);
+        assert_eq!(found.nodes_omitted, 5);
+        assert_eq!(found.pods, 25);
     }
 }

@@ -1,5 +1,7 @@
 //! The scheduler's reading of required node affinity, written apart from the
-//! engine: the oracle the placement tests (unit, property, e2e) check it against.
+//! engine: the oracle the unit and property tests check it against without a
+//! cluster. It is not the reference: e2e/scenarios/differential.rs holds the
+//! engine's feasible-node count to kube-scheduler's own verdict.
 
 use std::collections::BTreeMap;
 

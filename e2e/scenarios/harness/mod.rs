@@ -32,6 +32,7 @@ pub mod process;
 #[allow(dead_code)]
 pub mod prometheus;
 pub mod proxy;
+pub mod scheduling;
 pub mod stub;
 
 use std::collections::BTreeMap;
@@ -202,7 +203,8 @@ pub fn suffix() -> String {
 
 /// A Node of the suite's blue pool (`e2e/scenarios/values.yaml`): its labels and
 /// the taint its groups tolerate, and the labels the scenarios' workload pod asks
-/// for (`fixtures::workload`). No kubelet: it stays NotReady, which placement ignores.
+/// for (`fixtures::workload`). [`Env::create_node`] makes it a kwok node: Ready, and
+/// the pods bound to it run.
 pub fn pool_node(name: &str) -> Node {
     serde_json::from_value(json!({
         "apiVersion": "v1",
@@ -634,8 +636,15 @@ impl Env {
             .unwrap_or_else(|e| panic!("ServiceAccount {namespace}/{name} created: {e}"));
     }
 
-    /// Creates a Node object (no kubelet behind it: it stays NotReady), deleted at the end.
+    /// Creates a Node object played by kwok (annotation [`scheduling::KWOK_NODE`]: kwok marks it
+    /// Ready, renews its Lease and runs the pods bound to it), deleted at the end.
     pub async fn create_node(&self, node: &Node) -> Node {
+        self.create_unmanaged_node(&scheduling::kwok_node(node.clone())).await
+    }
+
+    /// Creates a Node object as given: without the kwok annotation no kubelet plays it, so it
+    /// stays NotReady (tainted `node.kubernetes.io/not-ready`, later `unreachable`). Deleted at the end.
+    pub async fn create_unmanaged_node(&self, node: &Node) -> Node {
         let name = node.metadata.name.clone().expect("a named Node");
         self.created.lock().expect("not poisoned").nodes.push(name.clone());
         Api::<Node>::all(self.client.clone())
@@ -904,7 +913,7 @@ impl Drop for Env {
     }
 }
 
-/// Deletes the scenario's webhook configurations, then its namespaces (in the background).
+/// Deletes the scenario's webhook configurations, then its namespaces and nodes (in the background).
 async fn delete(created: Cleanup) {
     let client = match Client::try_default().await {
         Ok(client) => client,
@@ -912,8 +921,9 @@ async fn delete(created: Cleanup) {
     };
     delete_all::<MutatingWebhookConfiguration>(&client, &created.mutating).await;
     delete_all::<ValidatingWebhookConfiguration>(&client, &created.validating).await;
-    delete_all::<Node>(&client, &created.nodes).await;
+    // Namespaces before nodes: kwok finishes the deletion of the pods bound to its nodes.
     delete_all::<Namespace>(&client, &created.namespaces).await;
+    delete_all::<Node>(&client, &created.nodes).await;
 }
 
 /// Deletes the cluster-scoped `K`s `names` (in the background), reporting failures.
