@@ -733,3 +733,25 @@ fn the_chart_values_schema_embeds_the_schema_the_binary_prints() {
         stderr(&out)
     );
 }
+
+#[test]
+fn explain_renders_an_empty_term_as_the_api_server_stores_and_sends_it() {
+    // Checked on a real kube-apiserver: a pod created with `matchExpressions: []` is stored,
+    // and sent to the webhook, as `{}` (Go's omitempty); the webhook's patch then carries `{}`.
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.yaml");
+    std::fs::write(&config, "groups:\n  ci:\n    affinity:\n      nodeAffinity:\n        requiredDuringSchedulingIgnoredDuringExecution:\n          nodeSelectorTerms:\n            - matchExpressions: [{key: zone, operator: In, values: [a]}]\n").unwrap();
+    let manifest = dir.path().join("pod.yaml");
+    std::fs::write(
+        &manifest,
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: t, labels: {pod-director/group: ci}}\n---\n\
+         apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: t}\nspec:\n  containers: [{name: c, image: x}]\n  \
+         affinity:\n    nodeAffinity:\n      requiredDuringSchedulingIgnoredDuringExecution:\n        nodeSelectorTerms:\n          \
+         - matchExpressions: []\n          - matchExpressions: [{key: disk, operator: In, values: [ssd]}]\n",
+    )
+    .unwrap();
+    let reports = reports(&explain(&config, &[&manifest], &["-o", "json"]));
+    let terms = &reports[0]["patch"][0]["value"];
+    assert_eq!(terms[0], serde_json::json!({}), "{}", reports[0]);
+    assert_eq!(terms[1]["matchExpressions"].as_array().map(Vec::len), Some(2));
+}

@@ -447,6 +447,15 @@ async fn a_node_s_own_mirror_pod_is_skipped() {
     }
 }
 
+/// A workload pod no scheduler picks up (a scheduler name nobody runs), for binding by hand.
+fn unscheduled(name: &str) -> Pod {
+    let mut pod = workload(name);
+    if let Some(spec) = pod.spec.as_mut() {
+        spec.scheduler_name = Some("e2e-binds-by-hand".to_owned());
+    }
+    pod
+}
+
 /// Binds pod `name` to `node` through the `pods/binding` subresource, as the scheduler does;
 /// returns the stored pod, asserting it names the node.
 async fn bind(env: &Env, ns: &str, name: &str, node: &str) -> Pod {
@@ -474,7 +483,7 @@ async fn the_api_server_s_own_binding_path_is_unaffected() {
     let ns = env.namespace(Some("e2e-enforce")).await;
     let node = format!("e2e-bind-{}", suffix());
     create_nodes(&env, &[(&node, json!({"e2e.pod-director.io/pool": "blue"}))]).await;
-    env.create_admitted_pod(&ns, &workload("bound")).await;
+    env.create_admitted_pod(&ns, &unscheduled("bound")).await;
     let bound = bind(&env, &ns, "bound", &node).await;
     assert_eq!(Placement::of(&bound), Placement::enforced());
     assert_eq!(
@@ -537,7 +546,7 @@ async fn a_rule_widened_to_every_pod_subresource_does_not_break_binding() {
     widened_validating.webhooks = Some(vec![hook]);
     env.apply_validating(&widened_validating).await;
 
-    let created = env.create_admitted_pod(&ns, &workload("bound")).await;
+    let created = env.create_admitted_pod(&ns, &unscheduled("bound")).await;
     assert!(created.error_message().is_none(), "{created:?}");
     // The binding is sent to pod-director (widened rules) and must be admitted untouched.
     bind(&env, &ns, "bound", &node).await;

@@ -355,7 +355,7 @@ fn collect(
         .or_else(|| text("generateName").map(|g| format!("{g}*")))
         .unwrap_or_else(|| "(unnamed)".to_owned());
     let namespace = text("namespace").unwrap_or(default_ns).to_owned();
-    let pod: Pod = match kind {
+    let mut pod: Pod = match kind {
         "Namespace" => {
             let labels: BTreeMap<String, String> = meta
                 .and_then(|m| m.get("labels"))
@@ -398,6 +398,7 @@ fn collect(
             pod
         }
     };
+    as_stored(&mut pod);
     candidates.push(Candidate {
         namespace,
         name,
@@ -406,6 +407,50 @@ fn collect(
         pod: placement::Pod::from(&pod),
     });
     Ok(())
+}
+
+/// The placement fields as the API server stores them, so that offline is online: it
+/// drops an empty list or map of an `omitempty` field (`matchExpressions: []` of a node
+/// selector term is stored, and sent to webhooks, as `{}`; so are an empty
+/// `nodeSelector`, `tolerations` or list of preferred terms).
+fn as_stored(pod: &mut Pod) {
+    fn drop_empty<T>(list: &mut Option<Vec<T>>) {
+        if list.as_ref().is_some_and(Vec::is_empty) {
+            *list = None;
+        }
+    }
+    fn term(term: &mut k8s_openapi::api::core::v1::NodeSelectorTerm) {
+        drop_empty(&mut term.match_expressions);
+        drop_empty(&mut term.match_fields);
+        for requirement in term
+            .match_expressions
+            .iter_mut()
+            .chain(term.match_fields.iter_mut())
+            .flatten()
+        {
+            drop_empty(&mut requirement.values);
+        }
+    }
+    let Some(spec) = pod.spec.as_mut() else {
+        return;
+    };
+    if spec.node_selector.as_ref().is_some_and(BTreeMap::is_empty) {
+        spec.node_selector = None;
+    }
+    drop_empty(&mut spec.tolerations);
+    if let Some(node) = spec.affinity.as_mut().and_then(|a| a.node_affinity.as_mut()) {
+        if let Some(required) = node.required_during_scheduling_ignored_during_execution.as_mut() {
+            required.node_selector_terms.iter_mut().for_each(term);
+        }
+        drop_empty(&mut node.preferred_during_scheduling_ignored_during_execution);
+        for preferred in node
+            .preferred_during_scheduling_ignored_during_execution
+            .iter_mut()
+            .flatten()
+        {
+            term(&mut preferred.preference);
+        }
+    }
 }
 
 fn decide(
