@@ -42,7 +42,7 @@ fn json_file(value: &Value) -> tempfile::NamedTempFile {
 
 /// Runs `pod-director audit -o json ARGS` (KUBECONFIG from the test's environment):
 /// exit code and the report.
-async fn audit(config: &Path, args: &[&str]) -> (i32, Value) {
+pub(crate) async fn audit(config: &Path, args: &[&str]) -> (i32, Value) {
     let (code, report, _) = audit_as(None, config, args).await;
     (code, report)
 }

@@ -375,31 +375,7 @@ async fn audit_group(config: &Value, group: &str) -> Value {
         .tempfile()
         .expect("a temp file");
     std::fs::write(file.path(), config.to_string()).expect("config written");
-    let mut command = std::process::Command::new(crate::harness::process::BINARY);
-    command.arg("audit").arg("--config").arg(file.path()).args([
-        "-o",
-        "json",
-        "--quiet",
-        "--request-timeout",
-        "10s",
-        "--group",
-        group,
-    ]);
-    for (name, _) in std::env::vars() {
-        if name.starts_with("POD_DIRECTOR_") {
-            command.env_remove(name);
-        }
-    }
-    let output = tokio::task::spawn_blocking(move || command.output())
-        .await
-        .expect("joined")
-        .expect("pod-director audit runs");
-    let report: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
-        panic!(
-            "audit printed no JSON ({e}): {}",
-            String::from_utf8_lossy(&output.stderr)
-        )
-    });
+    let (_, report) = crate::audit::audit(file.path(), &["--group", group]).await;
     report["groups"][0].clone()
 }
 
