@@ -46,6 +46,7 @@ use crate::config::Loaded;
 use crate::namespace_guard::{self, NamespaceWrite};
 use crate::namespaces::{self, Labels, LookupError, NamespaceSource};
 use crate::nodes::{NodeMetrics, Nodes};
+use crate::placement::reservation;
 use crate::placement::{self, Context, Decision, NodeView, Outcome, Pod, SkipReason, Webhook};
 use crate::telemetry::{self, DECISION_TARGET};
 
@@ -622,6 +623,32 @@ impl Admission {
             }
             (Subject::Namespace { .. }, _) => Ok(skipped(webhook, "namespaces are decided at /validate-namespace")),
             (_, Webhook::ValidateNamespace) => Ok(skipped(webhook, "/validate-namespace decides namespaces only")),
+            (Subject::Pod { pod, old }, Webhook::ValidateReservation) => {
+                let labels = self.labels(config, request).await?;
+                let namespace = placement::Namespace {
+                    name: request.namespace.as_deref().unwrap_or_default(),
+                    labels: &labels,
+                };
+                let bound = match (&self.nodes, reservation::needs_named_node(config, pod, old.as_deref())) {
+                    (Some((nodes, metrics)), Some(node)) => Some((node, nodes.lookup(node, metrics).await)),
+                    _ => None,
+                };
+                let view = self.nodes.as_ref().map(|(nodes, _)| nodes.view(bound));
+                let ctx = ctx.with_nodes(view.as_ref().map(|v| v as &dyn NodeView));
+                let outcome = reservation::decide(config, &namespace, pod, old.as_deref(), &ctx);
+                if outcome.decision == Decision::Error {
+                    return Err(AdmissionError::Node(
+                        outcome
+                            .message
+                            .unwrap_or_else(|| "the pod's node cannot be checked".to_owned()),
+                    ));
+                }
+                Ok(outcome)
+            }
+            (Subject::DaemonSet { .. }, Webhook::ValidateReservation) => Ok(skipped(
+                webhook,
+                "/validate-reservation decides pods; DaemonSets that intrude are reported by explain and audit",
+            )),
             (Subject::Pod { .. }, Webhook::Mutate) if update => {
                 Ok(skipped(webhook, "UPDATE is validated, not mutated"))
             }
@@ -723,6 +750,7 @@ fn decision_span(webhook: Webhook) -> Span {
         Webhook::Mutate => "POST /mutate",
         Webhook::Validate => "POST /validate",
         Webhook::ValidateNamespace => "POST /validate-namespace",
+        Webhook::ValidateReservation => "POST /validate-reservation",
     };
     tracing::info_span!(
         target: DECISION_TARGET,
@@ -759,6 +787,13 @@ fn decision_span(webhook: Webhook) -> Span {
         error = Empty,
         trace_id = Empty,
         span_id = Empty,
+        reservation.groups = Empty,
+        reservation.reason = Empty,
+        reservation.intrusions = Empty,
+        reservation.toleration = Empty,
+        reservation.node = Empty,
+        reservation.exempt = Empty,
+        reservation.pool_nodes = Empty,
     )
 }
 
@@ -821,6 +856,54 @@ fn json_strings<T: ToString>(items: &[T]) -> String {
 /// `placement.group` to `error`), recorded in one dispatch.
 static OUTCOME_FIELDS: telemetry::FieldBatch<16> = telemetry::FieldBatch::new(telemetry::decision_fields(11));
 
+/// The `reservation.*` fields of the decision span (the end of [`telemetry::DECISION_FIELDS`]).
+static RESERVATION_FIELDS: telemetry::FieldBatch<7> =
+    telemetry::FieldBatch::new(telemetry::decision_fields(telemetry::RESERVATION_FIELDS_START));
+
+/// Records the reservations the pod intrudes on: every one (`groups`, `intrusions`), and the
+/// one that decided (the first refused, enforce first): how, whether exempt, the pool count.
+fn record_reservation(span: &Span, outcome: &Outcome) {
+    use placement::reservation::Via;
+    let found = &outcome.reservation;
+    let lead = found
+        .iter()
+        .find(|i| i.exempt.is_none() && Some(i.group.as_str()) == outcome.group.as_deref())
+        .or(found.first());
+    let mut groups: Vec<&str> = found.iter().map(|i| i.group.as_str()).collect();
+    groups.dedup();
+    let groups = serde_json::to_string(&groups).unwrap_or_else(|_| "[]".to_owned());
+    let intrusions = json_strings(found);
+    let refused = matches!(outcome.decision, Decision::Denied | Decision::WouldDeny);
+    let reason = refused.then_some("reserved");
+    let toleration = lead.and_then(|i| match &i.via {
+        Via::Toleration { toleration, .. } => Some(toleration.as_str()),
+        Via::NodeName(_) => None,
+    });
+    let node = lead.and_then(|i| match &i.via {
+        Via::NodeName(node) => Some(node.as_str()),
+        Via::Toleration { .. } => None,
+    });
+    let exempt = (!refused)
+        .then(|| found.iter().find_map(|i| i.exempt))
+        .flatten()
+        .map(|e| e.as_str());
+    let pool = lead
+        .and_then(|i| i.pool_nodes)
+        .map(|(fits, _)| i64::try_from(fits).unwrap_or(i64::MAX));
+    RESERVATION_FIELDS.record(
+        span,
+        [
+            Some(&groups.as_str()),
+            opt(&reason),
+            Some(&intrusions.as_str()),
+            opt(&toleration),
+            opt(&node),
+            opt(&exempt),
+            opt(&pool),
+        ],
+    );
+}
+
 /// Records the outcome on the span and writes the one decision log line
 /// (`patch`: the outcome's [`Outcome::patch_text`]; `exported`: the span is sampled, so it carries the patch too).
 fn log_decision(
@@ -861,6 +944,9 @@ fn log_decision(
             opt(&error_text.as_deref()),
         ],
     );
+    if !outcome.reservation.is_empty() {
+        record_reservation(span, outcome);
+    }
     if let Some(text) = &error_text {
         telemetry::set_error_status(span, text);
     }

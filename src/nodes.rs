@@ -113,6 +113,12 @@ impl NodeStore {
         self.generation.load(Ordering::SeqCst)
     }
 
+    /// How many nodes `keep` accepts, read under one lock.
+    fn count_where(&self, keep: &dyn Fn(&NodeInfo) -> bool) -> Option<usize> {
+        let nodes = self.nodes.read().ok()?;
+        Some(nodes.values().filter(|n| keep(n)).count())
+    }
+
     /// The generation and how many nodes are feasible for `placement`, read under one lock.
     fn count(&self, placement: &Placement<'_>) -> Option<(u64, usize)> {
         let nodes = self.nodes.read().ok()?;
@@ -304,6 +310,13 @@ impl NodeView for RequestNodes<'_> {
 
     fn total(&self) -> Option<usize> {
         self.nodes.is_ready().then(|| self.nodes.cached_count())
+    }
+
+    fn count_where(&self, keep: &dyn Fn(&NodeInfo) -> bool) -> Option<usize> {
+        if !self.nodes.is_ready() {
+            return None;
+        }
+        self.nodes.source.store().count_where(keep)
     }
 
     fn node(&self, name: &str) -> NodeLookup {

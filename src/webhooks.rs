@@ -216,6 +216,12 @@ pub(crate) enum ReconcileError {
         name: String,
         entry: String,
     },
+    #[error(
+        "cannot add entry {entry:?} to ValidatingWebhookConfiguration {name}: its clientConfig is copied from entry \
+         {from:?}, which has neither a Service nor a URL ending in /validate (install the chart's webhook \
+         configuration, or turn webhook.reconcile off and add the entry by hand)"
+    )]
+    NoClientConfig { name: String, entry: String, from: String },
     #[error("cannot patch {kind} {name}: {source}")]
     Patch {
         kind: &'static str,
@@ -408,6 +414,15 @@ pub fn owned_entries(kind: Kind, name: &str, config: &Config, settings: &EntrySe
             )]);
             out.push(value);
         }
+        let policy = reservation::failure_policy(config, enforce_policy);
+        let not_excluded = serde_json::to_value(&not_excluded).unwrap_or(Value::Null);
+        if let Some(fields) = reservation::fields(config, not_excluded) {
+            let mut value = common(reservation::entry_name(name), policy);
+            for (field, v) in fields {
+                value[field] = v;
+            }
+            out.push(value);
+        }
     }
     out
 }
@@ -430,53 +445,102 @@ pub(crate) fn plan_patch(
 ) -> Result<(Vec<PatchOperation>, Vec<String>), ReconcileError> {
     let mut operations = Vec::new();
     let mut changed = Vec::new();
+    let reservation_name = reservation::entry_name(name);
+    let mut reservation_wanted = false;
     for want in owned_entries(kind, name, config, settings) {
         let entry_name = want["name"].as_str().unwrap_or_default().to_owned();
-        let Some(index) = webhooks.iter().position(|w| w["name"] == entry_name.as_str()) else {
+        let index = webhooks.iter().position(|w| w["name"] == entry_name.as_str());
+        if entry_name == reservation_name {
+            reservation_wanted = true;
+            if index.is_none() {
+                // Rendered only while a group reserves: added, with the /validate entry's clientConfig.
+                let client = webhooks
+                    .iter()
+                    .find(|w| w["name"] == Entry::Enforce.name(kind.webhook(), name).as_str())
+                    .and_then(reservation::client_config_from)
+                    .ok_or_else(|| ReconcileError::NoClientConfig {
+                        name: name.to_owned(),
+                        entry: entry_name.clone(),
+                        from: Entry::Enforce.name(kind.webhook(), name),
+                    })?;
+                let mut entry = want;
+                entry["clientConfig"] = client;
+                if let Some(last) = webhooks.len().checked_sub(1) {
+                    operations.push(PatchOperation::Test(TestOperation {
+                        path: pointer(&["webhooks", &last.to_string(), "name"]),
+                        value: webhooks[last]["name"].clone(),
+                    }));
+                }
+                operations.push(PatchOperation::Add(AddOperation {
+                    path: pointer(&["webhooks", "-"]),
+                    value: entry,
+                }));
+                changed.push(entry_name);
+                continue;
+            }
+        }
+        let Some(index) = index else {
             return Err(ReconcileError::MissingEntry {
                 kind: kind.as_str(),
                 name: name.to_owned(),
                 entry: entry_name,
             });
         };
-        let live = &webhooks[index];
-        let i = index.to_string();
-        let mut ops = Vec::new();
-        let mut fields: Vec<(String, Value)> = want
-            .as_object()
-            .into_iter()
-            .flatten()
-            .filter(|(field, _)| field.as_str() != "name")
-            .map(|(field, value)| (field.clone(), value.clone()))
-            .collect();
-        if want.get("objectSelector").is_none() {
-            fields.push(("objectSelector".to_owned(), serde_json::json!({})));
-        }
-        for (field, value) in fields {
-            let is_default_empty = field == "objectSelector" && value == serde_json::json!({});
-            let same = live.get(&field) == Some(&value) || (is_default_empty && live.get(&field).is_none());
-            if !same {
-                ops.push(PatchOperation::Add(AddOperation {
-                    path: pointer(&["webhooks", &i, &field]),
-                    value,
-                }));
-            }
-        }
-        if live.get("matchConditions").is_some() && want.get("matchConditions").is_none() {
-            ops.push(PatchOperation::Remove(RemoveOperation {
-                path: pointer(&["webhooks", &i, "matchConditions"]),
-            }));
-        }
+        let ops = entry_operations(index, &webhooks[index], &want);
         if !ops.is_empty() {
             operations.push(PatchOperation::Test(TestOperation {
-                path: pointer(&["webhooks", &i, "name"]),
+                path: pointer(&["webhooks", &index.to_string(), "name"]),
                 value: Value::String(entry_name.clone()),
             }));
             operations.extend(ops);
             changed.push(entry_name);
         }
     }
+    if !reservation_wanted && let Some(index) = webhooks.iter().position(|w| w["name"] == reservation_name.as_str()) {
+        // No group reserves any more: the entry goes, so no pod is sent for nothing.
+        let i = index.to_string();
+        operations.push(PatchOperation::Test(TestOperation {
+            path: pointer(&["webhooks", &i, "name"]),
+            value: Value::String(reservation_name.clone()),
+        }));
+        operations.push(PatchOperation::Remove(RemoveOperation {
+            path: pointer(&["webhooks", &i]),
+        }));
+        changed.push(reservation_name);
+    }
     Ok((operations, changed))
+}
+
+/// The operations that make the live entry at `index` equal to `want` (but its clientConfig).
+fn entry_operations(index: usize, live: &Value, want: &Value) -> Vec<PatchOperation> {
+    let i = index.to_string();
+    let mut ops = Vec::new();
+    let mut fields: Vec<(String, Value)> = want
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(field, _)| field.as_str() != "name")
+        .map(|(field, value)| (field.clone(), value.clone()))
+        .collect();
+    if want.get("objectSelector").is_none() {
+        fields.push(("objectSelector".to_owned(), serde_json::json!({})));
+    }
+    for (field, value) in fields {
+        let is_default_empty = field == "objectSelector" && value == serde_json::json!({});
+        let same = live.get(&field) == Some(&value) || (is_default_empty && live.get(&field).is_none());
+        if !same {
+            ops.push(PatchOperation::Add(AddOperation {
+                path: pointer(&["webhooks", &i, &field]),
+                value,
+            }));
+        }
+    }
+    if live.get("matchConditions").is_some() && want.get("matchConditions").is_none() {
+        ops.push(PatchOperation::Remove(RemoveOperation {
+            path: pointer(&["webhooks", &i, "matchConditions"]),
+        }));
+    }
+    ops
 }
 
 /// Keeps the named webhook configurations in step with the live configuration.
@@ -669,6 +733,8 @@ impl ReconcileMetrics {
             .inc();
     }
 }
+
+pub mod reservation;
 
 #[cfg(test)]
 mod tests;

@@ -755,3 +755,92 @@ fn explain_renders_an_empty_term_as_the_api_server_stores_and_sends_it() {
     assert_eq!(terms[0], serde_json::json!({}), "{}", reports[0]);
     assert_eq!(terms[1]["matchExpressions"].as_array().map(Vec::len), Some(2));
 }
+
+#[test]
+fn explain_decides_pods_and_templates_of_every_namespace_against_every_reservation() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let config = write(
+        dir.path(),
+        "config.yaml",
+        "groups:\n  gpu:\n    mode: dryRun\n    nodeSelector: {node-pool: gpu}\n    tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]\n    reserve: {mode: enforce}\n",
+    );
+    let manifests = write(
+        dir.path(),
+        "manifests.yaml",
+        r#"
+apiVersion: v1
+kind: Namespace
+metadata: {name: batch}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: ml, labels: {pod-director/group: gpu}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: wildcard, namespace: batch}
+spec:
+  containers: [{name: app, image: app}]
+  tolerations: [{operator: Exists}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: own, namespace: ml}
+spec:
+  containers: [{name: app, image: app}]
+  tolerations: [{operator: Exists}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: on-gpu-node, namespace: batch}
+spec:
+  containers: [{name: app, image: app}]
+  nodeName: gpu-1
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent, namespace: batch}
+spec:
+  selector: {matchLabels: {app: agent}}
+  template:
+    metadata: {labels: {app: agent}}
+    spec:
+      containers: [{name: agent, image: agent}]
+      tolerations: [{key: nvidia.com/gpu, operator: Exists}]
+"#,
+    );
+    let nodes = write(
+        dir.path(),
+        "nodes.yaml",
+        "apiVersion: v1\nkind: Node\nmetadata: {name: gpu-1, labels: {node-pool: gpu}}\nspec:\n  taints: [{key: nvidia.com/gpu, effect: NoSchedule}]\n",
+    );
+    let out = explain(
+        &config,
+        &[&manifests],
+        &["-o", "json", "--nodes", nodes.to_str().unwrap()],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let reports = reports(&out);
+    let wildcard = find(&reports, "wildcard");
+    assert_eq!(
+        (wildcard["decision"].as_str(), wildcard["group"].as_str()),
+        (Some("denied"), Some("gpu")),
+        "{wildcard}"
+    );
+    assert_contains(field(wildcard, "reason"), "reserves taint nvidia.com/gpu:NoSchedule");
+    assert_contains(&wildcard["reservation"].to_string(), "1 of the pool's 1 nodes");
+    let own = find(&reports, "own");
+    assert!(
+        own["reservation"].is_null(),
+        "the group's own pods are no intruders: {own}"
+    );
+    assert_eq!(find(&reports, "on-gpu-node")["decision"], "denied");
+    let agent = find(&reports, "agent");
+    assert_eq!(agent["decision"], "denied", "{agent}");
+    assert_contains(field(agent, "requester_dependent"), "DaemonSet controller");
+    let text = stdout(&explain(&config, &[&manifests], &["--nodes", nodes.to_str().unwrap()]));
+    assert_contains(
+        &text,
+        "  reservation: group \"gpu\" reserves taint nvidia.com/gpu:NoSchedule",
+    );
+}

@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use pod_director::app::Metrics;
 use pod_director::audit::continuous::ScanResult;
+use pod_director::audit::reservation::ReservationAudit;
 use pod_director::audit::{Audit, AuditDecision, Counts, GroupAudit, Verdict};
 use pod_director::config::Mode;
 use pod_director::metrics::EXEMPLAR_TRACE_LABEL;
@@ -163,6 +164,13 @@ fn audit() -> Audit {
         templates_scanned: 0,
         elapsed: Duration::from_millis(40),
         warnings: Vec::new(),
+        reservations: vec![ReservationAudit {
+            group: "shadow".to_owned(),
+            mode: Mode::DryRun,
+            pool_nodes: Some(1),
+            exempt: 1,
+            ..ReservationAudit::default()
+        }],
     }
 }
 

@@ -112,6 +112,43 @@ block pods, so they share the "observe" entry (failurePolicy Ignore).
 {{- end }}
 
 {{/*
+The reservation entry (`reservation.<fullname>.pod-director.io`, /validate-reservation), as
+JSON {failurePolicy, expression}, or "" when no group reserves its nodes (then it is not
+rendered). The expression is the matchCondition that lets the API server send only pods that
+may intrude: a spec.nodeName the request sets, or a toleration without a key or with a key the
+groups reserve (tolerations of effect NoSchedule, NoExecute or every effect; not the node
+lifecycle keys node.kubernetes.io/*, node.cloudprovider.kubernetes.io/*). The server renders
+the same (src/webhooks/reservation.rs); the goldens hold the two equal.
+*/}}
+{{- define "pod-director.reservationEntry" -}}
+{{- $cfg := .Values.config }}
+{{- $groups := $cfg.groups | default dict }}
+{{- $keys := list }}
+{{- $reserving := false }}
+{{- $enforced := false }}
+{{- range $name := keys $groups | sortAlpha }}
+{{- $group := get $groups $name | default dict }}
+{{- with $group.reserve }}
+{{- $reserving = true }}
+{{- if eq (.mode | default "dryRun") "enforce" }}
+{{- $enforced = true }}
+{{- end }}
+{{- range $t := $group.tolerations | default list }}
+{{- $key := $t.key | default "" }}
+{{- $effect := $t.effect | default "" }}
+{{- if and $key (has $effect (list "" "NoSchedule" "NoExecute")) (not (hasPrefix "node.kubernetes.io/" $key)) (not (hasPrefix "node.cloudprovider.kubernetes.io/" $key)) }}
+{{- $keys = append $keys (printf "'%s'" $key) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if $reserving }}
+{{- $expression := printf "(has(object.spec.nodeName) && (oldObject == null || !has(oldObject.spec.nodeName))) || (has(object.spec.tolerations) && object.spec.tolerations.exists(t, !has(t.key) || t.key == '' || t.key in [%s]))" ($keys | uniq | sortAlpha | join ", ") }}
+{{- dict "failurePolicy" (ternary .Values.webhook.failurePolicy.enforce "Ignore" $enforced) "expression" $expression | toJson }}
+{{- end }}
+{{- end }}
+
+{{/*
 Namespaces the webhooks never select: configured ones (the server's default list when
 the key is absent) + kube-system + the release's own.
 */}}

@@ -92,6 +92,18 @@ pub async fn run(env: &mut Env, prometheus: &Prometheus) -> Rollout {
     env.create_admitted_pod(&unknown, &pod("unknown-0")).await;
     expect(&unknown, "unknown-0", "unknown_group");
 
+    // An intruder of the suite's reservation (e2e-reserved, dryRun): a pod of a namespace with
+    // no group and the wildcard toleration, decided at /validate-reservation.
+    let outsiders = env.namespace(None).await;
+    let intruder = serde_json::from_value(json!({
+        "metadata": {"name": "intruder-0"},
+        "spec": {"containers": [{"name": "app", "image": "registry.invalid/pause:3"}], "tolerations": [{"operator": "Exists"}]}
+    }))
+    .expect("a pod");
+    env.create_admitted_pod(&outsiders, &intruder).await;
+    let reserved = env.decision(&outsiders, "intruder-0", "validate-reservation").await;
+    assert_eq!(reserved.decision(), "would_deny", "{}", reserved.0);
+
     // Reviews pod-director cannot decide (as a broken client would send them).
     let mut error_traces = Vec::new();
     for _ in 0..2 {

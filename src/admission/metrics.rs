@@ -22,20 +22,26 @@ label_set! {
     ConflictLabels { group: String, mode: &'static str, resolution: &'static str, webhook: &'static str }
     GroupModeLabels { group: String, mode: &'static str, webhook: &'static str }
     WebhookLabels { webhook: &'static str }
+    ReservationLabels { group: String, decision: &'static str }
     /// The exemplar of a latency observation: the decision span's trace.
     TraceLabels { trace_id: String }
 }
 
 type LatencyHistogram = HistogramWithExemplars<TraceLabels>;
 
+/// `pod_director_reservation_decisions_total{decision}` of an intruder whose requester is exempt.
+const EXEMPT: &str = "exempt";
+
 /// `pod_director_decisions_total`, `pod_director_conflicts_total`,
-/// `pod_director_admission_duration_seconds`, `pod_director_no_feasible_node_total`.
+/// `pod_director_admission_duration_seconds`, `pod_director_no_feasible_node_total`,
+/// `pod_director_reservation_decisions_total`.
 #[derive(Debug, Clone)]
 pub struct AdmissionMetrics {
     decisions: Family<DecisionLabels, Counter>,
     conflicts: Family<ConflictLabels, Counter>,
     latency: Family<WebhookLabels, LatencyHistogram, fn() -> LatencyHistogram>,
     no_feasible_node: Family<GroupModeLabels, Counter>,
+    reservations: Family<ReservationLabels, Counter>,
 }
 
 impl AdmissionMetrics {
@@ -66,11 +72,18 @@ impl AdmissionMetrics {
             "Decisions whose placed pod matches no node (placement only: resources not counted), by group, mode and webhook",
             Family::default(),
         );
+        let reservations = register(
+            r,
+            "reservation_decisions",
+            "Intruders of a group's reserved nodes, by reserving group and decision (denied, would_deny, exempt)",
+            Family::default(),
+        );
         Self {
             decisions,
             conflicts,
             latency,
             no_feasible_node,
+            reservations,
         }
     }
 
@@ -142,6 +155,20 @@ impl AdmissionMetrics {
                 webhook: Webhook::Mutate.as_str(),
             });
         }
+        for reservation in crate::placement::reservation::reservations(config) {
+            decisions(
+                reservation.name,
+                reservation.reserve.mode.as_str(),
+                Webhook::ValidateReservation,
+                &[guard_denial(reservation.reserve.mode)],
+            );
+            for decision in [guard_denial(reservation.reserve.mode).as_str(), EXEMPT] {
+                let _ = self.reservations.get_or_create(&ReservationLabels {
+                    group: reservation.name.to_owned(),
+                    decision,
+                });
+            }
+        }
         for webhook in Webhook::ALL {
             let _ = self.latency.get_or_create(&WebhookLabels {
                 webhook: webhook.as_str(),
@@ -207,6 +234,19 @@ impl AdmissionMetrics {
                     group: group.to_owned(),
                     mode,
                     webhook,
+                })
+                .inc();
+        }
+        for intrusion in &outcome.reservation {
+            let decision = match (intrusion.exempt, intrusion.mode) {
+                (Some(_), _) => EXEMPT,
+                (None, Mode::Enforce) => Decision::Denied.as_str(),
+                (None, _) => Decision::WouldDeny.as_str(),
+            };
+            self.reservations
+                .get_or_create(&ReservationLabels {
+                    group: intrusion.group.clone(),
+                    decision,
                 })
                 .inc();
         }

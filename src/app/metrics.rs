@@ -333,6 +333,7 @@ pod_director_build_info{version=\"VERSION\"} 1
             templates_scanned: 1,
             elapsed: Duration::from_millis(5),
             warnings: Vec::new(),
+            reservations: Vec::new(),
         }
     }
 

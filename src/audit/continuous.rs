@@ -279,6 +279,22 @@ fn log(audit: &Audit, revision: &str) {
             "audit: group verdict"
         );
     }
+    for r in &audit.reservations {
+        info!(
+            reservation.group = r.group.as_str(),
+            reservation.mode = r.mode.as_str(),
+            audit.ready = r.verdict.ready,
+            audit.blockers = r.verdict.blockers.join("; ").as_str(),
+            audit.warnings = r.verdict.warnings.join("; ").as_str(),
+            audit.reservation.would_deny =
+                r.would_deny.iter().map(|f| f.pods.max(1)).sum::<u64>() + r.would_deny.omitted,
+            audit.reservation.running = r.running.iter().map(|f| f.pods).sum::<u64>() + r.running.omitted,
+            audit.reservation.exempt = r.exempt,
+            audit.pool_nodes = r.pool_nodes.map(|n| n as u64),
+            config.revision = revision,
+            "audit: reservation verdict"
+        );
+    }
     info!(
         audit.namespaces = audit.namespaces_scanned,
         audit.pods = audit.pods_scanned,
@@ -300,16 +316,20 @@ named_enum! {
 
 label_set! {
     GroupDecisionLabels { group: String, decision: &'static str }
+    IntruderLabels { group: String, state: &'static str }
 }
 
 /// `pod_director_audit_pods`, `pod_director_audit_templates`, `pod_director_group_ready`,
-/// `pod_director_group_blockers`, `pod_director_audit_scans_total`, `pod_director_audit_duration_seconds`.
+/// `pod_director_group_blockers`, `pod_director_reservation_intruders`, `pod_director_reservation_ready`,
+/// `pod_director_audit_scans_total`, `pod_director_audit_duration_seconds`.
 #[derive(Debug, Clone)]
 pub struct AuditMetrics {
     audit_pods: Family<GroupDecisionLabels, Gauge>,
     audit_templates: Family<GroupDecisionLabels, Gauge>,
     group_ready: Family<GroupLabels, Gauge>,
     group_blockers: Family<GroupLabels, Gauge>,
+    reservation_intruders: Family<IntruderLabels, Gauge>,
+    reservation_ready: Family<GroupLabels, Gauge>,
     audit_scans: Family<ResultLabels, Counter>,
     audit_duration: Gauge<f64, AtomicU64>,
 }
@@ -340,6 +360,19 @@ impl AuditMetrics {
             "Blockers the latest audit found for enforcing each group",
             Family::default(),
         );
+        let reservation_intruders = register(
+            r,
+            "reservation_intruders",
+            "Intruders of each reservation by state (latest audit): would_deny = pods and templates the reservation \
+             in enforce would refuse, running = pods on the pool's nodes now, exempt = intruders whose requester is allowed",
+            Family::default(),
+        );
+        let reservation_ready = register(
+            r,
+            "reservation_ready",
+            "1 when the latest audit found the reservation ready to enforce (no blocker), else 0",
+            Family::default(),
+        );
         let audit_scans = register(r, "audit_scans", "Continuous audit scans by result", Family::default());
         let audit_duration = Gauge::<f64, AtomicU64>::default();
         r.register_with_unit(
@@ -353,6 +386,8 @@ impl AuditMetrics {
             audit_templates,
             group_ready,
             group_blockers,
+            reservation_intruders,
+            reservation_ready,
             audit_scans,
             audit_duration,
         }
@@ -379,6 +414,24 @@ impl AuditMetrics {
                 .get_or_create(&group)
                 .set(gauge(g.verdict.blockers.len()));
         }
+        for r in &audit.reservations {
+            let pods = |f: &super::Findings| f.iter().map(|f| f.pods.max(1)).sum::<u64>() + f.omitted;
+            for (state, n) in [
+                ("would_deny", pods(&r.would_deny)),
+                ("running", pods(&r.running)),
+                ("exempt", r.exempt),
+            ] {
+                self.reservation_intruders
+                    .get_or_create(&IntruderLabels {
+                        group: r.group.clone(),
+                        state,
+                    })
+                    .set(count(n));
+            }
+            self.reservation_ready
+                .get_or_create(&GroupLabels { group: r.group.clone() })
+                .set(i64::from(r.verdict.ready));
+        }
     }
 
     /// Removes every audit gauge series (this replica no longer audits).
@@ -387,6 +440,8 @@ impl AuditMetrics {
         self.audit_templates.clear();
         self.group_ready.clear();
         self.group_blockers.clear();
+        self.reservation_intruders.clear();
+        self.reservation_ready.clear();
     }
 
     pub fn audit_scanned(&self, result: ScanResult) {

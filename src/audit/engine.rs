@@ -68,6 +68,45 @@ pub(crate) fn decide(
     }
 }
 
+/// The `/validate-reservation` decision enforce would take for `pod`'s re-creation by
+/// `requester`: the pod as its controller (or user) would create it again — without the node
+/// the scheduler bound it to.
+pub(crate) fn decide_reservation(
+    config: &Config,
+    ns: &Namespace<'_>,
+    pod: &Pod,
+    requester: Requester,
+    nodes: Option<&dyn NodeView>,
+) -> Outcome {
+    let ctx = Context { requester, nodes: None }.with_nodes(nodes);
+    let unbound;
+    let pod = match pod.spec.as_ref().and_then(|s| s.node_name.as_ref()) {
+        Some(_) => {
+            let mut copy = pod.clone();
+            if let Some(spec) = copy.spec.as_mut() {
+                spec.node_name = None;
+            }
+            unbound = copy;
+            &unbound
+        }
+        None => pod,
+    };
+    placement::reservation::decide(config, ns, pod, None, &ctx)
+}
+
+/// A DaemonSet's template pod as the DaemonSet controller creates it: controlled by the DaemonSet.
+pub(crate) fn owned_by_daemon_set(pod: &Pod, name: &str) -> Pod {
+    let mut owned = pod.clone();
+    owned.metadata.owner_references = Some(vec![OwnerReference {
+        api_version: "apps/v1".to_owned(),
+        kind: "DaemonSet".to_owned(),
+        name: name.to_owned(),
+        controller: Some(true),
+        ..OwnerReference::default()
+    }]);
+    owned
+}
+
 /// A workload template as the pod its controller creates: its metadata and spec,
 /// with the controller owner reference those pods get.
 pub(crate) fn template_pod(template: &PodTemplateSpec, owner: Option<(&str, &str, &str)>) -> Pod {

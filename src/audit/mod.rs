@@ -22,6 +22,7 @@
 pub mod continuous;
 pub(crate) mod engine;
 pub(crate) mod report;
+pub mod reservation;
 pub mod verdict;
 
 use std::collections::BTreeMap;
@@ -37,6 +38,7 @@ use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 
 use self::engine::{ControllerKind, Controllers, Subject};
+use self::reservation::ReservationAudit;
 pub use self::verdict::Verdict;
 use crate::config::{Config, Mode};
 use crate::placement::{Decision, Namespace, NodeView, Outcome, Placement, Requester, Selection, select_group};
@@ -302,12 +304,14 @@ pub struct Audit {
     pub elapsed: Duration,
     /// About the cluster rather than one group (namespaces selecting undefined groups).
     pub warnings: Vec<String>,
+    /// One per audited group that reserves its nodes, in name order.
+    pub reservations: Vec<ReservationAudit>,
 }
 
 impl Audit {
-    /// Whether every audited group is ready to enforce.
+    /// Whether every audited group, and every audited reservation, is ready to enforce.
     pub(crate) fn all_ready(&self) -> bool {
-        self.groups.iter().all(|g| g.verdict.ready)
+        self.groups.iter().all(|g| g.verdict.ready) && self.reservations.iter().all(|r| r.verdict.ready)
     }
 }
 
@@ -524,8 +528,14 @@ pub(crate) async fn scan(
         .map(|(name, group)| (name.clone(), GroupAudit::new(name.clone(), config.mode_of(group))))
         .collect();
 
-    // Which namespace selects which group (labels only; dropped once grouped).
-    let mut selected: Vec<(String, BTreeMap<String, String>, String)> = Vec::new();
+    let mut reservations: Vec<ReservationAudit> = crate::placement::reservation::reservations(config)
+        .filter(|r| options.group.as_ref().is_none_or(|g| g == r.name))
+        .map(|r| ReservationAudit::new(r.name.to_owned(), r.reserve.mode))
+        .collect();
+    let reserving = !reservations.is_empty();
+    // Which namespace selects which audited group (labels only; dropped once grouped); with a
+    // reservation, every other namespace too (`None`).
+    let mut selected: Vec<(String, BTreeMap<String, String>, Option<String>)> = Vec::new();
     let mut undefined: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut side_doors: Vec<String> = Vec::new();
     for_each_page(
@@ -553,12 +563,20 @@ pub(crate) async fn scan(
             );
             match choice {
                 Selection::Group { name: group, .. } if groups.contains_key(group) => {
-                    let group = group.to_owned();
+                    let group = Some(group.to_owned());
                     selected.push((name, labels, group));
                 }
-                Selection::Unknown { name: group } if options.group.is_none() => {
-                    undefined.entry(group).or_default().push(name);
+                Selection::Excluded => {}
+                Selection::Unknown { name: group } => {
+                    if reserving {
+                        selected.push((name.clone(), labels, None));
+                    }
+                    if options.group.is_none() {
+                        undefined.entry(group).or_default().push(name);
+                    }
                 }
+                // Pods of any other namespace may intrude on a reservation.
+                _ if reserving => selected.push((name, labels, None)),
                 _ => {}
             }
         },
@@ -591,13 +609,14 @@ pub(crate) async fn scan(
             })
             .chain(side_doors)
             .collect(),
+        reservations: Vec::new(),
     };
     let total = selected.len();
     for (done, (namespace, labels, group_name)) in selected.iter().enumerate() {
-        let Some(group) = groups.get_mut(group_name) else {
-            continue;
-        };
-        group.namespaces += 1;
+        let mut group = group_name.as_ref().and_then(|name| groups.get_mut(name));
+        if let Some(group) = group.as_mut() {
+            group.namespaces += 1;
+        }
         let ns = Namespace {
             name: namespace,
             labels,
@@ -606,7 +625,11 @@ pub(crate) async fn scan(
             client,
             config,
             &ns,
-            group,
+            Scanned {
+                group,
+                own: group_name.as_deref(),
+                reservations: &mut reservations,
+            },
             nodes,
             options,
             &mut audit,
@@ -636,6 +659,13 @@ pub(crate) async fn scan(
         }
         group.verdict = verdict::verdict(config, &group, audit.nodes);
         audit.groups.push(group);
+    }
+    for mut reservation in reservations {
+        if let (Some(nodes), Some(definition)) = (nodes, config.groups.get(&reservation.group)) {
+            reservation.pool_nodes = nodes.count_where(&|n| crate::placement::reservation::in_pool(definition, n));
+        }
+        reservation.verdict = reservation::verdict(&reservation);
+        audit.reservations.push(reservation);
     }
     audit.elapsed = started.elapsed();
     Ok(audit)
@@ -760,13 +790,22 @@ async fn scan_workloads<K: Workload>(
     .await
 }
 
-/// Decides the workload templates and the pods of one namespace into `group`.
+/// What one namespace's decisions go into: its audited group (if it selects one) and the
+/// reservations (of the other groups) its pods may intrude on.
+struct Scanned<'a> {
+    group: Option<&'a mut GroupAudit>,
+    /// The group the namespace selects, if audited.
+    own: Option<&'a str>,
+    reservations: &'a mut [ReservationAudit],
+}
+
+/// Decides the workload templates and the pods of one namespace into its group and the reservations.
 #[allow(clippy::too_many_arguments)]
 async fn scan_namespace(
     client: &Client,
     config: &Config,
     ns: &Namespace<'_>,
-    group: &mut GroupAudit,
+    scanned: Scanned<'_>,
     nodes: Option<&dyn NodeView>,
     options: &ScanOptions,
     audit: &mut Audit,
@@ -775,9 +814,41 @@ async fn scan_namespace(
     let name = ns.name;
     let mut controllers = Controllers::default();
     let mut templates = 0u64;
+    let Scanned {
+        mut group,
+        own,
+        reservations,
+    } = scanned;
+    let reserving = reservations.iter().any(|r| Some(r.group.as_str()) != own);
     let mut decide = |workload: String, pod: &crate::placement::Pod, subject: Subject, requester: Requester| {
-        let outcome = engine::decide(config, ns, pod, subject, requester, nodes);
-        group.record(name, &workload, Source::Template, &workload, None, &outcome);
+        if reserving {
+            // A DaemonSet's pods are created by the DaemonSet controller, whoever writes the object,
+            // and name the DaemonSet as their controller.
+            let outcome = match subject {
+                Subject::DaemonSet => {
+                    let creator = engine::controller_requester(config, ControllerKind::DaemonSet);
+                    let owned = engine::owned_by_daemon_set(pod, workload.trim_start_matches("DaemonSet/"));
+                    engine::decide_reservation(config, ns, &owned, creator, nodes)
+                }
+                Subject::Pod => engine::decide_reservation(config, ns, pod, requester.clone(), nodes),
+            };
+            let source = Source::Template;
+            reservation::record(
+                reservations,
+                own,
+                config,
+                name,
+                &workload,
+                source,
+                &workload,
+                None,
+                &outcome,
+            );
+        }
+        if let Some(group) = group.as_mut() {
+            let outcome = engine::decide(config, ns, pod, subject, requester, nodes);
+            group.record(name, &workload, Source::Template, &workload, None, &outcome);
+        }
         templates += 1;
     };
     let c = &mut controllers;
@@ -797,14 +868,32 @@ async fn scan_namespace(
         |pod| {
             let pod = crate::placement::Pod::from(&pod);
             let found = engine::recreation(config, &pod, &controllers, nodes);
-            let outcome = engine::decide(config, ns, &pod, Subject::Pod, found.requester, nodes);
             let pod_name = pod.metadata.name.as_deref().unwrap_or_default();
             let node = pod
                 .spec
                 .as_ref()
                 .and_then(|s| s.node_name.as_deref())
                 .filter(|n| !n.is_empty());
-            group.record(name, &found.workload, Source::Pods, pod_name, node, &outcome);
+            if reserving {
+                let outcome = engine::decide_reservation(config, ns, &pod, found.requester.clone(), nodes);
+                let on = node.zip(nodes);
+                let workload = found.workload.as_str();
+                reservation::record(
+                    reservations,
+                    own,
+                    config,
+                    name,
+                    workload,
+                    Source::Pods,
+                    pod_name,
+                    on,
+                    &outcome,
+                );
+            }
+            if let Some(group) = group.as_mut() {
+                let outcome = engine::decide(config, ns, &pod, Subject::Pod, found.requester, nodes);
+                group.record(name, &found.workload, Source::Pods, pod_name, node, &outcome);
+            }
         },
         |count| {
             audit.pods_scanned += count;

@@ -11,6 +11,8 @@ use crate::placement::FEASIBILITY_SCOPE;
 struct JsonAudit<'a> {
     ready: bool,
     groups: Vec<JsonGroup<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    reservations: Vec<JsonReservation<'a>>,
     scanned: JsonScanned,
     warnings: &'a [String],
 }
@@ -32,6 +34,23 @@ struct JsonGroup<'a> {
     would_patch_omitted: u64,
     no_feasible_node: Vec<&'a Finding>,
     no_feasible_node_omitted: u64,
+}
+
+/// One reservation: its verdict and the intruders behind it.
+#[derive(Debug, Serialize)]
+struct JsonReservation<'a> {
+    group: &'a str,
+    mode: &'a str,
+    ready: bool,
+    blockers: &'a [String],
+    warnings: &'a [String],
+    /// Nodes of the pool; null without node data.
+    pool_nodes: Option<usize>,
+    would_deny: Vec<&'a Finding>,
+    would_deny_omitted: u64,
+    running: Vec<&'a Finding>,
+    running_omitted: u64,
+    exempt: u64,
 }
 
 #[derive(Debug, Serialize)]
@@ -75,9 +94,27 @@ pub(crate) fn json(audit: &Audit) -> Result<String, serde_json::Error> {
             no_feasible_node_omitted: g.no_feasible_node.omitted,
         })
         .collect();
+    let reservations = audit
+        .reservations
+        .iter()
+        .map(|r| JsonReservation {
+            group: &r.group,
+            mode: r.mode.as_str(),
+            ready: r.verdict.ready,
+            blockers: &r.verdict.blockers,
+            warnings: &r.verdict.warnings,
+            pool_nodes: r.pool_nodes,
+            would_deny: r.would_deny.iter().collect(),
+            would_deny_omitted: r.would_deny.omitted,
+            running: r.running.iter().collect(),
+            running_omitted: r.running.omitted,
+            exempt: r.exempt,
+        })
+        .collect();
     serde_json::to_string_pretty(&JsonAudit {
         ready: audit.all_ready(),
         groups,
+        reservations,
         scanned: JsonScanned {
             namespaces: audit.namespaces_scanned,
             pods: audit.pods_scanned,
@@ -205,6 +242,35 @@ pub(crate) fn text(audit: &Audit) -> String {
         findings(&mut out, "would_deny", &g.would_deny);
         findings(&mut out, "no feasible node", &g.no_feasible_node);
     }
+    for r in &audit.reservations {
+        let pool = r.pool_nodes.map_or_else(|| "-".to_owned(), |n| n.to_string());
+        let _ = writeln!(
+            out,
+            "\nreservation {} ({}, pool nodes: {pool}): {}",
+            r.group,
+            r.mode.as_str(),
+            if r.verdict.ready {
+                "ready to enforce"
+            } else {
+                "NOT READY"
+            }
+        );
+        for blocker in &r.verdict.blockers {
+            let _ = writeln!(out, "  blocker: {blocker}");
+        }
+        for warning in &r.verdict.warnings {
+            let _ = writeln!(out, "  warning: {warning}");
+        }
+        findings(&mut out, "would_deny", &r.would_deny);
+        findings(&mut out, "running intruder", &r.running);
+        if r.exempt > 0 {
+            let _ = writeln!(
+                out,
+                "  exempt: {} intruding pods and templates (requester allowed)",
+                r.exempt
+            );
+        }
+    }
     for warning in &audit.warnings {
         let _ = writeln!(out, "\nwarning: {warning}");
     }
@@ -250,6 +316,7 @@ mod tests {
             templates_scanned: 0,
             elapsed: Duration::from_millis(1234),
             warnings: Vec::new(),
+            reservations: Vec::new(),
         }
     }
 
@@ -310,6 +377,7 @@ mod tests {
             feasible_nodes: Some(1),
             feasible_nodes_before: Some(0),
             no_feasible_node: false,
+            reservation: Vec::new(),
         }
     }
 

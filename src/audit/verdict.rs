@@ -25,7 +25,7 @@ pub struct Verdict {
 /// At most this many workloads are named in one blocker's text (all are in the report).
 const NAMED: usize = 3;
 
-fn named(findings: &Findings) -> String {
+pub(crate) fn named(findings: &Findings) -> String {
     let mut names: Vec<String> = findings
         .iter()
         .take(NAMED)
@@ -45,7 +45,7 @@ fn plural(n: u64) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
 
-fn counted(pods: u64, templates: u64) -> String {
+pub(crate) fn counted(pods: u64, templates: u64) -> String {
     match (pods, templates) {
         (p, 0) => format!("{p} running pod{}", plural(p)),
         (0, t) => format!("{t} workload template{}", plural(t)),

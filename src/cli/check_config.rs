@@ -26,7 +26,8 @@ pub fn run(args: &CheckConfigArgs) -> ExitCode {
             for (var, setting) in &loaded.overrides {
                 println!("override: {setting} from {var}");
             }
-            for warning in &loaded.warnings {
+            let reservations = crate::placement::reservation::warnings(&loaded.config);
+            for warning in loaded.warnings.iter().chain(&reservations) {
                 eprintln!("warning: {warning}");
             }
             for line in loaded.config.group_summaries() {

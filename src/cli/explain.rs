@@ -5,7 +5,8 @@
 //! pod in a live cluster (mirror pods by their node, DaemonSet pods by the
 //! DaemonSet controller) do not apply, and each report says when one would. With
 //! `--nodes`, Node manifests give each pod its feasible-node counts (placement
-//! only) and the nodes `spec.nodeName` is checked against.
+//! only) and the nodes `spec.nodeName` is checked against. Every pod is also decided
+//! against the other groups' reservations, as `/validate-reservation` would.
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -20,6 +21,7 @@ use serde_json::Value;
 
 use super::{ExplainArgs, FailOn, OutputFormat};
 use crate::config::{Config, Mode, syntax};
+use crate::placement::reservation;
 use crate::placement::{
     self, Context, Decision, FEASIBILITY_SCOPE, Namespace, NodeInfo, NodeView, Resolution, Selection, SkipReason,
 };
@@ -86,6 +88,9 @@ struct Report {
     no_feasible_node: Option<bool>,
     /// A skip this pod would get in a live cluster only from the right requester, or null.
     requester_dependent: Option<String>,
+    /// The reservations of other groups the pod intrudes on (`/validate-reservation`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    reservation: Vec<String>,
 }
 
 /// A pod's decision, or why it has none.
@@ -490,6 +495,7 @@ fn decide(
             feasible_nodes_before: None,
             no_feasible_node: None,
             requester_dependent: None,
+            reservation: Vec::new(),
         };
     };
     let ns = Namespace {
@@ -509,7 +515,8 @@ fn decide(
             placement::validate(config, &ns, &c.pod, None, &ctx),
         )
     };
-    let requester_dependent = requester_dependent(config, &ns, &c, &mutation);
+    let reserved = reservation::decide(config, &ns, &c.pod, None, &ctx);
+    let mut requester_dependent = requester_dependent(config, &ns, &c, &mutation);
     let mut reason = match &mutation.skip_reason {
         Some(SkipReason::NotApplicable(why)) => why.clone(),
         Some(_) => mutation.summary.trim_start_matches("skipped: ").to_owned(),
@@ -533,13 +540,31 @@ fn decide(
     } else if let (Some(node), None, Some(_)) = (node_name, nodes, &mutation.group) {
         reason = format!("{reason} (spec.nodeName {node} not checked: pass --nodes)");
     }
+    // Another group's reservation refuses the pod whatever its own group makes of it.
+    let mut group = mutation.group.clone();
+    let mut mode = mutation.mode;
+    if matches!(reserved.decision, Decision::Denied | Decision::WouldDeny)
+        && !matches!(decision, Decision::Denied | Decision::WouldDeny)
+    {
+        decision = reserved.decision;
+        reason = reserved.message.clone().unwrap_or_else(|| reserved.summary.clone());
+        group = reserved.group.clone();
+        mode = reserved.mode;
+        if daemon_set && reservation::reservations(config).any(|r| r.reserve.allow_daemon_sets) {
+            requester_dependent = Some(format!(
+                "daemonset_pod: the reservations with allowDaemonSets admit its pods when the DaemonSet controller \
+                 ({}) creates them; decided here as a user's pod",
+                config.daemon_set_controller
+            ));
+        }
+    }
     Report {
         namespace: c.namespace,
         name: c.name,
         kind: c.kind,
         source: c.source,
-        group: mutation.group.clone(),
-        mode: mutation.mode,
+        group,
+        mode,
         decision: Verdict::Decided(decision),
         patch: mutation.patch_json(),
         conflicts: mutation
@@ -569,6 +594,7 @@ fn decide(
         feasible_nodes_before: mutation.feasible_nodes_before,
         no_feasible_node: mutation.feasible_nodes.map(|_| mutation.no_feasible_node),
         requester_dependent,
+        reservation: reserved.reservation.iter().map(ToString::to_string).collect(),
     }
 }
 
@@ -677,6 +703,9 @@ fn render_text(reports: &[Report], with_nodes: bool) -> String {
         }
         for v in &r.violations {
             out.push_str(&format!("  violation: {}: {}\n", v.field, v.message));
+        }
+        for intrusion in &r.reservation {
+            out.push_str(&format!("  reservation: {intrusion}\n"));
         }
         if let Some(note) = &r.requester_dependent {
             out.push_str(&format!("  requester-dependent: {note}\n"));

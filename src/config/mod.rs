@@ -14,6 +14,7 @@
 mod env;
 mod kubernetes;
 mod path;
+mod reserve;
 pub mod schema;
 pub mod syntax;
 mod validate;
@@ -30,6 +31,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 pub use env::PREFIX as ENV_PREFIX;
+pub use reserve::{Allow, Reserve};
 
 /// Where the configuration is read from when neither `--config` nor
 /// `$POD_DIRECTOR_CONFIG` names a file.
@@ -128,6 +130,9 @@ pub struct Group {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "kubernetes::Affinity")]
     pub affinity: Option<Affinity>,
+    /// Keep everyone else's pods off the group's nodes (absent: nobody is kept off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reserve: Option<Reserve>,
 }
 
 fn default_namespace_label() -> String {
@@ -542,6 +547,9 @@ impl Config {
                 }
                 if self.allows_daemon_sets(g) {
                     parts.push("allowDaemonSets".to_owned());
+                }
+                if let Some(reserve) = &g.reserve {
+                    parts.push(format!("reserve={}", reserve.mode));
                 }
                 if self.default_group.as_deref() == Some(name.as_str()) {
                     parts.push("default".to_owned());

@@ -425,3 +425,31 @@ fn the_namespace_guard_mode_can_be_set_from_the_environment_without_the_file_nam
     assert_eq!(loaded.config.namespace_guard.mode, Some(Mode::Enforce));
     assert_eq!(loaded.config.namespace_guard.allowed_users, ["bob", "carol"]);
 }
+
+#[test]
+fn a_reservation_loads_with_its_defaults_and_bad_ones_say_what_to_fix() {
+    let loaded = load(
+        "groups:\n  gpu:\n    tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]\n    reserve: {}\n",
+    )
+    .expect("valid");
+    let reserve = loaded.config.groups["gpu"].reserve.clone().expect("reserve");
+    assert_eq!(reserve, Reserve::default());
+    assert_eq!((reserve.mode, reserve.allow_daemon_sets), (Mode::DryRun, true));
+    assert!(loaded.config.group_summaries()[0].contains("reserve=dryRun"));
+
+    let errs = errors(
+        "groups:\n  gpu:\n    tolerations: [{operator: Exists}]\n    reserve:\n      mode: enforced\n      allow:\n        namespaces: [Bad_NS]\n        serviceAccounts: [system:serviceaccount:ops:runner]\n        usrs: [a]\n",
+    );
+    let all = errs.join("\n");
+    assert_contains(&all, "groups.gpu.reserve.mode:");
+    assert_contains(&all, "groups.gpu.reserve.allow.namespaces[0]:");
+    assert_contains(
+        &all,
+        "groups.gpu.reserve.allow.serviceAccounts[0]: \"system:serviceaccount:ops:runner\" is a username",
+    );
+    assert_contains(&all, "groups.gpu.reserve.allow.usrs: unknown key (did you mean users?)");
+    assert_contains(
+        &all,
+        "groups.gpu.reserve: cannot reserve: tolerations[0] (empty key, operator Exists) tolerates every taint",
+    );
+}

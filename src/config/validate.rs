@@ -379,6 +379,44 @@ impl Checker {
         if let Some(v) = map.get("affinity") {
             self.affinity(v, &path.key("affinity"));
         }
+        if let (Some(v), Some(node)) = (map.get("reserve"), node.child("reserve")) {
+            self.reserve(v, map, &path.key("reserve"), node);
+        }
+    }
+
+    /// `reserve`: its settings and allow-list, and a group whose tolerations can name the
+    /// taints it reserves (a toleration of every taint reserves every node of the cluster).
+    fn reserve(&mut self, v: &Value, group: &Map<String, Value>, path: &Path, node: Node) {
+        if v.is_null() {
+            return;
+        }
+        let Some(map) = self.object(v, path, &node.keys()) else {
+            return;
+        };
+        self.settings(map, path, node);
+        if let (Some(v), Some(allow)) = (map.get("allow"), node.child("allow")) {
+            let ap = path.key("allow");
+            if let Some(allow_map) = self.object(v, &ap, &allow.keys()) {
+                self.each_once(allow_map, "namespaces", &ap, Self::namespace_name);
+                self.each_once(allow_map, "users", &ap, Self::username);
+                self.each_once(allow_map, "groups", &ap, Self::username);
+                self.each_once(allow_map, "serviceAccounts", &ap, Self::service_account);
+            }
+        }
+        let tolerations = group.get("tolerations").and_then(Value::as_array);
+        for (i, t) in tolerations.into_iter().flatten().enumerate() {
+            let key = t.get("key").and_then(Value::as_str).unwrap_or_default();
+            if key.is_empty() && t.get("operator").and_then(Value::as_str) == Some("Exists") {
+                self.err(
+                    path,
+                    format!(
+                        "cannot reserve: tolerations[{i}] (empty key, operator Exists) tolerates every taint, so the \
+                         group's pool is every tainted node of the cluster; give the toleration the key of the pool's \
+                         taint (e.g. key: dedicated), or remove reserve"
+                    ),
+                );
+            }
+        }
     }
 
     /// A Kubernetes username (`request.userInfo.username`) or group name: non-empty, no whitespace.

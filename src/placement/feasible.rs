@@ -326,6 +326,8 @@ pub trait NodeView: Send + Sync + std::fmt::Debug {
     fn total(&self) -> Option<usize>;
     /// The node named `name`.
     fn node(&self, name: &str) -> NodeLookup;
+    /// How many nodes `keep` accepts (one pass, not remembered); `None` without node data.
+    fn count_where(&self, keep: &dyn Fn(&NodeInfo) -> bool) -> Option<usize>;
 }
 
 /// A fingerprint of a group's own placement and its conflict policy: with the
@@ -353,6 +355,10 @@ impl NodeView for Vec<std::sync::Arc<NodeInfo>> {
 
     fn total(&self) -> Option<usize> {
         Some(self.len())
+    }
+
+    fn count_where(&self, keep: &dyn Fn(&NodeInfo) -> bool) -> Option<usize> {
+        Some(self.iter().filter(|n| keep(n)).count())
     }
 
     fn node(&self, name: &str) -> NodeLookup {

@@ -12,6 +12,7 @@ mod decide;
 pub mod feasible;
 mod plan;
 mod pod;
+pub mod reservation;
 mod tolerations;
 mod verify;
 
@@ -38,6 +39,8 @@ named_enum! {
         Validate => "validate",
         /// The namespace label guard: who may change a namespace's group label.
         ValidateNamespace => "validate-namespace",
+        /// Reservations: whether a pod intrudes on another group's reserved nodes.
+        ValidateReservation => "validate-reservation",
     }
 }
 
@@ -187,6 +190,8 @@ pub struct Outcome {
     pub feasible_nodes_before: Option<usize>,
     /// No node is feasible after the patch (`feasible_nodes == Some(0)`).
     pub no_feasible_node: bool,
+    /// `/validate-reservation`: the reservations the pod intrudes on (exempt ones too).
+    pub reservation: Vec<reservation::Intrusion>,
 }
 
 impl Outcome {
@@ -207,6 +212,7 @@ impl Outcome {
             feasible_nodes: None,
             feasible_nodes_before: None,
             no_feasible_node: false,
+            reservation: Vec::new(),
         }
     }
 

@@ -317,6 +317,9 @@ impl NodeView for Down {
     fn node(&self, _: &str) -> NodeLookup {
         NodeLookup::Unavailable("the API server did not answer".to_owned())
     }
+    fn count_where(&self, _: &dyn Fn(&NodeInfo) -> bool) -> Option<usize> {
+        None
+    }
 }
 
 #[test]

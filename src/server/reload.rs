@@ -54,7 +54,8 @@ pub fn fingerprint(paths: &[&Path]) -> Fingerprint {
 
 /// Logs the warnings of a configuration that was accepted (e.g. no groups defined).
 pub(crate) fn warn_about(loaded: &Loaded) {
-    for warning in &loaded.warnings {
+    let reservations = crate::placement::reservation::warnings(&loaded.config);
+    for warning in loaded.warnings.iter().chain(&reservations) {
         warn!(
             config.revision = loaded.revision.as_str(),
             warning = warning.as_str(),

@@ -115,7 +115,7 @@ pub(crate) fn review_reply(body: Vec<u8>, status: StatusCode) -> impl Reply {
     warp::reply::with_status(warp::reply::with_header(body, CONTENT_TYPE, "application/json"), status)
 }
 
-/// `POST /mutate`, `POST /validate` and `POST /validate-namespace`.
+/// `POST /mutate`, `POST /validate`, `POST /validate-namespace` and `POST /validate-reservation`.
 pub fn admission(
     admission: Arc<Admission>,
     max_body_bytes: u64,
@@ -134,6 +134,8 @@ pub fn admission(
         .or(endpoint("validate", Webhook::Validate))
         .unify()
         .or(endpoint("validate-namespace", Webhook::ValidateNamespace))
+        .unify()
+        .or(endpoint("validate-reservation", Webhook::ValidateReservation))
         .unify()
         .recover(rejection)
 }
@@ -180,7 +182,7 @@ pub(crate) async fn rejection(rejection: Rejection) -> Result<warp::reply::Respo
     let reply = if rejection.is_not_found() {
         text(
             StatusCode::NOT_FOUND,
-            "no such endpoint: POST AdmissionReviews to /mutate, /validate or /validate-namespace; probes are /healthz, /readyz, /metrics on the probe port".to_owned(),
+            "no such endpoint: POST AdmissionReviews to /mutate, /validate, /validate-namespace or /validate-reservation; probes are /healthz, /readyz, /metrics on the probe port".to_owned(),
         )
     } else if let Some(too_large) = rejection.find::<BodyTooLarge>() {
         text(

@@ -120,7 +120,17 @@ pub const DECISION_FIELDS: &[&str] = &[
     "config.revision",
     "trace_id",
     "span_id",
+    "reservation.groups",
+    "reservation.reason",
+    "reservation.intrusions",
+    "reservation.toleration",
+    "reservation.node",
+    "reservation.exempt",
+    "reservation.pool_nodes",
 ];
+
+/// Where the `reservation.*` run of [`DECISION_FIELDS`] starts.
+pub(crate) const RESERVATION_FIELDS_START: usize = DECISION_FIELDS.len() - 7;
 
 /// `N` consecutive [`DECISION_FIELDS`] from `start` (a run recorded together,
 /// e.g. the request's); a run past the end fails the build.
@@ -143,6 +153,8 @@ pub const JSON_FIELDS: &[&str] = &[
     "placement.patch.paths",
     "placement.conflicts",
     "placement.violations",
+    "reservation.groups",
+    "reservation.intrusions",
 ];
 
 /// Longest span attribute value, in bytes (Tempo keeps 2 KB per attribute).

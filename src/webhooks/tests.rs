@@ -115,7 +115,8 @@ fn rendered_with(kind: Kind, name: &str, yaml: &str, settings: &EntrySettings) -
     let mut out: Vec<Value> = owned_entries(kind, name, &config(yaml), settings)
         .into_iter()
         .map(|mut w| {
-            w["clientConfig"] = json!({"url": "https://127.0.0.1:8443/x", "caBundle": "Q0E="});
+            w["clientConfig"] =
+                json!({"url": format!("https://127.0.0.1:8443/{}", kind.webhook()), "caBundle": "Q0E="});
             if w.get("objectSelector").is_none() {
                 w["objectSelector"] = json!({});
             }
@@ -376,6 +377,73 @@ fn a_missing_entry_is_an_error_and_nothing_is_added() {
     )
     .unwrap_err();
     assert_contains(&err.to_string(), "observe.namespace-guard.pd.pod-director.io");
+}
+
+const RESERVING: &str = "
+groups:
+  gpu:
+    mode: enforce
+    tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
+    reserve: {mode: dryRun}
+  batch: {}
+";
+
+#[test]
+fn the_reservation_entry_is_added_when_a_group_starts_to_reserve_and_removed_when_none_does() {
+    let reservation = "reservation.pd.pod-director.io";
+    // Live: rendered without a reservation; a group starts to reserve.
+    let live = rendered(Kind::Validating, "pd", GROUPS);
+    assert!(live.iter().all(|w| w["name"] != reservation));
+    let (ops, changed) = plan(Kind::Validating, &live, RESERVING);
+    assert!(changed.contains(&reservation.to_owned()), "{changed:?}");
+    let after = patched(&live, &ops);
+    let added = entry(&after, reservation);
+    assert_eq!(added["failurePolicy"], "Ignore", "dryRun: {added}");
+    assert_eq!(
+        added["clientConfig"],
+        json!({"url": "https://127.0.0.1:8443/validate-reservation", "caBundle": "Q0E="}),
+        "the /validate entry's clientConfig at /validate-reservation"
+    );
+    assert_contains(
+        added["matchConditions"][0]["expression"].as_str().unwrap_or_default(),
+        "t.key in ['nvidia.com/gpu']",
+    );
+    // Added before the other entries were brought in step, guarded by the last entry's name.
+    assert!(matches!(&ops[0], PatchOperation::Test(_)), "{ops:?}");
+    // In step now.
+    let (ops, changed) = plan(Kind::Validating, &after, RESERVING);
+    assert!(ops.is_empty(), "{changed:?}");
+    // Enforce: the entry fails closed.
+    let enforced = RESERVING.replace("reserve: {mode: dryRun}", "reserve: {mode: enforce}");
+    let (ops, _) = plan(Kind::Validating, &after, &enforced);
+    assert_eq!(entry(&patched(&after, &ops), reservation)["failurePolicy"], "Fail");
+    // Nobody reserves any more: the entry goes, and nothing else changes.
+    let unreserved = RESERVING.replace("    reserve: {mode: dryRun}\n", "");
+    let (ops, changed) = plan(Kind::Validating, &after, &unreserved);
+    assert_eq!(changed, [reservation], "{ops:?}");
+    let gone = patched(&after, &ops);
+    assert!(gone.iter().all(|w| w["name"] != reservation));
+    assert_eq!(gone.len(), after.len() - 1);
+    // The mutating configuration never has one.
+    let mutating = rendered(Kind::Mutating, "pd", RESERVING);
+    assert!(mutating.iter().all(|w| w["name"] != reservation));
+    let (ops, _) = plan(Kind::Mutating, &mutating, RESERVING);
+    assert!(ops.is_empty());
+}
+
+#[test]
+fn a_service_client_config_is_copied_with_the_reservation_path() {
+    let validate = json!({"clientConfig": {"service": {"name": "pd", "namespace": "ns", "path": "/validate", "port": 443}, "caBundle": "Q0E="}});
+    assert_eq!(
+        reservation::client_config_from(&validate),
+        Some(
+            json!({"service": {"name": "pd", "namespace": "ns", "path": "/validate-reservation", "port": 443}, "caBundle": "Q0E="})
+        )
+    );
+    assert_eq!(
+        reservation::client_config_from(&json!({"clientConfig": {"url": "https://x/elsewhere"}})),
+        None
+    );
 }
 
 #[test]

@@ -36,6 +36,7 @@ groups:
     nodeSelector: {node-pool: ci, kubernetes.io/os: linux}
     tolerations:
       - {key: dedicated, operator: Equal, value: ci, effect: NoSchedule}
+    reserve: {}
   strict:
     mode: enforce
     onConflict: reject
@@ -106,6 +107,13 @@ impl Request {
     pub fn validate(body: Value) -> Self {
         Self {
             webhook: Webhook::Validate,
+            ..Self::mutate(body)
+        }
+    }
+
+    pub fn reservation(body: Value) -> Self {
+        Self {
+            webhook: Webhook::ValidateReservation,
             ..Self::mutate(body)
         }
     }
@@ -215,6 +223,12 @@ pub fn representative_requests() -> Vec<Request> {
         Request::mutate(delete),
         Request::validate(validate),
         Request::namespace_guard(namespace_relabel("uid-relabel", "team-strict", "shadow")),
+        // Another group's pod with the wildcard toleration: an intruder of shadow's reservation.
+        Request::reservation(pod_create(
+            "uid-intruder",
+            "team-strict",
+            json!({"containers": [{"name": "web", "image": "nginx:1.27"}], "tolerations": [{"operator": "Exists"}]}),
+        )),
         Request::raw(Webhook::Mutate, b"{\"kind\":\"AdmissionReview\""),
     ]
 }

@@ -1,0 +1,85 @@
+//! A group's reservation of its nodes (`groups.NAME.reserve`): who else may land on them.
+//!
+//! The decision is the engine's (`placement/reservation.rs`); this is its configuration.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{Mode, kubernetes, schema};
+
+/// Keeps everyone else's pods off the group's nodes: a pod of any other namespace that
+/// tolerates a taint the group's tolerations exist for, or names a node of the group's
+/// pool in `spec.nodeName`, is an intruder — reported in dryRun, warned in warn, denied in
+/// enforce. Requesters, never pod fields, are exempt.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(rename = "reserve", transform = schema::ordered::<Reserve>)]
+pub struct Reserve {
+    /// The reservation's own mode, independent of the group's placement mode (default dryRun:
+    /// watch who would be refused before refusing anyone).
+    #[serde(default)]
+    pub mode: Mode,
+    /// Pods the DaemonSet controller creates for a DaemonSet may land on the pool (node agents
+    /// run on every node). The requester is the controller; an owner reference alone exempts nothing.
+    #[serde(default = "super::yes")]
+    pub allow_daemon_sets: bool,
+    /// Who else may land on the pool.
+    #[serde(default, skip_serializing_if = "Allow::is_empty")]
+    pub allow: Allow,
+}
+
+impl Default for Reserve {
+    fn default() -> Self {
+        Self {
+            mode: Mode::default(),
+            allow_daemon_sets: true,
+            allow: Allow::default(),
+        }
+    }
+}
+
+/// The explicit allow-list of a reservation: pods of these namespaces, or created by these
+/// requesters (`request.userInfo`), may land on the pool.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(rename = "reserveAllow", transform = schema::ordered::<Allow>)]
+pub struct Allow {
+    /// Namespaces whose pods may land on the pool.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(with = "Vec<kubernetes::NamespaceName>", extend("uniqueItems" = true))]
+    pub namespaces: Vec<String>,
+    /// Usernames whose pods may land on the pool, as `request.userInfo.username` names them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(with = "kubernetes::RequesterNames")]
+    pub users: Vec<String>,
+    /// Groups whose members' pods may land on the pool.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(with = "kubernetes::RequesterNames")]
+    pub groups: Vec<String>,
+    /// Service accounts whose pods may land on the pool, as `namespace/name` (the requester:
+    /// e.g. a controller's service account that creates the pods).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(with = "Vec<kubernetes::ServiceAccountName>", extend("uniqueItems" = true))]
+    pub service_accounts: Vec<String>,
+}
+
+impl Allow {
+    fn is_empty(&self) -> bool {
+        self.namespaces.is_empty()
+            && self.users.is_empty()
+            && self.groups.is_empty()
+            && self.service_accounts.is_empty()
+    }
+
+    /// Whether `username` is one of `serviceAccounts` (`system:serviceaccount:NS:NAME`).
+    pub(crate) fn has_service_account(&self, username: &str) -> bool {
+        username
+            .strip_prefix("system:serviceaccount:")
+            .and_then(|rest| rest.split_once(':'))
+            .is_some_and(|(ns, name)| {
+                self.service_accounts
+                    .iter()
+                    .any(|sa| sa.split_once('/') == Some((ns, name)))
+            })
+    }
+}

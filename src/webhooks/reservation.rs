@@ -1,0 +1,84 @@
+//! The reservation entry of the ValidatingWebhookConfiguration,
+//! `reservation.<configuration>.pod-director.io` (`/validate-reservation`): pods of every
+//! namespace but the excluded ones, CREATE and UPDATE. It exists only while a group reserves
+//! its nodes, and a `matchCondition` lets the API server send only the pods that could
+//! intrude — a toleration without a key or with a reserved key, or a `spec.nodeName` the
+//! request sets — so every other pod of the cluster never reaches pod-director.
+
+use serde_json::{Value, json};
+
+use crate::config::{Config, Mode};
+use crate::placement::reservation::{any_reservation, reserved_keys};
+
+/// The path the entry calls.
+pub const PATH: &str = "/validate-reservation";
+/// The name of the entry's matchCondition.
+pub const MATCH_CONDITION: &str = "may-intrude-on-a-reservation";
+
+/// `reservation.pod-director.pod-director.io`.
+pub fn entry_name(configuration: &str) -> String {
+    format!("reservation.{configuration}.pod-director.io")
+}
+
+/// The CEL expression of the entry's matchCondition: the request sets `spec.nodeName`, or
+/// the pod has a toleration whose key is empty (every key) or reserved. The chart renders
+/// the same text (`pod-director.reservationCondition`).
+pub fn match_expression(config: &Config) -> String {
+    let keys: Vec<String> = reserved_keys(config)
+        .into_iter()
+        .filter(|k| !k.is_empty())
+        .map(|k| format!("'{k}'"))
+        .collect();
+    format!(
+        "(has(object.spec.nodeName) && (oldObject == null || !has(oldObject.spec.nodeName))) || \
+         (has(object.spec.tolerations) && object.spec.tolerations.exists(t, !has(t.key) || t.key == '' || \
+         t.key in [{}]))",
+        keys.join(", ")
+    )
+}
+
+/// The failurePolicy: `enforce` (the chart's `webhook.failurePolicy.enforce`) when a
+/// reservation is in enforce — its intruders must not be admitted while pod-director is
+/// down — else Ignore.
+pub fn failure_policy<'s>(config: &Config, enforce: &'s str) -> &'s str {
+    let enforced = crate::placement::reservation::reservations(config).any(|r| r.reserve.mode == Mode::Enforce);
+    if enforced { enforce } else { "Ignore" }
+}
+
+/// The entry's fields besides those every entry has (name, versions, timeout, policy):
+/// namespaces, rules, matchConditions; `None` when no group reserves.
+pub(super) fn fields(config: &Config, not_excluded: Value) -> Option<Vec<(&'static str, Value)>> {
+    any_reservation(config).then(|| {
+        vec![
+            ("namespaceSelector", not_excluded),
+            (
+                "rules",
+                json!([{
+                    "apiGroups": [""],
+                    "apiVersions": ["v1"],
+                    "operations": ["CREATE", "UPDATE"],
+                    "resources": ["pods"],
+                    "scope": "Namespaced",
+                }]),
+            ),
+            (
+                "matchConditions",
+                json!([{ "name": MATCH_CONDITION, "expression": match_expression(config) }]),
+            ),
+        ]
+    })
+}
+
+/// The entry's clientConfig, made from another entry's (`/validate`): the same Service or
+/// URL and CA bundle, at [`PATH`]. `None` when it has neither a Service nor a URL.
+pub(super) fn client_config_from(validate: &Value) -> Option<Value> {
+    let mut client = validate.get("clientConfig")?.clone();
+    if let Some(service) = client.get_mut("service").and_then(Value::as_object_mut) {
+        service.insert("path".to_owned(), Value::String(PATH.to_owned()));
+        return Some(client);
+    }
+    let url = client.get("url")?.as_str()?;
+    let base = url.strip_suffix("/validate")?.to_owned();
+    client["url"] = Value::String(format!("{base}{PATH}"));
+    Some(client)
+}
