@@ -20,7 +20,10 @@
 //! namespace label guard's two entries, `<enforce|observe>.namespace-guard.<configuration>.pod-director.io`
 //! (namespaces, `namespaces/status`, `namespaces/finalize`), split by the groups'
 //! modes with objectSelectors ([`guard_object_selectors`]) so that only namespaces
-//! of enforce groups become unwritable while pod-director is down.
+//! of enforce groups become unwritable while pod-director is down. While a group reserves
+//! its nodes, it ends with the reservation entry (`reservation.<configuration>.pod-director.io`,
+//! [`reservation`]): the only entry rendered only when needed, so the reconciler adds and
+//! removes it as the live configuration starts or stops reserving.
 //!
 //! [`owned_entries`] is every field of those entries but `clientConfig`; the
 //! chart's `templates/webhooks.yaml` renders the same, held equal by the goldens
