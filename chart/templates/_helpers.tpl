@@ -128,9 +128,10 @@ the same (src/webhooks/reservation.rs); the goldens hold the two equal.
 {{- $enforced := false }}
 {{- range $name := keys $groups | sortAlpha }}
 {{- $group := get $groups $name | default dict }}
-{{- with $group.reserve }}
+{{- /* `reserve: {}` reserves too (an empty dict is false to `with`); `reserve: null` does not. */ -}}
+{{- if and (hasKey $group "reserve") (not (kindIs "invalid" $group.reserve)) }}
 {{- $reserving = true }}
-{{- if eq (.mode | default "dryRun") "enforce" }}
+{{- if eq ($group.reserve.mode | default "dryRun") "enforce" }}
 {{- $enforced = true }}
 {{- end }}
 {{- range $t := $group.tolerations | default list }}

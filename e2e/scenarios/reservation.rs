@@ -361,7 +361,7 @@ async fn agents_run_on_the_reserved_pool_a_dry_run_intruder_lands_there_and_the_
         serde_json::to_value(&env.config).expect("config").to_string(),
     )
     .expect("written");
-    let (code, report) = crate::audit::audit(file.path(), &["--group", GROUP]).await;
+    let (code, report) = crate::audit::audit(file.path(), &["--group", GROUP, "--fail-on", "not-ready"]).await;
     assert_eq!(code, 1, "not ready: {report}");
     let reservation = report["reservations"]
         .as_array()
@@ -381,6 +381,16 @@ async fn agents_run_on_the_reserved_pool_a_dry_run_intruder_lands_there_and_the_
         found["reason"].as_str().is_some_and(|r| r.contains("* exists")),
         "{found}"
     );
-    let blockers = reservation["blockers"].to_string();
-    assert!(blockers.contains("batch-job"), "{blockers}");
+    // And blocks enforcing: its re-creation would be refused (the blocker names the first three workloads).
+    assert!(
+        reservation["blockers"].as_array().is_some_and(|b| !b.is_empty()),
+        "{reservation}"
+    );
+    let refused = reservation["would_deny"].as_array().cloned().unwrap_or_default();
+    assert!(
+        refused
+            .iter()
+            .any(|f| f["namespace"] == batch.as_str() && f["workload"] == "Pod/batch-job"),
+        "{reservation}"
+    );
 }
