@@ -670,15 +670,6 @@ pub const EXPECTATIONS: &[Expectation] = &[
     ),
     rollout("Decision log lines", &[Check::NotPrometheus("Loki (LogQL)")]),
     rollout(
-        "Intruders of each reservation per second (by reserving group and decision)",
-        &[Check::Active(&["group", "decision"], |o, s| {
-            o.increase("pod_director_reservation_decisions_total", &["group", "decision"])
-                .into_iter()
-                .filter(|(labels, _)| s.admits(&labels[0]))
-                .collect()
-        })],
-    ),
-    rollout(
         "Intruders now, by reservation (continuous audit)",
         &[Check::Gauge(&["group", "state"], |o, s| {
             o.gauge("pod_director_reservation_intruders", &["group", "state"], |x| {
