@@ -623,28 +623,6 @@ impl Admission {
             }
             (Subject::Namespace { .. }, _) => Ok(skipped(webhook, "namespaces are decided at /validate-namespace")),
             (_, Webhook::ValidateNamespace) => Ok(skipped(webhook, "/validate-namespace decides namespaces only")),
-            (Subject::Pod { pod, old }, Webhook::ValidateReservation) => {
-                let labels = self.labels(config, request).await?;
-                let namespace = placement::Namespace {
-                    name: request.namespace.as_deref().unwrap_or_default(),
-                    labels: &labels,
-                };
-                let bound = match (&self.nodes, reservation::needs_named_node(config, pod, old.as_deref())) {
-                    (Some((nodes, metrics)), Some(node)) => Some((node, nodes.lookup(node, metrics).await)),
-                    _ => None,
-                };
-                let view = self.nodes.as_ref().map(|(nodes, _)| nodes.view(bound));
-                let ctx = ctx.with_nodes(view.as_ref().map(|v| v as &dyn NodeView));
-                let outcome = reservation::decide(config, &namespace, pod, old.as_deref(), &ctx);
-                if outcome.decision == Decision::Error {
-                    return Err(AdmissionError::Node(
-                        outcome
-                            .message
-                            .unwrap_or_else(|| "the pod's node cannot be checked".to_owned()),
-                    ));
-                }
-                Ok(outcome)
-            }
             (Subject::DaemonSet { .. }, Webhook::ValidateReservation) => Ok(skipped(
                 webhook,
                 "/validate-reservation decides pods; DaemonSets that intrude are reported by explain and audit",
@@ -659,19 +637,20 @@ impl Admission {
                     labels: &labels,
                 };
                 // The node a pod names is looked up (cache, else a bounded GET) before deciding.
-                let bound = match (&self.nodes, webhook) {
-                    (Some((nodes, metrics)), Webhook::Validate) => {
-                        match placement::needs_bound_node(config, &namespace, pod, old.as_deref()) {
-                            Some(node) => Some((node, nodes.lookup(node, metrics).await)),
-                            None => None,
-                        }
-                    }
+                let named = match webhook {
+                    Webhook::Validate => placement::needs_bound_node(config, &namespace, pod, old.as_deref()),
+                    Webhook::ValidateReservation => reservation::needs_named_node(config, pod, old.as_deref()),
+                    _ => None,
+                };
+                let bound = match (&self.nodes, named) {
+                    (Some((nodes, metrics)), Some(node)) => Some((node, nodes.lookup(node, metrics).await)),
                     _ => None,
                 };
                 let view = self.nodes.as_ref().map(|(nodes, _)| nodes.view(bound));
                 let ctx = ctx.with_nodes(view.as_ref().map(|v| v as &dyn NodeView));
                 let outcome = match webhook {
                     Webhook::Mutate => placement::mutate(config, &namespace, pod, &ctx),
+                    Webhook::ValidateReservation => reservation::decide(config, &namespace, pod, old.as_deref(), &ctx),
                     _ => placement::validate(config, &namespace, pod, old.as_deref(), &ctx),
                 };
                 if outcome.decision == Decision::Error {

@@ -540,7 +540,7 @@ fn validate_object(
 /// The node a pod names in `spec.nodeName` when the request sets it: at CREATE,
 /// or an UPDATE that changes it (the API server refuses that, but it is not
 /// pod-director's to assume). A pod bound earlier keeps its node.
-fn bound_node<'p>(pod: &'p Pod, old: Option<&Pod>) -> Option<&'p str> {
+pub(crate) fn bound_node<'p>(pod: &'p Pod, old: Option<&Pod>) -> Option<&'p str> {
     let name = pod
         .spec
         .as_ref()

@@ -23,7 +23,10 @@ use std::fmt;
 
 use k8s_openapi::api::core::v1::Toleration;
 
-use super::decide::{Namespace, Selection, has_daemon_set_controller_reference, has_mirror_annotation, select_group};
+use super::decide::{
+    Namespace, Selection, bound_node as named_node, has_daemon_set_controller_reference, has_mirror_annotation,
+    select_group,
+};
 use super::feasible::{NodeInfo, NodeLookup, Placement, feasible, term_matches};
 use super::tolerations::{NodeTaint, TaintEffect, describe, same, tolerates_taint};
 use super::{Context, Decision, MAX_SUMMARY_CHARS, Outcome, Pod, SkipReason, Webhook, truncate_chars};
@@ -221,17 +224,6 @@ fn introduced<'p>(pod: &'p Pod, old: Option<&Pod>) -> impl Iterator<Item = &'p T
         .unwrap_or_default()
         .iter()
         .filter(move |t| !before.iter().any(|b| same(b, t)))
-}
-
-/// The node the request names in `spec.nodeName`: at CREATE, or an UPDATE that sets it.
-pub fn named_node<'p>(pod: &'p Pod, old: Option<&Pod>) -> Option<&'p str> {
-    let name = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.node_name.as_deref())
-        .filter(|n| !n.is_empty())?;
-    let before = old.and_then(|o| o.spec.as_ref()).and_then(|s| s.node_name.as_deref());
-    (before != Some(name)).then_some(name)
 }
 
 /// Whether deciding `pod` at `/validate-reservation` needs the node it names (so the caller
