@@ -8,7 +8,9 @@
 #   e2e/tools.sh list             print "tool version path" for every tool
 #
 # Tools: kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok helm
-#        helm-unittest jaeger prometheus otelcol actionlint. `path helm-plugins` prints a
+#        helm-unittest jaeger prometheus otelcol actionlint karpenter-crds. `path karpenter-crds`
+#        prints a directory holding karpenter.sh_nodepools.yaml, the NodePool CRD of
+#        sigs.k8s.io/karpenter (copied from the module; no Karpenter is built). `path helm-plugins` prints a
 #        HELM_PLUGINS directory that holds the helm-unittest plugin:
 #          HELM_PLUGINS=$(e2e/tools.sh path helm-plugins) "$(e2e/tools.sh path helm)" unittest chart
 #        `path kwok-stages` prints the directory of the kwok stage files e2e/cluster.sh passes
@@ -38,9 +40,11 @@ PROMETHEUS_VERSION=v0.316.0  # renovate: datasource=go depName=github.com/promet
 # The collector's release is contrib's: the core modules follow from its go.mod.
 OTELCOL_VERSION=v0.161.0  # renovate: datasource=go depName=github.com/open-telemetry/opentelemetry-collector-contrib/processor/tailsamplingprocessor
 ACTIONLINT_VERSION=v1.7.12  # renovate: datasource=go depName=github.com/rhysd/actionlint
+# Only the NodePool CRD manifest is taken from this module (nothing is built from it).
+KARPENTER_VERSION=v1.15.0  # renovate: datasource=go depName=sigs.k8s.io/karpenter
 # -----------------------------------------------------------------------------
 
-TOOLS=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok helm helm-unittest jaeger prometheus otelcol actionlint)
+TOOLS=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok helm helm-unittest jaeger prometheus otelcol actionlint karpenter-crds)
 
 CACHE="${POD_DIRECTOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pod-director}"
 export GOPATH="$CACHE/go/path"
@@ -76,6 +80,7 @@ version_of() {
     prometheus) echo "$PROMETHEUS_VERSION" ;;
     otelcol) echo "$OTELCOL_VERSION" ;;
     actionlint) echo "$ACTIONLINT_VERSION" ;;
+    karpenter-crds) echo "$KARPENTER_VERSION" ;;
     *) die "unknown tool '$1' (known: ${TOOLS[*]} helm-plugins kwok-stages)" ;;
   esac
 }
@@ -102,6 +107,7 @@ binary_path() {
     helm-unittest) echo "$CACHE/tools/helm-plugins-$version/unittest/$(untt_name)" ;;
     helm-plugins) echo "$CACHE/tools/helm-plugins-$version" ;;
     kwok-stages) echo "$CACHE/tools/kwok-$version/stages" ;;
+    karpenter-crds) echo "$CACHE/tools/karpenter-crds-$version" ;;
     *) echo "$CACHE/tools/$tool-$version/$tool" ;;
   esac
 }
@@ -485,6 +491,27 @@ build_actionlint() {
     "-s -w -X github.com/rhysd/actionlint.version=$ACTIONLINT_VERSION"
 }
 
+# --- Karpenter's NodePool CRD (a file of the module; building it needs a newer Go) ----
+build_karpenter_crds() {
+  local json zip out file="pkg/apis/crds/karpenter.sh_nodepools.yaml"
+  # `go mod download` places the module's zip in the cache, then reports the Go version the
+  # module wants (newer than ours): only the zip is needed.
+  json=$(cd "$CACHE" && GOTOOLCHAIN=local go mod download -json "sigs.k8s.io/karpenter@$KARPENTER_VERSION" || true)
+  zip=$(sed -n 's/^[[:space:]]*"Zip": "\(.*\)",*$/\1/p' <<<"$json")
+  [[ -f "$zip" ]] || die "could not download sigs.k8s.io/karpenter@$KARPENTER_VERSION: $json"
+  out=$(binary_path karpenter-crds)
+  rm -rf "$out.tmp"
+  mkdir -p "$out.tmp"
+  python3 - "$zip" "sigs.k8s.io/karpenter@$KARPENTER_VERSION/$file" "$out.tmp/$(basename "$file")" <<'PY' ||
+import sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z, open(sys.argv[3], "wb") as out:
+    out.write(z.read(sys.argv[2]))
+PY
+    die "sigs.k8s.io/karpenter@$KARPENTER_VERSION has no $file"
+  rm -rf "$out"
+  mv "$out.tmp" "$out"
+}
+
 # --- dispatcher -------------------------------------------------------------------
 build_tool() {
   case "$1" in
@@ -497,6 +524,7 @@ build_tool() {
     prometheus) build_prometheus ;;
     otelcol) build_otelcol ;;
     actionlint) build_actionlint ;;
+    karpenter-crds) build_karpenter_crds ;;
     *) die "no build recipe for '$1'" ;;
   esac
 }

@@ -766,6 +766,7 @@ fn decision_span(webhook: Webhook) -> Span {
         error = Empty,
         trace_id = Empty,
         span_id = Empty,
+        placement.provisionable_by = Empty,
         reservation.groups = Empty,
         reservation.reason = Empty,
         reservation.intrusions = Empty,
@@ -923,6 +924,12 @@ fn log_decision(
             opt(&error_text.as_deref()),
         ],
     );
+    if !outcome.provisionable_by.is_empty() {
+        span.record(
+            "placement.provisionable_by",
+            json_strings(&outcome.provisionable_by).as_str(),
+        );
+    }
     if !outcome.reservation.is_empty() {
         record_reservation(span, outcome);
     }

@@ -59,6 +59,7 @@ pub mod fixtures;
 pub mod metrics;
 pub mod namespace_guard;
 pub mod namespaces;
+pub mod nodepools;
 pub mod nodes;
 pub mod orphans;
 pub mod placement;

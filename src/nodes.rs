@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use futures::StreamExt as _;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Node;
@@ -37,7 +38,9 @@ use tracing::{debug, info, warn};
 
 use crate::config::Config;
 use crate::metrics::{GroupLabels, ResultLabels, gauge, register};
+use crate::placement::PodSpec;
 use crate::placement::feasible::{self, NodeInfo, NodeLookup, NodeView, Placement};
+use crate::placement::provision::{self, NodePool};
 
 /// Longest wait for the live GET of a node that is not cached.
 pub(crate) const FETCH_TIMEOUT: Duration = Duration::from_secs(2);
@@ -127,6 +130,88 @@ impl NodeStore {
     }
 }
 
+/// The NodePools read, and a generation that changes with them.
+#[derive(Debug)]
+pub struct NodePoolStore {
+    pools: ArcSwap<Vec<Arc<NodePool>>>,
+    generation: AtomicU64,
+    ready: AtomicBool,
+}
+
+impl Default for NodePoolStore {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl NodePoolStore {
+    /// No NodePools, ready: what a cluster without Karpenter has.
+    pub fn new() -> Self {
+        Self {
+            pools: ArcSwap::from_pointee(Vec::new()),
+            generation: AtomicU64::new(0),
+            ready: AtomicBool::new(true),
+        }
+    }
+
+    /// A store filled once (`audit`, `explain`, tests).
+    pub fn of(pools: Vec<NodePool>) -> Self {
+        let store = Self::new();
+        store.replace(pools);
+        store
+    }
+
+    /// The NodePools now (a snapshot; cheap).
+    pub fn pools(&self) -> Arc<Vec<Arc<NodePool>>> {
+        self.pools.load_full()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pools.load().is_empty()
+    }
+
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::SeqCst)
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn set_ready(&self, ready: bool) {
+        self.ready.store(ready, Ordering::SeqCst);
+    }
+
+    /// Replaces every NodePool (sorted by name).
+    pub fn replace(&self, mut pools: Vec<NodePool>) {
+        pools.sort_by(|a, b| a.name.cmp(&b.name));
+        let current = self.pools.load();
+        if current.len() == pools.len() && current.iter().zip(&pools).all(|(have, new)| **have == *new) {
+            return;
+        }
+        self.pools.store(Arc::new(pools.into_iter().map(Arc::new).collect()));
+        self.generation.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Inserts or replaces one NodePool.
+    pub(crate) fn apply(&self, pool: NodePool) {
+        let mut pools: Vec<NodePool> = self.pools().iter().map(|p| (**p).clone()).collect();
+        pools.retain(|p| p.name != pool.name);
+        pools.push(pool);
+        self.replace(pools);
+    }
+
+    pub(crate) fn delete(&self, name: &str) {
+        let pools: Vec<NodePool> = self
+            .pools()
+            .iter()
+            .filter(|p| &*p.name != name)
+            .map(|p| (**p).clone())
+            .collect();
+        self.replace(pools);
+    }
+}
+
 /// Where node data comes from.
 pub trait NodeSource: Send + Sync + 'static {
     /// The cached nodes.
@@ -144,10 +229,20 @@ struct Memo {
     counts: HashMap<u64, usize>,
 }
 
-/// Node data for decisions: a [`NodeSource`] plus memoised feasibility counts.
+/// Memoised provisioners for one NodePool generation.
+#[derive(Debug, Default)]
+struct ProvisionerMemo {
+    generation: u64,
+    found: HashMap<u64, Arc<[Box<str>]>>,
+}
+
+/// Node data for decisions: a [`NodeSource`] plus memoised feasibility counts, and the
+/// NodePools that can create nodes on demand plus their memoised answers.
 pub struct Nodes {
     source: Arc<dyn NodeSource>,
     memo: Mutex<Memo>,
+    pools: Arc<NodePoolStore>,
+    provisioners: Mutex<ProvisionerMemo>,
     fetch_timeout: Duration,
 }
 
@@ -165,8 +260,56 @@ impl Nodes {
         Self {
             source,
             memo: Mutex::new(Memo::default()),
+            pools: Arc::new(NodePoolStore::new()),
+            provisioners: Mutex::new(ProvisionerMemo::default()),
             fetch_timeout: FETCH_TIMEOUT,
         }
+    }
+
+    /// Counts these NodePools as provisioners.
+    pub fn with_node_pools(mut self, pools: Arc<NodePoolStore>) -> Self {
+        self.pools = pools;
+        self
+    }
+
+    /// The NodePools now.
+    pub fn node_pools(&self) -> Arc<Vec<Arc<NodePool>>> {
+        self.pools.pools()
+    }
+
+    /// The provisioners remembered under `key` for the current NodePools, else those
+    /// found for `spec()` (remembered when the NodePools did not change meanwhile).
+    /// Without NodePools: empty, and `spec` is not called.
+    pub fn provisioners(&self, key: u64, spec: &mut dyn FnMut() -> Option<PodSpec>) -> Arc<[Box<str>]> {
+        if self.pools.is_empty() {
+            return Arc::from([]);
+        }
+        let generation = self.pools.generation();
+        if let Ok(mut memo) = self.provisioners.lock() {
+            if memo.generation != generation {
+                memo.generation = generation;
+                memo.found.clear();
+            }
+            if let Some(found) = memo.found.get(&key) {
+                return found.clone();
+            }
+        }
+        let Some(spec) = spec() else {
+            return Arc::from([]);
+        };
+        let pools = self.pools.pools();
+        let found: Arc<[Box<str>]> =
+            provision::provisioners(pools.iter().map(|p| &**p), &Placement::of_spec(&spec)).into();
+        if let Ok(mut memo) = self.provisioners.lock()
+            && memo.generation == generation
+            && self.pools.generation() == generation
+        {
+            if memo.found.len() >= MEMO_CAPACITY {
+                memo.found.clear();
+            }
+            memo.found.insert(key, found.clone());
+        }
+        found
     }
 
     /// Bounds live GETs by `timeout` instead of [`FETCH_TIMEOUT`].
@@ -176,8 +319,10 @@ impl Nodes {
         self
     }
 
+    /// Whether decisions can be made: the Node cache has synced, and the NodePools are known
+    /// (listed, not served, or not readable).
     pub fn is_ready(&self) -> bool {
-        self.source.is_ready()
+        self.source.is_ready() && self.pools.is_ready()
     }
 
     pub fn cached_count(&self) -> usize {
@@ -286,6 +431,17 @@ impl Nodes {
             .collect()
     }
 
+    /// Per group: the provisioners that could create a node for the group's own placement
+    /// (compatible NodePools, and the group's declaration).
+    pub(crate) fn group_provisioners(&self, config: &Config) -> Vec<(String, Vec<String>)> {
+        let pools = self.pools.pools();
+        config
+            .groups
+            .iter()
+            .map(|(name, group)| (name.clone(), provision::of_group(group, pools.iter().map(|p| &**p))))
+            .collect()
+    }
+
     /// The view one decision gets: these nodes, and the node the pod names (looked up beforehand).
     pub fn view<'a>(&'a self, bound: Option<(&'a str, NodeLookup)>) -> RequestNodes<'a> {
         RequestNodes { nodes: self, bound }
@@ -319,6 +475,14 @@ impl NodeView for RequestNodes<'_> {
         self.nodes.source.store().count_where(keep)
     }
 
+    fn provisioners(&self, key: u64, spec: &mut dyn FnMut() -> Option<PodSpec>) -> Arc<[Box<str>]> {
+        self.nodes.provisioners(key, spec)
+    }
+
+    fn node_pools_for(&self, spec: &PodSpec) -> Vec<Result<String, (String, String)>> {
+        provision::assess(self.nodes.node_pools().iter().map(|p| &**p), &Placement::of_spec(spec))
+    }
+
     fn node(&self, name: &str) -> NodeLookup {
         match &self.bound {
             Some((bound, lookup)) if *bound == name => lookup.clone(),
@@ -339,7 +503,7 @@ pub(crate) async fn keep_group_gauge(
     every: Duration,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
 ) {
-    let mut last: Option<(u64, String)> = None;
+    let mut last: Option<(u64, u64, String)> = None;
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -348,12 +512,14 @@ pub(crate) async fn keep_group_gauge(
             _ = shutdown.changed() => return,
         }
         let loaded = config.load_full();
-        let now = (nodes.generation(), loaded.revision.clone());
+        let now = (nodes.generation(), nodes.pools.generation(), loaded.revision.clone());
         if last.as_ref() == Some(&now) {
             continue;
         }
         if let Some(counts) = nodes.group_counts(&loaded.config) {
             metrics.set_group_nodes(&counts);
+            metrics.set_group_provisioners(&nodes.group_provisioners(&loaded.config));
+            metrics.set_node_pools(&nodes.node_pools());
             last = Some(now);
         }
     }
@@ -473,12 +639,16 @@ named_enum! {
     }
 }
 
-/// `pod_director_node_cache_size`, `pod_director_node_lookups_total`, `pod_director_group_nodes`.
+/// `pod_director_node_cache_size`, `pod_director_node_lookups_total`, `pod_director_group_nodes`,
+/// `pod_director_group_provisioners`, `pod_director_nodepools`, `pod_director_nodepools_usable`.
 #[derive(Debug, Clone)]
 pub struct NodeMetrics {
     node_cache_size: Gauge,
     node_lookups: Family<ResultLabels, Counter>,
     group_nodes: Family<GroupLabels, Gauge>,
+    group_provisioners: Family<GroupLabels, Gauge>,
+    node_pools: Gauge,
+    usable_node_pools: Gauge,
 }
 
 impl NodeMetrics {
@@ -496,10 +666,27 @@ impl NodeMetrics {
             "Nodes that satisfy each group's own placement (nodeSelector, required node affinity, tolerated taints, not cordoned)",
             Family::default(),
         );
+        let group_provisioners = register(
+            r,
+            "group_provisioners",
+            "Provisioners that could create a node for each group's own placement on demand (compatible Karpenter \
+             NodePools, plus 1 when the group declares nodes.provisionedOnDemand)",
+            Family::default(),
+        );
+        let node_pools = register(r, "nodepools", "Karpenter NodePools read", Gauge::default());
+        let usable_node_pools = register(
+            r,
+            "nodepools_usable",
+            "Karpenter NodePools read that can provision now (Ready, not static or being deleted, limits not used up)",
+            Gauge::default(),
+        );
         Self {
             node_cache_size,
             node_lookups,
             group_nodes,
+            group_provisioners,
+            node_pools,
+            usable_node_pools,
         }
     }
 
@@ -523,6 +710,23 @@ impl NodeMetrics {
                 .get_or_create(&GroupLabels { group: group.clone() })
                 .set(gauge(*count));
         }
+    }
+
+    /// Sets `pod_director_group_provisioners` to exactly these groups.
+    pub fn set_group_provisioners(&self, found: &[(String, Vec<String>)]) {
+        self.group_provisioners.clear();
+        for (group, by) in found {
+            self.group_provisioners
+                .get_or_create(&GroupLabels { group: group.clone() })
+                .set(gauge(by.len()));
+        }
+    }
+
+    /// Sets `pod_director_nodepools` and `pod_director_nodepools_usable` from the NodePools read.
+    pub fn set_node_pools(&self, pools: &[Arc<NodePool>]) {
+        self.node_pools.set(gauge(pools.len()));
+        self.usable_node_pools
+            .set(gauge(pools.iter().filter(|p| p.unusable.is_none()).count()));
     }
 }
 
@@ -709,5 +913,69 @@ mod tests {
             "bounded: {:?}",
             started.elapsed()
         );
+    }
+
+    #[test]
+    fn provisioners_are_memoised_until_the_nodepools_change_and_free_without_any() {
+        let pools = Arc::new(NodePoolStore::new());
+        let nodes = Nodes::new(Arc::new(StaticNodes::new())).with_node_pools(pools.clone());
+        let spec = spec(json!({"containers": [], "nodeSelector": {"pool": "ci"}}));
+        let calls = std::cell::Cell::new(0);
+        let mut make = || {
+            calls.set(calls.get() + 1);
+            Some(spec.clone())
+        };
+        assert!(nodes.provisioners(7, &mut make).is_empty());
+        assert_eq!(calls.get(), 0, "without NodePools the spec is not even made");
+        let ready = |name: &str, pool: &str| {
+            NodePool::from_value(&json!({"metadata": {"name": name},
+                "spec": {"template": {"metadata": {"labels": {"pool": pool}}}},
+                "status": {"conditions": [{"type": "Ready", "status": "True"}]}}))
+        };
+        pools.replace(vec![ready("a", "ci"), ready("b", "gpu")]);
+        assert_eq!(&*nodes.provisioners(7, &mut make), [Box::from("nodepool/a")]);
+        assert_eq!(&*nodes.provisioners(7, &mut make), [Box::from("nodepool/a")]);
+        assert_eq!(calls.get(), 1, "remembered");
+        pools.apply(ready("c", "ci"));
+        assert_eq!(
+            &*nodes.provisioners(7, &mut make),
+            [Box::from("nodepool/a"), Box::from("nodepool/c")]
+        );
+        assert_eq!(calls.get(), 2, "a NodePool change is seen");
+    }
+
+    #[test]
+    fn readiness_waits_for_the_nodepools_to_be_known() {
+        let pools = Arc::new(NodePoolStore::new());
+        pools.set_ready(false);
+        let nodes = Nodes::new(Arc::new(StaticNodes::new())).with_node_pools(pools.clone());
+        assert!(!nodes.is_ready());
+        pools.set_ready(true);
+        assert!(nodes.is_ready());
+    }
+
+    fn pool(name: &str) -> NodePool {
+        NodePool::from_value(
+            &json!({"metadata": {"name": name}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}}),
+        )
+    }
+
+    #[test]
+    fn the_generation_changes_only_when_the_pools_do() {
+        let store = NodePoolStore::new();
+        let start = store.generation();
+        store.apply(pool("b"));
+        store.apply(pool("a"));
+        let names: Vec<String> = store.pools().iter().map(|p| p.name.to_string()).collect();
+        assert_eq!(names, ["a", "b"], "sorted by name");
+        let generation = store.generation();
+        assert_ne!(generation, start);
+        store.apply(pool("a"));
+        assert_eq!(store.generation(), generation, "an unchanged NodePool is not a change");
+        store.delete("a");
+        assert_ne!(store.generation(), generation);
+        assert_eq!(store.pools().len(), 1);
+        store.delete("ghost");
+        assert_eq!(store.pools().len(), 1);
     }
 }

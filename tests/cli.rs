@@ -687,7 +687,95 @@ fn explain_nodes_refuses_what_is_not_a_node() {
     let fixture = NodesFixture::new();
     let out = fixture.explain(Some(&fixture.manifests), "json");
     assert_eq!(out.status.code(), Some(2));
-    assert_contains(&stderr(&out), "--nodes reads Node manifests; this is a Namespace");
+    assert_contains(
+        &stderr(&out),
+        "--nodes reads Node and NodePool (karpenter.sh/v1) manifests; this is a Namespace (v1)",
+    );
+}
+
+/// A Karpenter NodePool manifest (Ready) whose nodes carry `label` and `taint`.
+fn node_pool(name: &str, label: &str, taint: &str) -> String {
+    format!(
+        "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {{name: {name}}}\nspec:\n  template:\n    metadata: {{labels: {{node-pool: {label}}}}}\n    spec:\n      nodeClassRef: {{group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}}\n      requirements: [{{key: kubernetes.io/arch, operator: In, values: [amd64]}}]\n      taints: [{{key: {taint}, value: ci, effect: NoSchedule}}]\nstatus:\n  conditions: [{{type: Ready, status: \"True\"}}]\n"
+    )
+}
+
+#[test]
+fn explain_nodes_counts_a_compatible_nodepool_as_a_provisioner_when_no_node_fits() {
+    let fixture = NodesFixture::new();
+    // Only the gpu node: the ci group's pool has no node now.
+    let gpu = write(fixture.dir.path(), "gpu.yaml", NODES[2]);
+    let pools = [
+        node_pool("ci-pool", "ci", "dedicated"),
+        node_pool("other-pool", "ci", "other"),
+    ];
+    let pools = write(fixture.dir.path(), "nodepools.yaml", &pools.join("---\n"));
+    let out = explain(
+        &fixture.config,
+        &[&fixture.manifests],
+        &[
+            "-o",
+            "json",
+            "--nodes",
+            gpu.to_str().unwrap(),
+            "--nodes",
+            pools.to_str().unwrap(),
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let plain = find(&reports(&out), "plain").clone();
+    assert_eq!(plain["feasible_nodes"], 0, "{plain}");
+    assert_eq!(plain["no_feasible_node"], false, "{plain}");
+    assert_eq!(
+        plain["provisionable_by"],
+        serde_json::json!(["nodepool/ci-pool"]),
+        "{plain}"
+    );
+    let text = stdout(&explain(
+        &fixture.config,
+        &[&fixture.manifests],
+        &["--nodes", gpu.to_str().unwrap(), "--nodes", pools.to_str().unwrap()],
+    ));
+    assert_contains(&text, "none now, provisioned on demand by nodepool/ci-pool");
+
+    // No compatible NodePool: no provisioner, no feasible node.
+    let other = write(
+        fixture.dir.path(),
+        "other.yaml",
+        &node_pool("other-pool", "ci", "other"),
+    );
+    let out = explain(
+        &fixture.config,
+        &[&fixture.manifests],
+        &[
+            "-o",
+            "json",
+            "--nodes",
+            gpu.to_str().unwrap(),
+            "--nodes",
+            other.to_str().unwrap(),
+        ],
+    );
+    let plain = find(&reports(&out), "plain").clone();
+    assert_eq!(plain["no_feasible_node"], true, "{plain}");
+    assert_eq!(plain.get("provisionable_by"), None, "{plain}");
+
+    // A NodePool that cannot be read is refused, naming it.
+    let broken = write(
+        fixture.dir.path(),
+        "broken.yaml",
+        "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: broken}\nspec: {limits: {cpu: lots}}\n",
+    );
+    let out = explain(
+        &fixture.config,
+        &[&fixture.manifests],
+        &["--nodes", broken.to_str().unwrap()],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert_contains(
+        &stderr(&out),
+        "cannot read NodePool broken: spec.limits.cpu: \"lots\" is not a quantity",
+    );
 }
 
 #[test]

@@ -75,6 +75,9 @@ fn emitted() -> Emitted {
     }
     others.nodes.set_node_cache_size(2);
     others.nodes.set_group_nodes(&[("shadow".to_owned(), 1)]);
+    others
+        .nodes
+        .set_group_provisioners(&[("shadow".to_owned(), vec!["nodepool/shadow".to_owned()])]);
     for result in NodeLookupResult::ALL {
         others.nodes.node_looked_up(result);
     }
@@ -149,6 +152,8 @@ fn audit() -> Audit {
             },
             templates: Counts::default(),
             feasible_nodes: Some(1),
+            provisionable_by: Vec::new(),
+            not_provisionable_by: Vec::new(),
             would_deny: Default::default(),
             would_patch: Default::default(),
             no_feasible_node: Default::default(),
@@ -641,6 +646,7 @@ fn the_dashboards_answer_the_rollout_questions() {
         r#"pod_director_webhook_reconciles_total{result=\"error\"}"#,
         "pod_director_node_cache_size",
         "pod_director_group_nodes{",
+        "pod_director_group_provisioners{",
         "pod_director_group_ready{",
         "pod_director_group_blockers{",
         "pod_director_audit_pods{",

@@ -26,7 +26,7 @@ const INTERVAL: Duration = Duration::from_secs(2);
 const POOL: &str = "e2e.pod-director.io/audit-pool";
 
 /// The suite's configuration as a file `pod-director audit -c` reads.
-fn config_file(env: &Env) -> tempfile::NamedTempFile {
+pub(crate) fn config_file(env: &Env) -> tempfile::NamedTempFile {
     json_file(&serde_json::to_value(&env.config).expect("the config serializes"))
 }
 

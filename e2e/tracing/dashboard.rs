@@ -577,10 +577,11 @@ pub const EXPECTATIONS: &[Expectation] = &[
         })],
     ),
     rollout(
-        "Nodes available to each group",
-        &[Check::Gauge(&["group"], |o, s| {
-            group_gauge(o, s, "pod_director_group_nodes")
-        })],
+        "Nodes available to each group, and provisioners that can create them",
+        &[
+            Check::Gauge(&["group"], |o, s| group_gauge(o, s, "pod_director_group_nodes")),
+            Check::Gauge(&["group"], |o, s| group_gauge(o, s, "pod_director_group_provisioners")),
+        ],
     ),
     rollout(
         "Placed pods matching no node, by group and mode (time range)",

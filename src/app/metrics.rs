@@ -187,6 +187,14 @@ mod tests {
         metrics.nodes.set_group_nodes(&[("gone".to_owned(), 9)]);
         // One group: the order of a family's samples is not defined.
         metrics.nodes.set_group_nodes(&[("ci".to_owned(), 3)]);
+        metrics
+            .nodes
+            .set_group_provisioners(&[("ci".to_owned(), vec!["nodepool/ci".to_owned()])]);
+        metrics
+            .nodes
+            .set_node_pools(&[std::sync::Arc::new(crate::placement::provision::NodePool::from_value(
+                &serde_json::json!({"metadata": {"name": "ci"}}),
+            ))]);
         metrics.connections.connections_open().set(3);
         metrics.connections.connection_rejected(Rejection::ProbeLimit);
         metrics.connections.connection_timed_out(ConnectionTimeout::HeaderRead);
@@ -252,6 +260,15 @@ pod_director_node_lookups_total{result=\"not_found\"} 1
 # HELP pod_director_group_nodes Nodes that satisfy each group's own placement (nodeSelector, required node affinity, tolerated taints, not cordoned).
 # TYPE pod_director_group_nodes gauge
 pod_director_group_nodes{group=\"ci\"} 3
+# HELP pod_director_group_provisioners Provisioners that could create a node for each group's own placement on demand (compatible Karpenter NodePools, plus 1 when the group declares nodes.provisionedOnDemand).
+# TYPE pod_director_group_provisioners gauge
+pod_director_group_provisioners{group=\"ci\"} 1
+# HELP pod_director_nodepools Karpenter NodePools read.
+# TYPE pod_director_nodepools gauge
+pod_director_nodepools 1
+# HELP pod_director_nodepools_usable Karpenter NodePools read that can provision now (Ready, not static or being deleted, limits not used up).
+# TYPE pod_director_nodepools_usable gauge
+pod_director_nodepools_usable 0
 # HELP pod_director_connections_open Connections open on the admission port (accepted, not yet closed).
 # TYPE pod_director_connections_open gauge
 pod_director_connections_open 3
@@ -314,6 +331,8 @@ pod_director_build_info{version=\"VERSION\"} 1
                     ..Default::default()
                 },
                 feasible_nodes: Some(0),
+                provisionable_by: Vec::new(),
+                not_provisionable_by: Vec::new(),
                 would_deny: Default::default(),
                 would_patch: Default::default(),
                 no_feasible_node: Default::default(),

@@ -226,6 +226,11 @@ pub struct GroupAudit {
     pub templates: Counts,
     /// Nodes that satisfy the group's own placement; `None` without node data.
     pub feasible_nodes: Option<usize>,
+    /// With no such node now: who could create one on demand (`nodepool/NAME`,
+    /// `declared/provisionedOnDemand`).
+    pub provisionable_by: Vec<String>,
+    /// With no such node now: the NodePools that could not, and why.
+    pub not_provisionable_by: Vec<(String, String)>,
     /// Workloads whose pods or template enforce would refuse.
     pub would_deny: Findings,
     /// Workloads whose pods or template enforce would change (patch).
@@ -456,6 +461,36 @@ pub(crate) async fn list_nodes(
     Ok(nodes)
 }
 
+/// The Karpenter NodePools (`karpenter.sh/v1`), when the cluster serves them: none when it
+/// does not (no Karpenter CRDs), or when listing them is forbidden (with a note on stderr).
+pub(crate) async fn list_node_pools(client: &Client) -> Result<Vec<crate::placement::provision::NodePool>, AuditError> {
+    let gvk = kube::api::GroupVersionKind::gvk("karpenter.sh", "v1", "NodePool");
+    let Ok((resource, _)) = kube::discovery::pinned_kind(client, &gvk).await else {
+        return Ok(Vec::new());
+    };
+    let api: Api<kube::api::DynamicObject> = Api::all_with(client.clone(), &resource);
+    match api.list(&kube::api::ListParams::default()).await {
+        Ok(list) => Ok(list
+            .items
+            .iter()
+            .map(|object| {
+                crate::placement::provision::NodePool::from_value(&serde_json::to_value(object).unwrap_or_default())
+            })
+            .collect()),
+        Err(kube::Error::Api(status)) if status.code == 403 => {
+            eprintln!(
+                "audit: cannot list karpenter.sh NodePools (forbidden): NodePools are not counted as provisioners"
+            );
+            Ok(Vec::new())
+        }
+        Err(source) => Err(AuditError::List {
+            what: "karpenter.sh NodePools".to_owned(),
+            source,
+            hint: "",
+        }),
+    }
+}
+
 /// The controlling owner of an object, as `Kind/name`.
 /// A write of a namespace's group label through a subresource, as its managed fields record it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -656,6 +691,25 @@ pub(crate) async fn scan(
     for (name, mut group) in groups {
         if let (Some(nodes), Some(definition)) = (nodes, config.groups.get(&name)) {
             group.feasible_nodes = nodes.feasible(&Placement::of_group(definition));
+            if group.feasible_nodes == Some(0) {
+                let spec = crate::placement::PodSpec {
+                    node_selector: (!definition.node_selector.is_empty()).then(|| definition.node_selector.clone()),
+                    tolerations: Some(definition.tolerations.clone()),
+                    affinity: definition.affinity.clone(),
+                    ..Default::default()
+                };
+                for pool in nodes.node_pools_for(&spec) {
+                    match pool {
+                        Ok(by) => group.provisionable_by.push(by),
+                        Err(not) => group.not_provisionable_by.push(not),
+                    }
+                }
+                if definition.nodes.provisioned_on_demand {
+                    group
+                        .provisionable_by
+                        .push(crate::placement::provision::DECLARED_PROVISIONER.to_owned());
+                }
+            }
         }
         group.verdict = verdict::verdict(config, &group, audit.nodes);
         audit.groups.push(group);

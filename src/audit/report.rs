@@ -25,7 +25,7 @@ struct JsonGroup<'a> {
     blockers: &'a [String],
     warnings: &'a [String],
     namespaces: usize,
-    nodes: JsonNodes,
+    nodes: JsonNodes<'a>,
     pods: Counts,
     templates: Counts,
     would_deny: Vec<&'a Finding>,
@@ -54,10 +54,22 @@ struct JsonReservation<'a> {
 }
 
 #[derive(Debug, Serialize)]
-struct JsonNodes {
+struct JsonNodes<'a> {
     /// Nodes satisfying the group's own placement.
     feasible: Option<usize>,
     total: Option<usize>,
+    /// With no feasible node: who could create one on demand.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    provisionable_by: &'a [String],
+    /// With no feasible node: the NodePools that could not, and why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    not_provisionable_by: Vec<JsonNodePool<'a>>,
+}
+
+#[derive(Debug, Serialize)]
+struct JsonNodePool<'a> {
+    nodepool: &'a str,
+    reason: &'a str,
 }
 
 #[derive(Debug, Serialize)]
@@ -83,6 +95,12 @@ pub(crate) fn json(audit: &Audit) -> Result<String, serde_json::Error> {
             nodes: JsonNodes {
                 feasible: g.feasible_nodes,
                 total: audit.nodes,
+                provisionable_by: &g.provisionable_by,
+                not_provisionable_by: g
+                    .not_provisionable_by
+                    .iter()
+                    .map(|(nodepool, reason)| JsonNodePool { nodepool, reason })
+                    .collect(),
             },
             pods: g.pods,
             templates: g.templates,
@@ -377,6 +395,7 @@ mod tests {
             feasible_nodes: Some(1),
             feasible_nodes_before: Some(0),
             no_feasible_node: false,
+            provisionable_by: Vec::new(),
             reservation: Vec::new(),
         }
     }

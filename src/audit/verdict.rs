@@ -57,12 +57,29 @@ pub(crate) fn counted(pods: u64, templates: u64) -> String {
 pub(crate) fn verdict(config: &Config, group: &GroupAudit, nodes: Option<usize>) -> Verdict {
     let mut blockers = Vec::new();
     let mut warnings = Vec::new();
-    let no_pool = group.feasible_nodes == Some(0);
+    let no_node = group.feasible_nodes == Some(0);
+    let no_pool = no_node && group.provisionable_by.is_empty();
     if no_pool {
+        let pools = if group.not_provisionable_by.is_empty() {
+            String::new()
+        } else {
+            let why: Vec<String> = group
+                .not_provisionable_by
+                .iter()
+                .map(|(pool, why)| format!("{pool}: {why}"))
+                .collect();
+            format!("; and no NodePool can provision one ({})", why.join("; "))
+        };
         blockers.push(format!(
             "no node for the group: 0 of {} nodes match its nodeSelector, required node affinity and tolerated \
-             taints (cordoned nodes not counted); label or untaint the pool's nodes, or fix the group's placement",
+             taints (cordoned nodes not counted){pools}; label or untaint the pool's nodes, or fix the group's \
+             placement (or declare nodes.provisionedOnDemand when an autoscaler creates them)",
             nodes.unwrap_or(0)
+        ));
+    } else if no_node {
+        warnings.push(format!(
+            "0 nodes for the group now: provisioned on demand by {}",
+            group.provisionable_by.join(", ")
         ));
     }
     if group.pods.would_deny + group.templates.would_deny > 0 {
@@ -135,6 +152,42 @@ mod tests {
         let v = verdict(&config("enforce"), &g, Some(5));
         assert!(v.ready, "{v:?}");
         assert!(v.blockers.is_empty() && v.warnings.is_empty(), "{v:?}");
+    }
+
+    #[test]
+    fn a_pool_with_no_node_that_a_nodepool_can_provision_is_ready_and_names_it() {
+        let mut g = group();
+        g.feasible_nodes = Some(0);
+        g.provisionable_by = vec!["nodepool/gpu".to_owned()];
+        let v = verdict(&config("enforce"), &g, Some(5));
+        assert!(v.ready, "{v:?}");
+        assert_eq!(
+            v.warnings,
+            ["0 nodes for the group now: provisioned on demand by nodepool/gpu"]
+        );
+    }
+
+    #[test]
+    fn a_pool_no_nodepool_can_provision_blocks_naming_each_and_why() {
+        let mut g = group();
+        g.feasible_nodes = Some(0);
+        g.not_provisionable_by = vec![
+            (
+                "nodepool/gpu".to_owned(),
+                "taint gpu=true:NoSchedule is not tolerated".to_owned(),
+            ),
+            ("nodepool/cpu".to_owned(), "not Ready (Ready=False)".to_owned()),
+        ];
+        let v = verdict(&config("enforce"), &g, Some(5));
+        assert!(!v.ready);
+        assert_eq!(v.blockers.len(), 1, "{v:?}");
+        assert!(
+            v.blockers[0].contains(
+                "and no NodePool can provision one (nodepool/gpu: taint gpu=true:NoSchedule is not tolerated; \
+                 nodepool/cpu: not Ready (Ready=False))"
+            ),
+            "{v:?}"
+        );
     }
 
     #[test]

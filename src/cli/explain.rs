@@ -21,6 +21,7 @@ use serde_json::Value;
 
 use super::{ExplainArgs, FailOn, OutputFormat};
 use crate::config::{Config, Mode, syntax};
+use crate::placement::provision::{NodePool, Unusable, WithNodePools};
 use crate::placement::reservation;
 use crate::placement::{
     self, Context, Decision, FEASIBILITY_SCOPE, Namespace, NodeInfo, NodeView, Resolution, Selection, SkipReason,
@@ -86,6 +87,9 @@ struct Report {
     feasible_nodes_before: Option<usize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     no_feasible_node: Option<bool>,
+    /// With no feasible node: who could create one on demand (`nodepool/NAME`, `declared/provisionedOnDemand`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    provisionable_by: Vec<String>,
     /// A skip this pod would get in a live cluster only from the right requester, or null.
     requester_dependent: Option<String>,
     /// The reservations of other groups the pod intrudes on (`/validate-reservation`).
@@ -187,7 +191,11 @@ fn explain(args: &ExplainArgs) -> Result<(Vec<Report>, bool), InputError> {
         collect(source, &default_ns, &mut namespaces, &mut candidates)?;
     }
     let nodes = read_nodes(&args.nodes)?;
-    let view = nodes.as_ref().map(|n| n as &dyn NodeView);
+    let with_pools = nodes.as_ref().map(|(nodes, pools)| WithNodePools {
+        nodes: nodes as &dyn NodeView,
+        pools,
+    });
+    let view = with_pools.as_ref().map(|n| n as &dyn NodeView);
     let reports: Vec<Report> = candidates
         .into_iter()
         .map(|c| decide(&config, args.group.as_deref(), &namespaces, view, c))
@@ -201,9 +209,13 @@ fn explain(args: &ExplainArgs) -> Result<(Vec<Report>, bool), InputError> {
     Ok((reports, failed))
 }
 
-/// The Node manifests of `--nodes` (`None` when not given): Nodes, Lists of
-/// them (`kubectl get nodes -o yaml`), directories of either. Other kinds are refused.
-fn read_nodes(paths: &[PathBuf]) -> Result<Option<Vec<Arc<NodeInfo>>>, InputError> {
+/// The nodes and Karpenter NodePools of `--nodes`.
+type NodesRead = (Vec<Arc<NodeInfo>>, Vec<Arc<NodePool>>);
+
+/// The Node and Karpenter NodePool manifests of `--nodes` (`None` when not given): Nodes,
+/// NodePools (`karpenter.sh/v1`), Lists of them (`kubectl get nodes,nodepools -o yaml`),
+/// directories of either. Other kinds are refused.
+fn read_nodes(paths: &[PathBuf]) -> Result<Option<NodesRead>, InputError> {
     if paths.is_empty() {
         return Ok(None);
     }
@@ -212,6 +224,7 @@ fn read_nodes(paths: &[PathBuf]) -> Result<Option<Vec<Arc<NodeInfo>>>, InputErro
         read_path(path, &mut sources)?;
     }
     let mut nodes: BTreeMap<String, Arc<NodeInfo>> = BTreeMap::new();
+    let mut pools: BTreeMap<String, Arc<NodePool>> = BTreeMap::new();
     for source in sources {
         let err = |message: String| InputError::Document {
             path: source.path.clone(),
@@ -219,8 +232,26 @@ fn read_nodes(paths: &[PathBuf]) -> Result<Option<Vec<Arc<NodeInfo>>>, InputErro
             message,
         };
         let kind = source.object.get("kind").and_then(Value::as_str).unwrap_or_default();
+        let api_version = source
+            .object
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if kind == "NodePool" && api_version == "karpenter.sh/v1" {
+            let pool = NodePool::from_value(&source.object);
+            if pool.name.is_empty() {
+                return Err(err("a NodePool without metadata.name".to_owned()));
+            }
+            if let Some(Unusable::Invalid(why)) = &pool.unusable {
+                return Err(err(format!("cannot read NodePool {}: {why}", pool.name)));
+            }
+            pools.insert(pool.name.to_string(), Arc::new(pool));
+            continue;
+        }
         if kind != "Node" {
-            return Err(err(format!("--nodes reads Node manifests; this is a {kind}")));
+            return Err(err(format!(
+                "--nodes reads Node and NodePool (karpenter.sh/v1) manifests; this is a {kind} ({api_version})"
+            )));
         }
         let node: k8s_openapi::api::core::v1::Node =
             serde_json::from_value(source.object).map_err(|e| err(format!("cannot read Node: {e}")))?;
@@ -230,7 +261,7 @@ fn read_nodes(paths: &[PathBuf]) -> Result<Option<Vec<Arc<NodeInfo>>>, InputErro
         }
         nodes.insert(info.name.to_string(), Arc::new(info));
     }
-    Ok(Some(nodes.into_values().collect()))
+    Ok(Some((nodes.into_values().collect(), pools.into_values().collect())))
 }
 
 fn read_path(path: &Path, out: &mut Vec<Source>) -> Result<(), InputError> {
@@ -494,6 +525,7 @@ fn decide(
             feasible_nodes: None,
             feasible_nodes_before: None,
             no_feasible_node: None,
+            provisionable_by: Vec::new(),
             requester_dependent: None,
             reservation: Vec::new(),
         };
@@ -593,6 +625,7 @@ fn decide(
         feasible_nodes: mutation.feasible_nodes,
         feasible_nodes_before: mutation.feasible_nodes_before,
         no_feasible_node: mutation.feasible_nodes.map(|_| mutation.no_feasible_node),
+        provisionable_by: mutation.provisionable_by.clone(),
         requester_dependent,
         reservation: reserved.reservation.iter().map(ToString::to_string).collect(),
     }
@@ -716,10 +749,10 @@ fn render_text(reports: &[Report], with_nodes: bool) -> String {
         if let (Some(before), Some(after)) = (r.feasible_nodes_before, r.feasible_nodes) {
             out.push_str(&format!(
                 "  feasible nodes: {after} after the patch, {before} before{}\n",
-                if after == 0 {
-                    " — no node could take the placed pod"
-                } else {
-                    ""
+                match (after, r.provisionable_by.as_slice()) {
+                    (0, []) => " — no node could take the placed pod".to_owned(),
+                    (0, by) => format!(" — none now, provisioned on demand by {}", by.join(", ")),
+                    _ => String::new(),
                 }
             ));
         }

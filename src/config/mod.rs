@@ -133,6 +133,22 @@ pub struct Group {
     /// Keep everyone else's pods off the group's nodes (absent: nobody is kept off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reserve: Option<Reserve>,
+    /// Where the group's nodes come from, when they need not all exist yet.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub nodes: GroupNodes,
+}
+
+/// Where a group's nodes come from (`groups.NAME.nodes`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(rename = "groupNodes", transform = schema::ordered::<GroupNodes>)]
+pub struct GroupNodes {
+    /// An autoscaler pod-director cannot read creates the group's nodes when its pods need them
+    /// (cluster-autoscaler node groups scaled to zero, GKE node auto-provisioning): no node now is
+    /// "0 now, provisioned on demand", not a blocker, and `onNoFeasibleNode: deny` does not deny.
+    /// Karpenter NodePools need no declaration: they are read.
+    #[serde(default)]
+    pub provisioned_on_demand: bool,
 }
 
 fn default_namespace_label() -> String {

@@ -382,6 +382,12 @@ impl Checker {
         if let (Some(v), Some(node)) = (map.get("reserve"), node.child("reserve")) {
             self.reserve(v, map, &path.key("reserve"), node);
         }
+        if let (Some(v), Some(node)) = (map.get("nodes"), node.child("nodes")) {
+            let path = path.key("nodes");
+            if let Some(nodes) = self.object(v, &path, &node.keys()) {
+                self.settings(nodes, &path, node);
+            }
+        }
     }
 
     /// `reserve`: its settings and allow-list, and a group whose tolerations can name the

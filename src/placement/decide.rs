@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::feasible::{NodeLookup, NodeView, Placement, combine, group_fingerprint, unmet_by_bound_pod};
+use super::provision;
 use super::{
     Context, Decision, MAX_SUMMARY_CHARS, Outcome, Pod, PodSpec, SkipReason, Violation, Webhook, plan::plan,
     truncate_chars, verify::verify,
@@ -344,8 +345,36 @@ fn with_feasibility(
     };
     out.feasible_nodes_before = before;
     out.feasible_nodes = after;
-    out.no_feasible_node = after == Some(0);
+    if after == Some(0) {
+        out.provisionable_by = provisionable(nodes, &spec, fingerprint, patch);
+    }
+    out.no_feasible_node = after == Some(0) && out.provisionable_by.is_empty();
     out
+}
+
+/// Who could create a node for the placed pod when none exists now: the compatible
+/// NodePools (remembered like the counts), then the group's declaration.
+fn provisionable(
+    nodes: &dyn NodeView,
+    spec: &PodSpec,
+    fingerprint: u64,
+    patch: Option<(&json_patch::Patch, &Group)>,
+) -> Vec<String> {
+    let group = patch.map(|(_, group)| group);
+    let patch = patch.filter(|(p, _)| !p.0.is_empty());
+    let key = match patch {
+        None => fingerprint,
+        Some((_, group)) => combine(fingerprint, group_fingerprint(group)),
+    };
+    let found = nodes.provisioners(key, &mut || match patch {
+        None => Some(spec.clone()),
+        Some((patch, _)) => patched_spec(spec, patch),
+    });
+    let mut by: Vec<String> = found.iter().map(|p| p.to_string()).collect();
+    if group.is_some_and(|g| g.nodes.provisioned_on_demand) {
+        by.push(provision::DECLARED_PROVISIONER.to_owned());
+    }
+    by
 }
 
 /// How many nodes there are, for messages: `0 of 12 nodes`.

@@ -328,6 +328,19 @@ pub trait NodeView: Send + Sync + std::fmt::Debug {
     fn node(&self, name: &str) -> NodeLookup;
     /// How many nodes `keep` accepts (one pass, not remembered); `None` without node data.
     fn count_where(&self, keep: &dyn Fn(&NodeInfo) -> bool) -> Option<usize>;
+    /// The provisioners (`nodepool/NAME`) that could create a node for a pod spec's
+    /// placement, known by `key` (a fingerprint of it); `spec` makes the spec when the
+    /// answer is not remembered. Empty without NodePools, and `spec` is not called.
+    fn provisioners(&self, key: u64, spec: &mut dyn FnMut() -> Option<PodSpec>) -> std::sync::Arc<[Box<str>]> {
+        let _ = (key, spec);
+        std::sync::Arc::from([])
+    }
+    /// Every NodePool, for a pod spec's placement: `Ok(provisioner)` when it could create a
+    /// node for it, `Err((provisioner, why not))` otherwise (not remembered: for reports).
+    fn node_pools_for(&self, spec: &PodSpec) -> Vec<Result<String, (String, String)>> {
+        let _ = spec;
+        Vec::new()
+    }
 }
 
 /// A fingerprint of a group's own placement and its conflict policy: with the

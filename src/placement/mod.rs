@@ -12,6 +12,7 @@ mod decide;
 pub mod feasible;
 mod plan;
 mod pod;
+pub mod provision;
 pub mod reservation;
 mod tolerations;
 mod verify;
@@ -188,8 +189,12 @@ pub struct Outcome {
     pub feasible_nodes: Option<usize>,
     /// The same count for the pod as submitted (at `/validate`: as it stands).
     pub feasible_nodes_before: Option<usize>,
-    /// No node is feasible after the patch (`feasible_nodes == Some(0)`).
+    /// No node is feasible after the patch (`feasible_nodes == Some(0)`) and nothing can
+    /// provision one (`provisionable_by` is empty).
     pub no_feasible_node: bool,
+    /// When no node is feasible now: who could create one on demand (`nodepool/NAME`, the
+    /// group's `declared/provisionedOnDemand`).
+    pub provisionable_by: Vec<String>,
     /// `/validate-reservation`: the reservations the pod intrudes on (exempt ones too).
     pub reservation: Vec<reservation::Intrusion>,
 }
@@ -212,6 +217,7 @@ impl Outcome {
             feasible_nodes: None,
             feasible_nodes_before: None,
             no_feasible_node: false,
+            provisionable_by: Vec::new(),
             reservation: Vec::new(),
         }
     }

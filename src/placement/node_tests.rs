@@ -212,6 +212,93 @@ fn on_no_feasible_node_deny_denies_in_enforce_and_would_deny_in_dry_run() {
     assert!(out.no_feasible_node);
 }
 
+/// A Ready Karpenter NodePool whose nodes carry `node-pool: POOL` and, when given, a taint.
+fn node_pool(name: &str, pool: &str, taint: Option<&str>) -> Arc<provision::NodePool> {
+    let taints: Vec<Value> = taint
+        .map(|key| json!({"key": key, "value": pool, "effect": "NoSchedule"}))
+        .into_iter()
+        .collect();
+    Arc::new(provision::NodePool::from_value(&json!({
+        "metadata": {"name": name},
+        "spec": {"template": {"metadata": {"labels": {"node-pool": pool}}, "spec": {"taints": taints}}},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]}
+    })))
+}
+
+#[test]
+fn a_pool_a_nodepool_can_provision_is_not_a_missing_node() {
+    let nodes = cluster();
+    let pools = [node_pool("none-pool", "none", None), node_pool("gpu", "gpu", None)];
+    let view = provision::WithNodePools {
+        nodes: &nodes,
+        pools: &pools,
+    };
+    // deny + enforce: admitted and patched, since the NodePool can create a node.
+    let out = mutate_in("strict", plain(), &view);
+    assert_eq!((out.decision, out.feasible_nodes), (Decision::Patched, Some(0)));
+    assert!(!out.no_feasible_node, "{out:?}");
+    assert_eq!(out.provisionable_by, ["nodepool/none-pool"]);
+    assert_eq!(out.warning, None, "nobody is warned");
+    // warn: no "no feasible node" warning either.
+    let loud = [node_pool("ci-pool", "ci", Some("dedicated"))];
+    let empty = Vec::<Arc<NodeInfo>>::new();
+    let view = provision::WithNodePools {
+        nodes: &empty,
+        pools: &loud,
+    };
+    let out = mutate_in("loud", plain(), &view);
+    assert!(
+        out.no_feasible_node && out.provisionable_by.is_empty(),
+        "the group does not tolerate the taint: {out:?}"
+    );
+    assert!(out.warning.is_some_and(|w| w.contains("no feasible node")));
+    let out = mutate_in("ci", plain(), &view);
+    assert_eq!(out.feasible_nodes, Some(0));
+    assert_eq!(
+        out.provisionable_by,
+        ["nodepool/ci-pool"],
+        "the patched pod tolerates it"
+    );
+    // Feasible nodes exist: NodePools are not consulted.
+    let out = mutate_in(
+        "ci",
+        plain(),
+        &provision::WithNodePools {
+            nodes: &nodes,
+            pools: &loud,
+        },
+    );
+    assert!(out.feasible_nodes.is_some_and(|n| n > 0) && out.provisionable_by.is_empty());
+}
+
+#[test]
+fn a_nodepool_that_cannot_serve_the_pod_still_leaves_deny_denying() {
+    let nodes = cluster();
+    let pools = [node_pool("gpu", "gpu", None), node_pool("tainted", "none", Some("gpu"))];
+    let view = provision::WithNodePools {
+        nodes: &nodes,
+        pools: &pools,
+    };
+    let out = mutate_in("strict", plain(), &view);
+    assert_eq!(out.decision, Decision::Denied);
+    assert!(out.no_feasible_node && out.provisionable_by.is_empty(), "{out:?}");
+}
+
+#[test]
+fn a_group_that_declares_its_pool_provisioned_on_demand_is_not_denied() {
+    let config = support::config(
+        "groups:\n  batch: {mode: enforce, onNoFeasibleNode: deny, nodes: {provisionedOnDemand: true}, nodeSelector: {node-pool: none}}\n",
+    );
+    let nodes = cluster();
+    let ctx = Context::offline().with_nodes(Some(&nodes));
+    let out = in_group("batch", |ns| mutate(&config, ns, &pod(plain()), &ctx));
+    assert_eq!(out.decision, Decision::Patched);
+    assert_eq!(out.provisionable_by, [provision::DECLARED_PROVISIONER]);
+    assert!(!out.no_feasible_node);
+    let out = in_group("batch", |ns| validate(&config, ns, &pod(plain()), None, &ctx));
+    assert!(!out.no_feasible_node, "/validate agrees: {out:?}");
+}
+
 #[test]
 fn the_top_level_on_no_feasible_node_is_the_groups_default() {
     let config = support::config(

@@ -120,6 +120,7 @@ pub const DECISION_FIELDS: &[&str] = &[
     "config.revision",
     "trace_id",
     "span_id",
+    "placement.provisionable_by",
     "reservation.groups",
     "reservation.reason",
     "reservation.intrusions",
@@ -153,6 +154,7 @@ pub const JSON_FIELDS: &[&str] = &[
     "placement.patch.paths",
     "placement.conflicts",
     "placement.violations",
+    "placement.provisionable_by",
     "reservation.groups",
     "reservation.intrusions",
 ];

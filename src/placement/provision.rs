@@ -1,0 +1,771 @@
+//! Provisioning on demand: could a node autoscaler create a node a pod could be
+//! placed on, when none exists now?
+//!
+//! Karpenter NodePools (`karpenter.sh/v1`) are read as Karpenter's own scheduler
+//! reads them (sigs.k8s.io/karpenter v1.15.0, `pkg/scheduling/requirements.go`,
+//! `requirement.go`, `taints.go`, `pkg/controllers/provisioning/provisioner.go`):
+//! - a NodePool's requirements are `spec.template.spec.requirements`, its
+//!   template labels as `In`, and `karpenter.sh/nodepool In [name]`;
+//! - the pod's requirements are its `nodeSelector` (as `In`) and one term of its
+//!   required node affinity (Karpenter tries the terms in turn);
+//! - compatible ([`Requirements::compatible`]): a custom key the pod requires
+//!   must be defined by the NodePool unless the pod's operator is `NotIn` or
+//!   `DoesNotExist`; a well-known key ([`WELL_KNOWN_LABELS`]) may be undefined;
+//!   every key both define must intersect (two exclusions always do);
+//! - the pod tolerates every taint of `spec.template.spec.taints` (all effects;
+//!   `startupTaints` are removed before pods land, so they do not count);
+//! - the NodePool is usable: `Ready=True`, not being deleted, not static
+//!   (`spec.replicas`), and `spec.limits` not used up by `status.resources`.
+//!
+//! Pure: the NodePool objects come in as JSON, the answer goes out as data.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::NodeSelectorRequirement;
+use serde::Deserialize;
+
+use super::PodSpec;
+use super::feasible::{NodeInfo, NodeLookup, NodeView, Placement};
+use super::tolerations::{NodeTaint, tolerates_taint};
+use crate::config::Group;
+
+/// The label Karpenter puts on every node of a NodePool.
+pub const NODEPOOL_LABEL: &str = "karpenter.sh/nodepool";
+
+/// Keys a NodePool may leave undefined and still be compatible (Karpenter's
+/// `WellKnownLabels`, `pkg/apis/v1/labels.go`): the cloud provider fills them in.
+pub const WELL_KNOWN_LABELS: &[&str] = &[
+    NODEPOOL_LABEL,
+    "topology.kubernetes.io/zone",
+    "topology.kubernetes.io/region",
+    "node.kubernetes.io/instance-type",
+    "kubernetes.io/arch",
+    "kubernetes.io/os",
+    "karpenter.sh/capacity-type",
+    "node.kubernetes.io/windows-build",
+];
+
+/// Deprecated keys Karpenter reads as their successors (`NormalizedLabels`).
+const NORMALIZED_LABELS: &[(&str, &str)] = &[
+    ("failure-domain.beta.kubernetes.io/zone", "topology.kubernetes.io/zone"),
+    ("beta.kubernetes.io/arch", "kubernetes.io/arch"),
+    ("beta.kubernetes.io/os", "kubernetes.io/os"),
+    ("beta.kubernetes.io/instance-type", "node.kubernetes.io/instance-type"),
+    (
+        "failure-domain.beta.kubernetes.io/region",
+        "topology.kubernetes.io/region",
+    ),
+];
+
+fn normalized(key: &str) -> &str {
+    NORMALIZED_LABELS
+        .iter()
+        .find(|(from, _)| *from == key)
+        .map_or(key, |(_, to)| to)
+}
+
+/// The values one key may take: a set (`In`; empty = `DoesNotExist`) or the
+/// complement of one (`NotIn`; empty = `Exists`), with integer bounds (`Gt`, `Lt`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Requirement {
+    complement: bool,
+    values: BTreeSet<String>,
+    /// At least (Karpenter canonicalises `Gt n` to `>= n+1`).
+    gte: Option<i64>,
+    /// At most (`Lt n` is `<= n-1`).
+    lte: Option<i64>,
+}
+
+/// The operator a requirement reads as (Karpenter's `Requirement.Operator`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Operator {
+    In,
+    NotIn,
+    Exists,
+    DoesNotExist,
+}
+
+fn within(value: &str, gte: Option<i64>, lte: Option<i64>) -> bool {
+    if gte.is_none() && lte.is_none() {
+        return true;
+    }
+    let Ok(v) = value.parse::<i64>() else {
+        return false;
+    };
+    gte.is_none_or(|g| v >= g) && lte.is_none_or(|l| v <= l)
+}
+
+impl Requirement {
+    fn does_not_exist() -> Self {
+        Self {
+            complement: false,
+            values: BTreeSet::new(),
+            gte: None,
+            lte: None,
+        }
+    }
+
+    /// A `matchExpressions` requirement; `Err` says what is wrong with it.
+    fn new(operator: &str, values: &[String]) -> Result<Self, String> {
+        let set = || values.iter().cloned().collect::<BTreeSet<_>>();
+        let bound = || -> Result<i64, String> {
+            match values {
+                [one] => one
+                    .parse::<i64>()
+                    .map_err(|_| format!("{operator} needs an integer value, not {one:?}")),
+                _ => Err(format!("{operator} needs exactly one value, not {}", values.len())),
+            }
+        };
+        let mut r = Self {
+            complement: true,
+            values: BTreeSet::new(),
+            gte: None,
+            lte: None,
+        };
+        match operator {
+            "In" => {
+                r.complement = false;
+                r.values = set();
+            }
+            "NotIn" => r.values = set(),
+            "Exists" => {}
+            "DoesNotExist" => r.complement = false,
+            "Gt" => match bound()?.checked_add(1) {
+                Some(at_least) => r.gte = Some(at_least),
+                None => return Ok(Self::does_not_exist()),
+            },
+            "Lt" => match bound()?.checked_sub(1) {
+                Some(at_most) => r.lte = Some(at_most),
+                None => return Ok(Self::does_not_exist()),
+            },
+            other => {
+                return Err(format!(
+                    "operator {other:?} is not one of In, NotIn, Exists, DoesNotExist, Gt, Lt"
+                ));
+            }
+        }
+        Ok(r)
+    }
+
+    fn operator(&self) -> Operator {
+        match (self.complement, self.values.is_empty()) {
+            (true, false) => Operator::NotIn,
+            (true, true) => Operator::Exists,
+            (false, false) => Operator::In,
+            (false, true) => Operator::DoesNotExist,
+        }
+    }
+
+    fn excludes(&self) -> bool {
+        matches!(self.operator(), Operator::NotIn | Operator::DoesNotExist)
+    }
+
+    /// Karpenter's `Requirement.Intersection`.
+    fn intersection(&self, other: &Self) -> Self {
+        let complement = self.complement && other.complement;
+        let gte = self.gte.max(other.gte);
+        let lte = match (self.lte, other.lte) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        if let (Some(g), Some(l)) = (gte, lte)
+            && g > l
+        {
+            return Self::does_not_exist();
+        }
+        let mut values: BTreeSet<String> = match (self.complement, other.complement) {
+            (true, true) => self.values.union(&other.values).cloned().collect(),
+            (true, false) => other.values.difference(&self.values).cloned().collect(),
+            (false, true) => self.values.difference(&other.values).cloned().collect(),
+            (false, false) => self.values.intersection(&other.values).cloned().collect(),
+        };
+        values.retain(|v| within(v, gte, lte));
+        let (gte, lte) = if complement { (gte, lte) } else { (None, None) };
+        Self {
+            complement,
+            values,
+            gte,
+            lte,
+        }
+    }
+
+    /// Karpenter's `Requirement.HasIntersection`.
+    fn has_intersection(&self, other: &Self) -> bool {
+        let gte = self.gte.max(other.gte);
+        let lte = match (self.lte, other.lte) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        if let (Some(g), Some(l)) = (gte, lte)
+            && g > l
+        {
+            return false;
+        }
+        match (self.complement, other.complement) {
+            (true, true) => true,
+            (true, false) => other
+                .values
+                .iter()
+                .any(|v| !self.values.contains(v) && within(v, gte, lte)),
+            (false, true) => self
+                .values
+                .iter()
+                .any(|v| !other.values.contains(v) && within(v, gte, lte)),
+            (false, false) => self
+                .values
+                .iter()
+                .any(|v| other.values.contains(v) && within(v, gte, lte)),
+        }
+    }
+}
+
+impl fmt::Display for Requirement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let list = || self.values.iter().map(String::as_str).collect::<Vec<_>>().join(", ");
+        match self.operator() {
+            Operator::In => write!(f, "In [{}]", list())?,
+            Operator::NotIn => write!(f, "NotIn [{}]", list())?,
+            Operator::Exists => f.write_str("Exists")?,
+            Operator::DoesNotExist => f.write_str("DoesNotExist")?,
+        }
+        if let Some(g) = self.gte {
+            write!(f, " >= {g}")?;
+        }
+        if let Some(l) = self.lte {
+            write!(f, " <= {l}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Requirements by key, each key's requirements intersected.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Requirements(BTreeMap<String, Requirement>);
+
+/// The first requirement of the pod a NodePool cannot meet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RequirementUnmet {
+    /// A custom key the pod requires and the NodePool does not define.
+    Undefined { key: String, pod: String },
+    /// A key both define, with no value in common.
+    Disjoint { key: String, pod: String, pool: String },
+    /// A pod requirement Kubernetes would refuse (it matches no node).
+    Invalid { key: String, why: String },
+    /// `matchFields` (a node's name) or an empty term: no new node can match it.
+    NoNewNode(&'static str),
+}
+
+impl fmt::Display for RequirementUnmet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Undefined { key, pod } => write!(
+                f,
+                "the pod requires label {key} {pod}, which the NodePool does not define \
+                 (add it to spec.template.metadata.labels or spec.template.spec.requirements)"
+            ),
+            Self::Disjoint { key, pod, pool } => {
+                write!(f, "the pod requires label {key} {pod}; the NodePool offers {pool}")
+            }
+            Self::Invalid { key, why } => write!(f, "the pod's requirement on {key} matches no node: {why}"),
+            Self::NoNewNode(why) => f.write_str(why),
+        }
+    }
+}
+
+impl Requirements {
+    fn add(&mut self, key: &str, requirement: Requirement) {
+        let key = normalized(key);
+        let merged = match self.0.get(key) {
+            Some(existing) => requirement.intersection(existing),
+            None => requirement,
+        };
+        self.0.insert(key.to_owned(), merged);
+    }
+
+    /// `key In [value]` for every label.
+    fn add_labels<'a>(&mut self, labels: impl IntoIterator<Item = (&'a String, &'a String)>) {
+        for (key, value) in labels {
+            self.add(
+                key,
+                Requirement {
+                    complement: false,
+                    values: BTreeSet::from([value.clone()]),
+                    gte: None,
+                    lte: None,
+                },
+            );
+        }
+    }
+
+    fn add_expression(&mut self, key: &str, operator: &str, values: &[String]) -> Result<(), RequirementUnmet> {
+        let requirement = Requirement::new(operator, values).map_err(|why| RequirementUnmet::Invalid {
+            key: key.to_owned(),
+            why,
+        })?;
+        self.add(key, requirement);
+        Ok(())
+    }
+
+    /// Whether a node of these (a NodePool's) requirements could satisfy `pod`'s
+    /// (Karpenter's `Compatible` with `AllowUndefinedWellKnownLabels`).
+    pub fn compatible(&self, pod: &Requirements) -> Result<(), RequirementUnmet> {
+        for (key, wanted) in &pod.0 {
+            if WELL_KNOWN_LABELS.contains(&key.as_str()) || self.0.contains_key(key) || wanted.excludes() {
+                continue;
+            }
+            return Err(RequirementUnmet::Undefined {
+                key: key.clone(),
+                pod: wanted.to_string(),
+            });
+        }
+        for (key, wanted) in &pod.0 {
+            let Some(offered) = self.0.get(key) else { continue };
+            if offered.has_intersection(wanted) || (wanted.excludes() && offered.excludes()) {
+                continue;
+            }
+            return Err(RequirementUnmet::Disjoint {
+                key: key.clone(),
+                pod: wanted.to_string(),
+                pool: offered.to_string(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The requirements of a placement, one set per term of its required node
+    /// affinity (just the nodeSelector's without one); a term no new node can
+    /// match is an `Err`.
+    pub fn of_placement(placement: &Placement<'_>) -> Vec<Result<Requirements, RequirementUnmet>> {
+        let mut base = Requirements::default();
+        base.add_labels(placement.node_selector.into_iter().flatten());
+        let Some(terms) = placement.required else {
+            return vec![Ok(base)];
+        };
+        if terms.is_empty() {
+            return vec![Err(RequirementUnmet::NoNewNode(
+                "the pod's required node affinity has no nodeSelectorTerm: it matches no node",
+            ))];
+        }
+        terms
+            .iter()
+            .map(|term| {
+                if term.match_fields.as_ref().is_some_and(|f| !f.is_empty()) {
+                    return Err(RequirementUnmet::NoNewNode(
+                        "the pod's required node affinity names nodes (matchFields): a new node cannot match it",
+                    ));
+                }
+                let expressions = term.match_expressions.as_deref().unwrap_or_default();
+                if expressions.is_empty() {
+                    return Err(RequirementUnmet::NoNewNode(
+                        "a nodeSelectorTerm without requirements matches no node",
+                    ));
+                }
+                let mut reqs = base.clone();
+                for e in expressions {
+                    reqs.add_expression(&e.key, &e.operator, e.values.as_deref().unwrap_or_default())?;
+                }
+                Ok(reqs)
+            })
+            .collect()
+    }
+}
+
+/// Why a NodePool would not create a node now, whatever the pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unusable {
+    /// Its `Ready` condition is not `True` (Karpenter ignores it).
+    NotReady(String),
+    /// `metadata.deletionTimestamp` is set.
+    Deleting,
+    /// `spec.replicas` is set: a static NodePool, not provisioned on demand.
+    Static,
+    /// `status.resources` has used up `spec.limits` for a resource.
+    LimitsExhausted {
+        resource: String,
+        usage: String,
+        limit: String,
+    },
+    /// The object cannot be read as a NodePool.
+    Invalid(String),
+}
+
+impl fmt::Display for Unusable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NotReady(why) => write!(f, "not Ready ({why})"),
+            Self::Deleting => f.write_str("being deleted"),
+            Self::Static => f.write_str("static (spec.replicas): Karpenter does not provision it on demand"),
+            Self::LimitsExhausted { resource, usage, limit } => {
+                write!(f, "limits exhausted: {resource} {usage} used of {limit} (spec.limits)")
+            }
+            Self::Invalid(why) => write!(f, "cannot be read: {why}"),
+        }
+    }
+}
+
+/// Why a NodePool cannot create a node a placement could land on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Incompatible {
+    Unusable(Unusable),
+    /// A taint of the NodePool's template the pod does not tolerate.
+    Taint(NodeTaint),
+    Requirement(RequirementUnmet),
+}
+
+impl fmt::Display for Incompatible {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Unusable(why) => why.fmt(f),
+            Self::Taint(t) => write!(f, "taint {} is not tolerated", t.describe()),
+            Self::Requirement(why) => why.fmt(f),
+        }
+    }
+}
+
+/// What placement needs of a Karpenter NodePool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodePool {
+    pub name: Box<str>,
+    requirements: Requirements,
+    taints: Box<[NodeTaint]>,
+    /// Why Karpenter would not use it now (`None`: usable).
+    pub unusable: Option<Unusable>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Object {
+    #[serde(default)]
+    metadata: Metadata,
+    #[serde(default)]
+    spec: Spec,
+    #[serde(default)]
+    status: Status,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct Metadata {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
+    #[serde(default)]
+    deletion_timestamp: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct Spec {
+    #[serde(default)]
+    template: Template,
+    #[serde(default)]
+    limits: BTreeMap<String, serde_json::Value>,
+    #[serde(default)]
+    replicas: Option<serde_json::Value>,
+}
+
+#[derive(Deserialize, Default)]
+struct Template {
+    #[serde(default)]
+    metadata: Metadata,
+    #[serde(default)]
+    spec: TemplateSpec,
+}
+
+#[derive(Deserialize, Default)]
+struct TemplateSpec {
+    #[serde(default)]
+    requirements: Vec<NodeSelectorRequirement>,
+    #[serde(default)]
+    taints: Vec<Taint>,
+}
+
+#[derive(Deserialize)]
+struct Taint {
+    key: String,
+    #[serde(default)]
+    value: Option<String>,
+    effect: String,
+}
+
+#[derive(Deserialize, Default)]
+struct Status {
+    #[serde(default)]
+    conditions: Vec<Condition>,
+    #[serde(default)]
+    resources: BTreeMap<String, serde_json::Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Condition {
+    #[serde(rename = "type")]
+    kind: String,
+    status: String,
+    #[serde(default)]
+    reason: Option<String>,
+    #[serde(default)]
+    message: Option<String>,
+}
+
+impl NodePool {
+    /// A NodePool from its object (`karpenter.sh/v1`); one that cannot be read is
+    /// kept, [`Unusable::Invalid`], so that it is reported rather than silently dropped.
+    pub fn from_value(object: &serde_json::Value) -> Self {
+        let name = object
+            .pointer("/metadata/name")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default();
+        match serde_json::from_value::<Object>(object.clone()) {
+            Ok(parsed) => Self::from_object(parsed),
+            Err(err) => Self {
+                name: name.into(),
+                requirements: Requirements::default(),
+                taints: Box::new([]),
+                unusable: Some(Unusable::Invalid(err.to_string())),
+            },
+        }
+    }
+
+    fn from_object(object: Object) -> Self {
+        let name = object.metadata.name;
+        let template = object.spec.template;
+        let mut requirements = Requirements::default();
+        let mut unusable = None;
+        for r in &template.spec.requirements {
+            if let Err(why) = requirements.add_expression(&r.key, &r.operator, r.values.as_deref().unwrap_or_default())
+            {
+                unusable = Some(Unusable::Invalid(format!("spec.template.spec.requirements: {why}")));
+            }
+        }
+        requirements.add_labels(&template.metadata.labels);
+        requirements.add_labels([(&NODEPOOL_LABEL.to_owned(), &name)]);
+        let taints = template
+            .spec
+            .taints
+            .iter()
+            .map(|t| NodeTaint::new(&t.key, t.value.as_deref().unwrap_or_default(), &t.effect))
+            .collect();
+        let ready = object.status.conditions.iter().find(|c| c.kind == "Ready");
+        let limits = exhausted(&object.spec.limits, &object.status.resources);
+        let (invalid_limits, limits) = match limits {
+            Some(invalid @ Unusable::Invalid(_)) => (Some(invalid), None),
+            other => (None, other),
+        };
+        let unusable = unusable
+            .or(invalid_limits)
+            .or_else(|| {
+                object
+                    .metadata
+                    .deletion_timestamp
+                    .is_some()
+                    .then_some(Unusable::Deleting)
+            })
+            .or_else(|| object.spec.replicas.is_some().then_some(Unusable::Static))
+            .or_else(|| match ready {
+                Some(c) if c.status == "True" => None,
+                Some(c) => Some(Unusable::NotReady(format!(
+                    "Ready={}{}",
+                    c.status,
+                    [c.reason.as_deref(), c.message.as_deref()]
+                        .into_iter()
+                        .flatten()
+                        .filter(|s| !s.is_empty())
+                        .map(|s| format!(": {s}"))
+                        .collect::<String>()
+                ))),
+                None => Some(Unusable::NotReady("no Ready condition in its status".to_owned())),
+            })
+            .or(limits);
+        Self {
+            name: name.into(),
+            requirements,
+            taints,
+            unusable,
+        }
+    }
+
+    /// `nodepool/NAME`, as decisions name the provisioner.
+    pub fn provisioner(&self) -> String {
+        format!("nodepool/{}", self.name)
+    }
+
+    /// Whether this NodePool could create a node `placement` could land on.
+    pub fn compatible(&self, placement: &Placement<'_>) -> Result<(), Incompatible> {
+        if let Some(why) = &self.unusable {
+            return Err(Incompatible::Unusable(why.clone()));
+        }
+        if let Some(taint) = self
+            .taints
+            .iter()
+            .find(|taint| !placement.tolerations.iter().any(|t| tolerates_taint(t, taint)))
+        {
+            return Err(Incompatible::Taint(taint.clone()));
+        }
+        let mut first = None;
+        for term in Requirements::of_placement(placement) {
+            match term.and_then(|pod| self.requirements.compatible(&pod)) {
+                Ok(()) => return Ok(()),
+                Err(why) => {
+                    first.get_or_insert(why);
+                }
+            }
+        }
+        Err(Incompatible::Requirement(first.unwrap_or(RequirementUnmet::NoNewNode(
+            "the pod's required node affinity matches no node",
+        ))))
+    }
+}
+
+/// The first resource of `limits` that `usage` has used up (remaining ≤ 0: Karpenter
+/// can launch no instance type within it, `scheduling/scheduler.go`).
+fn exhausted(
+    limits: &BTreeMap<String, serde_json::Value>,
+    usage: &BTreeMap<String, serde_json::Value>,
+) -> Option<Unusable> {
+    for (resource, limit) in limits {
+        let Some(limit_value) = quantity(limit) else {
+            return Some(Unusable::Invalid(format!(
+                "spec.limits.{resource}: {limit} is not a quantity"
+            )));
+        };
+        let Some(used) = usage.get(resource) else { continue };
+        let Some(used_value) = quantity(used) else { continue };
+        if used_value >= limit_value {
+            let text = |v: &serde_json::Value| v.as_str().map_or_else(|| v.to_string(), str::to_owned);
+            return Some(Unusable::LimitsExhausted {
+                resource: resource.clone(),
+                usage: text(used),
+                limit: text(limit),
+            });
+        }
+    }
+    None
+}
+
+/// A Kubernetes quantity (`100`, `1.5`, `500m`, `64Gi`, `1e3`) as a number.
+fn quantity(value: &serde_json::Value) -> Option<f64> {
+    let text = match value {
+        serde_json::Value::Number(n) => return n.as_f64(),
+        serde_json::Value::String(s) => s.trim(),
+        _ => return None,
+    };
+    const SUFFIXES: &[(&str, f64)] = &[
+        ("Ki", 1024.0),
+        ("Mi", 1_048_576.0),
+        ("Gi", 1_073_741_824.0),
+        ("Ti", 1_099_511_627_776.0),
+        ("Pi", 1_125_899_906_842_624.0),
+        ("Ei", 1_152_921_504_606_846_976.0),
+        ("n", 1e-9),
+        ("u", 1e-6),
+        ("m", 1e-3),
+        ("k", 1e3),
+        ("M", 1e6),
+        ("G", 1e9),
+        ("T", 1e12),
+        ("P", 1e15),
+        ("E", 1e18),
+    ];
+    let (number, scale) = SUFFIXES
+        .iter()
+        .find_map(|(suffix, scale)| text.strip_suffix(suffix).map(|n| (n, *scale)))
+        .unwrap_or((text, 1.0));
+    let plain = number.strip_prefix(['+', '-']).unwrap_or(number);
+    if plain.is_empty()
+        || !plain
+            .chars()
+            .all(|c| c.is_ascii_digit() || matches!(c, '.' | 'e' | 'E' | '+' | '-'))
+    {
+        return None;
+    }
+    number.parse::<f64>().ok().filter(|n| n.is_finite()).map(|n| n * scale)
+}
+
+/// The NodePools that could create a node `placement` could land on, as provisioners
+/// (`nodepool/NAME`), in the order given.
+pub fn provisioners<'a>(pools: impl IntoIterator<Item = &'a NodePool>, placement: &Placement<'_>) -> Vec<Box<str>> {
+    pools
+        .into_iter()
+        .filter(|pool| pool.compatible(placement).is_ok())
+        .map(|pool| pool.provisioner().into_boxed_str())
+        .collect()
+}
+
+/// The provisioner a group declares (`nodes.provisionedOnDemand`), as decisions name it.
+pub const DECLARED_PROVISIONER: &str = "declared/provisionedOnDemand";
+
+/// The provisioners of a group's own placement: the compatible NodePools, then the
+/// group's declaration.
+pub fn of_group<'a>(group: &Group, pools: impl IntoIterator<Item = &'a NodePool>) -> Vec<String> {
+    let mut by: Vec<String> = provisioners(pools, &Placement::of_group(group))
+        .into_iter()
+        .map(String::from)
+        .collect();
+    if group.nodes.provisioned_on_demand {
+        by.push(DECLARED_PROVISIONER.to_owned());
+    }
+    by
+}
+
+/// For each of `pools`: `Ok(provisioner)` when it could create a node `placement` could
+/// land on, `Err((provisioner, why not))` otherwise — [`NodeView::node_pools_for`]'s answer.
+pub fn assess<'a>(
+    pools: impl IntoIterator<Item = &'a NodePool>,
+    placement: &Placement<'_>,
+) -> Vec<Result<String, (String, String)>> {
+    pools
+        .into_iter()
+        .map(|pool| match pool.compatible(placement) {
+            Ok(()) => Ok(pool.provisioner()),
+            Err(why) => Err((pool.provisioner(), why.to_string())),
+        })
+        .collect()
+}
+
+/// A [`NodeView`] with NodePools beside it (`explain --nodes`, tests): the nodes' answers,
+/// and provisioners found among `pools` (not remembered).
+#[derive(Debug)]
+pub struct WithNodePools<'a> {
+    pub nodes: &'a dyn NodeView,
+    pub pools: &'a [Arc<NodePool>],
+}
+
+impl NodeView for WithNodePools<'_> {
+    fn feasible_keyed(&self, placement: &Placement<'_>, key: u64) -> Option<usize> {
+        self.nodes.feasible_keyed(placement, key)
+    }
+
+    fn remembered(&self, key: u64, count: &mut dyn FnMut() -> Option<usize>) -> Option<usize> {
+        self.nodes.remembered(key, count)
+    }
+
+    fn total(&self) -> Option<usize> {
+        self.nodes.total()
+    }
+
+    fn node(&self, name: &str) -> NodeLookup {
+        self.nodes.node(name)
+    }
+
+    fn count_where(&self, keep: &dyn Fn(&NodeInfo) -> bool) -> Option<usize> {
+        self.nodes.count_where(keep)
+    }
+
+    fn node_pools_for(&self, spec: &PodSpec) -> Vec<Result<String, (String, String)>> {
+        assess(self.pools.iter().map(|p| &**p), &Placement::of_spec(spec))
+    }
+
+    fn provisioners(&self, _key: u64, spec: &mut dyn FnMut() -> Option<PodSpec>) -> Arc<[Box<str>]> {
+        match spec().filter(|_| !self.pools.is_empty()) {
+            Some(spec) => provisioners(self.pools.iter().map(|p| &**p), &Placement::of_spec(&spec)).into(),
+            None => Arc::from([]),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
