@@ -13,8 +13,8 @@ use std::sync::Arc;
 use criterion::{BenchmarkId, Criterion, criterion_group};
 use pod_director::admission::{self, Subject};
 use pod_director::config::Config;
-use pod_director::nodes::{NodePoolStore, Nodes};
-use pod_director::placement::provision::{self, NodePool};
+use pod_director::nodes::{Nodes, ProvisionerStore};
+use pod_director::placement::provision::{self, Provisioner};
 use pod_director::placement::{self, Context, Namespace, NodeInfo, NodeView, Placement};
 use pod_director::support::StaticNodes;
 use serde_json::json;
@@ -25,11 +25,11 @@ mod nodes;
 mod pods;
 
 /// `count` NodePools; the last one can provision the `ci` group's pool.
-fn node_pools(count: usize) -> Vec<NodePool> {
+fn node_pools(count: usize) -> Vec<Provisioner> {
     (0..count)
         .map(|i| {
             let pool = if i + 1 == count { "ci" } else { "batch" };
-            NodePool::from_value(&json!({
+            Provisioner::karpenter(&json!({
                 "metadata": {"name": format!("pool-{i}")},
                 "spec": {"template": {
                     "metadata": {"labels": {"node-pool": pool}},
@@ -56,7 +56,7 @@ fn cache(ci_pool: bool, pools: usize) -> Nodes {
             source.insert(node);
         }
     }
-    Nodes::new(source).with_node_pools(Arc::new(NodePoolStore::of(node_pools(pools))))
+    Nodes::new(source).with_provisioners(Arc::new(ProvisionerStore::of(node_pools(pools))))
 }
 
 fn bench(c: &mut Criterion) {

@@ -8,9 +8,11 @@
 #   e2e/tools.sh list             print "tool version path" for every tool
 #
 # Tools: kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok helm
-#        helm-unittest jaeger prometheus otelcol actionlint karpenter-crds. `path karpenter-crds`
-#        prints a directory holding karpenter.sh_nodepools.yaml, the NodePool CRD of
-#        sigs.k8s.io/karpenter (copied from the module; no Karpenter is built). `path helm-plugins` prints a
+#        helm-unittest jaeger prometheus otelcol actionlint karpenter-crds cluster-api-crds.
+#        `path karpenter-crds` prints a directory holding karpenter.sh_nodepools.yaml, the NodePool
+#        CRD of sigs.k8s.io/karpenter; `path cluster-api-crds` one holding the MachineDeployment and
+#        MachineSet CRDs of sigs.k8s.io/cluster-api (copied from the modules; nothing of them is
+#        built). `path helm-plugins` prints a
 #        HELM_PLUGINS directory that holds the helm-unittest plugin:
 #          HELM_PLUGINS=$(e2e/tools.sh path helm-plugins) "$(e2e/tools.sh path helm)" unittest chart
 #        `path kwok-stages` prints the directory of the kwok stage files e2e/cluster.sh passes
@@ -42,9 +44,11 @@ OTELCOL_VERSION=v0.161.0  # renovate: datasource=go depName=github.com/open-tele
 ACTIONLINT_VERSION=v1.7.12  # renovate: datasource=go depName=github.com/rhysd/actionlint
 # Only the NodePool CRD manifest is taken from this module (nothing is built from it).
 KARPENTER_VERSION=v1.15.0  # renovate: datasource=go depName=sigs.k8s.io/karpenter
+# Only the MachineDeployment and MachineSet CRD manifests are taken from this module.
+CLUSTER_API_VERSION=v1.14.2  # renovate: datasource=go depName=sigs.k8s.io/cluster-api
 # -----------------------------------------------------------------------------
 
-TOOLS=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok helm helm-unittest jaeger prometheus otelcol actionlint karpenter-crds)
+TOOLS=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok helm helm-unittest jaeger prometheus otelcol actionlint karpenter-crds cluster-api-crds)
 
 CACHE="${POD_DIRECTOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pod-director}"
 export GOPATH="$CACHE/go/path"
@@ -81,6 +85,7 @@ version_of() {
     otelcol) echo "$OTELCOL_VERSION" ;;
     actionlint) echo "$ACTIONLINT_VERSION" ;;
     karpenter-crds) echo "$KARPENTER_VERSION" ;;
+    cluster-api-crds) echo "$CLUSTER_API_VERSION" ;;
     *) die "unknown tool '$1' (known: ${TOOLS[*]} helm-plugins kwok-stages)" ;;
   esac
 }
@@ -107,7 +112,7 @@ binary_path() {
     helm-unittest) echo "$CACHE/tools/helm-plugins-$version/unittest/$(untt_name)" ;;
     helm-plugins) echo "$CACHE/tools/helm-plugins-$version" ;;
     kwok-stages) echo "$CACHE/tools/kwok-$version/stages" ;;
-    karpenter-crds) echo "$CACHE/tools/karpenter-crds-$version" ;;
+    karpenter-crds | cluster-api-crds) echo "$CACHE/tools/$tool-$version" ;;
     *) echo "$CACHE/tools/$tool-$version/$tool" ;;
   esac
 }
@@ -491,25 +496,40 @@ build_actionlint() {
     "-s -w -X github.com/rhysd/actionlint.version=$ACTIONLINT_VERSION"
 }
 
-# --- Karpenter's NodePool CRD (a file of the module; building it needs a newer Go) ----
-build_karpenter_crds() {
-  local json zip out file="pkg/apis/crds/karpenter.sh_nodepools.yaml"
-  # `go mod download` places the module's zip in the cache, then reports the Go version the
-  # module wants (newer than ours): only the zip is needed.
-  json=$(cd "$CACHE" && GOTOOLCHAIN=local go mod download -json "sigs.k8s.io/karpenter@$KARPENTER_VERSION" || true)
+# --- CRD manifests, files of a module (building it may need a newer Go) ------------
+# module_files TOOL MODULE VERSION FILE...: copies FILEs (paths inside the module) into the
+# tool's directory.
+module_files() {
+  local tool=$1 module=$2 version=$3 json zip out
+  shift 3
+  # `go mod download` places the module's zip in the cache, then may report that the module
+  # wants a newer Go than ours: only the zip is needed.
+  json=$(cd "$CACHE" && GOTOOLCHAIN=local go mod download -json "$module@$version" || true)
   zip=$(sed -n 's/^[[:space:]]*"Zip": "\(.*\)",*$/\1/p' <<<"$json")
-  [[ -f "$zip" ]] || die "could not download sigs.k8s.io/karpenter@$KARPENTER_VERSION: $json"
-  out=$(binary_path karpenter-crds)
+  [[ -f "$zip" ]] || die "could not download $module@$version: $json"
+  out=$(binary_path "$tool")
   rm -rf "$out.tmp"
   mkdir -p "$out.tmp"
-  python3 - "$zip" "sigs.k8s.io/karpenter@$KARPENTER_VERSION/$file" "$out.tmp/$(basename "$file")" <<'PY' ||
-import sys, zipfile
-with zipfile.ZipFile(sys.argv[1]) as z, open(sys.argv[3], "wb") as out:
-    out.write(z.read(sys.argv[2]))
+  python3 - "$zip" "$module@$version" "$out.tmp" "$@" <<'PY' || die "$module@$version lacks one of: $*"
+import os, sys, zipfile
+archive, prefix, out, files = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+with zipfile.ZipFile(archive) as z:
+    for f in files:
+        with open(os.path.join(out, os.path.basename(f)), "wb") as target:
+            target.write(z.read(f"{prefix}/{f}"))
 PY
-    die "sigs.k8s.io/karpenter@$KARPENTER_VERSION has no $file"
   rm -rf "$out"
   mv "$out.tmp" "$out"
+}
+
+build_karpenter_crds() {
+  module_files karpenter-crds sigs.k8s.io/karpenter "$KARPENTER_VERSION" pkg/apis/crds/karpenter.sh_nodepools.yaml
+}
+
+build_cluster_api_crds() {
+  module_files cluster-api-crds sigs.k8s.io/cluster-api "$CLUSTER_API_VERSION" \
+    core/config/crd/bases/cluster.x-k8s.io_machinedeployments.yaml \
+    core/config/crd/bases/cluster.x-k8s.io_machinesets.yaml
 }
 
 # --- dispatcher -------------------------------------------------------------------
@@ -525,6 +545,7 @@ build_tool() {
     otelcol) build_otelcol ;;
     actionlint) build_actionlint ;;
     karpenter-crds) build_karpenter_crds ;;
+    cluster-api-crds) build_cluster_api_crds ;;
     *) die "no build recipe for '$1'" ;;
   esac
 }

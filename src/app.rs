@@ -23,8 +23,8 @@ use crate::audit::continuous::{Continuous, LeaseTarget, identity, spawn};
 use crate::cli::{ContinuousAuditArgs, ServeArgs};
 use crate::config::Loaded;
 use crate::namespaces::KubeNamespaces;
-use crate::nodepools::KubeNodePools;
 use crate::nodes::{KubeNodes, Nodes};
+use crate::provisioners::KubeProvisioners;
 use crate::server::Settings;
 
 /// `pod-director serve`: connects to the cluster (in-cluster or `KUBECONFIG`),
@@ -35,8 +35,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         .await
         .context("cannot configure a Kubernetes client (in-cluster service account or KUBECONFIG)")?;
     let namespaces = Arc::new(KubeNamespaces::start(client.clone()));
-    let node_pools = KubeNodePools::start(client.clone(), args.nodepool_discovery_interval);
-    let nodes = Arc::new(Nodes::new(Arc::new(KubeNodes::start(client.clone()))).with_node_pools(node_pools.store()));
+    let node_pools = KubeProvisioners::start(client.clone(), args.nodepool_discovery_interval);
+    let nodes = Arc::new(Nodes::new(Arc::new(KubeNodes::start(client.clone()))).with_provisioners(node_pools.store()));
     let own_namespace = settings.own_namespace.clone();
     let server = start_with_nodes(settings, namespaces, Some(nodes.clone())).await?;
     let (stop_audit, audit_stopped) = watch::channel(false);

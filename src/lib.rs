@@ -59,10 +59,10 @@ pub mod fixtures;
 pub mod metrics;
 pub mod namespace_guard;
 pub mod namespaces;
-pub mod nodepools;
 pub mod nodes;
 pub mod orphans;
 pub mod placement;
+pub mod provisioners;
 pub mod server;
 #[doc(hidden)]
 pub mod support;

@@ -18,7 +18,7 @@
 //! pass over them.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -40,7 +40,7 @@ use crate::config::Config;
 use crate::metrics::{GroupLabels, ResultLabels, gauge, register};
 use crate::placement::PodSpec;
 use crate::placement::feasible::{self, NodeInfo, NodeLookup, NodeView, Placement};
-use crate::placement::provision::{self, NodePool};
+use crate::placement::provision::{self, Provisioner};
 
 /// Longest wait for the live GET of a node that is not cached.
 pub(crate) const FETCH_TIMEOUT: Duration = Duration::from_secs(2);
@@ -130,39 +130,41 @@ impl NodeStore {
     }
 }
 
-/// The NodePools read, and a generation that changes with them.
+/// The provisioners read (Karpenter NodePools, Cluster API node groups), and a generation
+/// that changes with them.
 #[derive(Debug)]
-pub struct NodePoolStore {
-    pools: ArcSwap<Vec<Arc<NodePool>>>,
+pub struct ProvisionerStore {
+    pools: ArcSwap<Vec<Arc<Provisioner>>>,
     generation: AtomicU64,
-    ready: AtomicBool,
+    /// Sources (resources watched) whose provisioners are not known yet.
+    pending: AtomicUsize,
 }
 
-impl Default for NodePoolStore {
+impl Default for ProvisionerStore {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl NodePoolStore {
-    /// No NodePools, ready: what a cluster without Karpenter has.
+impl ProvisionerStore {
+    /// No provisioners, ready: what a cluster without Karpenter or Cluster API has.
     pub fn new() -> Self {
         Self {
             pools: ArcSwap::from_pointee(Vec::new()),
             generation: AtomicU64::new(0),
-            ready: AtomicBool::new(true),
+            pending: AtomicUsize::new(0),
         }
     }
 
     /// A store filled once (`audit`, `explain`, tests).
-    pub fn of(pools: Vec<NodePool>) -> Self {
+    pub fn of(pools: Vec<Provisioner>) -> Self {
         let store = Self::new();
-        store.replace(pools);
+        store.replace_where(|_| true, pools);
         store
     }
 
-    /// The NodePools now (a snapshot; cheap).
-    pub fn pools(&self) -> Arc<Vec<Arc<NodePool>>> {
+    /// The provisioners now, sorted by name (a snapshot; cheap).
+    pub fn pools(&self) -> Arc<Vec<Arc<Provisioner>>> {
         self.pools.load_full()
     }
 
@@ -174,41 +176,49 @@ impl NodePoolStore {
         self.generation.load(Ordering::SeqCst)
     }
 
+    /// Whether every source is known (listed, not served, or not readable).
     pub fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::SeqCst)
+        self.pending.load(Ordering::SeqCst) == 0
     }
 
-    pub(crate) fn set_ready(&self, ready: bool) {
-        self.ready.store(ready, Ordering::SeqCst);
+    /// `sources` more sources must become known before the store is ready.
+    pub(crate) fn expect(&self, sources: usize) {
+        self.pending.fetch_add(sources, Ordering::SeqCst);
     }
 
-    /// Replaces every NodePool (sorted by name).
-    pub fn replace(&self, mut pools: Vec<NodePool>) {
-        pools.sort_by(|a, b| a.name.cmp(&b.name));
+    /// One expected source is known (its watcher calls this once).
+    pub(crate) fn known(&self) {
+        let _ = self
+            .pending
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1));
+    }
+
+    /// Replaces the provisioners `mine` accepts (one source's) with `pools`.
+    pub(crate) fn replace_where(&self, mine: impl Fn(&Provisioner) -> bool, pools: Vec<Provisioner>) {
+        let mut all: Vec<Provisioner> = self
+            .pools()
+            .iter()
+            .filter(|p| !mine(p))
+            .map(|p| (**p).clone())
+            .collect();
+        all.extend(pools);
+        all.sort_by(|a, b| a.name.cmp(&b.name));
         let current = self.pools.load();
-        if current.len() == pools.len() && current.iter().zip(&pools).all(|(have, new)| **have == *new) {
+        if current.len() == all.len() && current.iter().zip(&all).all(|(have, new)| **have == *new) {
             return;
         }
-        self.pools.store(Arc::new(pools.into_iter().map(Arc::new).collect()));
+        self.pools.store(Arc::new(all.into_iter().map(Arc::new).collect()));
         self.generation.fetch_add(1, Ordering::SeqCst);
     }
 
-    /// Inserts or replaces one NodePool.
-    pub(crate) fn apply(&self, pool: NodePool) {
-        let mut pools: Vec<NodePool> = self.pools().iter().map(|p| (**p).clone()).collect();
-        pools.retain(|p| p.name != pool.name);
-        pools.push(pool);
-        self.replace(pools);
+    /// Inserts or replaces one provisioner.
+    pub(crate) fn apply(&self, pool: Provisioner) {
+        let name = pool.name.clone();
+        self.replace_where(|p| p.name == name, vec![pool]);
     }
 
     pub(crate) fn delete(&self, name: &str) {
-        let pools: Vec<NodePool> = self
-            .pools()
-            .iter()
-            .filter(|p| &*p.name != name)
-            .map(|p| (**p).clone())
-            .collect();
-        self.replace(pools);
+        self.replace_where(|p| &*p.name == name, Vec::new());
     }
 }
 
@@ -241,7 +251,7 @@ struct ProvisionerMemo {
 pub struct Nodes {
     source: Arc<dyn NodeSource>,
     memo: Mutex<Memo>,
-    pools: Arc<NodePoolStore>,
+    pools: Arc<ProvisionerStore>,
     provisioners: Mutex<ProvisionerMemo>,
     fetch_timeout: Duration,
 }
@@ -260,20 +270,20 @@ impl Nodes {
         Self {
             source,
             memo: Mutex::new(Memo::default()),
-            pools: Arc::new(NodePoolStore::new()),
+            pools: Arc::new(ProvisionerStore::new()),
             provisioners: Mutex::new(ProvisionerMemo::default()),
             fetch_timeout: FETCH_TIMEOUT,
         }
     }
 
     /// Counts these NodePools as provisioners.
-    pub fn with_node_pools(mut self, pools: Arc<NodePoolStore>) -> Self {
+    pub fn with_provisioners(mut self, pools: Arc<ProvisionerStore>) -> Self {
         self.pools = pools;
         self
     }
 
     /// The NodePools now.
-    pub fn node_pools(&self) -> Arc<Vec<Arc<NodePool>>> {
+    pub fn provisioners_read(&self) -> Arc<Vec<Arc<Provisioner>>> {
         self.pools.pools()
     }
 
@@ -480,7 +490,10 @@ impl NodeView for RequestNodes<'_> {
     }
 
     fn node_pools_for(&self, spec: &PodSpec) -> Vec<Result<String, (String, String)>> {
-        provision::assess(self.nodes.node_pools().iter().map(|p| &**p), &Placement::of_spec(spec))
+        provision::assess(
+            self.nodes.provisioners_read().iter().map(|p| &**p),
+            &Placement::of_spec(spec),
+        )
     }
 
     fn node(&self, name: &str) -> NodeLookup {
@@ -519,7 +532,7 @@ pub(crate) async fn keep_group_gauge(
         if let Some(counts) = nodes.group_counts(&loaded.config) {
             metrics.set_group_nodes(&counts);
             metrics.set_group_provisioners(&nodes.group_provisioners(&loaded.config));
-            metrics.set_node_pools(&nodes.node_pools());
+            metrics.set_provisioners_read(&nodes.provisioners_read());
             last = Some(now);
         }
     }
@@ -640,15 +653,15 @@ named_enum! {
 }
 
 /// `pod_director_node_cache_size`, `pod_director_node_lookups_total`, `pod_director_group_nodes`,
-/// `pod_director_group_provisioners`, `pod_director_nodepools`, `pod_director_nodepools_usable`.
+/// `pod_director_group_provisioners`, `pod_director_provisioners`, `pod_director_provisioners_usable`.
 #[derive(Debug, Clone)]
 pub struct NodeMetrics {
     node_cache_size: Gauge,
     node_lookups: Family<ResultLabels, Counter>,
     group_nodes: Family<GroupLabels, Gauge>,
     group_provisioners: Family<GroupLabels, Gauge>,
-    node_pools: Gauge,
-    usable_node_pools: Gauge,
+    provisioners: Gauge,
+    usable_provisioners: Gauge,
 }
 
 impl NodeMetrics {
@@ -670,14 +683,19 @@ impl NodeMetrics {
             r,
             "group_provisioners",
             "Provisioners that could create a node for each group's own placement on demand (compatible Karpenter \
-             NodePools, plus 1 when the group declares nodes.provisionedOnDemand)",
+             NodePools and Cluster API node groups, plus 1 when the group declares nodes.provisionedOnDemand)",
             Family::default(),
         );
-        let node_pools = register(r, "nodepools", "Karpenter NodePools read", Gauge::default());
-        let usable_node_pools = register(
+        let provisioners = register(
             r,
-            "nodepools_usable",
-            "Karpenter NodePools read that can provision now (Ready, not static or being deleted, limits not used up)",
+            "provisioners",
+            "Provisioners read: Karpenter NodePools and Cluster API node groups (MachineDeployments, MachineSets the cluster-autoscaler scales)",
+            Gauge::default(),
+        );
+        let usable_provisioners = register(
+            r,
+            "provisioners_usable",
+            "Provisioners read that can create a node now (a NodePool Ready, not static or being deleted, limits not used up; a node group below its max size, able to scale from zero)",
             Gauge::default(),
         );
         Self {
@@ -685,8 +703,8 @@ impl NodeMetrics {
             node_lookups,
             group_nodes,
             group_provisioners,
-            node_pools,
-            usable_node_pools,
+            provisioners,
+            usable_provisioners,
         }
     }
 
@@ -722,10 +740,10 @@ impl NodeMetrics {
         }
     }
 
-    /// Sets `pod_director_nodepools` and `pod_director_nodepools_usable` from the NodePools read.
-    pub fn set_node_pools(&self, pools: &[Arc<NodePool>]) {
-        self.node_pools.set(gauge(pools.len()));
-        self.usable_node_pools
+    /// Sets `pod_director_provisioners` and `pod_director_provisioners_usable` from the provisioners read.
+    pub fn set_provisioners_read(&self, pools: &[Arc<Provisioner>]) {
+        self.provisioners.set(gauge(pools.len()));
+        self.usable_provisioners
             .set(gauge(pools.iter().filter(|p| p.unusable.is_none()).count()));
     }
 }
@@ -917,8 +935,8 @@ mod tests {
 
     #[test]
     fn provisioners_are_memoised_until_the_nodepools_change_and_free_without_any() {
-        let pools = Arc::new(NodePoolStore::new());
-        let nodes = Nodes::new(Arc::new(StaticNodes::new())).with_node_pools(pools.clone());
+        let pools = Arc::new(ProvisionerStore::new());
+        let nodes = Nodes::new(Arc::new(StaticNodes::new())).with_provisioners(pools.clone());
         let spec = spec(json!({"containers": [], "nodeSelector": {"pool": "ci"}}));
         let calls = std::cell::Cell::new(0);
         let mut make = || {
@@ -928,11 +946,11 @@ mod tests {
         assert!(nodes.provisioners(7, &mut make).is_empty());
         assert_eq!(calls.get(), 0, "without NodePools the spec is not even made");
         let ready = |name: &str, pool: &str| {
-            NodePool::from_value(&json!({"metadata": {"name": name},
+            Provisioner::karpenter(&json!({"metadata": {"name": name},
                 "spec": {"template": {"metadata": {"labels": {"pool": pool}}}},
                 "status": {"conditions": [{"type": "Ready", "status": "True"}]}}))
         };
-        pools.replace(vec![ready("a", "ci"), ready("b", "gpu")]);
+        pools.replace_where(|_| true, vec![ready("a", "ci"), ready("b", "gpu")]);
         assert_eq!(&*nodes.provisioners(7, &mut make), [Box::from("nodepool/a")]);
         assert_eq!(&*nodes.provisioners(7, &mut make), [Box::from("nodepool/a")]);
         assert_eq!(calls.get(), 1, "remembered");
@@ -946,33 +964,37 @@ mod tests {
 
     #[test]
     fn readiness_waits_for_the_nodepools_to_be_known() {
-        let pools = Arc::new(NodePoolStore::new());
-        pools.set_ready(false);
-        let nodes = Nodes::new(Arc::new(StaticNodes::new())).with_node_pools(pools.clone());
+        let pools = Arc::new(ProvisionerStore::new());
+        pools.expect(2);
+        let nodes = Nodes::new(Arc::new(StaticNodes::new())).with_provisioners(pools.clone());
         assert!(!nodes.is_ready());
-        pools.set_ready(true);
+        pools.known();
+        assert!(!nodes.is_ready(), "one source of two");
+        pools.known();
         assert!(nodes.is_ready());
+        pools.known();
+        assert!(nodes.is_ready(), "a source known twice does not underflow");
     }
 
-    fn pool(name: &str) -> NodePool {
-        NodePool::from_value(
+    fn pool(name: &str) -> Provisioner {
+        Provisioner::karpenter(
             &json!({"metadata": {"name": name}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}}),
         )
     }
 
     #[test]
     fn the_generation_changes_only_when_the_pools_do() {
-        let store = NodePoolStore::new();
+        let store = ProvisionerStore::new();
         let start = store.generation();
         store.apply(pool("b"));
         store.apply(pool("a"));
         let names: Vec<String> = store.pools().iter().map(|p| p.name.to_string()).collect();
-        assert_eq!(names, ["a", "b"], "sorted by name");
+        assert_eq!(names, ["nodepool/a", "nodepool/b"], "sorted by name");
         let generation = store.generation();
         assert_ne!(generation, start);
         store.apply(pool("a"));
         assert_eq!(store.generation(), generation, "an unchanged NodePool is not a change");
-        store.delete("a");
+        store.delete("nodepool/a");
         assert_ne!(store.generation(), generation);
         assert_eq!(store.pools().len(), 1);
         store.delete("ghost");

@@ -689,7 +689,8 @@ fn explain_nodes_refuses_what_is_not_a_node() {
     assert_eq!(out.status.code(), Some(2));
     assert_contains(
         &stderr(&out),
-        "--nodes reads Node and NodePool (karpenter.sh/v1) manifests; this is a Namespace (v1)",
+        "--nodes reads Node manifests and provisioners (NodePool karpenter.sh/v1, MachineDeployment and MachineSet \
+         cluster.x-k8s.io); this is a Namespace (v1)",
     );
 }
 

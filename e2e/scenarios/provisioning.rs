@@ -8,7 +8,10 @@
 //!   the NodePool (`placement.provisionable_by`), and the audit's verdict is ready;
 //! - the NodePool edited to an incompatible requirement, to a taint the group does not
 //!   tolerate, to exhausted limits, or to `Ready=False`: denied again, and the audit's blocker
-//!   says why.
+//!   says why;
+//! - a Cluster API MachineDeployment the cluster-autoscaler scales (min/max-size and capacity
+//!   annotations, the MachineDeployment/MachineSet CRDs of sigs.k8s.io/cluster-api) provisions
+//!   the pool likewise until it is at its max size.
 
 use std::time::Duration;
 
@@ -29,25 +32,36 @@ fn node_pools(env: &Env) -> Api<DynamicObject> {
     Api::all_with(env.client.clone(), &resource)
 }
 
-/// Karpenter's NodePool CRD, as its module ships it.
-fn karpenter_crd() -> CustomResourceDefinition {
-    let dir = tool("E2E_KARPENTER_CRDS", "karpenter-crds");
-    let path = dir.join("karpenter.sh_nodepools.yaml");
+/// A CRD as its module ships it (`e2e/tools.sh path TOOL`, or `$VARIABLE`).
+fn crd(variable: &str, tool_name: &str, file: &str) -> CustomResourceDefinition {
+    let path = tool(variable, tool_name).join(file);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let value: Value = serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_json::from_value(value).expect("a CustomResourceDefinition")
 }
 
+/// Karpenter's NodePool CRD.
+fn karpenter_crd() -> CustomResourceDefinition {
+    crd("E2E_KARPENTER_CRDS", "karpenter-crds", "karpenter.sh_nodepools.yaml")
+}
+
 async fn delete_crd(env: &Env) {
+    delete_crds(env, &[CRD]).await;
+}
+
+/// Deletes these CRDs (when present) and waits until they are gone.
+async fn delete_crds(env: &Env, names: &[&str]) {
     let crds: Api<CustomResourceDefinition> = Api::all(env.client.clone());
-    if crds.get_opt(CRD).await.expect("GET the CRD").is_none() {
-        return;
+    for name in names {
+        if crds.get_opt(name).await.expect("GET the CRD").is_none() {
+            continue;
+        }
+        let _ = crds.delete(name, &DeleteParams::default()).await;
+        eventually(&format!("the CRD {name} to be gone"), || async {
+            crds.get_opt(name).await.expect("GET the CRD").is_none().then_some(())
+        })
+        .await;
     }
-    let _ = crds.delete(CRD, &DeleteParams::default()).await;
-    eventually("the NodePool CRD to be gone", || async {
-        crds.get_opt(CRD).await.expect("GET the CRD").is_none().then_some(())
-    })
-    .await;
 }
 
 /// A NodePool that can create nodes of the group's pool: its label, its taint.
@@ -262,4 +276,115 @@ async fn a_pool_a_nodepool_can_provision_is_not_a_false_alarm() {
 
     delete_crd(&env).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
+}
+
+const CAPI_CRDS: [&str; 2] = ["machinedeployments.cluster.x-k8s.io", "machinesets.cluster.x-k8s.io"];
+
+/// A MachineDeployment of the group's pool the cluster-autoscaler scales, at `replicas`.
+fn machine_deployment(name: &str, replicas: u64) -> Value {
+    json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2",
+        "kind": "MachineDeployment",
+        "metadata": {"name": name, "annotations": {
+            "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size": "0",
+            "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size": "3",
+            "capacity.cluster-autoscaler.kubernetes.io/cpu": "4",
+            "capacity.cluster-autoscaler.kubernetes.io/memory": "16Gi",
+            "capacity.cluster-autoscaler.kubernetes.io/labels": "e2e.pod-director.io/provisioned-pool=spark",
+            "capacity.cluster-autoscaler.kubernetes.io/taints": "e2e.pod-director.io/provisioned=spark:NoSchedule"
+        }},
+        "spec": {
+            "clusterName": "e2e",
+            "replicas": replicas,
+            "selector": {"matchLabels": {"e2e.pod-director.io/md": name}},
+            "template": {
+                "metadata": {"labels": {"e2e.pod-director.io/md": name}},
+                "spec": {
+                    "clusterName": "e2e",
+                    "bootstrap": {"dataSecretName": "e2e-bootstrap"},
+                    "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "DockerMachineTemplate", "name": "e2e"}
+                }
+            }
+        }
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_api_node_group_the_autoscaler_scales_provisions_the_pool_until_its_max_size() {
+    if Target::Cluster == crate::harness::Settings::from_env().target {
+        notice(
+            "SKIPPED provisioning (Cluster API) in cluster mode: it installs CRDs and needs a short discovery interval",
+        );
+        return;
+    }
+    let options = Options {
+        env: vec![("POD_DIRECTOR_NODEPOOL_DISCOVERY_INTERVAL".into(), "1s".into())],
+        ..Options::default()
+    };
+    let env = Env::start_with("provisioning-capi", options).await;
+    delete_crd(&env).await;
+    delete_crds(&env, &CAPI_CRDS).await;
+    let ns = env.namespace(Some(GROUP)).await;
+    let crds: Api<CustomResourceDefinition> = Api::all(env.client.clone());
+    for file in [
+        "cluster.x-k8s.io_machinedeployments.yaml",
+        "cluster.x-k8s.io_machinesets.yaml",
+    ] {
+        crds.create(
+            &PostParams::default(),
+            &crd("E2E_CLUSTER_API_CRDS", "cluster-api-crds", file),
+        )
+        .await
+        .expect("a Cluster API CRD created");
+    }
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("cluster.x-k8s.io", "v1beta2", "MachineDeployment"),
+        "machinedeployments",
+    );
+    // In the group's namespace: deleted with it.
+    let deployments: Api<DynamicObject> = Api::namespaced_with(env.client.clone(), &ns, &resource);
+    let name = format!("e2e-spark-md-{}", suffix());
+    let object: DynamicObject = serde_json::from_value(machine_deployment(&name, 0)).expect("a MachineDeployment");
+    eventually("the MachineDeployment to be created", || async {
+        deployments
+            .create(&PostParams::default(), &object)
+            .await
+            .ok()
+            .map(|_| ())
+    })
+    .await;
+    let by = json!([format!("machinedeployment/{ns}/{name}")]);
+    let line = decided(&env, &ns, "md", |line, admitted| {
+        admitted && line["placement.provisionable_by"] == by
+    })
+    .await;
+    assert_eq!(line["placement.no_feasible_node"], json!(false), "{line}");
+    let group = audited(&env).await;
+    assert_eq!(group["ready"], json!(true), "{group}");
+    assert_eq!(group["nodes"]["provisionable_by"], by, "{group}");
+
+    // At its max size the autoscaler cannot add a node: denied, and the audit says why.
+    deployments
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 3}})),
+        )
+        .await
+        .expect("the MachineDeployment scaled");
+    let line = decided(&env, &ns, "md-max", |line, admitted| {
+        !admitted && line["placement.decision"] == "denied"
+    })
+    .await;
+    assert!(line["placement.provisionable_by"].is_null(), "{line}");
+    let group = audited(&env).await;
+    assert_eq!(group["ready"], json!(false), "{group}");
+    let blockers = group["blockers"].to_string();
+    assert!(
+        blockers.contains(&format!(
+            "machinedeployment/{ns}/{name}: at its max size (3 of 3 replicas)"
+        )),
+        "{blockers}"
+    );
+    delete_crds(&env, &CAPI_CRDS).await;
 }

@@ -190,11 +190,9 @@ mod tests {
         metrics
             .nodes
             .set_group_provisioners(&[("ci".to_owned(), vec!["nodepool/ci".to_owned()])]);
-        metrics
-            .nodes
-            .set_node_pools(&[std::sync::Arc::new(crate::placement::provision::NodePool::from_value(
-                &serde_json::json!({"metadata": {"name": "ci"}}),
-            ))]);
+        metrics.nodes.set_provisioners_read(&[std::sync::Arc::new(
+            crate::placement::provision::Provisioner::karpenter(&serde_json::json!({"metadata": {"name": "ci"}})),
+        )]);
         metrics.connections.connections_open().set(3);
         metrics.connections.connection_rejected(Rejection::ProbeLimit);
         metrics.connections.connection_timed_out(ConnectionTimeout::HeaderRead);
@@ -260,15 +258,15 @@ pod_director_node_lookups_total{result=\"not_found\"} 1
 # HELP pod_director_group_nodes Nodes that satisfy each group's own placement (nodeSelector, required node affinity, tolerated taints, not cordoned).
 # TYPE pod_director_group_nodes gauge
 pod_director_group_nodes{group=\"ci\"} 3
-# HELP pod_director_group_provisioners Provisioners that could create a node for each group's own placement on demand (compatible Karpenter NodePools, plus 1 when the group declares nodes.provisionedOnDemand).
+# HELP pod_director_group_provisioners Provisioners that could create a node for each group's own placement on demand (compatible Karpenter NodePools and Cluster API node groups, plus 1 when the group declares nodes.provisionedOnDemand).
 # TYPE pod_director_group_provisioners gauge
 pod_director_group_provisioners{group=\"ci\"} 1
-# HELP pod_director_nodepools Karpenter NodePools read.
-# TYPE pod_director_nodepools gauge
-pod_director_nodepools 1
-# HELP pod_director_nodepools_usable Karpenter NodePools read that can provision now (Ready, not static or being deleted, limits not used up).
-# TYPE pod_director_nodepools_usable gauge
-pod_director_nodepools_usable 0
+# HELP pod_director_provisioners Provisioners read: Karpenter NodePools and Cluster API node groups (MachineDeployments, MachineSets the cluster-autoscaler scales).
+# TYPE pod_director_provisioners gauge
+pod_director_provisioners 1
+# HELP pod_director_provisioners_usable Provisioners read that can create a node now (a NodePool Ready, not static or being deleted, limits not used up; a node group below its max size, able to scale from zero).
+# TYPE pod_director_provisioners_usable gauge
+pod_director_provisioners_usable 0
 # HELP pod_director_connections_open Connections open on the admission port (accepted, not yet closed).
 # TYPE pod_director_connections_open gauge
 pod_director_connections_open 3

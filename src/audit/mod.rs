@@ -461,36 +461,6 @@ pub(crate) async fn list_nodes(
     Ok(nodes)
 }
 
-/// The Karpenter NodePools (`karpenter.sh/v1`), when the cluster serves them: none when it
-/// does not (no Karpenter CRDs), or when listing them is forbidden (with a note on stderr).
-pub(crate) async fn list_node_pools(client: &Client) -> Result<Vec<crate::placement::provision::NodePool>, AuditError> {
-    let gvk = kube::api::GroupVersionKind::gvk("karpenter.sh", "v1", "NodePool");
-    let Ok((resource, _)) = kube::discovery::pinned_kind(client, &gvk).await else {
-        return Ok(Vec::new());
-    };
-    let api: Api<kube::api::DynamicObject> = Api::all_with(client.clone(), &resource);
-    match api.list(&kube::api::ListParams::default()).await {
-        Ok(list) => Ok(list
-            .items
-            .iter()
-            .map(|object| {
-                crate::placement::provision::NodePool::from_value(&serde_json::to_value(object).unwrap_or_default())
-            })
-            .collect()),
-        Err(kube::Error::Api(status)) if status.code == 403 => {
-            eprintln!(
-                "audit: cannot list karpenter.sh NodePools (forbidden): NodePools are not counted as provisioners"
-            );
-            Ok(Vec::new())
-        }
-        Err(source) => Err(AuditError::List {
-            what: "karpenter.sh NodePools".to_owned(),
-            source,
-            hint: "",
-        }),
-    }
-}
-
 /// The controlling owner of an object, as `Kind/name`.
 /// A write of a namespace's group label through a subresource, as its managed fields record it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -63,12 +63,12 @@ struct JsonNodes<'a> {
     provisionable_by: &'a [String],
     /// With no feasible node: the NodePools that could not, and why.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    not_provisionable_by: Vec<JsonNodePool<'a>>,
+    not_provisionable_by: Vec<JsonUnprovisionable<'a>>,
 }
 
 #[derive(Debug, Serialize)]
-struct JsonNodePool<'a> {
-    nodepool: &'a str,
+struct JsonUnprovisionable<'a> {
+    provisioner: &'a str,
     reason: &'a str,
 }
 
@@ -99,7 +99,7 @@ pub(crate) fn json(audit: &Audit) -> Result<String, serde_json::Error> {
                 not_provisionable_by: g
                     .not_provisionable_by
                     .iter()
-                    .map(|(nodepool, reason)| JsonNodePool { nodepool, reason })
+                    .map(|(provisioner, reason)| JsonUnprovisionable { provisioner, reason })
                     .collect(),
             },
             pods: g.pods,

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use super::{AuditArgs, AuditFailOn, OutputFormat};
 use crate::audit::{self, Audit, AuditError, Progress, ScanOptions};
 use crate::config::{Config, ConfigError};
-use crate::nodes::{NodePoolStore, NodeStore, Nodes};
+use crate::nodes::{NodeStore, Nodes, ProvisionerStore};
 use crate::placement::NodeView;
 
 /// How often a long scan says how far it is, on standard error.
@@ -95,8 +95,15 @@ async fn audit(args: &AuditArgs) -> Result<Audit, CliError> {
     for node in audit::list_nodes(&client, &options).await? {
         store.apply(node);
     }
-    let pools = NodePoolStore::of(audit::list_node_pools(&client).await?);
-    let nodes = Nodes::new(Arc::new(store)).with_node_pools(Arc::new(pools));
+    let provisioners = crate::provisioners::list(&client)
+        .await
+        .map_err(|source| audit::AuditError::List {
+            what: "provisioners (Karpenter NodePools, Cluster API node groups)".to_owned(),
+            source,
+            hint: "",
+        })?;
+    let pools = ProvisionerStore::of(provisioners);
+    let nodes = Nodes::new(Arc::new(store)).with_provisioners(Arc::new(pools));
     let view = nodes.view(None);
     let quiet = args.quiet;
     let mut last = Instant::now();

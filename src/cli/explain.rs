@@ -21,7 +21,7 @@ use serde_json::Value;
 
 use super::{ExplainArgs, FailOn, OutputFormat};
 use crate::config::{Config, Mode, syntax};
-use crate::placement::provision::{NodePool, Unusable, WithNodePools};
+use crate::placement::provision::{Provisioner, Unusable, WithProvisioners};
 use crate::placement::reservation;
 use crate::placement::{
     self, Context, Decision, FEASIBILITY_SCOPE, Namespace, NodeInfo, NodeView, Resolution, Selection, SkipReason,
@@ -191,7 +191,7 @@ fn explain(args: &ExplainArgs) -> Result<(Vec<Report>, bool), InputError> {
         collect(source, &default_ns, &mut namespaces, &mut candidates)?;
     }
     let nodes = read_nodes(&args.nodes)?;
-    let with_pools = nodes.as_ref().map(|(nodes, pools)| WithNodePools {
+    let with_pools = nodes.as_ref().map(|(nodes, pools)| WithProvisioners {
         nodes: nodes as &dyn NodeView,
         pools,
     });
@@ -210,7 +210,7 @@ fn explain(args: &ExplainArgs) -> Result<(Vec<Report>, bool), InputError> {
 }
 
 /// The nodes and Karpenter NodePools of `--nodes`.
-type NodesRead = (Vec<Arc<NodeInfo>>, Vec<Arc<NodePool>>);
+type NodesRead = (Vec<Arc<NodeInfo>>, Vec<Arc<Provisioner>>);
 
 /// The Node and Karpenter NodePool manifests of `--nodes` (`None` when not given): Nodes,
 /// NodePools (`karpenter.sh/v1`), Lists of them (`kubectl get nodes,nodepools -o yaml`),
@@ -224,7 +224,7 @@ fn read_nodes(paths: &[PathBuf]) -> Result<Option<NodesRead>, InputError> {
         read_path(path, &mut sources)?;
     }
     let mut nodes: BTreeMap<String, Arc<NodeInfo>> = BTreeMap::new();
-    let mut pools: BTreeMap<String, Arc<NodePool>> = BTreeMap::new();
+    let mut pools: BTreeMap<String, Arc<Provisioner>> = BTreeMap::new();
     for source in sources {
         let err = |message: String| InputError::Document {
             path: source.path.clone(),
@@ -237,20 +237,36 @@ fn read_nodes(paths: &[PathBuf]) -> Result<Option<NodesRead>, InputError> {
             .get("apiVersion")
             .and_then(Value::as_str)
             .unwrap_or_default();
-        if kind == "NodePool" && api_version == "karpenter.sh/v1" {
-            let pool = NodePool::from_value(&source.object);
-            if pool.name.is_empty() {
-                return Err(err("a NodePool without metadata.name".to_owned()));
+        let name = source
+            .object
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let pool = match (kind, api_version.split('/').next().unwrap_or_default()) {
+            ("NodePool", "karpenter.sh") if api_version == "karpenter.sh/v1" => {
+                Some(Some(Provisioner::karpenter(&source.object)))
             }
+            ("MachineDeployment" | "MachineSet", "cluster.x-k8s.io") => {
+                Some(Provisioner::node_group(kind, &source.object))
+            }
+            _ => None,
+        };
+        if let Some(pool) = pool {
+            if name.is_empty() {
+                return Err(err(format!("a {kind} without metadata.name")));
+            }
+            // A MachineDeployment the autoscaler does not scale provisions nothing.
+            let Some(pool) = pool else { continue };
             if let Some(Unusable::Invalid(why)) = &pool.unusable {
-                return Err(err(format!("cannot read NodePool {}: {why}", pool.name)));
+                return Err(err(format!("cannot read {kind} {name}: {why}")));
             }
             pools.insert(pool.name.to_string(), Arc::new(pool));
             continue;
         }
         if kind != "Node" {
             return Err(err(format!(
-                "--nodes reads Node and NodePool (karpenter.sh/v1) manifests; this is a {kind} ({api_version})"
+                "--nodes reads Node manifests and provisioners (NodePool karpenter.sh/v1, MachineDeployment and \
+                 MachineSet cluster.x-k8s.io); this is a {kind} ({api_version})"
             )));
         }
         let node: k8s_openapi::api::core::v1::Node =

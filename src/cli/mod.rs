@@ -77,7 +77,8 @@ pub struct ExplainArgs {
     #[arg(long, value_enum)]
     pub fail_on: Option<FailOn>,
     /// Node manifests (files or directories; `kubectl get nodes -o yaml` output works): count each pod's
-    /// feasible nodes and check `spec.nodeName` against them.
+    /// feasible nodes and check `spec.nodeName` against them. Karpenter NodePools and Cluster API
+    /// MachineDeployments/MachineSets among them count as provisioners when no node fits.
     #[arg(long = "nodes", num_args = 1..)]
     pub nodes: Vec<PathBuf>,
 }

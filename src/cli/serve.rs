@@ -51,7 +51,7 @@ pub struct ServeArgs {
     /// Longest wait for in-flight requests after SIGTERM/SIGINT.
     #[arg(long, env = "POD_DIRECTOR_SHUTDOWN_TIMEOUT", default_value = "25s", value_parser = parse_duration)]
     pub shutdown_timeout: Duration,
-    /// How often to look again whether the cluster serves Karpenter NodePools (karpenter.sh/v1), while it does not.
+    /// How often to look again whether the cluster serves Karpenter NodePools or Cluster API node groups, while it does not.
     #[arg(long, env = "POD_DIRECTOR_NODEPOOL_DISCOVERY_INTERVAL", default_value = "5m", value_parser = parse_duration)]
     pub nodepool_discovery_interval: Duration,
     #[command(flatten)]

@@ -213,12 +213,12 @@ fn on_no_feasible_node_deny_denies_in_enforce_and_would_deny_in_dry_run() {
 }
 
 /// A Ready Karpenter NodePool whose nodes carry `node-pool: POOL` and, when given, a taint.
-fn node_pool(name: &str, pool: &str, taint: Option<&str>) -> Arc<provision::NodePool> {
+fn node_pool(name: &str, pool: &str, taint: Option<&str>) -> Arc<provision::Provisioner> {
     let taints: Vec<Value> = taint
         .map(|key| json!({"key": key, "value": pool, "effect": "NoSchedule"}))
         .into_iter()
         .collect();
-    Arc::new(provision::NodePool::from_value(&json!({
+    Arc::new(provision::Provisioner::karpenter(&json!({
         "metadata": {"name": name},
         "spec": {"template": {"metadata": {"labels": {"node-pool": pool}}, "spec": {"taints": taints}}},
         "status": {"conditions": [{"type": "Ready", "status": "True"}]}
@@ -229,7 +229,7 @@ fn node_pool(name: &str, pool: &str, taint: Option<&str>) -> Arc<provision::Node
 fn a_pool_a_nodepool_can_provision_is_not_a_missing_node() {
     let nodes = cluster();
     let pools = [node_pool("none-pool", "none", None), node_pool("gpu", "gpu", None)];
-    let view = provision::WithNodePools {
+    let view = provision::WithProvisioners {
         nodes: &nodes,
         pools: &pools,
     };
@@ -242,7 +242,7 @@ fn a_pool_a_nodepool_can_provision_is_not_a_missing_node() {
     // warn: no "no feasible node" warning either.
     let loud = [node_pool("ci-pool", "ci", Some("dedicated"))];
     let empty = Vec::<Arc<NodeInfo>>::new();
-    let view = provision::WithNodePools {
+    let view = provision::WithProvisioners {
         nodes: &empty,
         pools: &loud,
     };
@@ -263,7 +263,7 @@ fn a_pool_a_nodepool_can_provision_is_not_a_missing_node() {
     let out = mutate_in(
         "ci",
         plain(),
-        &provision::WithNodePools {
+        &provision::WithProvisioners {
             nodes: &nodes,
             pools: &loud,
         },
@@ -275,7 +275,7 @@ fn a_pool_a_nodepool_can_provision_is_not_a_missing_node() {
 fn a_nodepool_that_cannot_serve_the_pod_still_leaves_deny_denying() {
     let nodes = cluster();
     let pools = [node_pool("gpu", "gpu", None), node_pool("tainted", "none", Some("gpu"))];
-    let view = provision::WithNodePools {
+    let view = provision::WithProvisioners {
         nodes: &nodes,
         pools: &pools,
     };

@@ -27,9 +27,31 @@ use k8s_openapi::api::core::v1::NodeSelectorRequirement;
 use serde::Deserialize;
 
 use super::PodSpec;
-use super::feasible::{NodeInfo, NodeLookup, NodeView, Placement};
+use super::feasible::{self, NodeInfo, NodeLookup, NodeView, Placement, Unmet};
 use super::tolerations::{NodeTaint, tolerates_taint};
 use crate::config::Group;
+
+/// The annotations that make a Cluster API MachineDeployment or MachineSet a
+/// cluster-autoscaler node group (cluster-autoscaler, `cloudprovider/clusterapi`).
+pub const NODE_GROUP_MIN_SIZE: &str = "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size";
+pub const NODE_GROUP_MAX_SIZE: &str = "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size";
+/// The prefix of the scale-from-zero annotations (`…/cpu`, `…/memory`, `…/labels`, `…/taints`).
+pub const CAPACITY_PREFIX: &str = "capacity.cluster-autoscaler.kubernetes.io/";
+/// The label prefixes Cluster API propagates from a machine template to its Node.
+const PROPAGATED_LABEL_PREFIXES: &[&str] = &[
+    "node-role.kubernetes.io/",
+    "node-restriction.kubernetes.io/",
+    "node.cluster.x-k8s.io/",
+];
+
+/// The items of a comma-separated annotation (none when absent or blank).
+fn list(value: Option<&str>) -> impl Iterator<Item = &str> {
+    value
+        .into_iter()
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .filter(|item| !item.is_empty())
+}
 
 /// The label Karpenter puts on every node of a NodePool.
 pub const NODEPOOL_LABEL: &str = "karpenter.sh/nodepool";
@@ -387,7 +409,12 @@ pub enum Unusable {
         usage: String,
         limit: String,
     },
-    /// The object cannot be read as a NodePool.
+    /// A node group at its `…-node-group-max-size`.
+    AtMaxSize { replicas: u64, max: u64 },
+    /// A node group at 0 replicas without the capacity annotations the autoscaler needs to
+    /// scale it from zero.
+    NoScaleFromZero,
+    /// The object cannot be read as a provisioner.
     Invalid(String),
 }
 
@@ -400,6 +427,12 @@ impl fmt::Display for Unusable {
             Self::LimitsExhausted { resource, usage, limit } => {
                 write!(f, "limits exhausted: {resource} {usage} used of {limit} (spec.limits)")
             }
+            Self::AtMaxSize { replicas, max } => write!(f, "at its max size ({replicas} of {max} replicas)"),
+            Self::NoScaleFromZero => write!(
+                f,
+                "0 replicas and no {CAPACITY_PREFIX}cpu/memory annotations: the autoscaler cannot scale it from zero \
+                 (unless its infrastructure provider reports capacity; then declare nodes.provisionedOnDemand)"
+            ),
             Self::Invalid(why) => write!(f, "cannot be read: {why}"),
         }
     }
@@ -412,6 +445,8 @@ pub enum Incompatible {
     /// A taint of the NodePool's template the pod does not tolerate.
     Taint(NodeTaint),
     Requirement(RequirementUnmet),
+    /// The node a node group's autoscaler would add does not fit the pod.
+    Node(Unmet),
 }
 
 impl fmt::Display for Incompatible {
@@ -420,18 +455,35 @@ impl fmt::Display for Incompatible {
             Self::Unusable(why) => why.fmt(f),
             Self::Taint(t) => write!(f, "taint {} is not tolerated", t.describe()),
             Self::Requirement(why) => why.fmt(f),
+            Self::Node(unmet) => write!(f, "the node it would add does not fit: {unmet}"),
         }
     }
 }
 
-/// What placement needs of a Karpenter NodePool.
+/// Something that creates nodes on demand, as far as placement goes: a Karpenter
+/// NodePool, or a Cluster API node group the cluster-autoscaler scales.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NodePool {
+pub struct Provisioner {
+    /// How decisions name it: `nodepool/NAME`, `machinedeployment/NAMESPACE/NAME`,
+    /// `machineset/NAMESPACE/NAME`.
     pub name: Box<str>,
-    requirements: Requirements,
-    taints: Box<[NodeTaint]>,
-    /// Why Karpenter would not use it now (`None`: usable).
+    rule: Rule,
+    /// Why it would not create a node now (`None`: usable).
     pub unusable: Option<Unusable>,
+}
+
+/// How a provisioner decides whether a pod fits the nodes it creates.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Rule {
+    /// Karpenter's requirements (NodePool requirements, template labels, its name) and the
+    /// template's taints.
+    Karpenter {
+        requirements: Requirements,
+        taints: Box<[NodeTaint]>,
+    },
+    /// The node the cluster-autoscaler would add (its template: labels and taints), checked
+    /// as the scheduler checks a node — what the autoscaler's scale-up simulation does.
+    Template(NodeInfo),
 }
 
 #[derive(Deserialize)]
@@ -511,10 +563,10 @@ struct Condition {
     message: Option<String>,
 }
 
-impl NodePool {
+impl Provisioner {
     /// A NodePool from its object (`karpenter.sh/v1`); one that cannot be read is
     /// kept, [`Unusable::Invalid`], so that it is reported rather than silently dropped.
-    pub fn from_value(object: &serde_json::Value) -> Self {
+    pub fn karpenter(object: &serde_json::Value) -> Self {
         let name = object
             .pointer("/metadata/name")
             .and_then(serde_json::Value::as_str)
@@ -522,9 +574,11 @@ impl NodePool {
         match serde_json::from_value::<Object>(object.clone()) {
             Ok(parsed) => Self::from_object(parsed),
             Err(err) => Self {
-                name: name.into(),
-                requirements: Requirements::default(),
-                taints: Box::new([]),
+                name: format!("nodepool/{name}").into(),
+                rule: Rule::Karpenter {
+                    requirements: Requirements::default(),
+                    taints: Box::new([]),
+                },
                 unusable: Some(Unusable::Invalid(err.to_string())),
             },
         }
@@ -581,25 +635,135 @@ impl NodePool {
             })
             .or(limits);
         Self {
-            name: name.into(),
-            requirements,
-            taints,
+            name: format!("nodepool/{name}").into(),
+            rule: Rule::Karpenter { requirements, taints },
             unusable,
         }
     }
 
-    /// `nodepool/NAME`, as decisions name the provisioner.
-    pub fn provisioner(&self) -> String {
-        format!("nodepool/{}", self.name)
+    /// A Cluster API MachineDeployment or MachineSet (`kind` as the API names it) the
+    /// cluster-autoscaler scales: `None` when it is not a node group (it lacks the min- and
+    /// max-size annotations). The node it would add carries the labels of the
+    /// `capacity.cluster-autoscaler.kubernetes.io/labels` annotation and the labels Cluster
+    /// API propagates from `spec.template.metadata.labels` (`node-role.kubernetes.io/`,
+    /// `node-restriction.kubernetes.io/`, `node.cluster.x-k8s.io/`), `kubernetes.io/os: linux`
+    /// and `kubernetes.io/arch: amd64` unless those say otherwise (the autoscaler's defaults),
+    /// and the taints of `spec.template.spec.taints` and of the `…/taints` annotation.
+    pub fn node_group(kind: &str, object: &serde_json::Value) -> Option<Self> {
+        let text = |pointer: &str| object.pointer(pointer).and_then(serde_json::Value::as_str);
+        let annotation = |key: &str| {
+            object
+                .pointer("/metadata/annotations")
+                .and_then(|a| a.get(key))
+                .and_then(serde_json::Value::as_str)
+        };
+        let max = annotation(NODE_GROUP_MAX_SIZE)?;
+        annotation(NODE_GROUP_MIN_SIZE)?;
+        let name: Box<str> = format!(
+            "{}/{}/{}",
+            kind.to_ascii_lowercase(),
+            text("/metadata/namespace").unwrap_or_default(),
+            text("/metadata/name").unwrap_or_default()
+        )
+        .into();
+        let invalid = |why: String| {
+            Some(Self {
+                name: name.clone(),
+                rule: Rule::Template(NodeInfo::new(&name, [], Vec::new(), false)),
+                unusable: Some(Unusable::Invalid(why)),
+            })
+        };
+        let mut labels: BTreeMap<String, String> = object
+            .pointer("/spec/template/metadata/labels")
+            .and_then(serde_json::Value::as_object)
+            .into_iter()
+            .flatten()
+            .filter(|(key, _)| PROPAGATED_LABEL_PREFIXES.iter().any(|p| key.starts_with(p)))
+            .filter_map(|(key, value)| Some((key.clone(), value.as_str()?.to_owned())))
+            .collect();
+        for pair in list(annotation(&format!("{CAPACITY_PREFIX}labels"))) {
+            match pair.split_once('=') {
+                Some((key, value)) if !key.trim().is_empty() => {
+                    labels.insert(key.trim().to_owned(), value.trim().to_owned());
+                }
+                _ => return invalid(format!("{CAPACITY_PREFIX}labels: {pair:?} is not key=value")),
+            }
+        }
+        for (key, default) in [("kubernetes.io/os", "linux"), ("kubernetes.io/arch", "amd64")] {
+            labels.entry(key.to_owned()).or_insert_with(|| default.to_owned());
+        }
+        // Cluster API (v1beta2) puts the machine template's taints on its Node.
+        let mut taints: Vec<NodeTaint> = object
+            .pointer("/spec/template/spec/taints")
+            .and_then(serde_json::Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|t| {
+                let text = |k: &str| t.get(k).and_then(serde_json::Value::as_str);
+                Some(NodeTaint::new(
+                    text("key")?,
+                    text("value").unwrap_or_default(),
+                    text("effect")?,
+                ))
+            })
+            .collect();
+        for spec in list(annotation(&format!("{CAPACITY_PREFIX}taints"))) {
+            let parsed = spec.rsplit_once(':').and_then(|(kv, effect)| {
+                let (key, value) = kv.split_once('=').unwrap_or((kv, ""));
+                (!key.trim().is_empty() && matches!(effect.trim(), "NoSchedule" | "PreferNoSchedule" | "NoExecute"))
+                    .then(|| NodeTaint::new(key.trim(), value.trim(), effect.trim()))
+            });
+            match parsed {
+                Some(taint) => taints.push(taint),
+                None => return invalid(format!("{CAPACITY_PREFIX}taints: {spec:?} is not key=value:Effect")),
+            }
+        }
+        let Ok(max) = max.trim().parse::<u64>() else {
+            return invalid(format!("{NODE_GROUP_MAX_SIZE}: {max:?} is not a number"));
+        };
+        let replicas = object
+            .pointer("/spec/replicas")
+            .map_or(Some(1), serde_json::Value::as_u64)
+            .unwrap_or(0);
+        let sized = ["cpu", "memory"]
+            .iter()
+            .all(|r| annotation(&format!("{CAPACITY_PREFIX}{r}")).is_some());
+        let unusable = if object.pointer("/metadata/deletionTimestamp").is_some() {
+            Some(Unusable::Deleting)
+        } else if replicas >= max {
+            Some(Unusable::AtMaxSize { replicas, max })
+        } else if replicas == 0 && !sized {
+            Some(Unusable::NoScaleFromZero)
+        } else {
+            None
+        };
+        Some(Self {
+            rule: Rule::Template(NodeInfo::new(&name, labels, taints, false)),
+            name,
+            unusable,
+        })
     }
 
-    /// Whether this NodePool could create a node `placement` could land on.
+    /// The provisioner's name, as decisions write it.
+    pub fn provisioner(&self) -> String {
+        self.name.to_string()
+    }
+
+    /// Whether this provisioner could create a node `placement` could land on.
     pub fn compatible(&self, placement: &Placement<'_>) -> Result<(), Incompatible> {
         if let Some(why) = &self.unusable {
             return Err(Incompatible::Unusable(why.clone()));
         }
-        if let Some(taint) = self
-            .taints
+        let (requirements, taints) = match &self.rule {
+            Rule::Karpenter { requirements, taints } => (requirements, taints),
+            Rule::Template(node) => {
+                return match feasible::unmet(placement, node) {
+                    None => Ok(()),
+                    Some(unmet) => Err(Incompatible::Node(unmet)),
+                };
+            }
+        };
+        if let Some(taint) = taints
             .iter()
             .find(|taint| !placement.tolerations.iter().any(|t| tolerates_taint(t, taint)))
         {
@@ -607,7 +771,7 @@ impl NodePool {
         }
         let mut first = None;
         for term in Requirements::of_placement(placement) {
-            match term.and_then(|pod| self.requirements.compatible(&pod)) {
+            match term.and_then(|pod| requirements.compatible(&pod)) {
                 Ok(()) => return Ok(()),
                 Err(why) => {
                     first.get_or_insert(why);
@@ -687,7 +851,7 @@ fn quantity(value: &serde_json::Value) -> Option<f64> {
 
 /// The NodePools that could create a node `placement` could land on, as provisioners
 /// (`nodepool/NAME`), in the order given.
-pub fn provisioners<'a>(pools: impl IntoIterator<Item = &'a NodePool>, placement: &Placement<'_>) -> Vec<Box<str>> {
+pub fn provisioners<'a>(pools: impl IntoIterator<Item = &'a Provisioner>, placement: &Placement<'_>) -> Vec<Box<str>> {
     pools
         .into_iter()
         .filter(|pool| pool.compatible(placement).is_ok())
@@ -700,7 +864,7 @@ pub const DECLARED_PROVISIONER: &str = "declared/provisionedOnDemand";
 
 /// The provisioners of a group's own placement: the compatible NodePools, then the
 /// group's declaration.
-pub fn of_group<'a>(group: &Group, pools: impl IntoIterator<Item = &'a NodePool>) -> Vec<String> {
+pub fn of_group<'a>(group: &Group, pools: impl IntoIterator<Item = &'a Provisioner>) -> Vec<String> {
     let mut by: Vec<String> = provisioners(pools, &Placement::of_group(group))
         .into_iter()
         .map(String::from)
@@ -714,7 +878,7 @@ pub fn of_group<'a>(group: &Group, pools: impl IntoIterator<Item = &'a NodePool>
 /// For each of `pools`: `Ok(provisioner)` when it could create a node `placement` could
 /// land on, `Err((provisioner, why not))` otherwise — [`NodeView::node_pools_for`]'s answer.
 pub fn assess<'a>(
-    pools: impl IntoIterator<Item = &'a NodePool>,
+    pools: impl IntoIterator<Item = &'a Provisioner>,
     placement: &Placement<'_>,
 ) -> Vec<Result<String, (String, String)>> {
     pools
@@ -729,12 +893,12 @@ pub fn assess<'a>(
 /// A [`NodeView`] with NodePools beside it (`explain --nodes`, tests): the nodes' answers,
 /// and provisioners found among `pools` (not remembered).
 #[derive(Debug)]
-pub struct WithNodePools<'a> {
+pub struct WithProvisioners<'a> {
     pub nodes: &'a dyn NodeView,
-    pub pools: &'a [Arc<NodePool>],
+    pub pools: &'a [Arc<Provisioner>],
 }
 
-impl NodeView for WithNodePools<'_> {
+impl NodeView for WithProvisioners<'_> {
     fn feasible_keyed(&self, placement: &Placement<'_>, key: u64) -> Option<usize> {
         self.nodes.feasible_keyed(placement, key)
     }

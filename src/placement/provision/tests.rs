@@ -151,7 +151,7 @@ fn gpu_pod() -> PodSpec {
 
 #[test]
 fn a_pod_that_selects_the_template_labels_and_tolerates_the_taints_is_provisionable() {
-    let pool = NodePool::from_value(&gpu_pool());
+    let pool = Provisioner::karpenter(&gpu_pool());
     assert_eq!(pool.unusable, None);
     let pod = gpu_pod();
     assert_eq!(pool.compatible(&Placement::of_spec(&pod)), Ok(()));
@@ -173,7 +173,7 @@ fn a_pod_that_selects_the_template_labels_and_tolerates_the_taints_is_provisiona
 
 #[test]
 fn a_taint_of_the_template_must_be_tolerated_but_startup_taints_need_not() {
-    let pool = NodePool::from_value(&gpu_pool());
+    let pool = Provisioner::karpenter(&gpu_pool());
     let mut pod = gpu_pod();
     pod.tolerations = Some(Vec::new());
     let got = pool.compatible(&Placement::of_spec(&pod));
@@ -188,19 +188,19 @@ fn a_taint_of_the_template_must_be_tolerated_but_startup_taints_need_not() {
     // A PreferNoSchedule taint of the template counts too (Karpenter's Taints.Tolerates checks every effect).
     let mut soft = gpu_pool();
     soft["spec"]["template"]["spec"]["taints"] = json!([{"key": "soft", "effect": "PreferNoSchedule"}]);
-    let got = NodePool::from_value(&soft).compatible(&Placement::of_spec(&gpu_pod()));
+    let got = Provisioner::karpenter(&soft).compatible(&Placement::of_spec(&gpu_pod()));
     assert!(matches!(got, Err(Incompatible::Taint(_))), "{got:?}");
     let tolerating: Vec<Toleration> = serde_json::from_value(json!([{"operator": "Exists"}])).expect("tolerations");
     pod.tolerations = Some(tolerating);
     assert_eq!(
-        NodePool::from_value(&soft).compatible(&Placement::of_spec(&pod)),
+        Provisioner::karpenter(&soft).compatible(&Placement::of_spec(&pod)),
         Ok(())
     );
 }
 
 #[test]
 fn a_custom_label_the_nodepool_does_not_define_fails_and_names_the_key() {
-    let pool = NodePool::from_value(&gpu_pool());
+    let pool = Provisioner::karpenter(&gpu_pool());
     let mut pod = gpu_pod();
     pod.node_selector
         .get_or_insert_with(Default::default)
@@ -236,7 +236,7 @@ fn a_custom_label_the_nodepool_does_not_define_fails_and_names_the_key() {
 
 #[test]
 fn any_term_of_the_required_node_affinity_may_be_met() {
-    let pool = NodePool::from_value(&gpu_pool());
+    let pool = Provisioner::karpenter(&gpu_pool());
     let pod = spec(json!({
         "containers": [],
         "tolerations": [{"key": "gpu", "operator": "Exists"}],
@@ -295,7 +295,7 @@ fn a_nodepool_karpenter_would_not_use_is_unusable_and_says_why() {
         if let Some(replicas) = overlay.pointer("/spec/replicas") {
             object["spec"]["replicas"] = replicas.clone();
         }
-        let pool = NodePool::from_value(&object);
+        let pool = Provisioner::karpenter(&object);
         assert_eq!(pool.unusable.as_ref().map(ToString::to_string).as_deref(), Some(why));
         assert!(
             provisioners([&pool], &Placement::of_spec(&gpu_pod())).is_empty(),
@@ -305,7 +305,11 @@ fn a_nodepool_karpenter_would_not_use_is_unusable_and_says_why() {
     let mut headroom = gpu_pool();
     headroom["status"] = ready();
     headroom["status"]["resources"] = json!({"cpu": "99500m", "memory": 429_496_729_599_u64});
-    assert_eq!(NodePool::from_value(&headroom).unusable, None, "limits not yet reached");
+    assert_eq!(
+        Provisioner::karpenter(&headroom).unusable,
+        None,
+        "limits not yet reached"
+    );
 }
 
 #[test]
@@ -317,7 +321,7 @@ fn an_object_that_is_not_a_nodepool_is_unusable_not_a_panic() {
             {"key": "cpu", "operator": "Gt", "values": ["two"]}]}}}, "status": ready()}),
         json!(42),
     ] {
-        let pool = NodePool::from_value(&object);
+        let pool = Provisioner::karpenter(&object);
         assert!(
             matches!(pool.unusable, Some(Unusable::Invalid(_))),
             "{object}: {:?}",
@@ -343,4 +347,119 @@ fn quantities_parse_like_kubernetes_quantities() {
     for bad in ["", "Gi", "lots", "1..2x", "NaN", "inf"] {
         assert_eq!(quantity(&json!(bad)), None, "{bad}");
     }
+}
+
+fn machine_deployment(annotations: serde_json::Value, replicas: u64) -> serde_json::Value {
+    json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineDeployment",
+        "metadata": {"name": "gpu-md", "namespace": "fleet", "annotations": annotations},
+        "spec": {
+            "replicas": replicas,
+            "template": {
+                "metadata": {"labels": {"node-role.kubernetes.io/gpu": "", "app": "not-propagated"}},
+                "spec": {"taints": [{"key": "gpu", "value": "true", "effect": "NoSchedule", "propagation": "Always"}]}
+            }
+        }
+    })
+}
+
+fn scaled(extra: serde_json::Value) -> serde_json::Value {
+    let mut a = json!({
+        NODE_GROUP_MIN_SIZE: "0", NODE_GROUP_MAX_SIZE: "5",
+        "capacity.cluster-autoscaler.kubernetes.io/cpu": "8",
+        "capacity.cluster-autoscaler.kubernetes.io/memory": "32G",
+        "capacity.cluster-autoscaler.kubernetes.io/labels": "pool=gpu, zone = a",
+        "capacity.cluster-autoscaler.kubernetes.io/taints": "dedicated=gpu:NoSchedule"
+    });
+    if let (Some(a), Some(extra)) = (a.as_object_mut(), extra.as_object()) {
+        a.extend(extra.clone());
+    }
+    a
+}
+
+#[test]
+fn a_cluster_api_node_group_provisions_the_node_its_annotations_and_template_describe() {
+    let group =
+        Provisioner::node_group("MachineDeployment", &machine_deployment(scaled(json!({})), 0)).expect("a node group");
+    assert_eq!(&*group.name, "machinedeployment/fleet/gpu-md");
+    assert_eq!(group.unusable, None);
+    let fits = spec(json!({
+        "containers": [],
+        "nodeSelector": {"pool": "gpu", "zone": "a", "kubernetes.io/os": "linux", "node-role.kubernetes.io/gpu": ""},
+        "tolerations": [{"key": "gpu", "operator": "Exists"}, {"key": "dedicated", "operator": "Equal", "value": "gpu"}]
+    }));
+    assert_eq!(group.compatible(&Placement::of_spec(&fits)), Ok(()));
+    // The template's own labels are not propagated (only node-role.kubernetes.io/ and the like are).
+    let mut app = fits.clone();
+    app.node_selector
+        .get_or_insert_with(Default::default)
+        .insert("app".into(), "not-propagated".into());
+    let got = group.compatible(&Placement::of_spec(&app)).map_err(|e| e.to_string());
+    assert_eq!(
+        got,
+        Err(
+            "the node it would add does not fit: nodeSelector app=not-propagated: the node has no label app".to_owned()
+        )
+    );
+    // The template's taint and the annotation's taint must both be tolerated.
+    let mut untolerated = fits.clone();
+    untolerated.tolerations =
+        Some(serde_json::from_value(json!([{"key": "gpu", "operator": "Exists"}])).expect("tolerations"));
+    let got = group
+        .compatible(&Placement::of_spec(&untolerated))
+        .map_err(|e| e.to_string());
+    assert_eq!(
+        got,
+        Err("the node it would add does not fit: taint dedicated=gpu:NoSchedule is not tolerated".to_owned())
+    );
+    // The autoscaler's default architecture.
+    let mut arm = fits.clone();
+    arm.node_selector
+        .get_or_insert_with(Default::default)
+        .insert("kubernetes.io/arch".into(), "arm64".into());
+    assert!(group.compatible(&Placement::of_spec(&arm)).is_err());
+}
+
+#[test]
+fn a_node_group_that_cannot_grow_is_unusable_and_says_why() {
+    let at_max =
+        Provisioner::node_group("MachineDeployment", &machine_deployment(scaled(json!({})), 5)).expect("a node group");
+    assert_eq!(at_max.unusable, Some(Unusable::AtMaxSize { replicas: 5, max: 5 }));
+    assert_eq!(
+        at_max.unusable.as_ref().map(ToString::to_string).as_deref(),
+        Some("at its max size (5 of 5 replicas)")
+    );
+    let mut unsized_ = scaled(json!({}));
+    unsized_
+        .as_object_mut()
+        .expect("an object")
+        .remove("capacity.cluster-autoscaler.kubernetes.io/memory");
+    let group =
+        Provisioner::node_group("MachineDeployment", &machine_deployment(unsized_.clone(), 0)).expect("a node group");
+    assert_eq!(group.unusable, Some(Unusable::NoScaleFromZero));
+    let running = Provisioner::node_group("MachineDeployment", &machine_deployment(unsized_, 1)).expect("a node group");
+    assert_eq!(running.unusable, None, "with a node already, the autoscaler copies it");
+    for (annotation, bad) in [
+        ("capacity.cluster-autoscaler.kubernetes.io/labels", "pool"),
+        (
+            "capacity.cluster-autoscaler.kubernetes.io/taints",
+            "dedicated=gpu:Sometimes",
+        ),
+        (NODE_GROUP_MAX_SIZE, "five"),
+    ] {
+        let group = Provisioner::node_group("MachineSet", &machine_deployment(scaled(json!({annotation: bad})), 0))
+            .expect("a node group");
+        assert!(
+            matches!(group.unusable, Some(Unusable::Invalid(_))),
+            "{annotation}: {:?}",
+            group.unusable
+        );
+    }
+    // Without both size annotations it is no node group at all.
+    let mut unscaled = scaled(json!({}));
+    unscaled.as_object_mut().expect("an object").remove(NODE_GROUP_MIN_SIZE);
+    assert_eq!(
+        Provisioner::node_group("MachineDeployment", &machine_deployment(unscaled, 0)),
+        None
+    );
 }
