@@ -3,7 +3,8 @@
 #
 #   scripts/book.sh [check]   what scripts/test-all's "docs book" step runs: the generated reference
 #                             pages equal what the binary prints, the book builds (a page SUMMARY.md
-#                             lists but that does not exist fails it), every link and anchor resolves
+#                             lists but that does not exist fails it), every link and anchor resolves,
+#                             every command shown names commands, flags, targets and scripts that exist
 #   scripts/book.sh update    rewrite the generated reference pages (docs/src/reference/cli.md,
 #                             config-schema.md) from the binary, after changing a flag or a config key
 #   scripts/book.sh build     build the book into docs/book/ (not committed)
@@ -68,6 +69,8 @@ check() {
   build
   python3 "$ROOT/scripts/book-links.py" --self-test
   python3 "$ROOT/scripts/book-links.py"
+  python3 "$ROOT/scripts/book-commands.py" --self-test
+  python3 "$ROOT/scripts/book-commands.py"
 }
 
 case "${1:-check}" in
@@ -76,7 +79,7 @@ case "${1:-check}" in
   build) build ;;
   path) mdbook ;;
   *)
-    sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
     ;;
 esac
