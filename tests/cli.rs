@@ -454,21 +454,20 @@ fn version_prints_the_crate_version() {
     );
 }
 
-/// The README's `console` blocks that run `pod-director check-config`: (command line, output lines).
-fn readme_check_config_examples() -> Vec<(String, Vec<String>)> {
-    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+/// The `console` blocks of `page` (a path in the repository) whose first line runs `pod-director
+/// SUBCOMMAND`, run in examples/: (the arguments after the subcommand, the output lines).
+fn console_examples(page: &str, subcommand: &str) -> Vec<(String, Vec<String>)> {
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(page)).unwrap();
+    let prompt = format!("$ pod-director {subcommand}");
     let mut examples = Vec::new();
     let mut block: Option<Vec<String>> = None;
-    for line in readme.lines() {
+    for line in text.lines() {
         match &mut block {
             None if line.trim() == "```console" => block = Some(Vec::new()),
             None => {}
             Some(lines) if line.trim() == "```" => {
-                if let Some(command) = lines
-                    .first()
-                    .and_then(|l| l.strip_prefix("$ pod-director check-config"))
-                {
-                    examples.push((command.trim().to_owned(), lines[1..].to_vec()));
+                if let Some(args) = lines.first().and_then(|l| l.strip_prefix(&prompt)) {
+                    examples.push((args.trim().to_owned(), lines[1..].to_vec()));
                 }
                 block = None;
             }
@@ -478,16 +477,18 @@ fn readme_check_config_examples() -> Vec<(String, Vec<String>)> {
     examples
 }
 
-#[test]
-fn every_check_config_example_in_the_readme_is_what_the_binary_prints() {
-    let documented = readme_check_config_examples();
+/// Runs each `console` example of `page` for `subcommand` in examples/ and compares what the binary prints
+/// (standard output, then standard error) line by line, and its exit code: 1 when the output starts with
+/// `error:`, else 0.
+fn assert_console_examples_are_what_the_binary_prints(page: &str, subcommand: &str, at_least: usize) {
+    let documented = console_examples(page, subcommand);
     assert!(
-        documented.len() >= 2,
-        "the README shows check-config on examples/bad.yaml and examples/empty.yaml: {documented:?}"
+        documented.len() >= at_least,
+        "{page} shows `pod-director {subcommand}` on the examples {at_least} times or more: {documented:?}"
     );
     for (args, expected) in documented {
         let out = bin()
-            .arg("check-config")
+            .arg(subcommand)
             .args(args.split_whitespace())
             .current_dir(example(""))
             .output()
@@ -496,11 +497,22 @@ fn every_check_config_example_in_the_readme_is_what_the_binary_prints() {
         assert_eq!(
             printed.lines().collect::<Vec<_>>(),
             expected,
-            "README example `pod-director check-config {args}` (run in examples/)"
+            "{page} example `pod-director {subcommand} {args}` (run in examples/)"
         );
         let failed = expected.first().is_some_and(|l| l.starts_with("error:"));
-        assert_eq!(out.status.code(), Some(if failed { 1 } else { 0 }), "{args}");
+        assert_eq!(out.status.code(), Some(if failed { 1 } else { 0 }), "{page}: {args}");
     }
+}
+
+#[test]
+fn every_check_config_example_in_the_docs_is_what_the_binary_prints() {
+    // examples/bad.yaml and examples/empty.yaml
+    assert_console_examples_are_what_the_binary_prints("docs/src/configuration.md", "check-config", 2);
+}
+
+#[test]
+fn the_readme_explain_example_is_what_the_binary_prints() {
+    assert_console_examples_are_what_the_binary_prints("README.md", "explain", 1);
 }
 
 #[test]

@@ -320,7 +320,7 @@ fn raise_own_open_files_limit() {
     }
 }
 
-/// The README's Reliability figures: connections held at a soft RLIMIT_NOFILE of 1024 (containerd 2's
+/// The figures of docs/src/reliability.md: connections held at a soft RLIMIT_NOFILE of 1024 (containerd 2's
 /// default), and resident memory per idle connection (TLS done, nothing sent; and HTTP/2 after one request).
 /// `cargo test --release --test process_faults -- --ignored --nocapture`
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

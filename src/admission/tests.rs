@@ -265,13 +265,15 @@ fn each_kind_of_bad_request_gets_its_own_error_and_keeps_the_uid_when_readable()
             )],
         ),
     ];
-    // The message the README shows.
+    // The message docs/src/reliability.md shows, its position in the body elided.
     let tolerations = rejected(&string_tolerations).error.to_string();
+    let shown = "request.object is not a valid v1 Pod: spec.tolerations: invalid type: string \"dedicated\", expected a sequence at line 1 column ";
+    assert!(tolerations.starts_with(shown), "{tolerations}");
+    let page = "docs/src/reliability.md";
+    let docs = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(page)).unwrap();
     assert!(
-        tolerations.starts_with(
-            "request.object is not a valid v1 Pod: spec.tolerations: invalid type: string \"dedicated\", expected a sequence at line 1 column "
-        ),
-        "{tolerations}"
+        docs.lines().any(|line| line == format!("{shown}…")),
+        "{page} shows the message as the webhook writes it: {tolerations}"
     );
     for (expected, expected_uid, requests) in cases {
         for (name, body) in requests {

@@ -151,7 +151,7 @@ fn excluded_namespaces_are_not_guarded() {
 }
 
 #[test]
-fn the_denial_names_the_change_the_label_and_who_may_make_it_as_the_readme_shows() {
+fn the_denial_names_the_change_the_label_and_who_may_make_it_as_the_docs_show() {
     let c = config("namespaceGuard: {mode: enforce}");
     let old = labels(Some("ci"));
     let new = labels(Some("gpu"));
@@ -172,6 +172,13 @@ fn the_denial_names_the_change_the_label_and_who_may_make_it_as_the_readme_shows
              members of system:masters may change it (namespaceGuard); leave the label as it is, or ask one of them to \
              change it"
         )
+    );
+    let page = "docs/src/namespace-guard.md";
+    let docs = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(page)).unwrap();
+    let message = out.message.unwrap_or_default();
+    assert!(
+        docs.lines().any(|line| line == message),
+        "{page} shows the denial as the guard writes it:\n{message}"
     );
 }
 
