@@ -723,20 +723,23 @@ fn explain_nodes_counts_a_compatible_nodepool_as_a_provisioner_when_no_node_fits
         node_pool("other-pool", "ci", "other"),
     ];
     let pools = write(fixture.dir.path(), "nodepools.yaml", &pools.join("---\n"));
-    let out = explain(
-        &fixture.config,
-        &[&fixture.manifests],
-        &[
-            "-o",
-            "json",
+    // The plain pod's report, with the gpu node and these provisioners.
+    let plain_with = |provisioners: &Path| {
+        let nodes = [
             "--nodes",
             gpu.to_str().unwrap(),
             "--nodes",
-            pools.to_str().unwrap(),
-        ],
-    );
-    assert!(out.status.success(), "{}", stderr(&out));
-    let plain = find(&reports(&out), "plain").clone();
+            provisioners.to_str().unwrap(),
+        ];
+        let out = explain(
+            &fixture.config,
+            &[&fixture.manifests],
+            &[&["-o", "json"], &nodes[..]].concat(),
+        );
+        assert!(out.status.success(), "{}", stderr(&out));
+        find(&reports(&out), "plain").clone()
+    };
+    let plain = plain_with(&pools);
     assert_eq!(plain["feasible_nodes"], 0, "{plain}");
     assert_eq!(plain["no_feasible_node"], false, "{plain}");
     assert_eq!(
@@ -757,19 +760,7 @@ fn explain_nodes_counts_a_compatible_nodepool_as_a_provisioner_when_no_node_fits
         "other.yaml",
         &node_pool("other-pool", "ci", "other"),
     );
-    let out = explain(
-        &fixture.config,
-        &[&fixture.manifests],
-        &[
-            "-o",
-            "json",
-            "--nodes",
-            gpu.to_str().unwrap(),
-            "--nodes",
-            other.to_str().unwrap(),
-        ],
-    );
-    let plain = find(&reports(&out), "plain").clone();
+    let plain = plain_with(&other);
     assert_eq!(plain["no_feasible_node"], true, "{plain}");
     assert_eq!(plain.get("provisionable_by"), None, "{plain}");
 

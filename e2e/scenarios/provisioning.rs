@@ -111,6 +111,26 @@ async fn decided(env: &Env, ns: &str, prefix: &str, holds: impl Fn(&Value, bool)
     .await
 }
 
+/// A local pod-director that looks for provisioner CRDs every second, in a cluster without
+/// them (left over by an earlier run); `None` in cluster mode (skipped: the scenario installs
+/// CRDs, and the chart's pod-director looks for them every 5 minutes).
+async fn start(scenario: &str) -> Option<Env> {
+    if Target::Cluster == crate::harness::Settings::from_env().target {
+        notice(&format!(
+            "SKIPPED {scenario} in cluster mode: it installs CRDs and needs a short discovery interval"
+        ));
+        return None;
+    }
+    let options = Options {
+        env: vec![("POD_DIRECTOR_NODEPOOL_DISCOVERY_INTERVAL".into(), "1s".into())],
+        ..Options::default()
+    };
+    let env = Env::start_with(scenario, options).await;
+    delete_crd(&env).await;
+    delete_crds(&env, &CAPI_CRDS).await;
+    Some(env)
+}
+
 /// The audit of the group (`pod-director audit --group`).
 async fn audited(env: &Env) -> Value {
     let config = config_file(env);
@@ -120,16 +140,7 @@ async fn audited(env: &Env) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pool_a_nodepool_can_provision_is_not_a_false_alarm() {
-    if Target::Cluster == crate::harness::Settings::from_env().target {
-        notice("SKIPPED provisioning in cluster mode: it installs a CRD and needs a short NodePool discovery interval");
-        return;
-    }
-    let options = Options {
-        env: vec![("POD_DIRECTOR_NODEPOOL_DISCOVERY_INTERVAL".into(), "1s".into())],
-        ..Options::default()
-    };
-    let env = Env::start_with("provisioning", options).await;
-    delete_crd(&env).await;
+    let Some(env) = start("provisioning").await else { return };
     let ns = env.namespace(Some(GROUP)).await;
 
     // No CRD: 0 nodes and nothing can provision → denied; nothing about NodePools above info.
@@ -311,19 +322,9 @@ fn machine_deployment(name: &str, replicas: u64) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_api_node_group_the_autoscaler_scales_provisions_the_pool_until_its_max_size() {
-    if Target::Cluster == crate::harness::Settings::from_env().target {
-        notice(
-            "SKIPPED provisioning (Cluster API) in cluster mode: it installs CRDs and needs a short discovery interval",
-        );
+    let Some(env) = start("provisioning-capi").await else {
         return;
-    }
-    let options = Options {
-        env: vec![("POD_DIRECTOR_NODEPOOL_DISCOVERY_INTERVAL".into(), "1s".into())],
-        ..Options::default()
     };
-    let env = Env::start_with("provisioning-capi", options).await;
-    delete_crd(&env).await;
-    delete_crds(&env, &CAPI_CRDS).await;
     let ns = env.namespace(Some(GROUP)).await;
     let crds: Api<CustomResourceDefinition> = Api::all(env.client.clone());
     for file in [

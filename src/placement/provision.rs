@@ -184,19 +184,25 @@ impl Requirement {
         matches!(self.operator(), Operator::NotIn | Operator::DoesNotExist)
     }
 
-    /// Karpenter's `Requirement.Intersection`.
-    fn intersection(&self, other: &Self) -> Self {
-        let complement = self.complement && other.complement;
+    /// The bounds both requirements impose; `None` when they exclude each other.
+    fn bounds(&self, other: &Self) -> Option<(Option<i64>, Option<i64>)> {
         let gte = self.gte.max(other.gte);
         let lte = match (self.lte, other.lte) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        if let (Some(g), Some(l)) = (gte, lte)
-            && g > l
-        {
-            return Self::does_not_exist();
+        match (gte, lte) {
+            (Some(g), Some(l)) if g > l => None,
+            bounds => Some(bounds),
         }
+    }
+
+    /// Karpenter's `Requirement.Intersection`.
+    fn intersection(&self, other: &Self) -> Self {
+        let complement = self.complement && other.complement;
+        let Some((gte, lte)) = self.bounds(other) else {
+            return Self::does_not_exist();
+        };
         let mut values: BTreeSet<String> = match (self.complement, other.complement) {
             (true, true) => self.values.union(&other.values).cloned().collect(),
             (true, false) => other.values.difference(&self.values).cloned().collect(),
@@ -215,16 +221,9 @@ impl Requirement {
 
     /// Karpenter's `Requirement.HasIntersection`.
     fn has_intersection(&self, other: &Self) -> bool {
-        let gte = self.gte.max(other.gte);
-        let lte = match (self.lte, other.lte) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        if let (Some(g), Some(l)) = (gte, lte)
-            && g > l
-        {
+        let Some((gte, lte)) = self.bounds(other) else {
             return false;
-        }
+        };
         match (self.complement, other.complement) {
             (true, true) => true,
             (true, false) => other
