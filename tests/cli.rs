@@ -227,23 +227,6 @@ spec:
 }
 
 #[test]
-fn check_config_warns_about_the_deprecated_skip_daemon_set_pods() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = check_config(&write(
-        dir.path(),
-        "config.yaml",
-        "skipDaemonSetPods: true\ngroups: {ci: {}}\n",
-    ));
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert!(stdout(&out).starts_with("ok: "));
-    assert!(
-        stderr(&out).starts_with("warning: skipDaemonSetPods: deprecated; true no longer skips every DaemonSet pod"),
-        "{}",
-        stderr(&out)
-    );
-}
-
-#[test]
 fn explain_text_output_is_a_table_with_the_patches() {
     let ci = example("manifests/ci.yaml");
     let namespaces = example("manifests/namespaces.yaml");

@@ -233,7 +233,7 @@ mod tests {
             &mut doc,
             vars(&[
                 ("POD_DIRECTOR__DEFAULT_MODE", "warn"),
-                ("POD_DIRECTOR__SKIPDAEMONSETPODS", "FALSE"),
+                ("POD_DIRECTOR__GROUPS__GPU_A100__ALLOW_DAEMON_SETS", "TRUE"),
                 ("POD_DIRECTOR__GROUPS__GPU_A100__ALLOW_POD_EXCLUSION", "true"),
                 ("POD_DIRECTOR__GROUPS__GPU_A100__ON_CONFLICT", "override"),
                 ("POD_DIRECTOR__EXCLUDED_NAMESPACES", "kube-system, monitoring"),
@@ -242,7 +242,10 @@ mod tests {
         )
         .unwrap();
         assert_eq!(doc["defaultMode"], "warn");
-        assert_eq!(doc["skipDaemonSetPods"], false);
+        assert_eq!(
+            doc["groups"]["gpu-a100"]["allowDaemonSets"], true,
+            "booleans in any case"
+        );
         assert_eq!(doc["groups"]["gpu-a100"]["allowPodExclusion"], true);
         assert_eq!(doc["groups"]["gpu-a100"]["onConflict"], "override");
         assert_eq!(doc["excludedNamespaces"], json!(["kube-system", "monitoring"]));

@@ -257,10 +257,6 @@ pub struct Config {
     #[serde(default = "default_exclusion_label")]
     #[schemars(with = "kubernetes::LabelKey")]
     pub pod_exclusion_label: String,
-    /// Deprecated: `false` turns the DaemonSet skip off in every group (`allowDaemonSets`
-    /// then has no effect); `true` (the default) changes nothing.
-    #[serde(default = "yes")]
-    pub skip_daemon_set_pods: bool,
     /// When no node could take a pod after the patch: `warn` (default) or `deny`.
     #[serde(default, skip_serializing_if = "is_default")]
     pub on_no_feasible_node: OnNoFeasibleNode,
@@ -286,7 +282,6 @@ impl Default for Config {
             unknown_group: UnknownGroup::default(),
             default_mode: Mode::default(),
             pod_exclusion_label: default_exclusion_label(),
-            skip_daemon_set_pods: true,
             on_no_feasible_node: OnNoFeasibleNode::default(),
             daemon_set_controller: default_daemon_set_controller(),
             namespace_guard: NamespaceGuard::default(),
@@ -373,7 +368,7 @@ pub struct Loaded {
     pub revision: String,
     /// Environment variables that overrode the file, as `(VARIABLE, path)`.
     pub overrides: Vec<(String, String)>,
-    /// Valid but probably unintended settings (no groups at all, deprecated keys), with
+    /// Valid but probably unintended settings (no groups at all), with
     /// what to do, for `check-config` to print and `serve` to log.
     pub warnings: Vec<String>,
 }
@@ -435,10 +430,7 @@ impl Config {
         if !errors.is_empty() {
             return Err(invalid(errors));
         }
-        let mut warnings: Vec<String> = validate::deprecations(&document)
-            .iter()
-            .map(ToString::to_string)
-            .collect();
+        let mut warnings: Vec<String> = Vec::new();
         let config: Config = serde_json::from_value(document).map_err(|e| {
             invalid(vec![FieldError {
                 path: "(document)".to_owned(),
@@ -523,10 +515,9 @@ impl Config {
         group.on_no_feasible_node.unwrap_or(self.on_no_feasible_node)
     }
 
-    /// Whether a group's DaemonSets are left alone: `allowDaemonSets`, unless the
-    /// deprecated `skipDaemonSetPods: false` turned the DaemonSet skip off everywhere.
+    /// Whether a group's DaemonSets are left alone (`allowDaemonSets`).
     pub(crate) fn allows_daemon_sets(&self, group: &Group) -> bool {
-        group.allow_daemon_sets && self.skip_daemon_set_pods
+        group.allow_daemon_sets
     }
 
     /// One line per group, for `check-config` and start-up logs.

@@ -107,7 +107,6 @@ fn groups_written_empty_on_purpose_load_with_a_warning() {
 fn defaults_fill_every_setting_the_file_leaves_out() {
     let c = load("groups: {}").unwrap().config;
     assert_eq!(c.excluded_namespaces, ["kube-system", "kube-public", "kube-node-lease"]);
-    assert!(c.skip_daemon_set_pods);
     assert_eq!(c.namespace_label, "pod-director/group");
 }
 
@@ -343,25 +342,6 @@ fn allow_daemon_sets_and_the_daemon_set_controller_load_with_their_defaults() {
         errs.iter()
             .any(|e| e.starts_with("groups.ci.allowDaemonSets: expected true or false")),
         "{errs:?}"
-    );
-}
-
-#[test]
-fn skip_daemon_set_pods_still_loads_but_is_deprecated_with_what_to_do() {
-    for value in ["true", "false"] {
-        let loaded = load(&format!("skipDaemonSetPods: {value}\ngroups: {{ci: {{}}}}")).unwrap();
-        assert_eq!(loaded.warnings.len(), 1, "{value}");
-        let text = loaded.warnings[0].to_string();
-        assert!(text.starts_with("skipDaemonSetPods: deprecated;"), "{text}");
-        assert_contains(&text, "allowDaemonSets: true");
-    }
-    assert!(load("groups: {ci: {}}").unwrap().warnings.is_empty());
-    let errs = errors("skipDaemonSetPods: false\ngroups: {agents: {allowDaemonSets: true}}");
-    assert_eq!(
-        errs,
-        [
-            "groups.agents.allowDaemonSets: has no effect while the deprecated skipDaemonSetPods is false: remove skipDaemonSetPods"
-        ]
     );
 }
 

@@ -330,14 +330,6 @@ impl Checker {
                 if let Some(node) = node.child("groups").and_then(|groups| groups.child(name)) {
                     self.group(group, &gp, node);
                 }
-                if map.get("skipDaemonSetPods") == Some(&Value::Bool(false))
-                    && group.get("allowDaemonSets") == Some(&Value::Bool(true))
-                {
-                    self.err(
-                        &gp.key("allowDaemonSets"),
-                        "has no effect while the deprecated skipDaemonSetPods is false: remove skipDaemonSetPods",
-                    );
-                }
             }
             Some(groups)
         });
@@ -772,24 +764,6 @@ impl Checker {
             _ => {}
         }
     }
-}
-
-/// Settings of a valid document that load but should be changed, with what to do instead.
-pub(crate) fn deprecations(document: &Value) -> Vec<FieldError> {
-    let mut warnings = Vec::new();
-    if let Some(value) = document.get("skipDaemonSetPods") {
-        let effect = if value == &Value::Bool(false) {
-            "false is now the default: no group leaves its DaemonSets alone unless it sets allowDaemonSets: true"
-        } else {
-            "true no longer skips every DaemonSet pod: only groups with allowDaemonSets: true leave their DaemonSets alone, \
-             and only for pods the DaemonSet controller creates"
-        };
-        warnings.push(FieldError {
-            path: "skipDaemonSetPods".to_owned(),
-            message: format!("deprecated; {effect}. Remove the key (set allowDaemonSets: true on the groups whose DaemonSets run everywhere)"),
-        });
-    }
-    warnings
 }
 
 /// Every problem in the document, in document order. Empty means valid.

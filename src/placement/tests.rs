@@ -892,14 +892,6 @@ fn exclusion_label_is_ignored_when_the_group_does_not_allow_it() {
     assert_contains(&out.summary, "exclusion label ignored");
 }
 
-#[test]
-fn daemonset_pods_are_planned_when_the_deprecated_skip_is_turned_off() {
-    let c = support::config("skipDaemonSetPods: false\ngroups: {ci: {mode: enforce, nodeSelector: {node-pool: ci}}}");
-    let ci = [("pod-director/group", "ci")];
-    let out = decide_as(&c, "a", &ci, &daemon_set_pod(Some(true)), &daemon_set_controller());
-    assert_eq!(out.decision, Decision::Patched);
-}
-
 /// A DaemonSet's pod template, of [`pod`]'s spec for `spec`.
 fn daemon_set_template(spec: Value) -> Pod {
     let spec = pod(spec)["spec"].clone();

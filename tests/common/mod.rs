@@ -246,6 +246,18 @@ pub async fn tls_connect(
     pki: &Pki,
     alpn: &[&str],
 ) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+    try_tls_connect(addr, pki, alpn)
+        .await
+        .expect("TCP connect and TLS handshake")
+}
+
+/// [`tls_connect`], or the error of the connect or of the handshake (a server at its
+/// connection cap closes a connection at accept).
+pub async fn try_tls_connect(
+    addr: SocketAddr,
+    pki: &Pki,
+    alpn: &[&str],
+) -> std::io::Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>> {
     use tokio_rustls::rustls;
     let mut roots = rustls::RootCertStore::empty();
     use rustls::pki_types::pem::PemObject as _;
@@ -257,12 +269,11 @@ pub async fn tls_connect(
         .with_root_certificates(roots)
         .with_no_client_auth();
     config.alpn_protocols = alpn.iter().map(|p| p.as_bytes().to_vec()).collect();
-    let tcp = tokio::net::TcpStream::connect(addr).await.expect("TCP connect");
+    let tcp = tokio::net::TcpStream::connect(addr).await?;
     let name = rustls::pki_types::ServerName::try_from("localhost").expect("name");
     tokio_rustls::TlsConnector::from(Arc::new(config))
         .connect(name, tcp)
         .await
-        .expect("TLS handshake")
 }
 
 /// Reads from `stream` until the server closes it (EOF or an error), for at most `limit`:
