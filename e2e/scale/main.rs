@@ -1,8 +1,8 @@
 //! What pod-director costs a cluster that is large, busy and scheduling: a simulation on a
 //! throwaway loopback control plane (`e2e/cluster.sh`: etcd, kube-apiserver,
 //! kube-controller-manager, kube-scheduler, kwok). `e2e/scale/run` sets it up and runs this
-//! target in the release profile (`cargo test --release --features e2e --test e2e_scale`),
-//! so that the pod-director it starts is the release build.
+//! target (`cargo test --features e2e --test e2e_scale`) with `E2E_POD_DIRECTOR_BIN` naming the
+//! release build of pod-director, the binary the harness then starts.
 //!
 //! 1. pod-director starts as the scenario suite's harness starts it (`e2e/scenarios/harness`:
 //!    the chart rendered with `e2e/scale/values.yaml`, its two webhook configurations applied,
@@ -67,6 +67,8 @@ use prom::{Histogram, Sample};
 /// The groups of `e2e/scale/values.yaml`.
 const ENFORCE: &str = "e2e-enforce";
 const DRYRUN: &str = "e2e-dryrun";
+/// How often the end of an audit scan is looked for in pod-director's log.
+const POLL_LOG: Duration = Duration::from_millis(500);
 /// Pools, in the order nodes are dealt to them.
 const POOLS: [&str; 3] = ["blue", "red", "green"];
 
@@ -618,10 +620,11 @@ async fn simulation() {
             break (scan.clone(), Instant::now());
         }
         assert!(Instant::now() < deadline, "no audit scan of {total_pods} pods");
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        // Each look copies every log line collected so far: not too often.
+        tokio::time::sleep(POLL_LOG).await;
     };
     let scan_ms = scan["elapsed_ms"].as_u64().unwrap_or(0);
-    let scan_start = seen_at - Duration::from_millis(scan_ms + 100);
+    let scan_start = seen_at - Duration::from_millis(scan_ms) - POLL_LOG - Duration::from_millis(100);
     let before_scan = sampler.between(scan_start - Duration::from_secs(2), scan_start);
     let during_scan = sampler.between(scan_start, seen_at);
     let scan_base = before_scan.iter().copied().min().unwrap_or(0);
@@ -762,9 +765,14 @@ async fn simulation() {
     );
     let _ = writeln!(
         out,
-        "| feasible memo rebuilt after a node change, {} nodes ({} feasible), in-process | p50 {}, p99 {} (a memo hit: {:.0} ns) |",
+        "| feasible memo rebuilt after a node change, {} nodes ({} feasible), in the test process ({}) | p50 {}, p99 {} (a memo hit: {:.0} ns) |",
         memo.nodes,
         memo.feasible,
+        if cfg!(debug_assertions) {
+            "unoptimized test build: `cargo bench --bench feasibility -- count-uncached` for the release figure"
+        } else {
+            "release build"
+        },
         ms(rebuild_p50),
         ms(rebuild_p99),
         memo.hit.as_nanos()
@@ -773,6 +781,31 @@ async fn simulation() {
         out,
         "| decisions `error`/`denied`, log lines dropped | {pd_errors} / {dropped} |"
     );
+    // What the control plane took, for sizing a larger run.
+    let _ = writeln!(
+        out,
+        "\n| control plane (e2e/cluster.sh) | peak RSS | CPU seconds |\n|---|---|---|"
+    );
+    let run_dir = env.settings.state_dir.clone().expect("local mode").join("run");
+    for component in [
+        "etcd",
+        "kube-apiserver",
+        "kube-controller-manager",
+        "kube-scheduler",
+        "kwok",
+    ] {
+        let pid = std::fs::read_to_string(run_dir.join(format!("{component}.pid")))
+            .ok()
+            .and_then(|p| p.trim().parse::<u32>().ok());
+        if let Some(pid) = pid {
+            let _ = writeln!(
+                out,
+                "| {component} | {} | {:.0} s |",
+                mib(procfs::status_bytes(pid, "VmHWM").unwrap_or(0)),
+                procfs::cpu_seconds(pid).unwrap_or(0.0)
+            );
+        }
+    }
     let _ = writeln!(
         out,
         "\nnodes Ready and cached in {nodes_took:.1?}; whole simulation {:.1?}",
