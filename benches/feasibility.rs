@@ -103,7 +103,8 @@ fn bench(c: &mut Criterion) {
     // One memo miss: a pass over every node for one placement.
     let group = &loaded.config.groups["ci"];
     let mut g = c.benchmark_group("count-uncached");
-    for count in [500, 5_000] {
+    // 1 000: the scale simulation's cluster (e2e/scale).
+    for count in [500, 1_000, 5_000] {
         let infos: Vec<NodeInfo> = (0..count).map(|i| NodeInfo::from_node(&nodes::node(i))).collect();
         g.bench_function(BenchmarkId::from_parameter(count), |b| {
             b.iter(|| placement::feasible::count(&Placement::of_group(black_box(group)), &infos))

@@ -18,6 +18,9 @@
 #                                    exports its spans there (sampling 100%)
 #   E2E_SERVICEACCOUNT_ADMISSION     true (default) | false: like envtest, turn off the
 #                                    ServiceAccount admission plugin
+#   E2E_CLIENT_QPS                   client QPS of kube-controller-manager and kube-scheduler
+#                                    (burst: twice that); unset: their defaults (20 and 50).
+#                                    The scale simulation (e2e/scale/run) raises it
 #   POD_DIRECTOR_CACHE               cache root, shared with e2e/tools.sh
 #
 # Nothing listens beyond 127.0.0.1; ports are picked free at random (outside the
@@ -284,7 +287,9 @@ cmd_stop() {
 # The settings that a running cluster must have been started with for `start`
 # to reuse it.
 settings() {
-  echo "tracing=${E2E_APISERVER_TRACING_ENDPOINT:-} serviceaccount-admission=${E2E_SERVICEACCOUNT_ADMISSION:-true}"
+  local s="tracing=${E2E_APISERVER_TRACING_ENDPOINT:-} serviceaccount-admission=${E2E_SERVICEACCOUNT_ADMISSION:-true}"
+  if [[ -n "${E2E_CLIENT_QPS:-}" ]]; then s+=" client-qps=$E2E_CLIENT_QPS"; fi
+  echo "$s"
 }
 
 # shellcheck disable=SC2317 # called through wait_for
@@ -422,6 +427,13 @@ EOF
   write_kubeconfig "$STATE/kwok.kubeconfig" "$api_port" "$PKI/kwok.crt" "$PKI/kwok.key" e2e-kwok
   wait_for "the API server's /readyz" kubectl_ get --raw /readyz
 
+  local -a qps=()
+  if [[ -n "${E2E_CLIENT_QPS:-}" ]]; then
+    [[ "$E2E_CLIENT_QPS" =~ ^[1-9][0-9]*$ ]] || die "E2E_CLIENT_QPS=$E2E_CLIENT_QPS: expected a positive integer"
+    qps=(--kube-api-qps "$E2E_CLIENT_QPS" --kube-api-burst "$((2 * E2E_CLIENT_QPS))")
+    log "controller-manager and scheduler client QPS $E2E_CLIENT_QPS (burst $((2 * E2E_CLIENT_QPS)))"
+  fi
+
   log "starting kube-controller-manager (secure port 127.0.0.1:$kcm_port)"
   spawn kube-controller-manager "$kcm" \
     --kubeconfig "$STATE/controller-manager.kubeconfig" \
@@ -436,7 +448,7 @@ EOF
     --cluster-signing-cert-file "$PKI/ca.crt" --cluster-signing-key-file "$PKI/ca.key" \
     --service-cluster-ip-range "$SERVICE_CIDR" \
     --cluster-name pod-director-e2e \
-    --profiling=false
+    --profiling=false "${qps[@]}"
   wait_for "kubectl get ns" kubectl_ get ns
 
   log "starting kube-scheduler (secure port 127.0.0.1:$sched_port)"
@@ -447,7 +459,7 @@ EOF
     --bind-address 127.0.0.1 --secure-port "$sched_port" \
     --cert-dir "$STATE/scheduler-certs" \
     --leader-elect=false \
-    --profiling=false
+    --profiling=false "${qps[@]}"
 
   # kwok: the stage files of its "fast" set plus Lease heartbeats (e2e/tools.sh copies them
   # from its module); only the Nodes with the annotation; a /16 of pod IPs (the default /24

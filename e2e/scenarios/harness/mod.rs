@@ -178,8 +178,10 @@ impl Settings {
         }
     }
 
+    /// The chart values the suite runs with: `e2e/scenarios/values.yaml`, or `$E2E_VALUES_FILE`
+    /// (the scale simulation's, `e2e/scale/values.yaml`).
     pub fn values_file(&self) -> PathBuf {
-        self.repo.join("e2e/scenarios/values.yaml")
+        env_var("E2E_VALUES_FILE").map_or_else(|| self.repo.join("e2e/scenarios/values.yaml"), PathBuf::from)
     }
 }
 

@@ -20,6 +20,12 @@ use super::{PATIENCE, suffix};
 /// The pod-director binary of this checkout (cargo builds it for integration tests).
 pub const BINARY: &str = env!("CARGO_BIN_EXE_pod-director");
 
+/// The binary [`PodDirector::spawn`] runs: `$E2E_POD_DIRECTOR_BIN` (e.g. the release build, for
+/// the scale simulation), else [`BINARY`].
+pub fn binary() -> PathBuf {
+    super::env_var("E2E_POD_DIRECTOR_BIN").map_or_else(|| PathBuf::from(BINARY), PathBuf::from)
+}
+
 /// A free port on 127.0.0.1 (bound, then released for the child to take), below
 /// the kernel's ephemeral range, as `e2e/cluster.sh` picks its ports: a port from
 /// that range can be taken, between its release and the child's bind, as the
@@ -129,7 +135,8 @@ impl PodDirector {
             .expect("pod-director log file");
         let stderr = log.try_clone().expect("log file handle");
 
-        let mut command = Command::new(BINARY);
+        let binary = binary();
+        let mut command = Command::new(&binary);
         command
             .arg("serve")
             .arg("--config")
@@ -167,7 +174,7 @@ impl PodDirector {
         die_with_parent(&mut command);
         let mut child = command
             .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {BINARY}: {e} (run `cargo build` first)"));
+            .unwrap_or_else(|e| panic!("cannot start {}: {e} (run `cargo build` first)", binary.display()));
         let pid = child.id();
         let stdout = child.stdout.take().expect("piped stdout");
         let lines = Lines::default();
