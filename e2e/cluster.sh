@@ -21,6 +21,10 @@
 #   E2E_CLIENT_QPS                   client QPS of kube-controller-manager and kube-scheduler
 #                                    (burst: twice that); unset: their defaults (20 and 50).
 #                                    The scale simulation (e2e/scale/run) raises it
+#   E2E_KUBE_VERSION                 the Kubernetes release of kube-apiserver,
+#                                    kube-controller-manager, kube-scheduler and kubectl
+#                                    (e.g. v1.34.4; default: e2e/tools.sh's KUBE_VERSION);
+#                                    `start` restarts a cluster that runs another one
 #   POD_DIRECTOR_CACHE               cache root, shared with e2e/tools.sh
 #
 # Nothing listens beyond 127.0.0.1; ports are picked free at random (outside the
@@ -287,7 +291,9 @@ cmd_stop() {
 # The settings that a running cluster must have been started with for `start`
 # to reuse it.
 settings() {
-  local s="tracing=${E2E_APISERVER_TRACING_ENDPOINT:-} serviceaccount-admission=${E2E_SERVICEACCOUNT_ADMISSION:-true}"
+  local kube s
+  kube=$("$HERE/tools.sh" list | awk '$1 == "kube-apiserver" { print $2 }')
+  s="kubernetes=$kube tracing=${E2E_APISERVER_TRACING_ENDPOINT:-} serviceaccount-admission=${E2E_SERVICEACCOUNT_ADMISSION:-true}"
   if [[ -n "${E2E_CLIENT_QPS:-}" ]]; then s+=" client-qps=$E2E_CLIENT_QPS"; fi
   echo "$s"
 }

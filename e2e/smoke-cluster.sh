@@ -7,7 +7,8 @@
 # webhook certificate, and checks that the API server calls a stub webhook
 # (python3, when present) and applies its JSON Patch. Stops the cluster at
 # the end unless E2E_KEEP_CLUSTER=1. State dir: $E2E_STATE_DIR, else
-# $CACHE/e2e-smoke-state (not the default cluster's).
+# $CACHE/e2e-smoke-state (not the default cluster's). E2E_KUBE_VERSION selects the
+# Kubernetes release (see e2e/cluster.sh).
 #
 #   e2e/smoke-cluster.sh
 #

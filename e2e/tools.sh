@@ -18,6 +18,12 @@
 #        `path kwok-stages` prints the directory of the kwok stage files e2e/cluster.sh passes
 #        with -c (copied from kwok's module: the plain binary has no built-in stages).
 #
+# Environment:
+#   E2E_KUBE_VERSION   the Kubernetes release of kube-apiserver, kube-controller-manager,
+#                      kube-scheduler and kubectl (e.g. v1.34.4; default KUBE_VERSION
+#                      below): `E2E_KUBE_VERSION=v1.34.4 e2e/tools.sh path kube-apiserver`.
+#                      Each release has its own directories (tools/kube-apiserver-v1.34.4/).
+#
 # Cache: ${POD_DIRECTOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pod-director}
 #   tools/<tool>-<version>/<binary>   the binaries (helm-unittest: a plugin dir;
 #                                     kwok: also stages/*.yaml)
@@ -48,6 +54,12 @@ KARPENTER_VERSION=v1.15.0  # renovate: datasource=go depName=sigs.k8s.io/karpent
 CLUSTER_API_VERSION=v1.14.2  # renovate: datasource=go depName=sigs.k8s.io/cluster-api
 # -----------------------------------------------------------------------------
 
+# E2E_KUBE_VERSION (e.g. v1.34.4) selects the Kubernetes release of kube-apiserver,
+# kube-controller-manager, kube-scheduler and kubectl, keyed in the cache by it like
+# any version; unset, KUBE_VERSION above. helm and helm-unittest keep reporting
+# KUBE_VERSION's minor (their cache key is their own version).
+CLUSTER_KUBE_VERSION="${E2E_KUBE_VERSION:-$KUBE_VERSION}"
+
 TOOLS=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok helm helm-unittest jaeger prometheus otelcol actionlint karpenter-crds cluster-api-crds)
 
 CACHE="${POD_DIRECTOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pod-director}"
@@ -66,6 +78,9 @@ die() {
   exit 1
 }
 
+[[ "$CLUSTER_KUBE_VERSION" =~ ^v1\.[0-9]+\.[0-9]+(-[0-9A-Za-z.]+)?$ ]] ||
+  die "E2E_KUBE_VERSION=$CLUSTER_KUBE_VERSION is not a Kubernetes release (like v1.34.4)"
+
 usage() {
   # The comment block at the top of this file.
   awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0" >&2
@@ -75,7 +90,7 @@ usage() {
 # version_of TOOL: the version that keys the tool in the cache.
 version_of() {
   case "$1" in
-    kube-apiserver | kube-controller-manager | kube-scheduler | kubectl) echo "$KUBE_VERSION" ;;
+    kube-apiserver | kube-controller-manager | kube-scheduler | kubectl) echo "$CLUSTER_KUBE_VERSION" ;;
     etcd) echo "$ETCD_VERSION" ;;
     kwok | kwok-stages) echo "$KWOK_VERSION" ;;
     helm) echo "$HELM_VERSION" ;;
@@ -201,9 +216,9 @@ go_compile() {
 # go.mod: every module that it both requires at v0.0.0 and replaces by a
 # staging directory (sample-cli-plugin etc. are replaced but not required).
 kube_module() {
-  local staging="v0.${KUBE_VERSION#v1.}" gomod m
-  gomod=$(module_gomod k8s.io/kubernetes "$KUBE_VERSION")
-  [[ -f "$gomod" ]] || die "could not download k8s.io/kubernetes@$KUBE_VERSION"
+  local staging="v0.${CLUSTER_KUBE_VERSION#v1.}" gomod m
+  gomod=$(module_gomod k8s.io/kubernetes "$CLUSTER_KUBE_VERSION")
+  [[ -f "$gomod" ]] || die "could not download k8s.io/kubernetes@$CLUSTER_KUBE_VERSION"
   local -a replaces=()
   while read -r m; do
     if grep -Eq "^[[:space:]]*(require[[:space:]]+)?${m//./\\.} v0\.0\.0([[:space:]]|$)" "$gomod"; then
@@ -211,20 +226,20 @@ kube_module() {
     fi
   done < <(sed -n 's#^[[:space:]]*\(k8s.io/[A-Za-z0-9._-]*\) => \./staging/src/.*#\1#p' "$gomod")
   ((${#replaces[@]} > 0)) || die "found no staging modules in $gomod"
-  wrapper_module "kubernetes-$KUBE_VERSION" k8s.io/kubernetes "$KUBE_VERSION" "${replaces[@]}"
+  wrapper_module "kubernetes-$CLUSTER_KUBE_VERSION" k8s.io/kubernetes "$CLUSTER_KUBE_VERSION" "${replaces[@]}"
 }
 
 # The -X flags of kubernetes' hack/lib/version.sh, or /version says v0.0.0-master.
 kube_ldflags() {
-  local v=${KUBE_VERSION#v} major minor date flags="-s -w" pkg
+  local v=${CLUSTER_KUBE_VERSION#v} major minor date flags="-s -w" pkg
   major=${v%%.*}
   minor=${v#*.}
   minor=${minor%%.*}
   # Reproducible: the release's publication time from the proxy.
   date=$(cd "$CACHE" && go list -m -f '{{with .Time}}{{.UTC.Format "2006-01-02T15:04:05Z"}}{{end}}' \
-    "k8s.io/kubernetes@$KUBE_VERSION" 2>/dev/null) || date=""
+    "k8s.io/kubernetes@$CLUSTER_KUBE_VERSION" 2>/dev/null) || date=""
   for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    flags+=" -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
+    flags+=" -X $pkg.gitVersion=$CLUSTER_KUBE_VERSION -X $pkg.gitMajor=$major -X $pkg.gitMinor=$minor"
     flags+=" -X $pkg.gitTreeState=clean${date:+ -X $pkg.buildDate=$date}"
   done
   echo "$flags"
@@ -233,8 +248,8 @@ kube_ldflags() {
 build_kube() {
   local tool=$1 dir
   dir=$(kube_module)
-  log "building $tool $KUBE_VERSION (a cold Kubernetes build takes 10-20 min on 2 cores)"
-  go_build "$dir" "k8s.io/kubernetes/cmd/$tool@$KUBE_VERSION" "$(binary_path "$tool")" "$(kube_ldflags)"
+  log "building $tool $CLUSTER_KUBE_VERSION (a cold Kubernetes build takes 10-20 min on 2 cores)"
+  go_build "$dir" "k8s.io/kubernetes/cmd/$tool@$CLUSTER_KUBE_VERSION" "$(binary_path "$tool")" "$(kube_ldflags)"
 }
 
 # --- kwok: plays the kubelet of Node objects (no containers) ------------------------
@@ -281,7 +296,8 @@ build_etcd() {
 # Without -X flags .Capabilities.KubeVersion is v1.20. helm's Makefile derives
 # it from the client-go it is built with; here both helm and helm-unittest
 # (whose helm library lags) report the Kubernetes minor of KUBE_VERSION, the
-# version the e2e cluster runs, so `helm template` and `helm unittest` agree.
+# version the e2e cluster runs by default, so `helm template` and `helm unittest`
+# agree (E2E_KUBE_VERSION does not change them: their cache key is their own version).
 helm_kube_flags() {
   local v=${KUBE_VERSION#v} major minor pkg flags=""
   major=${v%%.*}
