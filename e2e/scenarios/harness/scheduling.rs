@@ -67,8 +67,10 @@ impl FailedScheduling {
         let nodes = total.parse().ok()?;
         let mut reasons = BTreeMap::new();
         if let Some(list) = rest.strip_prefix(": ") {
-            // The scheduler's own summary ends at ". preemption: …" (or a final ".").
-            let list = list.split(". preemption:").next().unwrap_or(list);
+            // The filters' summary ends at the first ". " (or a final "."); what follows is the
+            // PostFilter plugins' word: "preemption: …", on 1.34 after the DynamicResources
+            // plugin's "no new claims to deallocate, ". No reason contains ". ".
+            let list = list.split(". ").next().unwrap_or(list);
             let list = list.trim_end_matches('.');
             for item in list.split(", ") {
                 let (count, reason) = item.trim().split_once(' ')?;
@@ -228,6 +230,17 @@ mod tests {
         assert_eq!(parsed.count("node(s) were unschedulable"), 1);
         assert_eq!(parsed.count("node(s) had untolerated taint(s)"), 30);
         assert_eq!(parsed.count("Too many pods"), 0);
+        // Kubernetes 1.34: the DynamicResources PostFilter speaks before preemption.
+        let dra = FailedScheduling::parse(
+            "0/2 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 1 node(s) had \
+             untolerated taint(s). no new claims to deallocate, preemption: 0/2 nodes are available: 2 Preemption \
+             is not helpful for scheduling.",
+        )
+        .expect("parsed");
+        assert_eq!(dra.nodes, 2);
+        assert_eq!(dra.count("node(s) didn't match Pod's node affinity/selector"), 1);
+        assert_eq!(dra.count("node(s) had untolerated taint(s)"), 1);
+        assert_eq!(dra.reasons.len(), 2);
         let none = FailedScheduling::parse("0/2 nodes are available: 2 Insufficient cpu.").expect("parsed");
         assert_eq!(none.count("Insufficient cpu"), 2);
         assert_eq!(FailedScheduling::parse("binding rejected"), None);
