@@ -312,7 +312,10 @@ async fn removing_a_terminating_pod_s_finalizer_and_relabelling_a_non_compliant_
     )
     .await
     .expect("the admin relabels the namespace");
-    // Once pod-director knows the namespace's group (its cache follows a watch)...
+    // Once pod-director knows the namespace's group (its cache follows a watch)... The API
+    // server's namespace cache follows one too: until it has the new label, the webhooks'
+    // namespaceSelectors do not select the namespace and a canary is not sent at all. So any
+    // canary's mutate decision in e2e-enforce will do, and a canary nobody decided is retried.
     let mut attempt = 0;
     eventually("pod-director to see the namespace in e2e-enforce", || {
         attempt += 1;
@@ -320,8 +323,20 @@ async fn removing_a_terminating_pod_s_finalizer_and_relabelling_a_non_compliant_
         let (env, late) = (&env, &late);
         async move {
             env.create_pod_dry_run(late, &workload(&name)).await;
-            let line = env.decision(late, &name, "mutate").await;
-            (line.str("placement.group") == Some("e2e-enforce")).then_some(())
+            let decided = env
+                .decisions_with(&[
+                    ("admission.request.namespace", late.as_str()),
+                    ("webhook", "mutate"),
+                    ("placement.group", "e2e-enforce"),
+                ])
+                .await;
+            decided
+                .iter()
+                .any(|d| {
+                    d.str("admission.request.name")
+                        .is_some_and(|n| n.starts_with("canary-"))
+                })
+                .then_some(())
         }
     })
     .await;
