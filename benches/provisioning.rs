@@ -36,7 +36,8 @@ fn node_pools(count: usize) -> Vec<Provisioner> {
                     "spec": {
                         "requirements": [
                             {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["eu-west-1a", "eu-west-1b"]},
-                            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand", "spot"]}
+                            {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["on-demand", "spot"]},
+                            {"key": "example.com/feature-0", "operator": "Exists"}
                         ],
                         "taints": [{"key": "dedicated", "value": pool, "effect": "NoSchedule"}]
                     }
@@ -63,7 +64,7 @@ fn bench(c: &mut Criterion) {
     let loaded = Config::from_yaml(pods::CONFIG, "bench", Vec::new()).expect("bench config is valid");
     let body = pods::review(
         "705ab4f5-6393-11e8-b7cc-42010a800002",
-        &pods::sized("typical", "team-a"),
+        &pods::sized("small", "team-a"),
     );
     let Subject::Pod { pod, .. } = admission::parse(&body).expect("parses").subject else {
         panic!("a pod")
