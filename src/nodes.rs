@@ -475,11 +475,11 @@ impl NodeView for RequestNodes<'_> {
     }
 
     fn total(&self) -> Option<usize> {
-        self.nodes.is_ready().then(|| self.nodes.cached_count())
+        self.nodes.source.is_ready().then(|| self.nodes.cached_count())
     }
 
     fn count_where(&self, keep: &dyn Fn(&NodeInfo) -> bool) -> Option<usize> {
-        if !self.nodes.is_ready() {
+        if !self.nodes.source.is_ready() {
             return None;
         }
         self.nodes.source.store().count_where(keep)

@@ -131,6 +131,19 @@ async fn start(scenario: &str) -> Option<Env> {
     Some(env)
 }
 
+/// A JSON merge patch of object `name` (of its status subresource, when `status`).
+async fn merge_patch(api: &Api<DynamicObject>, name: &str, patch: Value, status: bool) {
+    let params = PatchParams::default();
+    let patched = if status {
+        api.patch_status(name, &params, &Patch::Merge(patch)).await
+    } else {
+        api.patch(name, &params, &Patch::Merge(patch)).await
+    };
+    if let Err(e) = patched {
+        panic!("{name} patched (status: {status}): {e}");
+    }
+}
+
 /// The audit of the group (`pod-director audit --group`).
 async fn audited(env: &Env) -> Value {
     let config = config_file(env);
@@ -173,16 +186,7 @@ async fn a_pool_a_nodepool_can_provision_is_not_a_false_alarm() {
         pools.create(&PostParams::default(), &object).await.ok().map(|_| ())
     })
     .await;
-    let status = |value: Value| {
-        let pools = pools.clone();
-        let name = name.clone();
-        async move {
-            pools
-                .patch_status(&name, &PatchParams::default(), &Patch::Merge(value))
-                .await
-                .expect("the NodePool's status patched");
-        }
-    };
+    let status = |value: Value| merge_patch(&pools, &name, value, true);
     status(ready("True")).await;
     let by = json!([format!("nodepool/{name}")]);
     let line = decided(&env, &ns, "spark", |line, admitted| {
@@ -199,16 +203,7 @@ async fn a_pool_a_nodepool_can_provision_is_not_a_false_alarm() {
     assert!(warnings.contains("provisioned on demand by nodepool/"), "{warnings}");
 
     // Each way the NodePool stops serving the group: denied again, the audit names why.
-    let spec_patch = |patch: Value| {
-        let pools = pools.clone();
-        let name = name.clone();
-        async move {
-            pools
-                .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
-                .await
-                .expect("the NodePool patched");
-        }
-    };
+    let spec_patch = |patch: Value| merge_patch(&pools, &name, patch, false);
     let original = spark_pool(&name);
     let cases: [(&str, Value, Option<Value>, &str); 4] = [
         (
@@ -365,14 +360,7 @@ async fn a_cluster_api_node_group_the_autoscaler_scales_provisions_the_pool_unti
     assert_eq!(group["nodes"]["provisionable_by"], by, "{group}");
 
     // At its max size the autoscaler cannot add a node: denied, and the audit says why.
-    deployments
-        .patch(
-            &name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"replicas": 3}})),
-        )
-        .await
-        .expect("the MachineDeployment scaled");
+    merge_patch(&deployments, &name, json!({"spec": {"replicas": 3}}), false).await;
     let line = decided(&env, &ns, "md-max", |line, admitted| {
         !admitted && line["placement.decision"] == "denied"
     })
