@@ -62,6 +62,10 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
                 entries: args.webhooks.entries.clone(),
                 live: server.config.clone(),
                 metrics: server.metrics.reconciles.clone(),
+                policies: args
+                    .webhooks
+                    .admission_policies
+                    .then(|| Arc::new(crate::webhooks::policies::PolicySync::default())),
             },
             server.config_changes.clone(),
             args.webhooks.webhook_resync_interval,

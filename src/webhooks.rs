@@ -39,7 +39,7 @@
 //! served and the CA bundle belong to the installation (Service or URL,
 //! cert-manager's injection), and a wrong one shows at once as failed calls.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -53,6 +53,7 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, Resource};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -62,6 +63,7 @@ use tracing::{debug, info, warn};
 
 use crate::config::{Config, Loaded, Mode};
 use crate::metrics::{ResultLabels, register};
+use crate::placement::policy;
 
 /// The label the API server sets on every namespace to the namespace's name.
 pub(crate) const METADATA_NAME_LABEL: &str = "kubernetes.io/metadata.name";
@@ -134,8 +136,10 @@ pub fn default_group_follows(config: &Config) -> Entry {
     if enforced { Entry::Enforce } else { Entry::Observe }
 }
 
-/// Each entry's namespaceSelector for `config` — the chart's `pod-director.webhookEntries`.
-pub fn namespace_selectors(config: &Config) -> BTreeMap<Entry, LabelSelector> {
+/// Each entry's namespaceSelector for `config` — the chart's `pod-director.webhookEntries` —
+/// once the groups of `on_policy` are enforced by their admission policies: those leave the
+/// `enforce` entry (for [`PolicyEntry`]'s). The chart renders them before any hand-over (empty).
+pub fn namespace_selectors(config: &Config, on_policy: &BTreeSet<String>) -> BTreeMap<Entry, LabelSelector> {
     let label = config.namespace_label.as_str();
     let excluded = requirement(METADATA_NAME_LABEL, "NotIn", Some(excluded(config)));
     let nothing = || {
@@ -148,6 +152,7 @@ pub fn namespace_selectors(config: &Config) -> BTreeMap<Entry, LabelSelector> {
     let mut observe = Vec::new();
     for (name, group) in &config.groups {
         match config.mode_of(group) {
+            Mode::Enforce if on_policy.contains(name) => {}
             Mode::Enforce => enforce.push(name.clone()),
             Mode::DryRun | Mode::Warn => observe.push(name.clone()),
         }
@@ -179,6 +184,32 @@ pub fn namespace_selectors(config: &Config) -> BTreeMap<Entry, LabelSelector> {
         (Entry::DefaultGroup, default_group),
         (Entry::UnknownGroup, selector(unknown)),
     ])
+}
+
+named_enum! {
+    /// The pod entries for groups enforced by admission policies, rendered only while some are
+    /// (the reconciler adds them with the `enforce` entry's clientConfig, and removes them).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+    pub enum PolicyEntry {
+        /// failurePolicy as `enforce`: what the policies leave to the webhook ([`policy::WEBHOOK_ONLY`]).
+        Fallback => "policy",
+        /// failurePolicy Ignore, mutating only: the sampled pods the webhook logs (`policyObservation`).
+        Observe => "policy-observe",
+    }
+}
+
+impl PolicyEntry {
+    /// `policy.mutate.pod-director.pod-director.io`.
+    pub fn name(self, webhook: &str, configuration: &str) -> String {
+        format!("{}.{webhook}.{configuration}.pod-director.io", self.as_str())
+    }
+
+    fn condition_name(self) -> &'static str {
+        match self {
+            PolicyEntry::Fallback => "left-to-the-webhook",
+            PolicyEntry::Observe => "sampled-for-the-log",
+        }
+    }
 }
 
 named_enum! {
@@ -234,6 +265,8 @@ pub(crate) enum ReconcileError {
     },
     #[error("reconciling the webhook configurations took longer than {0:?}")]
     Timeout(Duration),
+    #[error("{0}")]
+    Policy(#[from] policies::PolicyError),
 }
 
 fn pointer(tokens: &[&str]) -> PointerBuf {
@@ -362,8 +395,17 @@ fn rule(group: &str, resources: &[&str], operations: &[&str], scope: &str) -> Va
 /// bundle are the installation's: a Service or URL, cert-manager's injection), in the
 /// chart's order. The chart's `templates/webhooks.yaml` renders the same; the goldens in
 /// `tests/webhook_selectors/` hold the two equal.
-pub fn owned_entries(kind: Kind, name: &str, config: &Config, settings: &EntrySettings) -> Vec<Value> {
-    let selectors = namespace_selectors(config);
+///
+/// `on_policy`: the groups whose pods are handed over to their admission policies
+/// ([`crate::placement::policy`]); while there are any, the [`PolicyEntry`] entries follow.
+pub fn owned_entries(
+    kind: Kind,
+    name: &str,
+    config: &Config,
+    settings: &EntrySettings,
+    on_policy: &BTreeSet<String>,
+) -> Vec<Value> {
+    let selectors = namespace_selectors(config, on_policy);
     let enforce_policy = settings.webhook_failure_policy_enforce.as_str();
     let pod_operations: &[&str] = match kind {
         Kind::Mutating => &["CREATE"],
@@ -402,6 +444,32 @@ pub fn owned_entries(kind: Kind, name: &str, config: &Config, settings: &EntrySe
             value
         })
         .collect();
+    let policy_groups: Vec<String> = on_policy.iter().cloned().collect();
+    let excluded_names = requirement(METADATA_NAME_LABEL, "NotIn", Some(excluded(config)));
+    for entry in PolicyEntry::ALL {
+        if policy_groups.is_empty() || (entry == PolicyEntry::Observe && kind == Kind::Validating) {
+            continue;
+        }
+        let (policy, condition) = match entry {
+            PolicyEntry::Fallback => (enforce_policy, Some(policy::WEBHOOK_ONLY.to_owned())),
+            PolicyEntry::Observe => ("Ignore", policy::observation_condition(config.policy_observation)),
+        };
+        let Some(condition) = condition else {
+            continue;
+        };
+        let mut value = common(entry.name(kind.webhook(), name), policy);
+        value["namespaceSelector"] = serde_json::to_value(selector(vec![
+            requirement(&config.namespace_label, "In", Some(policy_groups.clone())),
+            excluded_names.clone(),
+        ]))
+        .unwrap_or(Value::Null);
+        value["matchConditions"] = serde_json::json!([{ "name": entry.condition_name(), "expression": condition }]);
+        value["rules"] = Value::Array(vec![
+            rule("", &["pods"], pod_operations, "Namespaced"),
+            rule("apps", &["daemonsets"], &["CREATE", "UPDATE"], "Namespaced"),
+        ]);
+        out.push(value);
+    }
     if kind == Kind::Validating {
         let objects = guard_object_selectors(config);
         let not_excluded = selector(vec![requirement(METADATA_NAME_LABEL, "NotIn", Some(excluded(config)))]);
@@ -445,27 +513,37 @@ pub(crate) fn plan_patch(
     webhooks: &[Value],
     config: &Config,
     settings: &EntrySettings,
+    on_policy: &BTreeSet<String>,
 ) -> Result<(Vec<PatchOperation>, Vec<String>), ReconcileError> {
     let mut operations = Vec::new();
     let mut changed = Vec::new();
     let reservation_name = reservation::entry_name(name);
-    let mut reservation_wanted = false;
-    for want in owned_entries(kind, name, config, settings) {
+    // Rendered only when needed: added when missing, removed when no longer wanted.
+    let mut optional: BTreeMap<String, bool> = PolicyEntry::ALL
+        .into_iter()
+        .map(|e| (e.name(kind.webhook(), name), false))
+        .collect();
+    optional.insert(reservation_name.clone(), false);
+    for want in owned_entries(kind, name, config, settings, on_policy) {
         let entry_name = want["name"].as_str().unwrap_or_default().to_owned();
         let index = webhooks.iter().position(|w| w["name"] == entry_name.as_str());
-        if entry_name == reservation_name {
-            reservation_wanted = true;
+        if let Some(wanted) = optional.get_mut(&entry_name) {
+            *wanted = true;
             if index.is_none() {
-                // Rendered only while a group reserves: added, with the /validate entry's clientConfig.
-                let client = webhooks
+                // Added with the enforce entry's clientConfig (the reservation entry: its /validate-reservation).
+                let enforce = webhooks
                     .iter()
-                    .find(|w| w["name"] == Entry::Enforce.name(kind.webhook(), name).as_str())
-                    .and_then(reservation::client_config_from)
-                    .ok_or_else(|| ReconcileError::NoClientConfig {
-                        name: name.to_owned(),
-                        entry: entry_name.clone(),
-                        from: Entry::Enforce.name(kind.webhook(), name),
-                    })?;
+                    .find(|w| w["name"] == Entry::Enforce.name(kind.webhook(), name).as_str());
+                let client = if entry_name == reservation_name {
+                    enforce.and_then(reservation::client_config_from)
+                } else {
+                    enforce.and_then(|w| w.get("clientConfig")).cloned()
+                };
+                let client = client.ok_or_else(|| ReconcileError::NoClientConfig {
+                    name: name.to_owned(),
+                    entry: entry_name.clone(),
+                    from: Entry::Enforce.name(kind.webhook(), name),
+                })?;
                 let mut entry = want;
                 entry["clientConfig"] = client;
                 if let Some(last) = webhooks.len().checked_sub(1) {
@@ -499,17 +577,29 @@ pub(crate) fn plan_patch(
             changed.push(entry_name);
         }
     }
-    if !reservation_wanted && let Some(index) = webhooks.iter().position(|w| w["name"] == reservation_name.as_str()) {
-        // No group reserves any more: the entry goes, so no pod is sent for nothing.
+    // No group reserves (or is on policies) any more: the entry goes, so no pod is sent for
+    // nothing. Removed from the last index down, so that each index still holds.
+    let mut unwanted: Vec<(usize, String)> = optional
+        .into_iter()
+        .filter(|(_, wanted)| !wanted)
+        .filter_map(|(entry, _)| {
+            webhooks
+                .iter()
+                .position(|w| w["name"] == entry.as_str())
+                .map(|i| (i, entry))
+        })
+        .collect();
+    unwanted.sort_by_key(|(index, _)| std::cmp::Reverse(*index));
+    for (index, entry) in unwanted {
         let i = index.to_string();
         operations.push(PatchOperation::Test(TestOperation {
             path: pointer(&["webhooks", &i, "name"]),
-            value: Value::String(reservation_name.clone()),
+            value: Value::String(entry.clone()),
         }));
         operations.push(PatchOperation::Remove(RemoveOperation {
             path: pointer(&["webhooks", &i]),
         }));
-        changed.push(reservation_name);
+        changed.push(entry);
     }
     Ok((operations, changed))
 }
@@ -553,6 +643,9 @@ pub struct Reconciler {
     pub entries: EntrySettings,
     pub live: Arc<ArcSwap<Loaded>>,
     pub metrics: ReconcileMetrics,
+    /// The admission policies of groups on `enforceWith: policy` (`--admission-policies`);
+    /// `None`: not reconciled, every group stays on the webhook.
+    pub policies: Option<Arc<policies::PolicySync>>,
 }
 
 async fn reconcile_one<K>(
@@ -561,6 +654,7 @@ async fn reconcile_one<K>(
     name: &str,
     config: &Config,
     entries: &EntrySettings,
+    on_policy: &BTreeSet<String>,
 ) -> Result<Vec<String>, ReconcileError>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + fmt::Debug,
@@ -572,7 +666,7 @@ where
     })?;
     let json = serde_json::to_value(&object).unwrap_or(Value::Null);
     let webhooks = json["webhooks"].as_array().map(Vec::as_slice).unwrap_or_default();
-    let (operations, changed) = plan_patch(kind, name, webhooks, config, entries)?;
+    let (operations, changed) = plan_patch(kind, name, webhooks, config, entries, on_policy)?;
     if operations.is_empty() {
         return Ok(changed);
     }
@@ -596,17 +690,36 @@ impl Reconciler {
     pub async fn reconcile(&self) -> bool {
         let loaded = self.live.load_full();
         let attempt = async {
-            let mut errors = Vec::new();
+            let mut errors: Vec<ReconcileError> = Vec::new();
             let mut patched = false;
+            // The policies first: a group leaves the webhook only once they are in place.
+            let mut wanted = BTreeMap::new();
+            let mut on_policy = BTreeSet::new();
+            let mut served = false;
+            if let Some(sync) = &self.policies {
+                match sync.served(&self.client).await {
+                    Ok(true) => {
+                        served = true;
+                        wanted = policies::wanted(&loaded.config);
+                        let (handed, error) = sync.apply(&self.client, &wanted).await;
+                        on_policy = handed;
+                        errors.extend(error.map(ReconcileError::from));
+                    }
+                    Ok(false) => {}
+                    Err(err) => errors.push(err.into()),
+                }
+                sync.set_pending(sync.pending(&wanted, &on_policy));
+            }
+            self.metrics.policy_groups.set(crate::metrics::gauge(on_policy.len()));
             for (kind, name) in &self.targets {
                 let result = match kind {
                     Kind::Mutating => {
                         let api: Api<MutatingWebhookConfiguration> = Api::all(self.client.clone());
-                        reconcile_one(api, *kind, name, &loaded.config, &self.entries).await
+                        reconcile_one(api, *kind, name, &loaded.config, &self.entries, &on_policy).await
                     }
                     Kind::Validating => {
                         let api: Api<ValidatingWebhookConfiguration> = Api::all(self.client.clone());
-                        reconcile_one(api, *kind, name, &loaded.config, &self.entries).await
+                        reconcile_one(api, *kind, name, &loaded.config, &self.entries, &on_policy).await
                     }
                 };
                 match result {
@@ -628,6 +741,14 @@ impl Reconciler {
                     }
                     Err(err) => errors.push(err),
                 }
+            }
+            // Deleted only once the webhook entries enforce every group that left the policies.
+            if let Some(sync) = &self.policies
+                && served
+                && errors.is_empty()
+                && let Err(err) = sync.prune(&self.client, &wanted).await
+            {
+                errors.push(err.into());
             }
             (patched, errors)
         };
@@ -670,7 +791,11 @@ pub fn spawn(
             changed.mark_unchanged();
             let wait = if reconciler.reconcile().await {
                 retry = RETRY_FIRST;
-                resync
+                if reconciler.policies.as_ref().is_some_and(|p| p.is_pending()) {
+                    policies::HANDOVER_DELAY
+                } else {
+                    resync
+                }
             } else {
                 let wait = retry.min(resync);
                 retry = (retry * 2).min(RETRY_MAX);
@@ -706,6 +831,8 @@ named_enum! {
 #[derive(Debug, Clone)]
 pub struct ReconcileMetrics {
     webhook_reconciles: Family<ResultLabels, Counter>,
+    /// `pod_director_policy_groups`: groups whose pods are handed over to their admission policies.
+    pub policy_groups: Gauge,
 }
 
 impl ReconcileMetrics {
@@ -716,7 +843,17 @@ impl ReconcileMetrics {
             "Reconciliations of the webhook configurations' namespaceSelectors with the live configuration, by result",
             Family::default(),
         );
-        Self { webhook_reconciles }
+        let policy_groups = register(
+            r,
+            "policy_groups",
+            "Groups in enforce whose pods are enforced by their admission policies (enforceWith: policy, handed over \
+             from the webhook)",
+            Gauge::default(),
+        );
+        Self {
+            webhook_reconciles,
+            policy_groups,
+        }
     }
 
     /// Exports every result at 0 before the first reconciliation.
@@ -737,6 +874,7 @@ impl ReconcileMetrics {
     }
 }
 
+pub mod policies;
 pub mod reservation;
 
 #[cfg(test)]

@@ -369,9 +369,20 @@ fn check_config_prints_ok_and_one_line_per_group() {
     let text = stdout(&out);
     let lines: Vec<&str> = text.lines().collect();
     assert!(lines[0].starts_with("ok: ") && lines[0].contains("revision "), "{text}");
-    assert_eq!(lines.len(), 4, "{text}");
+    assert_eq!(lines.len(), 7, "{text}");
     assert!(
         lines.contains(&"ci: mode=enforce onConflict=reject nodeSelector=node-pool=ci tolerations=1"),
+        "{text}"
+    );
+    // And whether each group compiles to admission policies, or why not.
+    assert!(
+        lines.contains(&"policy ci: compiles to admission policies (enforceWith: policy)"),
+        "{text}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("policy gpu: webhook only: affinity:")),
         "{text}"
     );
 }

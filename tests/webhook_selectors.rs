@@ -87,7 +87,13 @@ fn server_entries(values_file: &Path) -> Value {
     for kind in [Kind::Mutating, Kind::Validating] {
         out.insert(
             kind.as_str().to_owned(),
-            Value::Array(owned_entries(kind, RELEASE, &loaded.config, &settings)),
+            Value::Array(owned_entries(
+                kind,
+                RELEASE,
+                &loaded.config,
+                &settings,
+                &Default::default(),
+            )),
         );
     }
     Value::Object(out)

@@ -29,6 +29,8 @@ enum CliError {
     Runtime(std::io::Error),
     #[error("cannot render JSON: {0}")]
     Json(#[from] serde_json::Error),
+    #[error("cannot render YAML: {0}")]
+    Yaml(String),
 }
 
 pub fn run(args: &AuditArgs) -> ExitCode {
@@ -40,6 +42,10 @@ pub fn run(args: &AuditArgs) -> ExitCode {
     let rendered = result.and_then(|audit| {
         let text = match args.output {
             OutputFormat::Json => format!("{}\n", audit::report::json(&audit)?),
+            OutputFormat::Yaml => {
+                let value: serde_json::Value = serde_json::from_str(&audit::report::json(&audit)?)?;
+                serde_saphyr::to_string(&value).map_err(|e| CliError::Yaml(e.to_string()))?
+            }
             OutputFormat::Text => audit::report::text(&audit),
         };
         Ok((audit, text))

@@ -4,7 +4,8 @@
 use std::process::ExitCode;
 
 use super::CheckConfigArgs;
-use crate::config::{Config, schema};
+use crate::config::{Config, EnforceWith, schema};
+use crate::placement::policy::object_name;
 
 pub fn run(args: &CheckConfigArgs) -> ExitCode {
     if args.print_schema {
@@ -33,6 +34,9 @@ pub fn run(args: &CheckConfigArgs) -> ExitCode {
             for line in loaded.config.group_summaries() {
                 println!("{line}");
             }
+            for line in policy_lines(&loaded.config) {
+                println!("{line}");
+            }
             ExitCode::SUCCESS
         }
         Err(err) => {
@@ -40,4 +44,28 @@ pub fn run(args: &CheckConfigArgs) -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// Per group, whether admission policies enforce it or could (`enforceWith`).
+fn policy_lines(config: &Config) -> Vec<String> {
+    config
+        .groups
+        .iter()
+        .map(|(name, group)| {
+            let blockers = config.policy_blockers(name, group);
+            let status = if config.on_policy(group) {
+                format!("enforced by admission policies {}", object_name(name))
+            } else if group.enforce_with == EnforceWith::Policy {
+                format!(
+                    "compiles; enforceWith: policy takes effect in enforce (now {})",
+                    config.mode_of(group)
+                )
+            } else if blockers.is_empty() {
+                "compiles to admission policies (enforceWith: policy)".to_owned()
+            } else {
+                format!("webhook only: {}", blockers.join("; "))
+            };
+            format!("policy {name}: {status}")
+        })
+        .collect()
 }

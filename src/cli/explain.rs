@@ -148,6 +148,9 @@ struct ViolationView {
 }
 
 pub fn run(args: &ExplainArgs) -> ExitCode {
+    if args.policies {
+        return super::policies::run(args);
+    }
     match explain(args) {
         Ok((reports, failed)) => {
             match args.output {
@@ -155,6 +158,13 @@ pub fn run(args: &ExplainArgs) -> ExitCode {
                     Ok(text) => println!("{text}"),
                     Err(err) => {
                         eprintln!("error: cannot render JSON: {err}");
+                        return ExitCode::from(2);
+                    }
+                },
+                OutputFormat::Yaml => match serde_saphyr::to_string(&reports) {
+                    Ok(text) => print!("{text}"),
+                    Err(err) => {
+                        eprintln!("error: cannot render YAML: {err}");
                         return ExitCode::from(2);
                     }
                 },

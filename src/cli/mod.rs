@@ -4,6 +4,7 @@ mod audit;
 mod check_config;
 mod duration;
 pub(crate) mod explain;
+mod policies;
 mod serve;
 
 use std::path::PathBuf;
@@ -46,6 +47,7 @@ pub enum Command {
 pub enum OutputFormat {
     Text,
     Json,
+    Yaml,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -62,8 +64,12 @@ pub struct ExplainArgs {
     #[arg(short, long)]
     pub config: Option<PathBuf>,
     /// Manifest files or directories (YAML or JSON, multi-document); `-` reads standard input.
-    #[arg(short = 'f', long = "filename", required = true, num_args = 1..)]
+    #[arg(short = 'f', long = "filename", required_unless_present = "policies", num_args = 1..)]
     pub files: Vec<PathBuf>,
+    /// Print the admission policies compiled from the groups with `enforceWith: policy` in enforce
+    /// (with `--group`: that group's, whatever its mode), for review before they are applied.
+    #[arg(long, conflicts_with_all = ["files", "nodes", "namespace", "fail_on"])]
+    pub policies: bool,
     /// Namespace for objects that name none (default: "default").
     #[arg(short, long)]
     pub namespace: Option<String>,

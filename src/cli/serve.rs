@@ -99,6 +99,11 @@ pub struct ReconcileArgs {
     /// (undoes drift, e.g. a `helm upgrade` rendering other selectors), e.g. 60s.
     #[arg(long, env = "POD_DIRECTOR_WEBHOOK_RESYNC_INTERVAL", default_value = "60s", value_parser = parse_duration)]
     pub webhook_resync_interval: Duration,
+    /// Apply and keep in step the MutatingAdmissionPolicy and ValidatingAdmissionPolicy (and their
+    /// bindings) of the groups with `enforceWith: policy` in enforce, and hand their pods over to
+    /// them from the webhook entries (the chart's `policies.reconcile`). Off: every group stays on the webhook.
+    #[arg(long, env = "POD_DIRECTOR_ADMISSION_POLICIES", default_value_t = false, action = clap::ArgAction::Set)]
+    pub admission_policies: bool,
     #[command(flatten)]
     pub entries: crate::webhooks::EntrySettings,
 }

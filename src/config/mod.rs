@@ -99,6 +99,43 @@ named_enum! {
     }
 }
 
+named_enum! {
+    /// Which admission path enforces a group in enforce (`groups.NAME.enforceWith`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
+    #[serde(rename_all = "camelCase")]
+    #[schemars(rename = "enforceWith", transform = schema::variants_as_enum)]
+    pub enum EnforceWith {
+        /// pod-director's webhook entries (failurePolicy Fail): every rule, but no pod of the group
+        /// can be created while pod-director is unreachable.
+        #[default]
+        Webhook => "webhook",
+        /// A MutatingAdmissionPolicy and a ValidatingAdmissionPolicy compiled from the group, run by the
+        /// API server itself: pods are placed while pod-director is down. Takes effect in enforce; pods
+        /// naming `spec.nodeName`, pod updates and DaemonSets stay on the webhook.
+        Policy => "policy",
+    }
+}
+
+named_enum! {
+    /// Which pods of groups enforced by admission policies the webhook still sees, to log and
+    /// count their decisions (`policyObservation`): a failurePolicy-Ignore call, sampled by the
+    /// request's UID.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
+    #[serde(rename_all = "camelCase")]
+    #[schemars(rename = "policyObservation", transform = schema::variants_as_enum)]
+    pub enum PolicyObservation {
+        /// Every pod: a webhook call per pod, as many as the webhook path makes (but never refusing).
+        Every => "every",
+        /// One pod in 16 (the request UID's last hex digit is 0).
+        #[default]
+        OneIn16 => "oneIn16",
+        /// One pod in 256 (the request UID ends in 00).
+        OneIn256 => "oneIn256",
+        /// None: no decision line for these pods; the policies' own audit is the API server's.
+        None => "none",
+    }
+}
+
 /// One group: the placement its pods must carry.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -136,6 +173,9 @@ pub struct Group {
     /// Where the group's nodes come from, when they need not all exist yet.
     #[serde(default, skip_serializing_if = "is_default")]
     pub nodes: GroupNodes,
+    /// The admission path that enforces the group in enforce.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub enforce_with: EnforceWith,
 }
 
 /// Where a group's nodes come from (`groups.NAME.nodes`).
@@ -268,6 +308,9 @@ pub struct Config {
     /// Who may change namespace group labels.
     #[serde(default)]
     pub namespace_guard: NamespaceGuard,
+    /// Which pods of groups enforced by admission policies are still sent to the webhook to be logged.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub policy_observation: PolicyObservation,
     #[serde(default)]
     #[schemars(with = "Groups")]
     pub groups: BTreeMap<String, Group>,
@@ -285,6 +328,7 @@ impl Default for Config {
             on_no_feasible_node: OnNoFeasibleNode::default(),
             daemon_set_controller: default_daemon_set_controller(),
             namespace_guard: NamespaceGuard::default(),
+            policy_observation: PolicyObservation::default(),
             groups: BTreeMap::new(),
         }
     }
@@ -437,6 +481,10 @@ impl Config {
                 message: e.to_string(),
             }])
         })?;
+        let errors = config.policy_errors();
+        if !errors.is_empty() {
+            return Err(invalid(errors));
+        }
         let revision = config.revision();
         if config.groups.is_empty() {
             warnings.push(NO_GROUPS_WARNING.to_owned());
@@ -520,6 +568,59 @@ impl Config {
         group.allow_daemon_sets
     }
 
+    /// Why `group` (named `name`) cannot be enforced by admission policies: the rules of it that
+    /// only the webhook can decide. Empty when it can.
+    pub fn policy_blockers(&self, name: &str, group: &Group) -> Vec<String> {
+        let mut out = Vec::new();
+        if group.affinity.is_some() {
+            out.push(
+                "affinity: the webhook merges it with the pod's own (implied and contradictory node selector \
+                 terms, their cross product, pod affinity terms compared whole), which the policy compiler \
+                 does not express in CEL"
+                    .to_owned(),
+            );
+        }
+        if self.on_no_feasible_node_of(group) == OnNoFeasibleNode::Deny {
+            out.push("onNoFeasibleNode: deny counts the cluster's nodes, which only the webhook can".to_owned());
+        }
+        if self.default_group.as_deref() == Some(name) {
+            out.push(
+                "it is the defaultGroup: namespaces without the label stay on the webhook's default-group entry"
+                    .to_owned(),
+            );
+        }
+        out
+    }
+
+    /// Whether `group` is enforced by admission policies: in enforce, with `enforceWith: policy`.
+    pub fn on_policy(&self, group: &Group) -> bool {
+        group.enforce_with == EnforceWith::Policy && self.mode_of(group) == Mode::Enforce
+    }
+
+    /// A group with `enforceWith: policy` whose rules a policy cannot express is refused: it
+    /// would silently stay on the webhook.
+    fn policy_errors(&self) -> Vec<FieldError> {
+        self.groups
+            .iter()
+            .filter(|(_, group)| group.enforce_with == EnforceWith::Policy)
+            .filter_map(|(name, group)| {
+                let blockers = self.policy_blockers(name, group);
+                (!blockers.is_empty()).then(|| FieldError {
+                    path: path::Path::root()
+                        .key("groups")
+                        .key(name)
+                        .key("enforceWith")
+                        .to_string(),
+                    message: format!(
+                        "policy, but admission policies cannot enforce this group: {}; set enforceWith: webhook \
+                         (or remove what only the webhook can decide)",
+                        blockers.join("; ")
+                    ),
+                })
+            })
+            .collect()
+    }
+
     /// One line per group, for `check-config` and start-up logs.
     pub(crate) fn group_summaries(&self) -> Vec<String> {
         self.groups
@@ -560,6 +661,9 @@ impl Config {
                 }
                 if self.default_group.as_deref() == Some(name.as_str()) {
                     parts.push("default".to_owned());
+                }
+                if g.enforce_with == EnforceWith::Policy {
+                    parts.push("enforceWith=policy".to_owned());
                 }
                 format!("{name}: {}", parts.join(" "))
             })

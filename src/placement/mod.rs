@@ -12,6 +12,7 @@ mod decide;
 pub mod feasible;
 mod plan;
 mod pod;
+pub mod policy;
 pub mod provision;
 pub mod reservation;
 mod tolerations;

@@ -21,7 +21,7 @@ groups:
 
 #[test]
 fn groups_are_selected_by_the_entry_of_their_mode() {
-    let selectors = namespace_selectors(&config(GROUPS));
+    let selectors = namespace_selectors(&config(GROUPS), &BTreeSet::new());
     let excluded = json!({"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-node-lease", "kube-public", "kube-system"]});
     assert_eq!(
         expressions(&selectors[&Entry::Enforce]),
@@ -48,7 +48,7 @@ fn groups_are_selected_by_the_entry_of_their_mode() {
 
 #[test]
 fn an_entry_with_nothing_to_serve_selects_a_name_no_namespace_can_have() {
-    let selectors = namespace_selectors(&config("groups: {a: {}}"));
+    let selectors = namespace_selectors(&config("groups: {a: {}}"), &BTreeSet::new());
     assert_eq!(
         expressions(&selectors[&Entry::Enforce])[0],
         json!({"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["none.pod-director.io"]})
@@ -61,7 +61,7 @@ fn an_entry_with_nothing_to_serve_selects_a_name_no_namespace_can_have() {
         crate::config::syntax::dns1123_label(NO_NAMESPACE).is_some(),
         "but never a namespace's name"
     );
-    let none = namespace_selectors(&config("groups: {}"));
+    let none = namespace_selectors(&config("groups: {}"), &BTreeSet::new());
     assert_eq!(
         expressions(&none[&Entry::UnknownGroup]),
         json!([
@@ -75,7 +75,7 @@ fn an_entry_with_nothing_to_serve_selects_a_name_no_namespace_can_have() {
 fn a_default_group_selects_unlabelled_namespaces_with_its_modes_policy() {
     let c = config(&format!("defaultGroup: ci\n{GROUPS}"));
     assert_eq!(
-        expressions(&namespace_selectors(&c)[&Entry::DefaultGroup])[0],
+        expressions(&namespace_selectors(&c, &BTreeSet::new())[&Entry::DefaultGroup])[0],
         json!({"key": "pod-director/group", "operator": "DoesNotExist"})
     );
     assert_eq!(default_group_follows(&c), Entry::Enforce);
@@ -98,7 +98,7 @@ fn excluded_namespaces_always_include_kube_system_sorted_once() {
     c.excluded_namespaces.push("pod-director".to_owned());
     assert_eq!(excluded(&c), ["kube-system", "monitoring", "pod-director"]);
     let c = config("excludedNamespaces: []\nnamespaceLabel: infra.example.com/pool\ngroups: {a: {}}");
-    let selectors = namespace_selectors(&c);
+    let selectors = namespace_selectors(&c, &BTreeSet::new());
     assert_eq!(
         expressions(&selectors[&Entry::Observe]),
         json!([
@@ -112,7 +112,7 @@ fn excluded_namespaces_always_include_kube_system_sorted_once() {
 /// API server stores it (clientConfig set, objectSelector defaulted to `{}`), with a
 /// foreign entry (another feature's) at index 2, and `settings`.
 fn rendered_with(kind: Kind, name: &str, yaml: &str, settings: &EntrySettings) -> Vec<Value> {
-    let mut out: Vec<Value> = owned_entries(kind, name, &config(yaml), settings)
+    let mut out: Vec<Value> = owned_entries(kind, name, &config(yaml), settings, &BTreeSet::new())
         .into_iter()
         .map(|mut w| {
             w["clientConfig"] =
@@ -135,7 +135,15 @@ fn rendered(kind: Kind, name: &str, yaml: &str) -> Vec<Value> {
 }
 
 fn plan(kind: Kind, live: &[Value], yaml: &str) -> (Vec<PatchOperation>, Vec<String>) {
-    plan_patch(kind, "pd", live, &config(yaml), &EntrySettings::default()).expect("a plan")
+    plan_patch(
+        kind,
+        "pd",
+        live,
+        &config(yaml),
+        &EntrySettings::default(),
+        &BTreeSet::new(),
+    )
+    .expect("a plan")
 }
 
 fn patched(live: &[Value], ops: &[PatchOperation]) -> Vec<Value> {
@@ -239,7 +247,15 @@ fn a_default_group_set_by_a_reload_gets_unlabelled_namespaces_and_the_enforce_po
         ..EntrySettings::default()
     };
     let live = rendered_with(Kind::Mutating, "pd", GROUPS, &relaxed);
-    let (ops, _) = plan_patch(Kind::Mutating, "pd", &live, &config(&with_default), &relaxed).unwrap();
+    let (ops, _) = plan_patch(
+        Kind::Mutating,
+        "pd",
+        &live,
+        &config(&with_default),
+        &relaxed,
+        &BTreeSet::new(),
+    )
+    .unwrap();
     let after = patched(&live, &ops);
     assert_eq!(
         entry(&after, "default-group.mutate.pd.pod-director.io")["failurePolicy"],
@@ -332,11 +348,17 @@ fn the_guard_entries_split_namespaces_by_their_groups_modes() {
 #[test]
 fn the_guard_entries_failure_policies_follow_the_groups_or_the_explicit_guard_mode() {
     let policies = |yaml: &str| -> Vec<Value> {
-        owned_entries(Kind::Validating, "pd", &config(yaml), &EntrySettings::default())
-            .into_iter()
-            .filter(|w| w["name"].as_str().is_some_and(|n| n.contains(".namespace-guard.")))
-            .map(|w| w["failurePolicy"].clone())
-            .collect()
+        owned_entries(
+            Kind::Validating,
+            "pd",
+            &config(yaml),
+            &EntrySettings::default(),
+            &BTreeSet::new(),
+        )
+        .into_iter()
+        .filter(|w| w["name"].as_str().is_some_and(|n| n.contains(".namespace-guard.")))
+        .map(|w| w["failurePolicy"].clone())
+        .collect()
     };
     assert_eq!(policies(GROUPS), [json!("Fail"), json!("Ignore")]);
     assert_eq!(
@@ -348,9 +370,15 @@ fn the_guard_entries_failure_policies_follow_the_groups_or_the_explicit_guard_mo
         [json!("Ignore"), json!("Ignore")]
     );
     assert!(
-        owned_entries(Kind::Mutating, "pd", &config(GROUPS), &EntrySettings::default())
-            .iter()
-            .all(|w| !w["name"].as_str().unwrap_or_default().contains("namespace-guard")),
+        owned_entries(
+            Kind::Mutating,
+            "pd",
+            &config(GROUPS),
+            &EntrySettings::default(),
+            &BTreeSet::new()
+        )
+        .iter()
+        .all(|w| !w["name"].as_str().unwrap_or_default().contains("namespace-guard")),
         "the guard only validates"
     );
 }
@@ -359,7 +387,15 @@ fn the_guard_entries_failure_policies_follow_the_groups_or_the_explicit_guard_mo
 fn a_missing_entry_is_an_error_and_nothing_is_added() {
     let mut live = rendered(Kind::Mutating, "pd", GROUPS);
     live.retain(|w| w["name"] != "default-group.mutate.pd.pod-director.io");
-    let err = plan_patch(Kind::Mutating, "pd", &live, &config(GROUPS), &EntrySettings::default()).unwrap_err();
+    let err = plan_patch(
+        Kind::Mutating,
+        "pd",
+        &live,
+        &config(GROUPS),
+        &EntrySettings::default(),
+        &BTreeSet::new(),
+    )
+    .unwrap_err();
     assert!(
         err.to_string().starts_with(
             "MutatingWebhookConfiguration pd has no webhook entry \"default-group.mutate.pd.pod-director.io\""
@@ -374,6 +410,7 @@ fn a_missing_entry_is_an_error_and_nothing_is_added() {
         &live,
         &config(GROUPS),
         &EntrySettings::default(),
+        &BTreeSet::new(),
     )
     .unwrap_err();
     assert_contains(&err.to_string(), "observe.namespace-guard.pd.pod-director.io");
@@ -576,6 +613,7 @@ fn reconciler(api: &FakeApi, yaml: &str) -> (Reconciler, Arc<ArcSwap<Loaded>>, M
         entries: EntrySettings::default(),
         live: live.clone(),
         metrics: metrics.reconciles.clone(),
+        policies: None,
     };
     (reconciler, live, metrics)
 }
@@ -687,7 +725,7 @@ async fn several_replicas_reconcile_to_the_same_state_and_then_patch_nothing() {
             assert!(r.reconcile().await);
         }
     }
-    let desired = namespace_selectors(&config(&flipped));
+    let desired = namespace_selectors(&config(&flipped), &BTreeSet::new());
     for path in [MUTATING_PATH, VALIDATING_PATH] {
         let webhooks = api.webhooks(path);
         assert_eq!(
@@ -709,4 +747,111 @@ async fn several_replicas_reconcile_to_the_same_state_and_then_patch_nothing() {
         patches,
         "in step: no replica patches again"
     );
+}
+
+const ON_POLICY: &str = "
+groups:
+  ci: {mode: enforce, enforceWith: policy, nodeSelector: {pool: ci}}
+  web: {mode: enforce}
+";
+
+#[test]
+fn groups_handed_over_to_their_policies_leave_the_enforce_entry_for_the_policy_entries() {
+    let c = config(ON_POLICY);
+    let handed = BTreeSet::from(["ci".to_owned()]);
+    let before = namespace_selectors(&c, &BTreeSet::new());
+    assert_eq!(expressions(&before[&Entry::Enforce])[0]["values"], json!(["ci", "web"]));
+    let after = namespace_selectors(&c, &handed);
+    assert_eq!(expressions(&after[&Entry::Enforce])[0]["values"], json!(["web"]));
+    let names = |kind| -> Vec<String> {
+        owned_entries(kind, "pd", &c, &EntrySettings::default(), &handed)
+            .iter()
+            .map(|w| w["name"].as_str().unwrap_or_default().to_owned())
+            .filter(|n| n.starts_with("policy"))
+            .collect()
+    };
+    assert_eq!(
+        names(Kind::Mutating),
+        [
+            "policy.mutate.pd.pod-director.io",
+            "policy-observe.mutate.pd.pod-director.io"
+        ]
+    );
+    assert_eq!(names(Kind::Validating), ["policy.validate.pd.pod-director.io"]);
+    let entries = owned_entries(Kind::Mutating, "pd", &c, &EntrySettings::default(), &handed);
+    let fallback = entry(&entries, "policy.mutate.pd.pod-director.io");
+    assert_eq!(fallback["failurePolicy"], "Fail");
+    assert_eq!(fallback["matchConditions"][0]["expression"], policy::WEBHOOK_ONLY);
+    assert_eq!(expressions_of(fallback)[0]["values"], json!(["ci"]));
+    let observe = entry(&entries, "policy-observe.mutate.pd.pod-director.io");
+    assert_eq!(observe["failurePolicy"], "Ignore");
+    assert_contains(
+        observe["matchConditions"][0]["expression"].as_str().unwrap_or_default(),
+        "request.uid",
+    );
+    // Nothing handed over: the chart's entries exactly.
+    assert_eq!(
+        owned_entries(Kind::Mutating, "pd", &c, &EntrySettings::default(), &BTreeSet::new()),
+        owned_entries(
+            Kind::Mutating,
+            "pd",
+            &config("groups: {ci: {mode: enforce}, web: {mode: enforce}}"),
+            &EntrySettings::default(),
+            &BTreeSet::new()
+        )
+    );
+}
+
+fn expressions_of(entry: &Value) -> Value {
+    entry["namespaceSelector"]["matchExpressions"].clone()
+}
+
+#[test]
+fn the_policy_entries_are_added_with_the_enforce_entrys_client_config_and_removed_after() {
+    let handed = BTreeSet::from(["ci".to_owned()]);
+    let live = rendered(Kind::Mutating, "pd", ON_POLICY);
+    let (ops, changed) = plan_patch(
+        Kind::Mutating,
+        "pd",
+        &live,
+        &config(ON_POLICY),
+        &EntrySettings::default(),
+        &handed,
+    )
+    .expect("plan");
+    assert!(
+        changed.contains(&"policy.mutate.pd.pod-director.io".to_owned()),
+        "{changed:?}"
+    );
+    let after = patched(&live, &ops);
+    let added = entry(&after, "policy.mutate.pd.pod-director.io");
+    assert_eq!(
+        added["clientConfig"],
+        entry(&live, "enforce.mutate.pd.pod-director.io")["clientConfig"]
+    );
+    assert!(
+        after
+            .iter()
+            .any(|w| w["name"] == "policy-observe.mutate.pd.pod-director.io")
+    );
+    // Handed over: a second plan changes nothing.
+    let (ops, _) = plan_patch(
+        Kind::Mutating,
+        "pd",
+        &after,
+        &config(ON_POLICY),
+        &EntrySettings::default(),
+        &handed,
+    )
+    .expect("plan");
+    assert!(ops.is_empty(), "{ops:?}");
+    // Taken back by the webhook: both entries go, the enforce entry selects the group again.
+    let (ops, changed) = plan(Kind::Mutating, &after, ON_POLICY);
+    let back = patched(&after, &ops);
+    assert!(
+        back.iter()
+            .all(|w| !w["name"].as_str().unwrap_or_default().starts_with("policy")),
+        "{changed:?}"
+    );
+    assert_eq!(back, live);
 }

@@ -1,0 +1,244 @@
+use super::*;
+use crate::support::config;
+
+const GROUPS: &str = r#"
+groups:
+  ci:
+    mode: enforce
+    enforceWith: policy
+    onConflict: override
+    allowPodExclusion: true
+    allowDaemonSets: true
+    nodeSelector: {node-pool: ci, "example.com/tier": gold}
+    tolerations:
+      - {key: dedicated, value: ci, effect: NoSchedule}
+      - {key: dedicated, operator: Equal, value: ci, effect: NoSchedule}
+      - {key: gpu, operator: Exists, effect: NoExecute, tolerationSeconds: 30}
+"#;
+
+fn compiled(yaml: &str, group: &str) -> Policies {
+    let config = config(yaml);
+    let g = &config.groups[group];
+    compile(&config, group, g, &["kube-system".to_owned()]).expect("compiles")
+}
+
+fn kinds(p: &Policies) -> Vec<&str> {
+    p.objects
+        .iter()
+        .map(|o| o["kind"].as_str().unwrap_or_default())
+        .collect()
+}
+
+#[test]
+fn a_group_compiles_to_two_policies_and_their_bindings_all_named_after_it() {
+    let p = compiled(GROUPS, "ci");
+    assert_eq!(p.name, "pod-director-ci");
+    assert_eq!(
+        kinds(&p),
+        [
+            "MutatingAdmissionPolicy",
+            "MutatingAdmissionPolicyBinding",
+            "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding"
+        ]
+    );
+    for object in &p.objects {
+        assert_eq!(object["apiVersion"], API_VERSION);
+        assert_eq!(object["metadata"]["name"], "pod-director-ci");
+        assert_eq!(object["metadata"]["labels"][MANAGED_BY_LABEL], MANAGED_BY);
+        assert_eq!(object["metadata"]["labels"][GROUP_LABEL], "ci");
+    }
+    assert_eq!(p.objects[1]["spec"]["policyName"], "pod-director-ci");
+    assert_eq!(p.objects[3]["spec"]["validationActions"], json!(["Deny"]));
+    let selector = &p.objects[1]["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"];
+    assert_eq!(
+        selector,
+        &json!([
+            {"key": "pod-director/group", "operator": "In", "values": ["ci"]},
+            {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system"]},
+        ])
+    );
+    assert_eq!(
+        selector,
+        &p.objects[3]["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"]
+    );
+    // Pod CREATEs only: updates, DaemonSets and spec.nodeName stay on the webhook.
+    let rules = &p.objects[0]["spec"]["matchConstraints"]["resourceRules"];
+    assert_eq!(rules[0]["operations"], json!(["CREATE"]));
+    assert_eq!(rules[0]["resources"], json!(["pods"]));
+    assert_eq!(p.objects[0]["spec"]["failurePolicy"], "Fail");
+    assert_eq!(p.objects[2]["spec"]["failurePolicy"], "Fail");
+}
+
+#[test]
+fn the_skip_rules_are_match_conditions_of_both_policies() {
+    let p = compiled(GROUPS, "ci");
+    let names = |i: usize| -> Vec<String> {
+        p.objects[i]["spec"]["matchConditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| c["name"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    };
+    let expected = [
+        "not-left-to-the-webhook",
+        "not-excluded-by-label",
+        "not-a-daemon-set-pod",
+    ];
+    assert_eq!(names(0), expected);
+    assert_eq!(names(2), expected);
+    let conditions = p.objects[0]["spec"]["matchConditions"].to_string();
+    assert!(conditions.contains("pod-director/exclude"), "{conditions}");
+    assert!(
+        conditions.contains("system:serviceaccount:kube-system:daemon-set-controller"),
+        "{conditions}"
+    );
+    let plain = compiled(
+        "groups: {a: {mode: enforce, enforceWith: policy, nodeSelector: {p: a}}}",
+        "a",
+    );
+    assert_eq!(
+        plain.objects[0]["spec"]["matchConditions"].as_array().map(Vec::len),
+        Some(1)
+    );
+}
+
+fn mutation(p: &Policies, i: usize) -> String {
+    p.objects[0]["spec"]["mutations"][i]["jsonPatch"]["expression"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[test]
+fn the_node_selector_mutation_escapes_keys_and_follows_on_conflict() {
+    let p = compiled(GROUPS, "ci");
+    let ns = mutation(&p, 0);
+    assert!(ns.starts_with("// groups.ci.nodeSelector:"), "{ns}");
+    assert!(ns.contains(r#""/spec/nodeSelector/example.com~1tier""#), "{ns}");
+    assert!(ns.contains(r#"op: "replace""#), "override replaces: {ns}");
+    let reject = compiled(
+        "groups: {a: {mode: enforce, enforceWith: policy, nodeSelector: {p: a}}}",
+        "a",
+    );
+    assert!(!mutation(&reject, 0).contains(r#"op: "replace""#));
+    let conflicts = reject.objects[2]["spec"]["variables"][0]["expression"].to_string();
+    assert!(conflicts.contains("(rejected)"), "{conflicts}");
+    let ignore = compiled(
+        "groups: {a: {mode: enforce, enforceWith: policy, onConflict: ignore, nodeSelector: {p: a}}}",
+        "a",
+    );
+    let violations = ignore.objects[2]["spec"]["variables"][1]["expression"].to_string();
+    assert!(violations.contains("missing; the group requires p=a"), "{violations}");
+    assert!(
+        !violations.contains("is \\\""),
+        "ignore keeps the pod's value: {violations}"
+    );
+}
+
+#[test]
+fn tolerations_spelled_alike_are_added_once_in_the_engines_spelling() {
+    let p = compiled(GROUPS, "ci");
+    let t = mutation(&p, 1);
+    // The first two are the same toleration (operator omitted = Equal): one variable, one append.
+    assert_eq!(t.matches("/spec/tolerations/-").count(), 2, "{t}");
+    let variables = p.objects[0]["spec"]["variables"].as_array().map(Vec::len);
+    assert_eq!(variables, Some(2));
+    assert!(
+        t.contains(
+            r#"Object.spec.tolerations{key: "dedicated", operator: "Equal", value: "ci", effect: "NoSchedule"}"#
+        ),
+        "{t}"
+    );
+    assert!(t.contains("tolerationSeconds: 30"), "{t}");
+    // The validating policy checks each of the group's tolerations, as /validate does.
+    let violations = p.objects[2]["spec"]["variables"][1]["expression"].to_string();
+    assert_eq!(violations.matches("missing a toleration of").count(), 3, "{violations}");
+}
+
+#[test]
+fn messages_are_the_webhooks() {
+    let p = compiled(GROUPS, "ci");
+    let validations = p.objects[2]["spec"]["validations"].to_string();
+    assert!(
+        validations.contains(r#"pod-director: the pod conflicts with placement group \\\"ci\\\": "#),
+        "{validations}"
+    );
+    assert!(
+        validations.contains(r#"pod-director: the pod does not satisfy placement group \\\"ci\\\": "#),
+        "{validations}"
+    );
+}
+
+#[test]
+fn object_names_are_valid_for_every_group_name() {
+    assert_eq!(object_name("ci"), "pod-director-ci");
+    for name in ["Team_A", "a.b", "UPPER", "x_"] {
+        let object = object_name(name);
+        assert!(
+            object
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'),
+            "{object}"
+        );
+        assert!(!object.ends_with('-'), "{object}");
+    }
+    assert_ne!(object_name("A"), object_name("a"));
+}
+
+#[test]
+fn groups_a_policy_cannot_express_are_not_compiled_and_say_why() {
+    let yaml = r#"
+onNoFeasibleNode: deny
+defaultGroup: d
+groups:
+  d: {mode: enforce}
+  aff:
+    mode: enforce
+    affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: z, operator: In, values: [a]}]}]}}}
+"#;
+    let config = config(yaml);
+    let err = compile(&config, "aff", &config.groups["aff"], &[]).expect_err("affinity");
+    let text = err.join("; ");
+    assert!(text.contains("affinity"), "{text}");
+    assert!(text.contains("onNoFeasibleNode: deny"), "{text}");
+    let err = compile(&config, "d", &config.groups["d"], &[]).expect_err("default group");
+    assert!(err.join("; ").contains("defaultGroup"), "{err:?}");
+}
+
+#[test]
+fn enforce_with_policy_on_a_group_a_policy_cannot_express_is_a_config_error() {
+    let yaml = r#"
+groups:
+  aff:
+    enforceWith: policy
+    onNoFeasibleNode: deny
+"#;
+    let err = Config::from_yaml(yaml, "test", Vec::new()).expect_err("refused");
+    let text = err.to_string();
+    assert!(text.contains("groups.aff.enforceWith: policy, but"), "{text}");
+    assert!(text.contains("set enforceWith: webhook"), "{text}");
+}
+
+#[test]
+fn only_enforce_groups_on_policy_are_compiled() {
+    let yaml = r#"
+groups:
+  a: {mode: enforce, enforceWith: policy, nodeSelector: {p: a}}
+  b: {mode: dryRun, enforceWith: policy, nodeSelector: {p: b}}
+  c: {mode: enforce, nodeSelector: {p: c}}
+"#;
+    let all = compile_all(&config(yaml), &[]);
+    assert_eq!(all.keys().collect::<Vec<_>>(), ["a"]);
+}
+
+#[test]
+fn observation_is_sampled_by_the_request_uid() {
+    assert_eq!(observation_condition(PolicyObservation::None), None);
+    let every = observation_condition(PolicyObservation::Every).unwrap_or_default();
+    assert!(every.ends_with("&& true"), "{every}");
+    let sampled = observation_condition(PolicyObservation::OneIn16).unwrap_or_default();
+    assert!(sampled.contains(r#"request.uid.endsWith("0")"#), "{sampled}");
+    assert!(sampled.starts_with(&format!("!({WEBHOOK_ONLY})")), "{sampled}");
+}

@@ -1,0 +1,216 @@
+//! The admission policies of the groups enforced by policies ([`crate::placement::policy`]),
+//! kept in step with the live configuration by the webhook reconciler, in one pass with the
+//! webhook entries so that a group is never enforced by neither:
+//!
+//! 1. the compiled objects are applied (server-side apply, field manager `pod-director`,
+//!    each policy before its binding);
+//! 2. a group is *handed over* once its objects have been in place for [`HANDOVER_DELAY`]
+//!    (time for the API server's policy plugin to load them) and applied again unchanged:
+//!    its namespaces then leave the webhook's `enforce` entry for the `policy` entries;
+//! 3. only after the webhook entries took a group back (it left `enforceWith: policy` or
+//!    enforce) are its objects deleted — found by the `app.kubernetes.io/managed-by` label.
+//!
+//! Only on API servers that serve `admissionregistration.k8s.io/v1` MutatingAdmissionPolicy
+//! (Kubernetes 1.36+): elsewhere every group stays on the webhook, with one warning.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use kube::Client;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams};
+use serde_json::Value;
+use tracing::{info, warn};
+
+use super::FIELD_MANAGER;
+use crate::placement::policy::{self, API_VERSION, GROUP_LABEL, MANAGED_BY, MANAGED_BY_LABEL, Policies};
+
+/// How long a group's policies are in place before its pods leave the webhook.
+pub const HANDOVER_DELAY: Duration = Duration::from_secs(2);
+
+/// The four kinds, in apply order (each policy before its binding), with their resources.
+const KINDS: [(&str, &str); 4] = [
+    ("MutatingAdmissionPolicy", "mutatingadmissionpolicies"),
+    ("MutatingAdmissionPolicyBinding", "mutatingadmissionpolicybindings"),
+    ("ValidatingAdmissionPolicy", "validatingadmissionpolicies"),
+    ("ValidatingAdmissionPolicyBinding", "validatingadmissionpolicybindings"),
+];
+
+fn api(client: &Client, kind: &str, plural: &str) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", kind);
+    Api::all_with(client.clone(), &ApiResource::from_gvk_with_plural(&gvk, plural))
+}
+
+/// Why the admission policies could not be reconciled.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PolicyError {
+    #[error("cannot read the API server's discovery of {API_VERSION}: {0}")]
+    Discovery(#[source] kube::Error),
+    #[error("cannot apply {kind} {name}: {source}")]
+    Apply {
+        kind: String,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("cannot list the {0} pod-director owns: {1}")]
+    List(&'static str, #[source] kube::Error),
+    #[error("cannot delete {kind} {name}: {source}")]
+    Delete {
+        kind: &'static str,
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// The state across passes: when each group's objects were first in place, and what was applied.
+#[derive(Debug, Default)]
+pub struct PolicySync {
+    applied: Mutex<BTreeMap<String, (Instant, Vec<Value>)>>,
+    unserved_warned: Mutex<bool>,
+    pending: AtomicBool,
+}
+
+impl PolicySync {
+    /// Whether the API server serves MutatingAdmissionPolicy at `admissionregistration.k8s.io/v1`.
+    pub(crate) async fn served(&self, client: &Client) -> Result<bool, PolicyError> {
+        let served = match client.list_api_group_resources(API_VERSION).await {
+            Ok(list) => list.resources.iter().any(|r| r.name == "mutatingadmissionpolicies"),
+            Err(kube::Error::Api(status)) if status.code == 404 => false,
+            Err(err) => return Err(PolicyError::Discovery(err)),
+        };
+        let mut warned = self
+            .unserved_warned
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !served && !*warned {
+            warn!(
+                "the API server does not serve {API_VERSION} MutatingAdmissionPolicy (Kubernetes 1.36+): groups with \
+                 enforceWith: policy stay on the webhook"
+            );
+        }
+        *warned = !served;
+        Ok(served)
+    }
+
+    /// Applies every group's objects; returns the groups handed over (in place long enough and
+    /// unchanged) and the first error, if any (the other groups are still applied).
+    pub(crate) async fn apply(
+        &self,
+        client: &Client,
+        wanted: &BTreeMap<String, Policies>,
+    ) -> (BTreeSet<String>, Option<PolicyError>) {
+        let mut handed = BTreeSet::new();
+        let mut first_error = None;
+        for (group, policies) in wanted {
+            match apply_group(client, policies).await {
+                Ok(()) => {
+                    let mut applied = self.applied.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                    let now = Instant::now();
+                    let entry = applied.entry(group.clone()).or_insert_with(|| {
+                        info!(
+                            group = group.as_str(),
+                            policy = policies.name.as_str(),
+                            "admission policies applied; the group's pods leave the webhook once the API server has \
+                             loaded them"
+                        );
+                        (now, policies.objects.clone())
+                    });
+                    if entry.1 != policies.objects {
+                        // Changed: the API server has the previous version until it loads this one;
+                        // either enforces the group, so the hand-over holds.
+                        entry.1 = policies.objects.clone();
+                    }
+                    if now.duration_since(entry.0) >= HANDOVER_DELAY {
+                        handed.insert(group.clone());
+                    }
+                }
+                Err(err) => {
+                    first_error.get_or_insert(err);
+                }
+            }
+        }
+        (handed, first_error)
+    }
+
+    pub(crate) fn set_pending(&self, pending: bool) {
+        self.pending.store(pending, Ordering::Relaxed);
+    }
+
+    /// Whether the last pass left a group waiting for its hand-over (the next pass comes soon).
+    pub fn is_pending(&self) -> bool {
+        self.pending.load(Ordering::Relaxed)
+    }
+
+    /// Whether some wanted group waits for its hand-over (the reconciler passes again soon).
+    pub(crate) fn pending(&self, wanted: &BTreeMap<String, Policies>, handed: &BTreeSet<String>) -> bool {
+        wanted.keys().any(|g| !handed.contains(g))
+    }
+
+    /// Deletes the objects pod-director owns for groups not in `keep` (bindings first).
+    pub(crate) async fn prune(&self, client: &Client, keep: &BTreeMap<String, Policies>) -> Result<(), PolicyError> {
+        let names: BTreeSet<&str> = keep.values().map(|p| p.name.as_str()).collect();
+        let selector = format!("{MANAGED_BY_LABEL}={MANAGED_BY}");
+        for (kind, plural) in [KINDS[1], KINDS[0], KINDS[3], KINDS[2]] {
+            let api = api(client, kind, plural);
+            let list = api
+                .list(&ListParams::default().labels(&selector))
+                .await
+                .map_err(|e| PolicyError::List(plural, e))?;
+            for object in list.items {
+                let Some(name) = object.metadata.name.clone() else {
+                    continue;
+                };
+                if names.contains(name.as_str()) || !name.starts_with("pod-director-") {
+                    continue;
+                }
+                let group = object
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(GROUP_LABEL))
+                    .cloned()
+                    .unwrap_or_default();
+                match api.delete(&name, &DeleteParams::default()).await {
+                    Ok(_) => info!(
+                        kind,
+                        name = name.as_str(),
+                        group = group.as_str(),
+                        "admission policy deleted: its group is enforced by the webhook again, or no longer enforced"
+                    ),
+                    Err(kube::Error::Api(status)) if status.code == 404 => {}
+                    Err(source) => return Err(PolicyError::Delete { kind, name, source }),
+                }
+            }
+        }
+        let mut applied = self.applied.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        applied.retain(|group, _| keep.contains_key(group));
+        Ok(())
+    }
+}
+
+async fn apply_group(client: &Client, policies: &Policies) -> Result<(), PolicyError> {
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    for object in &policies.objects {
+        let kind = object["kind"].as_str().unwrap_or_default();
+        let Some((kind, plural)) = KINDS.iter().find(|(k, _)| *k == kind) else {
+            continue;
+        };
+        api(client, kind, plural)
+            .patch(&policies.name, &params, &Patch::Apply(object))
+            .await
+            .map_err(|source| PolicyError::Apply {
+                kind: (*kind).to_owned(),
+                name: policies.name.clone(),
+                source,
+            })?;
+    }
+    Ok(())
+}
+
+/// The compiled policies of the groups enforced by policies in `config`.
+pub(crate) fn wanted(config: &crate::config::Config) -> BTreeMap<String, Policies> {
+    policy::compile_all(config, &super::excluded(config))
+}
