@@ -119,17 +119,17 @@ named_enum! {
 named_enum! {
     /// Which pods of groups enforced by admission policies the webhook still sees, to log and
     /// count their decisions (`policyObservation`): a failurePolicy-Ignore call, sampled by the
-    /// request's UID.
+    /// owner's UID (pods without an owner are always observed).
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
     #[serde(rename_all = "camelCase")]
     #[schemars(rename = "policyObservation", transform = schema::variants_as_enum)]
     pub enum PolicyObservation {
         /// Every pod: a webhook call per pod, as many as the webhook path makes (but never refusing).
         Every => "every",
-        /// One pod in 16 (the request UID's last hex digit is 0).
+        /// The pods of one controller in 16 (its UID's last hex digit is 0), and every pod without an owner.
         #[default]
         OneIn16 => "oneIn16",
-        /// One pod in 256 (the request UID ends in 00).
+        /// The pods of one controller in 256 (its UID ends in 00), and every pod without an owner.
         OneIn256 => "oneIn256",
         /// None: no decision line for these pods; the policies' own audit is the API server's.
         None => "none",

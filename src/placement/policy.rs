@@ -488,16 +488,22 @@ pub fn compile_all(config: &Config, excluded: &[String]) -> BTreeMap<String, Pol
 }
 
 /// The CEL condition of the observing webhook entry: which policy-path pods the webhook
-/// still sees (failurePolicy Ignore), sampled by the request UID (a random UUID). `None`:
-/// none is sent.
+/// still sees (failurePolicy Ignore). `None`: none is sent.
+///
+/// A webhook's `matchConditions` see no request UID, and a pod created from `generateName`
+/// (every controller's pod) has no name yet, so the sample is drawn from the owner's UID (a
+/// random UUID): the pods of one controller in 16 (or 256) are observed, each with all its
+/// pods. Pods without an owner, created one at a time by people, are always observed.
 pub fn observation_condition(observation: PolicyObservation) -> Option<String> {
-    let sample = match observation {
+    let suffix = match observation {
         PolicyObservation::None => return None,
-        PolicyObservation::Every => "true",
-        PolicyObservation::OneIn16 => r#"request.uid.endsWith("0")"#,
-        PolicyObservation::OneIn256 => r#"request.uid.endsWith("00")"#,
+        PolicyObservation::Every => return Some(format!("!({WEBHOOK_ONLY})")),
+        PolicyObservation::OneIn16 => "0",
+        PolicyObservation::OneIn256 => "00",
     };
-    Some(format!("!({WEBHOOK_ONLY}) && {sample}"))
+    Some(format!(
+        r#"!({WEBHOOK_ONLY}) && (!has(object.metadata.ownerReferences) || size(object.metadata.ownerReferences) == 0 || object.metadata.ownerReferences[0].uid.endsWith("{suffix}"))"#
+    ))
 }
 
 #[cfg(test)]

@@ -149,22 +149,32 @@ impl PolicySync {
         wanted.keys().any(|g| !handed.contains(g))
     }
 
-    /// Deletes the objects pod-director owns for groups not in `keep` (bindings first).
+    /// Deletes the objects pod-director owns for groups not in `keep`: the validating ones
+    /// first, and the mutating ones [`HANDOVER_DELAY`] later. The API server's caches drop
+    /// them independently; a ValidatingAdmissionPolicy that outlived its MutatingAdmissionPolicy
+    /// would refuse the pods of a group just moved to dryRun, one outliving the other way
+    /// only places them as enforce did. Bindings go before their policies.
     pub(crate) async fn prune(&self, client: &Client, keep: &BTreeMap<String, Policies>) -> Result<(), PolicyError> {
         let names: BTreeSet<&str> = keep.values().map(|p| p.name.as_str()).collect();
         let selector = format!("{MANAGED_BY_LABEL}={MANAGED_BY}");
-        for (kind, plural) in [KINDS[1], KINDS[0], KINDS[3], KINDS[2]] {
+        let mut validating_deleted = false;
+        for (kind, plural) in [KINDS[3], KINDS[2], KINDS[1], KINDS[0]] {
             let api = api(client, kind, plural);
             let list = api
                 .list(&ListParams::default().labels(&selector))
                 .await
                 .map_err(|e| PolicyError::List(plural, e))?;
+            let mut first = true;
             for object in list.items {
                 let Some(name) = object.metadata.name.clone() else {
                     continue;
                 };
                 if names.contains(name.as_str()) || !name.starts_with("pod-director-") {
                     continue;
+                }
+                if std::mem::take(&mut first) && validating_deleted && kind.starts_with("Mutating") {
+                    tokio::time::sleep(HANDOVER_DELAY).await;
+                    validating_deleted = false;
                 }
                 let group = object
                     .metadata
@@ -174,12 +184,15 @@ impl PolicySync {
                     .cloned()
                     .unwrap_or_default();
                 match api.delete(&name, &DeleteParams::default()).await {
-                    Ok(_) => info!(
-                        kind,
-                        name = name.as_str(),
-                        group = group.as_str(),
-                        "admission policy deleted: its group is enforced by the webhook again, or no longer enforced"
-                    ),
+                    Ok(_) => {
+                        validating_deleted |= kind.starts_with("Validating");
+                        info!(
+                            kind,
+                            name = name.as_str(),
+                            group = group.as_str(),
+                            "admission policy deleted: its group is enforced by the webhook again, or no longer enforced"
+                        );
+                    }
                     Err(kube::Error::Api(status)) if status.code == 404 => {}
                     Err(source) => return Err(PolicyError::Delete { kind, name, source }),
                 }

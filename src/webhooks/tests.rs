@@ -787,7 +787,7 @@ fn groups_handed_over_to_their_policies_leave_the_enforce_entry_for_the_policy_e
     assert_eq!(observe["failurePolicy"], "Ignore");
     assert_contains(
         observe["matchConditions"][0]["expression"].as_str().unwrap_or_default(),
-        "request.uid",
+        "ownerReferences[0].uid",
     );
     // Nothing handed over: the chart's entries exactly.
     assert_eq!(
