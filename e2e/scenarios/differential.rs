@@ -35,7 +35,7 @@ use serde_json::{Value, json};
 use crate::fixtures::patched;
 use crate::harness::k8s::{IMAGE, eventually, pod_from};
 use crate::harness::scheduling::{FailedScheduling, failed_scheduling, is_ready, kwok_node, node_of};
-use crate::harness::{Decision, Env, suffix};
+use crate::harness::{Decision, Env, Rng, suffix};
 
 const RANDOM_NODES: usize = 40;
 const GROUPS: usize = 6;
@@ -51,28 +51,6 @@ const PROBE_CPU: u64 = 100_000;
 const HEARTBEAT_PROOF: Duration = Duration::from_secs(90);
 
 const P: &str = "e2e.pod-director.io/";
-
-/// splitmix64: small, seedable, good enough for a corpus.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    fn chance(&mut self, percent: u64) -> bool {
-        self.next() % 100 < percent
-    }
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len())]
-    }
-}
 
 /// The label alphabet: key suffix and values (`d-gen` is numeric, for Gt / Lt).
 const LABELS: &[(&str, &[&str])] = &[

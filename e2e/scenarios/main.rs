@@ -26,6 +26,7 @@ mod lifecycle;
 mod live_config;
 mod modes;
 mod nodes;
+mod policies;
 mod provisioning;
 mod reservation;
 mod scheduling;

@@ -32,6 +32,7 @@ pub mod process;
 #[allow(dead_code)]
 pub mod prometheus;
 pub mod proxy;
+mod rng;
 pub mod scheduling;
 pub mod stub;
 
@@ -54,6 +55,7 @@ pub use self::k8s::{Created, pod};
 pub use self::logs::{Decision, LogSource};
 use self::process::{PodDirector, Spawn};
 use self::proxy::DelayProxy;
+pub use self::rng::Rng;
 
 /// Scenarios run one at a time (webhook configurations are cluster-wide).
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -263,6 +265,8 @@ struct Cleanup {
     mutating: Vec<String>,
     validating: Vec<String>,
     nodes: Vec<String>,
+    /// The admission policies pod-director applied (`--admission-policies`): its objects outlive it.
+    admission_policies: bool,
 }
 
 /// One scenario's world: a client, pod-director's decisions, what to clean up.
@@ -744,6 +748,12 @@ impl Env {
             .collect()
     }
 
+    /// Deletes, when the scenario ends, the admission policies pod-director applies
+    /// (`--admission-policies`): they outlive its process by design.
+    pub fn clean_up_admission_policies(&self) {
+        self.created.lock().expect("not poisoned").admission_policies = true;
+    }
+
     /// Applies RBAC objects (e.g. `render_template` output): cluster-wide roles and
     /// bindings; Roles and RoleBindings in their namespace, else the release's.
     pub async fn apply_rbac(&self, objects: Vec<Value>) {
@@ -923,9 +933,40 @@ async fn delete(created: Cleanup) {
     };
     delete_all::<MutatingWebhookConfiguration>(&client, &created.mutating).await;
     delete_all::<ValidatingWebhookConfiguration>(&client, &created.validating).await;
+    if created.admission_policies {
+        delete_admission_policies(&client).await;
+    }
     // Namespaces before nodes: kwok finishes the deletion of the pods bound to its nodes.
     delete_all::<Namespace>(&client, &created.namespaces).await;
     delete_all::<Node>(&client, &created.nodes).await;
+}
+
+/// The admission policy kinds (`admissionregistration.k8s.io/v1`), bindings first.
+pub const ADMISSION_POLICY_KINDS: [(&str, &str); 4] = [
+    ("MutatingAdmissionPolicyBinding", "mutatingadmissionpolicybindings"),
+    ("ValidatingAdmissionPolicyBinding", "validatingadmissionpolicybindings"),
+    ("MutatingAdmissionPolicy", "mutatingadmissionpolicies"),
+    ("ValidatingAdmissionPolicy", "validatingadmissionpolicies"),
+];
+
+/// The API of one admission policy kind.
+pub fn admission_policy_api(client: &Client, kind: &str, plural: &str) -> Api<kube::api::DynamicObject> {
+    let gvk = kube::api::GroupVersionKind::gvk("admissionregistration.k8s.io", "v1", kind);
+    Api::all_with(
+        client.clone(),
+        &kube::api::ApiResource::from_gvk_with_plural(&gvk, plural),
+    )
+}
+
+/// Deletes every admission policy and binding labelled as pod-director's.
+async fn delete_admission_policies(client: &Client) {
+    for (kind, plural) in ADMISSION_POLICY_KINDS {
+        let api = admission_policy_api(client, kind, plural);
+        let params = kube::api::ListParams::default().labels("app.kubernetes.io/managed-by=pod-director");
+        if let Err(e) = api.delete_collection(&DeleteParams::background(), &params).await {
+            eprintln!("cleanup: {kind}s: {e}");
+        }
+    }
 }
 
 /// Deletes the cluster-scoped `K`s `names` (in the background), reporting failures.
