@@ -394,15 +394,18 @@ pub fn compile(config: &Config, name: &str, group: &Group, excluded: &[String]) 
     }
     let object = object_name(name);
     let conditions = match_conditions(config, group);
-    let mut mutations: Vec<Value> = [node_selector_mutation(name, group), tolerations_mutation(name, group)]
+    // One mutation: the API server converts and patches the pod once per mutation.
+    let parts: Vec<String> = [node_selector_mutation(name, group), tolerations_mutation(name, group)]
         .into_iter()
         .flatten()
-        .map(|expression| json!({ "patchType": "JSONPatch", "jsonPatch": { "expression": expression } }))
         .collect();
-    if mutations.is_empty() {
+    let expression = match parts.as_slice() {
         // A group with no placement: nothing to add (a MutatingAdmissionPolicy needs one mutation).
-        mutations.push(json!({ "patchType": "JSONPatch", "jsonPatch": { "expression": "[]" } }));
-    }
+        [] => "[]".to_owned(),
+        [one] => one.clone(),
+        _ => format!("(\n{}\n)", parts.join("\n) + (\n")),
+    };
+    let mutations = json!([{ "patchType": "JSONPatch", "jsonPatch": { "expression": expression } }]);
     let selector = namespace_selector(config, name, excluded);
     let mutating = json!({
         "apiVersion": API_VERSION,
@@ -410,7 +413,10 @@ pub fn compile(config: &Config, name: &str, group: &Group, excluded: &[String]) 
         "metadata": metadata(name, &object),
         "spec": {
             "failurePolicy": "Fail",
-            "reinvocationPolicy": "IfNeeded",
+            // IfNeeded would have the API server run the policy twice for every pod (its own
+            // patch asks for the reinvocation); a later mutator that takes the placement off
+            // again gets the pod refused by the ValidatingAdmissionPolicy instead.
+            "reinvocationPolicy": "Never",
             "matchConstraints": pod_creates(),
             "matchConditions": conditions,
             "variables": mutation_variables(group),

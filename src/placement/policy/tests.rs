@@ -104,8 +104,11 @@ fn the_skip_rules_are_match_conditions_of_both_policies() {
     );
 }
 
-fn mutation(p: &Policies, i: usize) -> String {
-    p.objects[0]["spec"]["mutations"][i]["jsonPatch"]["expression"]
+/// The one mutation's expression (the API server patches the pod once per mutation).
+fn mutation(p: &Policies) -> String {
+    let mutations = p.objects[0]["spec"]["mutations"].as_array().map(Vec::len);
+    assert_eq!(mutations, Some(1), "{}", p.objects[0]);
+    p.objects[0]["spec"]["mutations"][0]["jsonPatch"]["expression"]
         .as_str()
         .unwrap_or_default()
         .to_owned()
@@ -114,15 +117,20 @@ fn mutation(p: &Policies, i: usize) -> String {
 #[test]
 fn the_node_selector_mutation_escapes_keys_and_follows_on_conflict() {
     let p = compiled(GROUPS, "ci");
-    let ns = mutation(&p, 0);
-    assert!(ns.starts_with("// groups.ci.nodeSelector:"), "{ns}");
+    let ns = mutation(&p);
+    assert!(ns.starts_with("(\n// groups.ci.nodeSelector:"), "{ns}");
+    assert!(
+        ns.contains(")\n) + (\n// groups.ci.tolerations:"),
+        "then the tolerations': {ns}"
+    );
+    assert_eq!(p.objects[0]["spec"]["reinvocationPolicy"], "Never", "runs once per pod");
     assert!(ns.contains(r#""/spec/nodeSelector/example.com~1tier""#), "{ns}");
     assert!(ns.contains(r#"op: "replace""#), "override replaces: {ns}");
     let reject = compiled(
         "groups: {a: {mode: enforce, enforceWith: policy, nodeSelector: {p: a}}}",
         "a",
     );
-    assert!(!mutation(&reject, 0).contains(r#"op: "replace""#));
+    assert!(!mutation(&reject).contains(r#"op: "replace""#));
     let conflicts = reject.objects[2]["spec"]["variables"][0]["expression"].to_string();
     assert!(conflicts.contains("(rejected)"), "{conflicts}");
     let ignore = compiled(
@@ -140,7 +148,7 @@ fn the_node_selector_mutation_escapes_keys_and_follows_on_conflict() {
 #[test]
 fn tolerations_spelled_alike_are_added_once_in_the_engines_spelling() {
     let p = compiled(GROUPS, "ci");
-    let t = mutation(&p, 1);
+    let t = mutation(&p);
     // The first two are the same toleration (operator omitted = Equal): one variable, one append.
     assert_eq!(t.matches("/spec/tolerations/-").count(), 2, "{t}");
     let variables = p.objects[0]["spec"]["variables"].as_array().map(Vec::len);
