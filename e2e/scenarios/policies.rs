@@ -11,6 +11,8 @@
 //! refused by both with the same message. `E2E_POLICY_SEED=N` replays a corpus; a mismatch
 //! prints the case.
 
+mod latency;
+
 use kube::Client;
 use serde_json::{Value, json};
 
@@ -690,4 +692,63 @@ async fn the_admission_policies_follow_the_configuration() {
 fn written_back(mut config: Value) -> String {
     config["groups"]["e2e-policy-ignore"]["mode"] = json!("enforce");
     config.to_string()
+}
+
+/// A pod with one owner of this UID (a ReplicaSet that need not exist: dry runs only).
+fn owned_pod(name: &str, owner_uid: &str) -> k8s_openapi::api::core::v1::Pod {
+    pod_from(json!({
+        "metadata": {
+            "name": name,
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": owner_uid, "controller": true}],
+        },
+        "spec": {"containers": [{"name": "app", "image": IMAGE}]},
+    }))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_on_policies_is_still_logged_for_the_pods_of_one_controller_in_16_and_every_bare_pod() {
+    let Some(env) = start("policy-observe").await else {
+        return;
+    };
+    let ns = env.namespace(Some("e2e-policy-reject")).await;
+    let unsampled = env
+        .create_pod_dry_run(&ns, &owned_pod("unsampled", "5b0c2f8e-0d6b-4f55-9d39-3f1b2e7c9a41"))
+        .await;
+    let sampled = env
+        .create_pod_dry_run(&ns, &owned_pod("sampled", "5b0c2f8e-0d6b-4f55-9d39-3f1b2e7c9a40"))
+        .await;
+    let bare = env.create_pod_dry_run(&ns, &crate::harness::k8s::pod("bare")).await;
+    for created in [&unsampled, &sampled, &bare] {
+        assert!(created.status.is_success(), "{} {}", created.status, created.body);
+        assert_eq!(
+            created.body["spec"]["nodeSelector"]["e2e.pod-director.io/pool"], "blue",
+            "placed by the policy: {}",
+            created.body
+        );
+    }
+    for name in ["sampled", "bare"] {
+        let decision = env.decision(&ns, name, "mutate").await;
+        assert_eq!(
+            decision.decision(),
+            "noop",
+            "the policy placed it; the observing call finds nothing to do: {decision:?}"
+        );
+        assert_eq!(
+            decision.str("placement.group"),
+            Some("e2e-policy-reject"),
+            "{decision:?}"
+        );
+        assert_eq!(decision.str("placement.mode"), Some("enforce"), "{decision:?}");
+    }
+    // Sent before the sampled one, so its line (had it been sent) would be in the log by now.
+    let logged = env
+        .decisions_with(&[
+            ("admission.request.namespace", &ns),
+            ("admission.request.name", "unsampled"),
+        ])
+        .await;
+    assert!(
+        logged.is_empty(),
+        "a pod of an unsampled controller costs no webhook call: {logged:?}"
+    );
 }

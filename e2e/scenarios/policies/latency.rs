@@ -1,0 +1,240 @@
+//! What a pod CREATE costs through the API server on each enforcement path, measured side by
+//! side in one run on one cluster: a namespace no webhook selects, a group enforced by the
+//! webhook (its mutating and validating calls), and a group enforced by its admission
+//! policies (the API server's own CEL; the observing webhook call for the pods of one
+//! controller in 16, and for every pod without an owner — the last arm).
+//!
+//! A benchmark, not a check: run it alone, on an otherwise idle cluster, against the release
+//! build (see `docs/src/performance.md`):
+//!
+//! ```sh
+//! E2E_POD_DIRECTOR_BIN=target/release/pod-director \
+//!   cargo test --features e2e --test e2e -- --ignored --nocapture policies::latency
+//! ```
+//!
+//! Dry-run CREATEs from 8 concurrent clients; the arms take turns in each round (their order
+//! rotating), so that the machine's drift lands on every arm alike; each arm's p50 is
+//! divided by the no-webhook p50 of the same round, and the table shows the median of those
+//! ratios.
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use serde_json::json;
+
+use crate::harness::k8s::{IMAGE, pod_from};
+use crate::harness::{Env, Rng, env_var, notice};
+
+/// Concurrent clients, unless `E2E_LATENCY_CLIENTS` says otherwise.
+const CLIENTS: usize = 8;
+/// Sequential CREATEs per client, per arm and round.
+const PER_CLIENT: usize = 40;
+const WARM_UP: usize = 5;
+
+struct Arm {
+    name: &'static str,
+    namespace: String,
+    /// Whether the pods carry a controller owner (one owner UID in 16 is observed).
+    owned: bool,
+    /// Whether the stored pod must come back placed.
+    placed: bool,
+    samples: Vec<Duration>,
+    round_p50: Vec<Duration>,
+    /// Seconds the API server spent in each of [`PLUGINS`] during this arm's CREATEs.
+    plugin_seconds: [f64; 4],
+}
+
+impl Arm {
+    fn new(name: &'static str, namespace: String, owned: bool, placed: bool) -> Self {
+        Arm {
+            name,
+            namespace,
+            owned,
+            placed,
+            samples: Vec::new(),
+            round_p50: Vec::new(),
+            plugin_seconds: [0.0; 4],
+        }
+    }
+}
+
+/// The admission plugins whose time the API server reports
+/// (`apiserver_admission_controller_admission_duration_seconds`).
+const PLUGINS: [&str; 4] = [
+    "MutatingAdmissionPolicy",
+    "MutatingAdmissionWebhook",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionWebhook",
+];
+
+/// The API server's total seconds of CREATE admission per plugin of [`PLUGINS`], so far.
+async fn plugin_seconds(env: &Env) -> [f64; 4] {
+    let request = http::Request::get("/metrics").body(Vec::new()).expect("a request");
+    let text = env
+        .client
+        .request_text(request)
+        .await
+        .unwrap_or_else(|e| panic!("the API server's /metrics: {e}"));
+    let mut out = [0.0; 4];
+    for line in text
+        .lines()
+        .filter(|l| l.starts_with("apiserver_admission_controller_admission_duration_seconds_sum{"))
+    {
+        if !line.contains(r#"operation="CREATE""#) {
+            continue;
+        }
+        let Some(i) = PLUGINS.iter().position(|p| line.contains(&format!(r#"name="{p}""#))) else {
+            continue;
+        };
+        out[i] += line
+            .rsplit(' ')
+            .next()
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0);
+    }
+    out
+}
+
+fn uuid(rng: &mut Rng) -> String {
+    let (a, b) = (rng.next(), rng.next());
+    format!(
+        "{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}",
+        a >> 32,
+        (a >> 16) & 0xffff,
+        a & 0xfff,
+        b >> 52,
+        b & 0xffff_ffff_ffff
+    )
+}
+
+fn bench_pod(owner: Option<String>) -> Pod {
+    let mut pod = json!({
+        "metadata": {"name": "bench", "labels": {"app": "bench"}},
+        "spec": {"containers": [{"name": "app", "image": IMAGE, "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]},
+    });
+    if let Some(uid) = owner {
+        pod["metadata"]["ownerReferences"] =
+            json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "bench", "uid": uid, "controller": true}]);
+    }
+    pod_from(pod)
+}
+
+/// `count` sequential dry-run CREATEs of one client; their latencies.
+async fn client(env: &Env, arm: &Arm, seed: u64, count: usize) -> Vec<Duration> {
+    let mut rng = Rng(seed);
+    let mut out = Vec::with_capacity(count);
+    for _ in 0..count {
+        let pod = bench_pod(arm.owned.then(|| uuid(&mut rng)));
+        let start = Instant::now();
+        let created = env.create_pod_dry_run(&arm.namespace, &pod).await;
+        out.push(start.elapsed());
+        assert!(
+            created.status.is_success(),
+            "{}: {} {}",
+            arm.name,
+            created.status,
+            created.body
+        );
+        assert_eq!(
+            created.body["spec"]["nodeSelector"]["e2e.pod-director.io/pool"].is_string(),
+            arm.placed,
+            "{}: placed as the arm says: {}",
+            arm.name,
+            created.body["spec"]
+        );
+    }
+    out
+}
+
+async fn run(env: &Env, arm: &Arm, seed: u64, clients: usize, per_client: usize) -> Vec<Duration> {
+    let clients = (0..clients as u64).map(|c| client(env, arm, seed ^ (c << 32), per_client));
+    futures::future::join_all(clients).await.concat()
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1e3)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a benchmark: cargo test --features e2e --test e2e -- --ignored --nocapture policies::latency"]
+async fn latency_of_a_pod_create_with_no_webhook_the_webhook_and_the_admission_policies() {
+    let Some(env) = super::start("policy-latency").await else {
+        return;
+    };
+    let rounds: usize = env_var("E2E_LATENCY_ROUNDS").map_or(7, |r| {
+        r.parse().unwrap_or_else(|e| panic!("E2E_LATENCY_ROUNDS={r:?}: {e}"))
+    });
+    let clients: usize = env_var("E2E_LATENCY_CLIENTS").map_or(CLIENTS, |c| {
+        c.parse().unwrap_or_else(|e| panic!("E2E_LATENCY_CLIENTS={c:?}: {e}"))
+    });
+    let policy_ns = env.namespace(Some("e2e-policy-reject")).await;
+    let mut arms = vec![
+        Arm::new("no webhook", env.namespace(None).await, true, false),
+        Arm::new(
+            "webhook enforce (mutate + validate)",
+            env.namespace(Some("e2e-twin-reject")).await,
+            true,
+            true,
+        ),
+        Arm::new("policy enforce (oneIn16 observed)", policy_ns.clone(), true, true),
+        Arm::new("policy enforce, every pod observed", policy_ns, false, true),
+    ];
+    for (i, arm) in arms.iter().enumerate() {
+        run(&env, arm, i as u64, clients, WARM_UP).await;
+    }
+    for round in 0..rounds {
+        for k in 0..arms.len() {
+            let i = (round + k) % arms.len();
+            let before = plugin_seconds(&env).await;
+            let mut samples = run(&env, &arms[i], ((round * 31 + i) as u64) << 8, clients, PER_CLIENT).await;
+            let after = plugin_seconds(&env).await;
+            for (p, spent) in arms[i].plugin_seconds.iter_mut().enumerate() {
+                *spent += after[p] - before[p];
+            }
+            samples.sort();
+            arms[i].round_p50.push(percentile(&samples, 0.5));
+            arms[i].samples.extend(samples);
+        }
+    }
+    let base = arms[0].round_p50.clone();
+    let mut table = format!(
+        "pod CREATE through the API server (dry run, {clients} clients, {rounds} interleaved rounds of {} per arm):\n\
+         | path | CREATEs | p50 | p99 | p50 / no webhook (median of rounds) | mean in MAP / mutating webhook / VAP / validating webhook |\n|---|--:|--:|--:|--:|--:|\n",
+        clients * PER_CLIENT
+    );
+    for arm in &mut arms {
+        arm.samples.sort();
+        let ratios = arm
+            .round_p50
+            .iter()
+            .zip(&base)
+            .map(|(a, b)| a.as_secs_f64() / b.as_secs_f64())
+            .collect();
+        let per_create = arm
+            .plugin_seconds
+            .map(|s| format!("{:.2}", s * 1e3 / arm.samples.len() as f64));
+        table += &format!(
+            "| {} | {} | {} | {} | {:.2}× | {} ms |\n",
+            arm.name,
+            arm.samples.len(),
+            ms(percentile(&arm.samples, 0.5)),
+            ms(percentile(&arm.samples, 0.99)),
+            median(ratios),
+            per_create.join(" / ")
+        );
+    }
+    notice(&table);
+}
