@@ -156,52 +156,61 @@ impl PolicySync {
     /// only places them as enforce did. Bindings go before their policies.
     pub(crate) async fn prune(&self, client: &Client, keep: &BTreeMap<String, Policies>) -> Result<(), PolicyError> {
         let names: BTreeSet<&str> = keep.values().map(|p| p.name.as_str()).collect();
-        let selector = format!("{MANAGED_BY_LABEL}={MANAGED_BY}");
-        let mut validating_deleted = false;
-        for (kind, plural) in [KINDS[3], KINDS[2], KINDS[1], KINDS[0]] {
-            let api = api(client, kind, plural);
-            let list = api
-                .list(&ListParams::default().labels(&selector))
-                .await
-                .map_err(|e| PolicyError::List(plural, e))?;
-            let mut first = true;
-            for object in list.items {
-                let Some(name) = object.metadata.name.clone() else {
-                    continue;
-                };
-                if names.contains(name.as_str()) || !name.starts_with("pod-director-") {
-                    continue;
-                }
-                if std::mem::take(&mut first) && validating_deleted && kind.starts_with("Mutating") {
-                    tokio::time::sleep(HANDOVER_DELAY).await;
-                    validating_deleted = false;
-                }
-                let group = object
-                    .metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get(GROUP_LABEL))
-                    .cloned()
-                    .unwrap_or_default();
-                match api.delete(&name, &DeleteParams::default()).await {
-                    Ok(_) => {
-                        validating_deleted |= kind.starts_with("Validating");
-                        info!(
-                            kind,
-                            name = name.as_str(),
-                            group = group.as_str(),
-                            "admission policy deleted: its group is enforced by the webhook again, or no longer enforced"
-                        );
-                    }
-                    Err(kube::Error::Api(status)) if status.code == 404 => {}
-                    Err(source) => return Err(PolicyError::Delete { kind, name, source }),
-                }
-            }
+        if delete_all_but(client, &names, [KINDS[3], KINDS[2]]).await? {
+            tokio::time::sleep(HANDOVER_DELAY).await;
         }
+        delete_all_but(client, &names, [KINDS[1], KINDS[0]]).await?;
         let mut applied = self.applied.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         applied.retain(|group, _| keep.contains_key(group));
         Ok(())
     }
+}
+
+/// Deletes the objects of `kinds` (in order) pod-director owns whose name is not in `keep`;
+/// whether it deleted any.
+async fn delete_all_but(
+    client: &Client,
+    keep: &BTreeSet<&str>,
+    kinds: [(&'static str, &'static str); 2],
+) -> Result<bool, PolicyError> {
+    let selector = format!("{MANAGED_BY_LABEL}={MANAGED_BY}");
+    let mut deleted = false;
+    for (kind, plural) in kinds {
+        let api = api(client, kind, plural);
+        let list = api
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .map_err(|e| PolicyError::List(plural, e))?;
+        for object in list.items {
+            let Some(name) = object.metadata.name.clone() else {
+                continue;
+            };
+            if keep.contains(name.as_str()) || !name.starts_with("pod-director-") {
+                continue;
+            }
+            let group = object
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(GROUP_LABEL))
+                .cloned()
+                .unwrap_or_default();
+            match api.delete(&name, &DeleteParams::default()).await {
+                Ok(_) => {
+                    deleted = true;
+                    info!(
+                        kind,
+                        name = name.as_str(),
+                        group = group.as_str(),
+                        "admission policy deleted: its group is enforced by the webhook again, or no longer enforced"
+                    );
+                }
+                Err(kube::Error::Api(status)) if status.code == 404 => {}
+                Err(source) => return Err(PolicyError::Delete { kind, name, source }),
+            }
+        }
+    }
+    Ok(deleted)
 }
 
 async fn apply_group(client: &Client, policies: &Policies) -> Result<(), PolicyError> {
