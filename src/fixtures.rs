@@ -14,6 +14,9 @@ use base64::Engine as _;
 use serde::Serialize;
 use serde_json::{Value, json};
 
+/// A review's JSON edited: the engine's test helpers, shared.
+pub use pod_director_engine::testing::{with, without};
+
 /// The requester of [`Review::pod`]: the ReplicaSet controller, as kube-controller-manager runs it.
 pub(crate) const REPLICA_SET_CONTROLLER: &str = "system:serviceaccount:kube-system:replicaset-controller";
 
@@ -200,26 +203,6 @@ pub fn decoded_patch(response: &Value) -> Option<json_patch::Patch> {
         .decode(encoded)
         .expect("patch is base64");
     Some(serde_json::from_slice(&bytes).expect("patch is a JSON Patch"))
-}
-
-/// `value` with the value at `pointer` replaced by `new`. Panics when nothing is there:
-/// an edit that silently does nothing would leave its test testing the unedited review.
-pub fn with(mut value: Value, pointer: &str, new: Value) -> Value {
-    let slot = value
-        .pointer_mut(pointer)
-        .unwrap_or_else(|| panic!("fixture edit: nothing at {pointer}"));
-    *slot = new;
-    value
-}
-
-/// `value` without `parent`'s `key`. Panics when there is no such key (see [`with`]).
-pub fn without(mut value: Value, parent: &str, key: &str) -> Value {
-    let removed = match value.pointer_mut(parent) {
-        Some(Value::Object(map)) => map.remove(key),
-        _ => None,
-    };
-    assert!(removed.is_some(), "fixture edit: no {key:?} in {parent:?}");
-    value
 }
 
 #[cfg(test)]

@@ -1,18 +1,18 @@
 //! Test and benchmark support: shared by the unit tests, `tests/`, `benches/` and `e2e/`,
 //! never used by pod-director itself, and not part of its API (hidden from the docs).
-//! `mod.rs`: the log capture, the `/metrics` sample reader, a test config, an admission path on it and its answer
-//! to a review, a node, a toleration, `assert_contains`, a JSON value's pointers and a condition polled until it
-//! holds; `floor.rs`: the load harness's no-work floor server;
-//! `mounted.rs`: kubelet-style mounted directories; `scheduler.rs`: the scheduler's reading of required node affinity, an oracle for the engine;
-//! `sources.rs`: in-memory namespaces and nodes.
+//! `mod.rs`: the log capture, the `/metrics` sample reader, an admission path on a test config and its answer
+//! to a review, a JSON value's pointers and a condition polled until it holds; `floor.rs`: the load harness's
+//! no-work floor server; `mounted.rs`: kubelet-style mounted directories; `sources.rs`: in-memory namespaces
+//! and nodes. The engine's helpers (a test config, a node, a toleration, `assert_contains`, the scheduler's
+//! reading of required node affinity) are the engine's own (`pod_director_engine::testing`), re-exported here.
 
 mod floor;
 mod mounted;
-pub mod scheduler;
 mod sources;
 
 pub use floor::{CannedServer, start_canned};
 pub use mounted::MountedDir;
+pub use pod_director_engine::testing::{assert_contains, config, loaded, node, scheduler, toleration};
 pub use sources::{StaticNamespaces, StaticNodes};
 
 use std::io;
@@ -20,54 +20,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use k8s_openapi::api::core::v1::Toleration;
-
 use serde_json::Value;
 use tracing_subscriber::fmt::MakeWriter;
 
 use crate::admission::Admission;
 use crate::app::Metrics;
-use crate::config::{Config, Loaded};
 use crate::namespaces::NamespaceSource;
-use crate::placement::{NodeInfo, NodeTaint, Webhook};
-
-/// A test's configuration file `yaml`, loaded without environment overrides; it must be valid.
-pub fn loaded(yaml: &str) -> Loaded {
-    Config::from_yaml(yaml, "test", Vec::new()).unwrap_or_else(|e| panic!("test config: {e}"))
-}
-
-/// The [`Config`] of [`loaded`].
-pub fn config(yaml: &str) -> Config {
-    loaded(yaml).config
-}
-
-/// A node named `name` with `labels`, `taints` (`(key, value, effect)`), cordoned or not.
-pub fn node(name: &str, labels: &[(&str, &str)], taints: &[(&str, &str, &str)], cordoned: bool) -> NodeInfo {
-    NodeInfo::new(
-        name,
-        labels.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
-        taints.iter().map(|(k, v, e)| NodeTaint::new(k, v, e)).collect(),
-        cordoned,
-    )
-}
-
-/// A toleration; an empty `key`, `operator`, `value` or `effect` is left out.
-pub fn toleration(key: &str, operator: &str, value: &str, effect: &str, seconds: Option<i64>) -> Toleration {
-    let given = |s: &str| (!s.is_empty()).then(|| s.to_owned());
-    Toleration {
-        key: given(key),
-        operator: given(operator),
-        value: given(value),
-        effect: given(effect),
-        toleration_seconds: seconds,
-    }
-}
-
-/// Asserts that `text` contains `needle`, showing both when it does not.
-#[track_caller]
-pub fn assert_contains(text: &str, needle: &str) {
-    assert!(text.contains(needle), "expected {needle:?} in:\n{text}");
-}
+use crate::placement::Webhook;
 
 /// Every JSON Pointer inside `value` (objects and arrays, depth first), its tokens escaped.
 pub fn json_pointers(value: &Value) -> Vec<String> {

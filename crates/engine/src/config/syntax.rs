@@ -43,7 +43,7 @@ const QUALIFIED_NAME_RULE: &str =
     "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
 
 /// A DNS-1123 label: namespace names.
-pub(crate) fn dns1123_label(s: &str) -> Option<String> {
+pub fn dns1123_label(s: &str) -> Option<String> {
     check(s, "", DNS1123_LABEL_MAX, is_dns1123_label_chars, DNS1123_LABEL_RULE)
 }
 
@@ -83,7 +83,7 @@ pub(crate) fn label_key(s: &str) -> Option<String> {
 }
 
 /// A label value: empty, or at most 63 characters of the qualified-name alphabet.
-pub(crate) fn label_value(s: &str) -> Option<String> {
+pub fn label_value(s: &str) -> Option<String> {
     if s.is_empty() {
         return None;
     }

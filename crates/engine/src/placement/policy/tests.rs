@@ -1,5 +1,5 @@
 use super::*;
-use crate::support::config;
+use crate::testing::config;
 
 const GROUPS: &str = r#"
 groups:

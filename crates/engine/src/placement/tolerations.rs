@@ -187,7 +187,7 @@ pub(crate) fn describe(t: &Toleration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::support::toleration as tol;
+    use crate::testing::toleration as tol;
 
     #[test]
     fn omitted_operator_is_equal() {

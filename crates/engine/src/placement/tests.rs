@@ -9,9 +9,9 @@ use serde_json::{Value, json};
 use super::affinity::{requirement_implies, unsatisfiable};
 use super::*;
 use crate::config::{Config, Group, Mode, OnConflict};
-use crate::fixtures::with;
-use crate::support::scheduler::{TestNode, term_matches, terms_match};
-use crate::support::{self, assert_contains};
+use crate::testing::scheduler::{TestNode, term_matches, terms_match};
+use crate::testing::with;
+use crate::testing::{self, assert_contains};
 
 /// A pod of one container ([`containers`]) with the fields of `spec`.
 fn pod(mut spec: Value) -> Value {
@@ -35,7 +35,7 @@ fn typed(v: &Value) -> Pod {
 }
 
 fn group(yaml: &str) -> Group {
-    support::config(&format!("groups:\n  g:\n{}", indent(yaml))).groups["g"].clone()
+    testing::config(&format!("groups:\n  g:\n{}", indent(yaml))).groups["g"].clone()
 }
 
 fn indent(yaml: &str) -> String {
@@ -627,7 +627,7 @@ groups:
 "#;
 
 fn config(extra: &str) -> Config {
-    support::config(&format!("{extra}\n{CONFIG}"))
+    testing::config(&format!("{extra}\n{CONFIG}"))
 }
 
 fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
@@ -726,7 +726,7 @@ fn warn_mode_admits_untouched_and_warns_in_at_most_120_chars() {
     assert!(w.chars().count() <= MAX_SUMMARY_CHARS);
     let many = pod(json!({"nodeSelector": {}}));
     let selector: Vec<String> = (0..30).map(|i| format!("key-number-{i}: value-{i}")).collect();
-    let long = support::config(&format!(
+    let long = testing::config(&format!(
         "groups:\n  loud:\n    mode: warn\n    nodeSelector: {{{}}}",
         selector.join(", ")
     ));
@@ -957,7 +957,7 @@ fn a_daemonset_of_a_group_with_allow_daemonsets_is_left_alone() {
 
 #[test]
 fn a_daemonset_update_reapplies_the_placement_and_denies_only_conflicts_it_introduces() {
-    let c = support::config("groups: {ci: {mode: enforce, onConflict: reject, nodeSelector: {node-pool: ci}}}");
+    let c = testing::config("groups: {ci: {mode: enforce, onConflict: reject, nodeSelector: {node-pool: ci}}}");
     let l = labels(&[("pod-director/group", "ci")]);
     let ns = Namespace { name: "a", labels: &l };
     let mutate_ds = |template: &Pod, old: Option<&Pod>| mutate_daemon_set(&c, &ns, template, old, &tenant());
@@ -1091,7 +1091,7 @@ fn validate_respects_ignore_but_not_reject_conflicts() {
 
 #[test]
 fn enforce_warns_when_a_conflict_is_overridden() {
-    let c = support::config("groups: {ci: {mode: enforce, onConflict: override, nodeSelector: {node-pool: ci}}}");
+    let c = testing::config("groups: {ci: {mode: enforce, onConflict: override, nodeSelector: {node-pool: ci}}}");
     let p = pod(json!({"nodeSelector": {"node-pool": "gpu"}}));
     let out = decide(&c, "a", &[("pod-director/group", "ci")], &p);
     assert_eq!(out.decision, Decision::Patched);

@@ -10,7 +10,7 @@ use serde_json::json;
 
 use super::*;
 use crate::placement::{NodeInfo, NodeView, Requester};
-use crate::support::{node, toleration as tol};
+use crate::testing::{node, toleration as tol};
 
 fn config(mode: &str) -> Config {
     serde_json::from_value(json!({

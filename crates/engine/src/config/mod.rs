@@ -536,7 +536,7 @@ impl Config {
     }
 
     /// The file to read: `--config`, else `$POD_DIRECTOR_CONFIG`, else the default path.
-    pub(crate) fn resolve_path(flag: Option<&FsPath>) -> PathBuf {
+    pub fn resolve_path(flag: Option<&FsPath>) -> PathBuf {
         flag.map(FsPath::to_owned)
             .or_else(|| {
                 std::env::var_os(CONFIG_PATH_ENV)
@@ -554,7 +554,7 @@ impl Config {
     }
 
     /// The mode a group runs in.
-    pub(crate) fn mode_of(&self, group: &Group) -> Mode {
+    pub fn mode_of(&self, group: &Group) -> Mode {
         group.mode.unwrap_or(self.default_mode)
     }
 
@@ -564,7 +564,7 @@ impl Config {
     }
 
     /// Whether a group's DaemonSets are left alone (`allowDaemonSets`).
-    pub(crate) fn allows_daemon_sets(&self, group: &Group) -> bool {
+    pub fn allows_daemon_sets(&self, group: &Group) -> bool {
         group.allow_daemon_sets
     }
 
@@ -622,7 +622,7 @@ impl Config {
     }
 
     /// One line per group, for `check-config` and start-up logs.
-    pub(crate) fn group_summaries(&self) -> Vec<String> {
+    pub fn group_summaries(&self) -> Vec<String> {
         self.groups
             .iter()
             .map(|(name, g)| {

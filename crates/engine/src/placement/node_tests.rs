@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use super::feasible::{NodeInfo, NodeLookup, NodeView, Placement};
 use super::*;
 use crate::config::Config;
-use crate::support::{self, assert_contains};
+use crate::testing::{self, assert_contains};
 
 const CONFIG: &str = r#"
 groups:
@@ -38,11 +38,11 @@ groups:
 "#;
 
 fn config() -> Config {
-    support::config(CONFIG)
+    testing::config(CONFIG)
 }
 
 fn node(name: &str, pool: &str, taints: &[(&str, &str, &str)], cordoned: bool) -> Arc<NodeInfo> {
-    Arc::new(support::node(name, &[("node-pool", pool)], taints, cordoned))
+    Arc::new(testing::node(name, &[("node-pool", pool)], taints, cordoned))
 }
 
 /// Two ci nodes (tainted for ci), a gpu node, a cordoned ci node (with the taint the controller manager adds to a
@@ -286,7 +286,7 @@ fn a_nodepool_that_cannot_serve_the_pod_still_leaves_deny_denying() {
 
 #[test]
 fn a_group_that_declares_its_pool_provisioned_on_demand_is_not_denied() {
-    let config = support::config(
+    let config = testing::config(
         "groups:\n  batch: {mode: enforce, onNoFeasibleNode: deny, nodes: {provisionedOnDemand: true}, nodeSelector: {node-pool: none}}\n",
     );
     let nodes = cluster();
@@ -301,7 +301,7 @@ fn a_group_that_declares_its_pool_provisioned_on_demand_is_not_denied() {
 
 #[test]
 fn the_top_level_on_no_feasible_node_is_the_groups_default() {
-    let config = support::config(
+    let config = testing::config(
         "onNoFeasibleNode: deny\ngroups:\n  g: {mode: enforce, nodeSelector: {node-pool: none}}\n  h: {mode: enforce, onNoFeasibleNode: warn, nodeSelector: {node-pool: none}}\n",
     );
     let nodes = cluster();

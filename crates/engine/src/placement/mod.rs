@@ -229,7 +229,7 @@ impl Outcome {
     }
 
     /// Whether the admission response carries `patch`: only when enforce patches.
-    pub(crate) fn apply_patch(&self) -> bool {
+    pub fn apply_patch(&self) -> bool {
         self.decision == Decision::Patched
     }
 
@@ -259,13 +259,13 @@ impl Outcome {
     }
 
     /// The patch as JSON (an array of RFC 6902 operations).
-    pub(crate) fn patch_json(&self) -> serde_json::Value {
+    pub fn patch_json(&self) -> serde_json::Value {
         serde_json::to_value(&self.patch).unwrap_or_else(|_| serde_json::Value::Array(Vec::new()))
     }
 
     /// The patch as compact JSON text: the bytes enforce sends, the same text as
     /// `patch_json().to_string()` without building the `Value`.
-    pub(crate) fn patch_text(&self) -> String {
+    pub fn patch_text(&self) -> String {
         serde_json::to_string(&self.patch).unwrap_or_else(|_| "[]".to_owned())
     }
 

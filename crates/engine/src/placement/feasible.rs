@@ -388,7 +388,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::support::node;
+    use crate::testing::node;
 
     fn spec(value: serde_json::Value) -> PodSpec {
         serde_json::from_value(value).expect("a valid PodSpec")

@@ -1,5 +1,5 @@
 use super::*;
-use crate::support::assert_contains;
+use crate::testing::assert_contains;
 
 fn load(yaml: &str) -> Result<Loaded, ConfigError> {
     Config::from_yaml(yaml, "test.yaml", Vec::new())

@@ -4,7 +4,7 @@ use super::*;
 use crate::config::Config;
 
 fn config(guard: &str) -> Config {
-    crate::support::config(&format!("{guard}\ngroups: {{ci: {{}}, gpu: {{}}}}"))
+    crate::testing::config(&format!("{guard}\ngroups: {{ci: {{}}, gpu: {{}}}}"))
 }
 
 fn labels(group: Option<&str>) -> BTreeMap<String, String> {
@@ -174,7 +174,8 @@ fn the_denial_names_the_change_the_label_and_who_may_make_it_as_the_docs_show() 
         )
     );
     let page = "docs/src/namespace-guard.md";
-    let docs = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(page)).unwrap();
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."); // crates/engine
+    let docs = std::fs::read_to_string(repo.join(page)).unwrap();
     let message = out.message.unwrap_or_default();
     assert!(
         docs.lines().any(|line| line == message),
@@ -185,7 +186,7 @@ fn the_denial_names_the_change_the_label_and_who_may_make_it_as_the_docs_show() 
 /// ci in enforce, gpu and web in dryRun / warn; `default` names the defaultGroup, if any.
 fn mixed(guard: &str, default: Option<&str>) -> Config {
     let default = default.map(|d| format!("defaultGroup: {d}\n")).unwrap_or_default();
-    crate::support::config(&format!(
+    crate::testing::config(&format!(
         "{guard}\n{default}groups: {{ci: {{mode: enforce}}, gpu: {{mode: dryRun}}, web: {{mode: warn}}}}"
     ))
 }

@@ -107,7 +107,7 @@ static SCHEMA: LazyLock<Value> = LazyLock::new(|| {
 
 /// The JSON Schema of the configuration file (draft-07), as `config-schema` prints it and
 /// the chart embeds it.
-pub(crate) fn schema_json() -> Value {
+pub fn schema_json() -> Value {
     let mut schema = SCHEMA.clone();
     strip(&mut schema, KEYS);
     schema

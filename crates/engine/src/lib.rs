@@ -1,0 +1,49 @@
+//! pod-director's engine: the pure part of the webhook, no I/O, no clock, no async runtime.
+//! The product (the root package) re-exports these modules under the same names.
+//!
+//! - [`config`]: the one typed configuration, strictly validated.
+//! - [`placement`]: the pure engine (plan, verify, decide).
+//! - [`namespace_guard`]: who may change a namespace's group label (`/validate-namespace`).
+//! - `testing` (hidden; the `testing` feature, and the engine's unit tests): what the tests build their
+//!   inputs with (a test config, a node, a toleration, a JSON edit, `assert_contains`, the scheduler
+//!   oracle); not an API.
+
+/// A fieldless enum whose variants have fixed names (label values, log fields, config values):
+/// `as_str` (and `Display`) gives a variant's name and `ALL` lists the variants in declaration order.
+/// Exported for the product's own enums (`#[macro_use] extern crate pod_director_engine`).
+#[doc(hidden)]
+#[macro_export]
+macro_rules! named_enum {
+    ($(#[$attr:meta])* $vis:vis enum $type:ident {
+        $($(#[$variant_attr:meta])* $variant:ident => $name:literal,)*
+    }) => {
+        $(#[$attr])*
+        $vis enum $type {
+            $($(#[$variant_attr])* $variant,)*
+        }
+
+        impl $type {
+            #[allow(dead_code)] // Not every enum's variants are listed.
+            pub const ALL: [$type; [$($name),*].len()] = [$($type::$variant),*];
+
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($type::$variant => $name,)*
+                }
+            }
+        }
+
+        impl std::fmt::Display for $type {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+pub mod config;
+pub mod namespace_guard;
+pub mod placement;
+#[cfg(any(test, feature = "testing"))]
+#[doc(hidden)]
+pub mod testing;

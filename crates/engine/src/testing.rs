@@ -1,0 +1,71 @@
+//! Test support of the engine: what its unit tests build their inputs with, shared with the
+//! product's tests, benches and e2e suite (re-exported by its `support` and `fixtures`); never used
+//! by the engine itself, and not part of its API (the `testing` feature, hidden from the docs).
+//! `testing.rs`: a test config, a node, a toleration, `assert_contains`, a review's JSON edited
+//! ([`with`], [`without`]); `scheduler.rs`: the scheduler's reading of required node affinity, an
+//! oracle for the engine.
+
+pub mod scheduler;
+
+use k8s_openapi::api::core::v1::Toleration;
+use serde_json::Value;
+
+use crate::config::{Config, Loaded};
+use crate::placement::{NodeInfo, NodeTaint};
+/// A test's configuration file `yaml`, loaded without environment overrides; it must be valid.
+pub fn loaded(yaml: &str) -> Loaded {
+    Config::from_yaml(yaml, "test", Vec::new()).unwrap_or_else(|e| panic!("test config: {e}"))
+}
+
+/// The [`Config`] of [`loaded`].
+pub fn config(yaml: &str) -> Config {
+    loaded(yaml).config
+}
+
+/// A node named `name` with `labels`, `taints` (`(key, value, effect)`), cordoned or not.
+pub fn node(name: &str, labels: &[(&str, &str)], taints: &[(&str, &str, &str)], cordoned: bool) -> NodeInfo {
+    NodeInfo::new(
+        name,
+        labels.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+        taints.iter().map(|(k, v, e)| NodeTaint::new(k, v, e)).collect(),
+        cordoned,
+    )
+}
+
+/// A toleration; an empty `key`, `operator`, `value` or `effect` is left out.
+pub fn toleration(key: &str, operator: &str, value: &str, effect: &str, seconds: Option<i64>) -> Toleration {
+    let given = |s: &str| (!s.is_empty()).then(|| s.to_owned());
+    Toleration {
+        key: given(key),
+        operator: given(operator),
+        value: given(value),
+        effect: given(effect),
+        toleration_seconds: seconds,
+    }
+}
+
+/// Asserts that `text` contains `needle`, showing both when it does not.
+#[track_caller]
+pub fn assert_contains(text: &str, needle: &str) {
+    assert!(text.contains(needle), "expected {needle:?} in:\n{text}");
+}
+
+/// `value` with the value at `pointer` replaced by `new`. Panics when nothing is there:
+/// an edit that silently does nothing would leave its test testing the unedited review.
+pub fn with(mut value: Value, pointer: &str, new: Value) -> Value {
+    let slot = value
+        .pointer_mut(pointer)
+        .unwrap_or_else(|| panic!("fixture edit: nothing at {pointer}"));
+    *slot = new;
+    value
+}
+
+/// `value` without `parent`'s `key`. Panics when there is no such key (see [`with`]).
+pub fn without(mut value: Value, parent: &str, key: &str) -> Value {
+    let removed = match value.pointer_mut(parent) {
+        Some(Value::Object(map)) => map.remove(key),
+        _ => None,
+    };
+    assert!(removed.is_some(), "fixture edit: no {key:?} in {parent:?}");
+    value
+}
