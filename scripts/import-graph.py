@@ -1,12 +1,17 @@
 #!/usr/bin/env python3
-"""The crate's module import graph, derived from its paths; fails on any circle.
+"""Each crate's module import graph, derived from its paths; fails on any circle.
 
     scripts/import-graph.py           check: exit 1 when a circle exists (scripts/lint runs this)
     scripts/import-graph.py --edges   print every edge (file level), then the counts
     scripts/import-graph.py --dot     the file-level graph as Graphviz dot
     scripts/import-graph.py --self-test   the check finds the circles of a small made-up crate
 
-A node is a module with its own file (`config::schema` is src/config/schema.rs). A module's edges are
+The crates are the workspace's: the product (src/) and every crates/*/src (the engine: config,
+placement, namespace_guard); each is a graph of its own (a crate cannot import one that imports it
+back: cargo refuses the cycle), and a path into another crate (`pod_director_engine::…`, or the
+product's `crate::config::…` through its re-export of the engine) is not an edge.
+
+A node is a module with its own file (`config::schema` is crates/engine/src/config/schema.rs). A module's edges are
 the modules named by its paths: `use crate::…`, `use super::…`, `use self::…`, a child module's
 name, and the same paths written inline (`crate::config::load(…)`); a `pub use` re-export is
 followed to the module that defines the item. Test code (`#[cfg(test)]` modules, inline or in their
@@ -23,7 +28,8 @@ import re
 import sys
 from pathlib import Path
 
-SRC = Path(__file__).resolve().parent.parent / "src"
+ROOT = Path(__file__).resolve().parent.parent
+SRCS = [ROOT / "src"] + sorted((ROOT / "crates").glob("*/src"))
 
 
 def strip(text):
@@ -106,7 +112,7 @@ def drop_test_blocks(code):
     return code, children
 
 
-def load_modules(src=None):
+def load_modules(src):
     """{module path (tuple): (file, code)} for every non-test file module."""
     modules = {}
 
@@ -119,7 +125,6 @@ def load_modules(src=None):
                     visit(path + (child,), candidate, sub)
                     break
 
-    src = src or SRC
     visit((), src / "lib.rs", src)
     return modules
 
@@ -263,7 +268,7 @@ def cycles(nodes, edges):
     return out
 
 
-def analyse(src=None):
+def analyse(src):
     modules = load_modules(src)
     raw = edges_of(modules)
     files = {(a, b) for a, b in raw if not related(a, b)}
@@ -320,27 +325,31 @@ def self_test():
 def main():
     if "--self-test" in sys.argv:
         return self_test()
-    modules, files, top, file_cycles, top_cycles, two_way = analyse()
-    if "--dot" in sys.argv:
-        print("digraph modules {")
-        for a, b in sorted(files):
-            print(f'  "{name(a)}" -> "{name(b)}";')
-        print("}")
-        return 0
-    if "--edges" in sys.argv:
-        for a, b in sorted(files):
-            print(f"{name(a)} -> {name(b)}")
-    print(
-        f"import graph: {len(modules)} modules, {len(files)} file-level edges, {len(top)} top-level edges; "
-        f"{len(file_cycles)} file-level circles, {len(top_cycles)} top-level circles, {len(two_way)} two-way ties"
-    )
-    for comp in file_cycles:
-        print("circle (file level):", " ↔ ".join(name(c) for c in comp))
-    for comp in top_cycles:
-        print("circle (top level):", " ↔ ".join(name(c) for c in comp))
-    for a, b in two_way:
-        print(f"two-way tie: {a} ↔ {b}")
-    return 1 if file_cycles or top_cycles else 0
+    failed = False
+    for src in SRCS:
+        crate = src.parent.relative_to(ROOT).as_posix()
+        modules, files, top, file_cycles, top_cycles, two_way = analyse(src)
+        if "--dot" in sys.argv:
+            print(f'digraph "{crate}" {{')
+            for a, b in sorted(files):
+                print(f'  "{name(a)}" -> "{name(b)}";')
+            print("}")
+            continue
+        if "--edges" in sys.argv:
+            for a, b in sorted(files):
+                print(f"{crate}: {name(a)} -> {name(b)}")
+        print(
+            f"import graph of {crate}: {len(modules)} modules, {len(files)} file-level edges, {len(top)} top-level edges; "
+            f"{len(file_cycles)} file-level circles, {len(top_cycles)} top-level circles, {len(two_way)} two-way ties"
+        )
+        for comp in file_cycles:
+            print("circle (file level):", " ↔ ".join(name(c) for c in comp))
+        for comp in top_cycles:
+            print("circle (top level):", " ↔ ".join(name(c) for c in comp))
+        for a, b in two_way:
+            print(f"two-way tie: {a} ↔ {b}")
+        failed = failed or bool(file_cycles or top_cycles)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
