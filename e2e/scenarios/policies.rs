@@ -348,7 +348,7 @@ fn random_pod(rng: &mut Rng) -> Value {
     json!({ "metadata": { "labels": labels }, "spec": spec })
 }
 
-/// The engine's named placement cases (src/placement/tests.rs), as pods.
+/// The engine's named placement cases (crates/engine/src/placement/tests.rs), as pods.
 fn named_cases() -> Vec<(&'static str, Value)> {
     let spec = |extra: Value| {
         let mut spec = json!({"containers": [{"name": "app", "image": IMAGE}]});
