@@ -2,7 +2,10 @@
 //! side in one run on one cluster: a namespace no webhook selects, a group enforced by the
 //! webhook (its mutating and validating calls), and a group enforced by its admission
 //! policies (the API server's own CEL; the observing webhook call for the pods of one
-//! controller in 16, and for every pod without an owner — the last arm).
+//! controller in 16, and for every pod without an owner). Two more arms give the API server's
+//! floor for native admission: a namespace bound by a MutatingAdmissionPolicy of one constant
+//! operation, and one bound by that and a ValidatingAdmissionPolicy of one constant check — no
+//! compiled policy can cost less than its plugins do for those.
 //!
 //! A benchmark, not a check: run it alone, on an otherwise idle cluster, against the release
 //! build (see `docs/src/performance.md`):
@@ -19,11 +22,13 @@
 
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Pod;
-use serde_json::json;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::Api;
+use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
 
-use crate::harness::k8s::{IMAGE, pod_from};
-use crate::harness::{Env, Rng, env_var, notice};
+use crate::harness::k8s::{IMAGE, eventually, pod_from, wait_for_service_account};
+use crate::harness::{Env, Rng, admission_policy_api, env_var, notice};
 
 /// Concurrent clients, unless `E2E_LATENCY_CLIENTS` says otherwise.
 const CLIENTS: usize = 8;
@@ -93,6 +98,110 @@ async fn plugin_seconds(env: &Env) -> [f64; 4] {
             .unwrap_or(0.0);
     }
     out
+}
+
+/// The namespace label the floor policies' bindings select on (`map`, or `both`).
+const FLOOR_LABEL: &str = "e2e.pod-director.io/latency-floor";
+
+/// A fresh namespace of no group, labelled `FLOOR_LABEL=floor`.
+async fn floor_namespace(env: &Env, floor: &str) -> String {
+    let name = env.create_namespace(None).await;
+    let patch = json!({"metadata": {"labels": {FLOOR_LABEL: floor}}});
+    Api::<Namespace>::all(env.client.clone())
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap_or_else(|e| panic!("namespace {name} labelled {FLOOR_LABEL}={floor}: {e}"));
+    wait_for_service_account(&env.client, &name, "default").await;
+    name
+}
+
+/// The floor's policies and bindings: a MutatingAdmissionPolicy adding one constant annotation
+/// (namespaces labelled `map` or `both`) and a ValidatingAdmissionPolicy checking `true`
+/// (`both`). Not labelled as pod-director's: it would prune them.
+fn floor_policies() -> Vec<(&'static str, &'static str, Value)> {
+    let metadata = json!({"name": FLOOR_POLICY});
+    let pod_creates = json!({"resourceRules": [{
+        "apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"],
+    }]});
+    let selector = |floors: &[&str]| json!({"namespaceSelector": {"matchExpressions": [{"key": FLOOR_LABEL, "operator": "In", "values": floors}]}});
+    vec![
+        (
+            "MutatingAdmissionPolicy",
+            "mutatingadmissionpolicies",
+            json!({
+                "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicy", "metadata": metadata,
+                "spec": {
+                    "failurePolicy": "Fail", "reinvocationPolicy": "Never", "matchConstraints": pod_creates,
+                    "mutations": [{"patchType": "JSONPatch", "jsonPatch": {"expression":
+                        r#"[JSONPatch{op: "add", path: "/metadata/annotations", value: {"e2e.pod-director.io/floor": "1"}}]"#}}],
+                },
+            }),
+        ),
+        (
+            "MutatingAdmissionPolicyBinding",
+            "mutatingadmissionpolicybindings",
+            json!({
+                "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingAdmissionPolicyBinding", "metadata": metadata,
+                "spec": {"policyName": FLOOR_POLICY, "matchResources": selector(&["map", "both"])},
+            }),
+        ),
+        (
+            "ValidatingAdmissionPolicy",
+            "validatingadmissionpolicies",
+            json!({
+                "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy", "metadata": metadata,
+                "spec": {
+                    "failurePolicy": "Fail", "matchConstraints": pod_creates,
+                    "validations": [{"expression": "true", "message": "never refused"}],
+                },
+            }),
+        ),
+        (
+            "ValidatingAdmissionPolicyBinding",
+            "validatingadmissionpolicybindings",
+            json!({
+                "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding", "metadata": metadata,
+                "spec": {"policyName": FLOOR_POLICY, "validationActions": ["Deny"], "matchResources": selector(&["both"])},
+            }),
+        ),
+    ]
+}
+
+/// The name of each of the floor's four objects.
+const FLOOR_POLICY: &str = "e2e-latency-floor";
+
+/// Deletes the floor's objects (those of a run that did not get to its end, too).
+async fn delete_floor(env: &Env) {
+    for (kind, plural, _) in floor_policies() {
+        match admission_policy_api(&env.client, kind, plural)
+            .delete(FLOOR_POLICY, &DeleteParams::background())
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.is_not_found() => {}
+            Err(e) => panic!("{kind} {FLOOR_POLICY} deleted: {e}"),
+        }
+    }
+}
+
+/// Creates the floor's policies; waits until both namespaces' pods come back annotated (the
+/// API server's policy caches have them).
+async fn apply_floor(env: &Env, namespaces: &[&str]) {
+    delete_floor(env).await;
+    for (kind, plural, object) in floor_policies() {
+        let object: DynamicObject = serde_json::from_value(object).unwrap_or_else(|e| panic!("a {kind}: {e}"));
+        admission_policy_api(&env.client, kind, plural)
+            .create(&PostParams::default(), &object)
+            .await
+            .unwrap_or_else(|e| panic!("{kind} {FLOOR_POLICY} created: {e}"));
+    }
+    for namespace in namespaces {
+        eventually(&format!("the floor policy annotates pods in {namespace}"), || async {
+            let created = env.create_pod_dry_run(namespace, &bench_pod(None)).await;
+            (created.body["metadata"]["annotations"]["e2e.pod-director.io/floor"] == "1").then_some(())
+        })
+        .await;
+    }
 }
 
 fn uuid(rng: &mut Rng) -> String {
@@ -181,8 +290,12 @@ async fn latency_of_a_pod_create_with_no_webhook_the_webhook_and_the_admission_p
         c.parse().unwrap_or_else(|e| panic!("E2E_LATENCY_CLIENTS={c:?}: {e}"))
     });
     let policy_ns = env.namespace(Some("e2e-policy-reject")).await;
+    let (map_ns, both_ns) = (floor_namespace(&env, "map").await, floor_namespace(&env, "both").await);
+    apply_floor(&env, &[&map_ns, &both_ns]).await;
     let mut arms = vec![
         Arm::new("no webhook", env.namespace(None).await, true, false),
+        Arm::new("floor: a one-operation MAP", map_ns, true, false),
+        Arm::new("floor: a one-operation MAP + a one-check VAP", both_ns, true, false),
         Arm::new(
             "webhook enforce (mutate + validate)",
             env.namespace(Some("e2e-twin-reject")).await,
@@ -236,5 +349,6 @@ async fn latency_of_a_pod_create_with_no_webhook_the_webhook_and_the_admission_p
             per_create.join(" / ")
         );
     }
+    delete_floor(&env).await;
     notice(&table);
 }
