@@ -752,3 +752,57 @@ async fn a_group_on_policies_is_still_logged_for_the_pods_of_one_controller_in_1
         "a pod of an unsampled controller costs no webhook call: {logged:?}"
     );
 }
+
+/// `reinvocationPolicy: Never`, the compiled MutatingAdmissionPolicy's trade-off: a later
+/// mutating webhook that takes a toleration off again is not followed by the policy putting it
+/// back; the ValidatingAdmissionPolicy refuses the pod instead, with the words the webhook path's
+/// `/validate` uses for its twin (there, the reinvoked `/mutate` puts it back, the stripper takes
+/// it off again, and `/validate` refuses).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_toleration_stripped_by_a_later_webhook_gets_the_pod_refused_on_policies_as_on_the_webhook() {
+    if crate::harness::Settings::from_env().stub_host.is_none() {
+        notice("SKIPPED policy-strip: runs its own webhook in the test process (E2E_STUB_HOST unset)");
+        return;
+    }
+    let Some(env) = start("policy-strip").await else {
+        return;
+    };
+    let namespaces = twin_namespaces(&env).await;
+    let mut stubs = Vec::new();
+    for (policy_ns, webhook_ns) in &namespaces {
+        stubs.push(
+            env.stub_webhook(policy_ns, "IfNeeded", crate::webhooks::stripper())
+                .await,
+        );
+        stubs.push(
+            env.stub_webhook(webhook_ns, "IfNeeded", crate::webhooks::stripper())
+                .await,
+        );
+    }
+    let pod = json!({
+        "metadata": {"labels": {"app": "strip"}},
+        "spec": {"containers": [{"name": "app", "image": IMAGE}]},
+    });
+    let mut mismatches = run_case(&env, &namespaces, "stripped", "strip", &pod, false).await;
+    for ((policy_ns, _), (policy, _)) in namespaces.iter().zip(TWINS) {
+        let created = env
+            .create_pod_dry_run(
+                policy_ns,
+                &pod_from(json!({"metadata": {"name": "strip"}, "spec": pod["spec"]})),
+            )
+            .await;
+        let expected = format!(
+            "pods \"strip\" is forbidden: ValidatingAdmissionPolicy 'pod-director-{policy}' with binding 'pod-director-{policy}' denied request: \
+             pod-director: the pod does not satisfy placement group \"{policy}\": \
+             tolerations: missing a toleration of {P}dedicated=blue:NoSchedule"
+        );
+        if created.error_message() != Some(expected.as_str()) {
+            mismatches.push(format!(
+                "{policy}: refused by its ValidatingAdmissionPolicy for the stripped toleration\n  expected: {expected}\n  got: {} {}",
+                created.status, created.body
+            ));
+        }
+    }
+    drop(stubs);
+    assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
+}

@@ -20,7 +20,8 @@ fn labeller() -> Handler {
 }
 
 /// A webhook that removes every toleration of the group's key (no change when there is none).
-fn stripper() -> Handler {
+/// (Also the later mutator of the policy path, e2e/scenarios/policies.rs.)
+pub(crate) fn stripper() -> Handler {
     Arc::new(|pod: &Value| {
         let tolerations = pod["spec"]["tolerations"].as_array()?;
         let kept: Vec<&Value> = tolerations
