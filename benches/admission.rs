@@ -12,11 +12,9 @@ use pod_director::admission::{self, Subject};
 use pod_director::config::{Config, Loaded};
 use pod_director::placement::{self, Namespace};
 
-#[path = "support/pods.rs"]
-mod pods;
+use pod_director_testkit::pods;
 
-#[path = "support/alloc.rs"]
-mod alloc;
+use pod_director_testkit::alloc;
 
 #[global_allocator]
 static GLOBAL: alloc::Counting = alloc::Counting;

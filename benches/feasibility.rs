@@ -15,12 +15,10 @@ use pod_director::admission::{self, Subject};
 use pod_director::config::Config;
 use pod_director::nodes::Nodes;
 use pod_director::placement::{self, Context, Namespace, NodeInfo, NodeView, Placement, feasible};
-use pod_director::support::StaticNodes;
+use pod_director_testkit::StaticNodes;
 
-#[path = "support/nodes.rs"]
-mod nodes;
-#[path = "support/pods.rs"]
-mod pods;
+use pod_director_testkit::nodes;
+use pod_director_testkit::pods;
 
 fn cache(count: usize) -> Nodes {
     let source = Arc::new(StaticNodes::new());

@@ -14,8 +14,8 @@
 //! resident memory and CPU time are its own: pod-director is
 //! `app::start` with a [`StaticNamespaces`] cache and JSON decision logs
 //! written to a file, exactly as `pod-director serve` runs minus the
-//! Kubernetes client; the floor is `support::start_canned`. Both trust a
-//! certificate made here with the test PKI (tests/common/pki.rs) and listen on 127.0.0.1 only.
+//! Kubernetes client; the floor is `pod_director_testkit::start_canned`. Both trust a
+//! certificate made here with the test PKI (crates/testkit/src/pki.rs) and listen on 127.0.0.1 only.
 //!
 //! `--no-telemetry` runs pod-director without a tracing subscriber (no span,
 //! no decision log line): the difference is what observability costs.
@@ -51,18 +51,15 @@ use pod_director::admission::{self, Subject};
 use pod_director::config::Config;
 use pod_director::placement::{self, Namespace};
 use pod_director::server::{self, Settings, TlsFiles};
-use pod_director::support::StaticNamespaces;
 use pod_director::telemetry::{self, LogFormat};
+use pod_director_testkit::StaticNamespaces;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::rustls::{self, pki_types::CertificateDer, pki_types::ServerName};
 
-#[path = "support/pods.rs"]
-mod pods;
-#[path = "support/stats.rs"]
-mod stats;
-#[path = "../tests/common/pki.rs"]
-mod test_pki;
+use pod_director_testkit::pki as test_pki;
+use pod_director_testkit::pods;
+use pod_director_testkit::stats;
 
 use stats::median;
 
@@ -218,7 +215,7 @@ fn child(role: &str, dir: &Path) {
             "floor" => {
                 for group in GROUPS {
                     let canned = std::fs::read(dir.join(format!("canned-{}.json", group.mode))).expect("canned");
-                    let floor = pod_director::support::start_canned(any, &tls, max_body_bytes, Bytes::from(canned))
+                    let floor = pod_director_testkit::start_canned(any, &tls, max_body_bytes, Bytes::from(canned))
                         .await
                         .expect("floor starts");
                     addrs.insert(group.mode, floor.addr);

@@ -20,8 +20,7 @@ use pod_director::placement::Webhook;
 use pod_director::telemetry::{self, JsonLayer, LogFormat};
 use tracing_subscriber::layer::SubscriberExt as _;
 
-#[path = "support/pods.rs"]
-mod pods;
+use pod_director_testkit::pods;
 
 const ROUNDS: usize = 21;
 const BATCH: usize = 2000;
@@ -40,8 +39,7 @@ fn drained_pipe() -> std::fs::File {
     writer
 }
 
-#[path = "support/stats.rs"]
-mod stats;
+use pod_director_testkit::stats;
 
 use stats::{median, paired_rounds, process_cpu_ns};
 

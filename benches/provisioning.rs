@@ -16,13 +16,11 @@ use pod_director::config::Config;
 use pod_director::nodes::{Nodes, ProvisionerStore};
 use pod_director::placement::provision::{self, Provisioner};
 use pod_director::placement::{self, Context, Namespace, NodeInfo, NodeView, Placement};
-use pod_director::support::StaticNodes;
+use pod_director_testkit::StaticNodes;
 use serde_json::json;
 
-#[path = "support/nodes.rs"]
-mod nodes;
-#[path = "support/pods.rs"]
-mod pods;
+use pod_director_testkit::nodes;
+use pod_director_testkit::pods;
 
 /// `count` NodePools; the last one can provision the `ci` group's pool.
 fn node_pools(count: usize) -> Vec<Provisioner> {

@@ -16,8 +16,7 @@ use pod_director::admission::{self, Subject};
 use pod_director::config::{Config, Loaded};
 use pod_director::placement::{self, Namespace, NodeInfo, NodeTaint, NodeView, reservation};
 
-#[path = "support/pods.rs"]
-mod pods;
+use pod_director_testkit::pods;
 
 /// [`pods::CONFIG`] with the enforce group `ci` reserving its nodes.
 fn reserving() -> String {

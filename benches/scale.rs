@@ -19,7 +19,7 @@
 //!
 //! **Node store**: 5 000 synthetic Nodes shaped like a managed cluster's
 //! (15 labels, a pool taint on some, status with conditions and 25 cached
-//! images: `benches/support/nodes.rs`) are reduced to what placement keeps and
+//! images: `pod_director_testkit::nodes`) are reduced to what placement keeps and
 //! applied to the Node cache's store the way its watch does; live heap bytes
 //! held by the store are counted (the decoded Nodes are dropped first).
 //!
@@ -45,14 +45,12 @@ use kube::runtime::reflector;
 use kube::runtime::watcher::Event;
 use serde_json::json;
 
-#[path = "support/alloc.rs"]
-mod alloc;
+use pod_director_testkit::alloc;
 
 #[global_allocator]
 static GLOBAL: alloc::Counting = alloc::Counting;
 
-#[path = "support/nodes.rs"]
-mod nodes;
+use pod_director_testkit::nodes;
 
 const PREFIX: &str = "pd-scale-";
 /// Nodes in the Node store measurement.
@@ -193,8 +191,7 @@ fn node_store() {
     );
 }
 
-#[path = "support/stats.rs"]
-mod stats;
+use pod_director_testkit::stats;
 
 use stats::median;
 

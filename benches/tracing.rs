@@ -34,11 +34,9 @@ use pod_director::placement::Webhook;
 use pod_director::telemetry::{self, JsonLayer};
 use tracing_subscriber::layer::SubscriberExt as _;
 
-#[path = "support/pods.rs"]
-mod pods;
+use pod_director_testkit::pods;
 
-#[path = "support/alloc.rs"]
-mod alloc;
+use pod_director_testkit::alloc;
 
 #[global_allocator]
 static GLOBAL: alloc::Counting = alloc::Counting;
@@ -89,8 +87,7 @@ fn dispatchers(provider: &SdkTracerProvider) -> [(&'static str, tracing::Dispatc
     ]
 }
 
-#[path = "support/stats.rs"]
-mod stats;
+use pod_director_testkit::stats;
 
 use stats::{median, paired_rounds, process_cpu_ns};
 

@@ -15,9 +15,8 @@
 //! - [`audit`]: is it safe to enforce a group? Running pods and workload templates decided as enforce
 //!   would, a readiness verdict per group (`pod-director audit`, and continuously in `serve`).
 //! - [`cli`]: the command line.
-//! - `support` (hidden): what tests and benchmarks share (log capture, the load floor server, in-memory
-//!   namespaces and nodes); not an API.
-//! - `fixtures` (hidden): the AdmissionReview builder of the tests and benches.
+//! - `testing` (hidden, the `testing` feature and unit tests only): in-memory namespaces and nodes and
+//!   the admission path on them, for the test kit (`crates/testkit`, which has the rest); not an API.
 
 // `named_enum!`: the engine's macro for fieldless enums with fixed names, for the product's own.
 #[macro_use]
@@ -27,17 +26,16 @@ pub mod admission;
 pub mod app;
 pub mod audit;
 pub mod cli;
-#[doc(hidden)]
-pub mod fixtures;
 pub mod metrics;
 pub mod namespaces;
 pub mod nodes;
 pub mod orphans;
 pub mod provisioners;
 pub mod server;
-#[doc(hidden)]
-pub mod support;
 pub mod telemetry;
+#[cfg(any(test, feature = "testing"))]
+#[doc(hidden)]
+pub mod testing;
 pub mod webhooks;
 
 /// The engine (crates/engine), under the paths the product has always used.

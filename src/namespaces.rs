@@ -356,7 +356,8 @@ mod tests {
     use kube::runtime::watcher::Event;
 
     use super::*;
-    use crate::support::{StaticNamespaces, assert_contains};
+    use crate::testing::StaticNamespaces;
+    use pod_director_engine::testing::assert_contains;
 
     fn labels(pairs: &[(&str, &str)]) -> Labels {
         pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()

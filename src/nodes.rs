@@ -759,7 +759,7 @@ mod tests {
 
     use super::*;
     use crate::metrics::Exposition;
-    use crate::support::StaticNodes;
+    use crate::testing::StaticNodes;
 
     /// Node metrics on a registry of their own, and its exposition.
     fn registered() -> (NodeMetrics, Exposition) {
@@ -769,7 +769,7 @@ mod tests {
     }
 
     fn node(name: &str, pool: &str) -> NodeInfo {
-        crate::support::node(name, &[("pool", pool)], &[], false)
+        pod_director_engine::testing::node(name, &[("pool", pool)], &[], false)
     }
 
     fn spec(value: serde_json::Value) -> PodSpec {
@@ -789,7 +789,7 @@ mod tests {
             Some(2),
             "a new node is counted"
         );
-        let tainted = crate::support::node("b", &[("pool", "ci")], &[("k", "", "NoSchedule")], false);
+        let tainted = pod_director_engine::testing::node("b", &[("pool", "ci")], &[("k", "", "NoSchedule")], false);
         source.insert(tainted);
         assert_eq!(nodes.feasible(&Placement::of_spec(&ci)), Some(1), "a new taint is seen");
         source.remove("a");
@@ -818,13 +818,13 @@ mod tests {
 
     #[test]
     fn group_counts_use_each_groups_own_placement() {
-        let config = crate::support::config(
+        let config = pod_director_engine::testing::config(
             "groups:\n  ci: {nodeSelector: {pool: ci}}\n  gpu: {nodeSelector: {pool: gpu}, tolerations: [{key: gpu, operator: Exists}]}\n",
         );
         let source = Arc::new(StaticNodes::new());
         source.insert(node("a", "ci"));
         source.insert(node("b", "ci"));
-        let gpu = crate::support::node("g", &[("pool", "gpu")], &[("gpu", "", "NoSchedule")], false);
+        let gpu = pod_director_engine::testing::node("g", &[("pool", "gpu")], &[("gpu", "", "NoSchedule")], false);
         source.insert(gpu);
         let nodes = Nodes::new(source);
         assert_eq!(
@@ -903,7 +903,8 @@ mod tests {
         let NodeLookup::Found(found) = nodes.lookup("known", &metrics).await else {
             panic!("known is found")
         };
-        let expected = crate::support::node("known", &[("pool", "ci")], &[("dedicated", "ci", "NoSchedule")], false);
+        let expected =
+            pod_director_engine::testing::node("known", &[("pool", "ci")], &[("dedicated", "ci", "NoSchedule")], false);
         assert_eq!(*found, expected);
         assert_eq!(nodes.lookup("ghost", &metrics).await, NodeLookup::Unknown);
         assert!(

@@ -151,7 +151,9 @@ impl OrphanMetrics {
 mod tests {
     use super::*;
     use crate::namespaces::Labels;
-    use crate::support::{LogCapture, StaticNamespaces, config, loaded, until};
+    use crate::testing::StaticNamespaces;
+    use pod_director_engine::testing::{config, loaded};
+    use pod_director_testkit::{LogCapture, until};
 
     fn labelled(group: &str) -> Labels {
         Labels::from([("pod-director/group".to_owned(), group.to_owned())])

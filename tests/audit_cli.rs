@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use pod_director::support::assert_contains;
+use pod_director_testkit::assert_contains;
 
 /// Longest any server thread of these tests lives.
 const SERVER_LIFETIME: Duration = Duration::from_secs(60);

@@ -1,7 +1,6 @@
-//! The benches' shared statistics (`benches/support/stats.rs`), tested where `cargo test` runs them.
+//! The benches' shared statistics (`pod_director_testkit::stats`, crates/testkit/src/stats.rs), tested where `cargo test` runs them.
 
-#[path = "../benches/support/stats.rs"]
-mod stats;
+use pod_director_testkit::stats;
 
 use stats::median;
 

@@ -4,7 +4,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use pod_director::support::assert_contains;
+use pod_director_testkit::assert_contains;
 use serde_json::Value;
 
 fn bin() -> Command {

@@ -13,7 +13,7 @@ use pod_director::nodes::Nodes;
 use pod_director::placement::NodeTaint;
 use pod_director::placement::feasible::{self, NodeInfo, NodeView, Placement};
 use pod_director::placement::{self as engine, Context, Namespace, Pod, PodSpec};
-use pod_director::support::{self, StaticNodes};
+use pod_director_testkit::StaticNodes;
 use proptest::prelude::*;
 use serde_json::json;
 
@@ -78,7 +78,7 @@ fn toleration() -> impl Strategy<Value = Toleration> {
         prop::sample::select(vec!["", "a", "b"]),
         prop::sample::select(vec!["", "NoSchedule", "PreferNoSchedule", "NoExecute"]),
     )
-        .prop_map(|(key, op, value, effect)| support::toleration(key, op, value, effect, None))
+        .prop_map(|(key, op, value, effect)| pod_director_testkit::toleration(key, op, value, effect, None))
 }
 
 fn requirement(field: bool) -> impl Strategy<Value = NodeSelectorRequirement> {

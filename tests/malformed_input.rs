@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use common::{Harness, Options, pod_create};
 use futures::StreamExt as _;
-use pod_director::fixtures::{with, without};
+use pod_director_testkit::fixtures::{with, without};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 

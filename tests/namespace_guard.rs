@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::{Harness, eventually};
-use pod_director::fixtures::Review;
+use pod_director_testkit::fixtures::Review;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 

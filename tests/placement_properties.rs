@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use pod_director::config::{Config, Group, Mode, OnConflict};
 use pod_director::placement::{self, Context, DAEMON_SET_TEMPLATE, Namespace, Pod, plan, verify};
-use pod_director::support::scheduler::{TestNode, terms_match};
+use pod_director_testkit::scheduler::{TestNode, terms_match};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use common::child::{ServeProcess, Spawn};
 use common::{pod_create, raw_request, review_bytes, tls_connect};
-use pod_director::support::metric_value;
+use pod_director_testkit::metric_value;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 const CONFIG: &str = "groups:\n  ci:\n    mode: enforce\n    nodeSelector: {node-pool: ci}\n";

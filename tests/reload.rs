@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use common::{ClientKind, Harness, eventually, metric, pod_create};
-use pod_director::fixtures::decoded_patch;
+use pod_director_testkit::fixtures::decoded_patch;
 use reqwest::StatusCode;
 use serde_json::Value;
 

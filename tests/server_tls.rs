@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{ClientKind, Harness, Options, Slow, eventually, patched, pod, pod_create, review};
-use pod_director::fixtures::decoded_patch;
-use pod_director::support::{StaticNamespaces, assert_contains};
+use pod_director_testkit::fixtures::decoded_patch;
+use pod_director_testkit::{StaticNamespaces, assert_contains};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 

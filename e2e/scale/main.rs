@@ -461,7 +461,7 @@ struct Memo {
 
 fn measure_memo(nodes: &[Node], config: &pod_director::config::Config) -> Memo {
     use pod_director::placement::{NodeInfo, Placement};
-    use pod_director::support::StaticNodes;
+    use pod_director_testkit::StaticNodes;
     let source = Arc::new(StaticNodes::new());
     for node in nodes {
         source.insert(NodeInfo::from_node(node));

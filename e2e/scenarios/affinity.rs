@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{NodeSelectorTerm, Pod};
-use pod_director::support::scheduler::{TestNode, terms_match};
+use pod_director_testkit::scheduler::{TestNode, terms_match};
 use serde_json::{Value, json};
 
 use crate::harness::Env;

@@ -179,7 +179,7 @@ async fn sigterm_flushes_a_decision_span_of_an_unsampled_trace_over_otlp_http() 
         "metadata": {"generateName": "flushed-", "namespace": namespace},
         "spec": {"containers": [{"name": "app", "image": "registry.example.com/app:1.0"}]}
     });
-    let review = pod_director::fixtures::Review::pod("CREATE", pod)
+    let review = pod_director_testkit::fixtures::Review::pod("CREATE", pod)
         .uid(&uid)
         .user("e2e", &[])
         .value();

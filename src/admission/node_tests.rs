@@ -8,7 +8,8 @@ use serde_json::json;
 
 use super::*;
 use crate::app::Metrics;
-use crate::support::{StaticNodes, answer, assert_contains, node};
+use crate::testing::{StaticNodes, answer};
+use pod_director_engine::testing::{assert_contains, node};
 
 const CONFIG: &str = "groups:\n  ci: {mode: enforce, nodeSelector: {pool: ci}, tolerations: [{key: dedicated, operator: Equal, value: ci, effect: NoSchedule}]}\n  shadow: {mode: dryRun, nodeSelector: {pool: ci}, tolerations: [{key: dedicated, operator: Equal, value: ci, effect: NoSchedule}]}\n";
 
@@ -21,7 +22,7 @@ fn nodes() -> Arc<StaticNodes> {
 }
 
 fn admission(nodes: Arc<StaticNodes>) -> (Admission, Metrics) {
-    let (admission, metrics) = crate::support::admission(CONFIG, &[("team-ci", "ci"), ("team-shadow", "shadow")]);
+    let (admission, metrics) = crate::testing::admission(CONFIG, &[("team-ci", "ci"), ("team-shadow", "shadow")]);
     let node_metrics = metrics.nodes.clone();
     (admission.with_nodes(Arc::new(Nodes::new(nodes)), node_metrics), metrics)
 }
@@ -38,7 +39,7 @@ fn review(namespace: &str, node: Option<&str>) -> Vec<u8> {
     }
     let pod =
         json!({"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "web", "namespace": namespace}, "spec": spec});
-    crate::fixtures::Review::pod("CREATE", pod)
+    pod_director_testkit::fixtures::Review::pod("CREATE", pod)
         .uid("u-1")
         .user("tenant", &[])
         .bytes()

@@ -5,8 +5,10 @@
 use serde_json::{Value, json};
 
 use super::*;
-use crate::fixtures::{Review, decoded_patch};
-use crate::support::{self, assert_contains, json_pointers};
+use crate::testing;
+use pod_director_engine::testing::assert_contains;
+use pod_director_testkit::fixtures::{Review, decoded_patch};
+use pod_director_testkit::json_pointers;
 
 const CONFIG: &str = r#"
 namespaceGuard:
@@ -31,7 +33,7 @@ const DAEMON_SET_CONTROLLER: &str = "system:serviceaccount:kube-system:daemon-se
 
 fn admission_with(config: &str) -> Admission {
     let namespaces = [("team-ci", "ci"), ("team-shadow", "shadow"), ("team-agents", "agents")];
-    crate::support::admission(config, &namespaces).0
+    crate::testing::admission(config, &namespaces).0
 }
 
 fn user(username: &str, groups: &[&str]) -> Value {
@@ -115,7 +117,7 @@ async fn answer(admission: &Admission, webhook: Webhook, body: &Value) -> Value 
     // Reviewed under a live subscriber: a callsite first met with no subscriber alive would be
     // cached as never enabled, and the tests that read decision lines would then see none.
     let _subscriber = tracing::subscriber::set_default(tracing_subscriber::registry());
-    let (status, value) = support::answer(admission, webhook, &serde_json::to_vec(body).unwrap_or_default()).await;
+    let (status, value) = testing::answer(admission, webhook, &serde_json::to_vec(body).unwrap_or_default()).await;
     assert_eq!(status, StatusCode::OK, "{value}");
     value["response"].clone()
 }
@@ -248,7 +250,7 @@ async fn a_daemonset_that_is_not_one_is_refused_with_400() {
     object["spec"]["template"] = json!("not a template");
     let body = daemon_set_review("team-ci", "CREATE", object, Value::Null);
     let bytes = serde_json::to_vec(&body).unwrap_or_default();
-    let (status, value) = support::answer(&admission, Webhook::Mutate, &bytes).await;
+    let (status, value) = testing::answer(&admission, Webhook::Mutate, &bytes).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     let message = value["response"]["status"]["message"].as_str().unwrap_or_default();
     assert!(

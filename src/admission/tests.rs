@@ -7,12 +7,14 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::config::Mode;
-use crate::fixtures::{with, without};
-use crate::support::{StaticNamespaces, admission_on, answer, assert_contains, json_pointers};
+use crate::testing::{StaticNamespaces, admission_on, answer};
+use pod_director_engine::testing::assert_contains;
+use pod_director_engine::testing::{with, without};
+use pod_director_testkit::json_pointers;
 
 /// The pod of [`review`]: a ReplicaSet's pod, generateName, no name yet, with its managed fields.
 fn pod_object() -> Value {
-    let mut pod = crate::fixtures::replica_set_pod("team-ci");
+    let mut pod = pod_director_testkit::fixtures::replica_set_pod("team-ci");
     pod["metadata"]["managedFields"] = json!([{"manager": "kube-controller-manager", "operation": "Update",
         "apiVersion": "v1", "time": "2026-11-02T10:00:00Z", "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {}}}]);
     pod
@@ -20,12 +22,12 @@ fn pod_object() -> Value {
 
 /// A pod CREATE exactly as kube-apiserver sends it, as a value to edit.
 fn review() -> Value {
-    crate::fixtures::Review::pod("CREATE", pod_object()).value()
+    pod_director_testkit::fixtures::Review::pod("CREATE", pod_object()).value()
 }
 
 /// The same pod CREATE as bytes in kube-apiserver's field order (the object decoded in the review's pass).
 fn api_server_bytes() -> Vec<u8> {
-    crate::fixtures::Review::pod("CREATE", pod_object()).bytes()
+    pod_director_testkit::fixtures::Review::pod("CREATE", pod_object()).bytes()
 }
 
 fn bytes(value: &Value) -> Vec<u8> {
@@ -67,7 +69,8 @@ fn a_pod_field_of_the_wrong_type_is_refused_naming_it_in_either_field_order() {
     let bad = |update: bool| {
         let mut object = pod_object();
         object["spec"]["affinity"] = json!({"nodeAffinity": "ci"});
-        let review = crate::fixtures::Review::pod(if update { "UPDATE" } else { "CREATE" }, object.clone());
+        let review =
+            pod_director_testkit::fixtures::Review::pod(if update { "UPDATE" } else { "CREATE" }, object.clone());
         if update {
             review.old(object).bytes()
         } else {
@@ -543,13 +546,13 @@ async fn an_update_at_mutate_is_admitted_untouched() {
 }
 
 /// A `pods/binding` CREATE as kube-apiserver sends it for the scheduler: the object is a Binding.
-fn binding_review() -> crate::fixtures::Review {
+fn binding_review() -> pod_director_testkit::fixtures::Review {
     let binding = json!({
         "kind": "Binding", "apiVersion": "v1",
         "metadata": {"name": "web-7c9f8d-x2k4p", "namespace": "team-ci", "creationTimestamp": null},
         "target": {"kind": "Node", "name": "ci-1"},
     });
-    crate::fixtures::Review::new(["", "v1", "pods"], ["", "v1", "Binding"], "team-ci", "CREATE", binding)
+    pod_director_testkit::fixtures::Review::new(["", "v1", "pods"], ["", "v1", "Binding"], "team-ci", "CREATE", binding)
         .sub_resource("binding")
 }
 
@@ -589,7 +592,7 @@ fn review_under(layer: impl tracing_subscriber::Layer<tracing_subscriber::Regist
 
 #[test]
 fn each_review_writes_one_decision_line_with_the_documented_fields() {
-    let captured = crate::support::LogCapture::default();
+    let captured = pod_director_testkit::LogCapture::default();
     review_under(
         telemetry::JsonLayer::new(captured.clone()),
         &with(review(), "/request/dryRun", json!(true)),

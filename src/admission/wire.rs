@@ -469,7 +469,7 @@ mod tests {
                       loose: {mode: enforce, onConflict: override, nodeSelector: {disk: hdd}}\n  \
                       shadow: {mode: dryRun, nodeSelector: {pool: ci}}\n";
         let loaded = Config::from_yaml(config, "test", Vec::new()).expect("valid config");
-        let body = crate::fixtures::Review::pod("CREATE", pod()).bytes();
+        let body = pod_director_testkit::fixtures::Review::pod("CREATE", pod()).bytes();
         let parsed = parse(&body).expect("parses");
         let Subject::Pod { pod, .. } = &parsed.subject else {
             panic!("a pod")

@@ -272,7 +272,7 @@ mod tests {
     use crate::placement::{Decision, NodeInfo, SkipReason};
 
     fn config() -> Config {
-        crate::support::config(
+        pod_director_engine::testing::config(
             r#"
 groups:
   agents:

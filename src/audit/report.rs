@@ -311,7 +311,7 @@ mod tests {
     use super::*;
     use crate::audit::{AuditDecision, Source, Verdict};
     use crate::config::Mode;
-    use crate::support::assert_contains;
+    use pod_director_engine::testing::assert_contains;
 
     fn audit() -> Audit {
         let mut g = GroupAudit::new("ci".to_owned(), Mode::DryRun);

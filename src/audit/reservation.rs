@@ -185,13 +185,18 @@ mod tests {
 
     fn nodes() -> Vec<Arc<NodeInfo>> {
         vec![
-            Arc::new(crate::support::node(
+            Arc::new(pod_director_engine::testing::node(
                 "ci-1",
                 &[("pool", "ci")],
                 &[("dedicated", "ci", "NoSchedule")],
                 false,
             )),
-            Arc::new(crate::support::node("w-1", &[("pool", "web")], &[], false)),
+            Arc::new(pod_director_engine::testing::node(
+                "w-1",
+                &[("pool", "web")],
+                &[],
+                false,
+            )),
         ]
     }
 

@@ -128,7 +128,7 @@ mod tests {
     use crate::audit::{AuditDecision, Counts};
 
     fn config(guard: &str) -> Config {
-        crate::support::config(&format!(
+        pod_director_engine::testing::config(&format!(
             "namespaceGuard: {{mode: {guard}}}\ngroups:\n  ci:\n    nodeSelector: {{pool: ci}}\n"
         ))
     }
@@ -241,7 +241,7 @@ mod tests {
 
     #[test]
     fn a_guard_that_follows_the_groups_is_no_warning_a_group_about_to_be_enforced_needs() {
-        let config = crate::support::config("groups:\n  ci:\n    nodeSelector: {pool: ci}\n");
+        let config = pod_director_engine::testing::config("groups:\n  ci:\n    nodeSelector: {pool: ci}\n");
         let v = verdict(&config, &group(), Some(5));
         assert!(v.ready, "{v:?}");
         assert!(v.warnings.is_empty(), "{v:?}");

@@ -100,8 +100,9 @@ pub(crate) enum Phase {
 }
 
 /// The connections of one listener: how many are open, and what the drain did.
+/// Public for the test kit's floor server (`crates/testkit/src/floor.rs`), which serves on this exact stack; not otherwise an API.
 #[derive(Debug)]
-pub(crate) struct Tracker {
+pub struct Tracker {
     open: AtomicUsize,
     closed: Notify,
     gauge: Option<Gauge>,
@@ -305,7 +306,8 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for CountingIo<I> {
 }
 
 /// Everything a connection task needs, shared by the listener's connections.
-pub(crate) struct Listener {
+/// Public for the test kit's floor server (`crates/testkit/src/floor.rs`), which serves on this exact stack; not otherwise an API.
+pub struct Listener {
     /// `admission` or `probe`, for logs.
     pub name: &'static str,
     pub tls: Option<TlsAcceptor>,

@@ -28,10 +28,13 @@
 pub mod connection;
 pub mod limits;
 pub(crate) mod reload;
-pub(crate) mod routes;
-pub(crate) mod serve;
+/// Public for the test kit's floor server (`crates/testkit/src/floor.rs`), which serves on this exact stack; not otherwise an API.
+pub mod routes;
+/// Public for the test kit's floor server (`crates/testkit/src/floor.rs`), which serves on this exact stack; not otherwise an API.
+pub mod serve;
 mod settings;
-pub(crate) mod start;
+/// Public for the test kit's floor server (`crates/testkit/src/floor.rs`), which serves on this exact stack; not otherwise an API.
+pub mod start;
 pub mod tls;
 
 use std::net::SocketAddr;

@@ -98,7 +98,8 @@ fn is_json(content_type: &str) -> bool {
 }
 
 /// A review posted to `/{name}`: its headers and its JSON body, within `max_body_bytes`.
-pub(crate) fn review_request(
+/// Public for the test kit's floor server (`crates/testkit/src/floor.rs`), which serves on this exact stack; not otherwise an API.
+pub fn review_request(
     name: &'static str,
     max_body_bytes: u64,
 ) -> impl Filter<Extract = (http::HeaderMap, Bytes), Error = Rejection> + Clone {
@@ -111,7 +112,8 @@ pub(crate) fn review_request(
 }
 
 /// An AdmissionReview answer.
-pub(crate) fn review_reply(body: Vec<u8>, status: StatusCode) -> impl Reply {
+/// Public for the test kit's floor server (`crates/testkit/src/floor.rs`), which serves on this exact stack; not otherwise an API.
+pub fn review_reply(body: Vec<u8>, status: StatusCode) -> impl Reply {
     warp::reply::with_status(warp::reply::with_header(body, CONTENT_TYPE, "application/json"), status)
 }
 
@@ -178,7 +180,8 @@ fn text(status: StatusCode, message: String) -> warp::reply::Response {
 }
 
 /// Maps each rejection to its own status with a message saying what to do.
-pub(crate) async fn rejection(rejection: Rejection) -> Result<warp::reply::Response, Infallible> {
+/// Public for the test kit's floor server (`crates/testkit/src/floor.rs`), which serves on this exact stack; not otherwise an API.
+pub async fn rejection(rejection: Rejection) -> Result<warp::reply::Response, Infallible> {
     let reply = if rejection.is_not_found() {
         text(
             StatusCode::NOT_FOUND,

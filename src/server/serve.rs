@@ -15,7 +15,8 @@ use super::connection::{self, Listener, Phase};
 
 /// Accepts connections until shutdown (refusing those beyond `max_connections` at accept),
 /// then drains: see [`connection`].
-pub(crate) async fn serve(
+/// Public for the test kit's floor server (`crates/testkit/src/floor.rs`), which serves on this exact stack; not otherwise an API.
+pub async fn serve(
     listener: TcpListener,
     shared: Arc<Listener>,
     max_connections: usize,

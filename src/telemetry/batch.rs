@@ -72,7 +72,7 @@ mod tests {
                 }
             }
         }
-        let buffer = crate::support::LogCapture::default();
+        let buffer = pod_director_testkit::LogCapture::default();
         let passes = Arc::new(Mutex::new(0));
         let subscriber = tracing_subscriber::registry()
             .with(JsonLayer::new(buffer.clone()))

@@ -6,7 +6,7 @@ use super::filter::env_filter;
 use super::otlp::{otlp_enabled, provider_builder_with_env};
 use super::*;
 
-type Buffer = crate::support::LogCapture;
+type Buffer = pod_director_testkit::LogCapture;
 
 fn lines(buffer: &Buffer) -> Vec<Value> {
     buffer

@@ -6,7 +6,8 @@ use serde_json::json;
 
 use super::*;
 use crate::app::Metrics;
-use crate::support::{assert_contains, config, loaded, until};
+use pod_director_engine::testing::{assert_contains, config, loaded};
+use pod_director_testkit::until;
 
 fn expressions(selector: &LabelSelector) -> Value {
     serde_json::to_value(selector.match_expressions.as_ref().expect("expressions")).unwrap()

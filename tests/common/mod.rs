@@ -10,15 +10,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub mod child;
-mod pki;
 
-pub use pki::Pki;
+pub use pod_director_testkit::pki::Pki;
 
 use pod_director::app::RunningServer;
 use pod_director::namespaces::NamespaceSource;
 use pod_director::server::{Settings, Timeouts, TlsFiles};
-pub use pod_director::support::MountedDir;
-use pod_director::support::StaticNamespaces;
+pub use pod_director_testkit::MountedDir;
+use pod_director_testkit::StaticNamespaces;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -164,10 +163,10 @@ pub fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
     pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
 }
 
-/// A pod as a ReplicaSet creates it ([`pod_director::fixtures::replica_set_pod`]), with the
+/// A pod as a ReplicaSet creates it ([`pod_director_testkit::fixtures::replica_set_pod`]), with the
 /// DefaultTolerationSeconds tolerations; `spec` entries are merged into it.
 pub fn pod(namespace: &str, extra_spec: Value) -> Value {
-    let mut pod = pod_director::fixtures::replica_set_pod(namespace);
+    let mut pod = pod_director_testkit::fixtures::replica_set_pod(namespace);
     pod["spec"]["tolerations"] = json!([
         {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
         {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
@@ -186,9 +185,9 @@ pub fn pod(namespace: &str, extra_spec: Value) -> Value {
     pod
 }
 
-/// A pod AdmissionReview exactly as kube-apiserver sends it ([`pod_director::fixtures::Review`]).
+/// A pod AdmissionReview exactly as kube-apiserver sends it ([`pod_director_testkit::fixtures::Review`]).
 pub fn review(uid: &str, operation: &str, object: &Value, old_object: Option<&Value>) -> Value {
-    let review = pod_director::fixtures::Review::pod(operation, object.clone()).uid(uid);
+    let review = pod_director_testkit::fixtures::Review::pod(operation, object.clone()).uid(uid);
     match old_object {
         Some(old) => review.old(old.clone()).value(),
         None => review.value(),
@@ -320,12 +319,12 @@ pub async fn metric(harness: &Harness, line_start: &str) -> Option<f64> {
         .text()
         .await
         .ok()?;
-    pod_director::support::metric_value(&text, line_start)
+    pod_director_testkit::metric_value(&text, line_start)
 }
 
 /// Namespaces that take `delay` to answer, to keep a request in flight.
 pub struct Slow {
-    pub inner: pod_director::support::StaticNamespaces,
+    pub inner: pod_director_testkit::StaticNamespaces,
     pub delay: std::time::Duration,
 }
 

@@ -10,8 +10,8 @@ use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::trace::{SpanData, SpanExporter};
 use pod_director::nodes::Nodes;
 use pod_director::placement::Webhook;
-use pod_director::support::{LogCapture, StaticNodes, node};
 use pod_director::telemetry::{self, DECISION_TARGET, JsonLayer};
+use pod_director_testkit::{LogCapture, StaticNodes, node};
 use serde_json::{Value, json};
 use tracing_subscriber::layer::SubscriberExt as _;
 
@@ -159,7 +159,7 @@ impl Emitted {
 
 /// Reviews `requests` in order, one after the other.
 pub fn review(requests: Vec<Request>) -> Emitted {
-    let (admission, metrics) = pod_director::support::admission(&config(), NAMESPACES);
+    let (admission, metrics) = pod_director_testkit::admission(&config(), NAMESPACES);
     let admission = admission.with_nodes(Arc::new(Nodes::new(Arc::new(nodes()))), metrics.nodes.clone());
     let exported = Exported::default();
     let captured = LogCapture::default();
@@ -193,7 +193,7 @@ pub fn review(requests: Vec<Request>) -> Emitted {
 
 /// A pod CREATE AdmissionReview as kube-apiserver sends it: a ReplicaSet's pod with `spec`.
 pub fn pod_create(uid: &str, namespace: &str, spec: Value) -> Value {
-    let mut pod = pod_director::fixtures::replica_set_pod(namespace);
+    let mut pod = pod_director_testkit::fixtures::replica_set_pod(namespace);
     pod["spec"] = spec;
     common::review(uid, "CREATE", &pod, None)
 }
@@ -239,7 +239,7 @@ pub fn namespace_relabel(uid: &str, namespace: &str, to: &str) -> Value {
         json!({"kind": "Namespace", "apiVersion": "v1", "metadata": {"name": namespace,
             "labels": {"kubernetes.io/metadata.name": namespace, "pod-director/group": group}}})
     };
-    pod_director::fixtures::Review::namespace("UPDATE", object(to))
+    pod_director_testkit::fixtures::Review::namespace("UPDATE", object(to))
         .uid(uid)
         .old(object("strict"))
         .user_info(json!({"username": "alice", "uid": "a1", "groups": ["system:authenticated"]}))

@@ -1,5 +1,5 @@
 //! Test support of the engine: what its unit tests build their inputs with, shared with the
-//! product's tests, benches and e2e suite (re-exported by its `support` and `fixtures`); never used
+//! product's tests, benches and e2e suite (re-exported by its test kit, crates/testkit); never used
 //! by the engine itself, and not part of its API (the `testing` feature, hidden from the docs).
 //! `testing.rs`: a test config, a node, a toleration, `assert_contains`, a review's JSON edited
 //! ([`with`], [`without`]); `scheduler.rs`: the scheduler's reading of required node affinity, an

@@ -534,7 +534,7 @@ impl Env {
     /// The value of a sample of the local pod-director's `/metrics` (the first line
     /// starting with `sample`, e.g. `pod_director_config_reloads_total{result="error"}`).
     pub async fn metric(&self, sample: &str) -> Option<f64> {
-        pod_director::support::metric_value(&self.metrics().await?, sample)
+        pod_director_testkit::metric_value(&self.metrics().await?, sample)
     }
 
     /// Waits until the local pod-director's `sample` has a value for which `holds` is true.

@@ -11,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use pod_director::support::MountedDir;
+use pod_director_testkit::MountedDir;
 use serde_json::Value;
 
 use super::logs::Lines;

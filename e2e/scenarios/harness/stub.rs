@@ -19,9 +19,7 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
 
-#[path = "../../../tests/common/pki.rs"]
-mod pki;
-use pki::Pki;
+use pod_director_testkit::pki::Pki;
 
 /// Given the pod (as JSON), the JSON Patch to answer with (`None`: no change).
 pub type Handler = Arc<dyn Fn(&Value) -> Option<Value> + Send + Sync>;

@@ -1,32 +1,41 @@
-//! Test and benchmark support: shared by the unit tests, `tests/`, `benches/` and `e2e/`,
-//! never used by pod-director itself, and not part of its API (hidden from the docs).
-//! `mod.rs`: the log capture, the `/metrics` sample reader, an admission path on a test config and its answer
-//! to a review, a JSON value's pointers and a condition polled until it holds; `floor.rs`: the load harness's
-//! no-work floor server; `mounted.rs`: kubelet-style mounted directories; `sources.rs`: in-memory namespaces
-//! and nodes. The engine's helpers (a test config, a node, a toleration, `assert_contains`, the scheduler's
-//! reading of required node affinity) are the engine's own (`pod_director_engine::testing`), re-exported here.
+//! pod-director's test kit: what the unit tests, `tests/`, `benches/` and `e2e/` share, in a crate of
+//! its own so that the product's release build does not compile it (a dev-dependency only).
+//!
+//! - `lib.rs`: the log capture, the `/metrics` sample reader, a JSON value's pointers and a condition
+//!   polled until it holds.
+//! - [`fixtures`]: the AdmissionReview builder; [`pki`]: a test CA issuing serving certificates;
+//!   [`mounted`]: kubelet-style mounted directories; [`floor`]: the load harness's no-work floor server.
+//! - The benches' support: [`pods`] (reviews of three sizes), [`nodes`] (cloud-like Node objects),
+//!   [`stats`] (median, CPU time, paired rounds), [`alloc`] (the counting allocator).
+//! - Re-exported: the engine's helpers (a test config, a node, a toleration, `assert_contains`, a
+//!   review's JSON edited, the scheduler's reading of required node affinity:
+//!   `pod_director_engine::testing`) and the product's own (`pod_director::testing`: in-memory
+//!   namespaces and nodes, the admission path on them and its answer).
+//!
+//! The product's unit tests use this crate too (a dev-dependency), but only for what names none of
+//! the product's types: they are a second copy of the product, whose types are not those of the
+//! copy this crate links; what does name them stays in the product (`src/testing`).
 
-mod floor;
-mod mounted;
-mod sources;
+pub mod alloc;
+pub mod fixtures;
+pub mod floor;
+pub mod mounted;
+pub mod nodes;
+pub mod pki;
+pub mod pods;
+pub mod stats;
 
 pub use floor::{CannedServer, start_canned};
 pub use mounted::MountedDir;
-pub use pod_director_engine::testing::{assert_contains, config, loaded, node, scheduler, toleration};
-pub use sources::{StaticNamespaces, StaticNodes};
+pub use pod_director::testing::{StaticNamespaces, StaticNodes, admission, admission_on, answer};
+pub use pod_director_engine::testing::{assert_contains, config, loaded, node, scheduler, toleration, with, without};
 
 use std::io;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
 use serde_json::Value;
 use tracing_subscriber::fmt::MakeWriter;
-
-use crate::admission::Admission;
-use crate::app::Metrics;
-use crate::namespaces::NamespaceSource;
-use crate::placement::Webhook;
 
 /// Every JSON Pointer inside `value` (objects and arrays, depth first), its tokens escaped.
 pub fn json_pointers(value: &Value) -> Vec<String> {
@@ -57,33 +66,6 @@ pub async fn until(what: &str, check: impl Fn() -> bool) {
         assert!(tokio::time::Instant::now() < deadline, "{what}");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-}
-
-/// `admission`'s answer to the review `body` at `webhook`: the HTTP status and the AdmissionReview sent back.
-pub async fn answer(admission: &Admission, webhook: Webhook, body: &[u8]) -> (http::StatusCode, Value) {
-    let reply = admission.review(webhook, &http::HeaderMap::new(), body).await;
-    (
-        reply.status,
-        serde_json::from_slice(&reply.body).expect("a JSON review"),
-    )
-}
-
-/// The admission path on the configuration `config_yaml` (a test's, valid), its
-/// namespaces labelled for their groups (`(namespace, group)`), and its metrics.
-pub fn admission(config_yaml: &str, namespaces: &[(&str, &str)]) -> (Admission, Metrics) {
-    let source = StaticNamespaces::new();
-    for (name, group) in namespaces {
-        source.insert(name, [("pod-director/group".to_owned(), (*group).to_owned())].into());
-    }
-    admission_on(config_yaml, Arc::new(source))
-}
-
-/// The admission path on the configuration `config_yaml` (a test's, valid) and the namespace source `namespaces`.
-pub fn admission_on(config_yaml: &str, namespaces: Arc<dyn NamespaceSource>) -> (Admission, Metrics) {
-    let metrics = Metrics::register();
-    let live = Arc::new(ArcSwap::from_pointee(loaded(config_yaml)));
-    let admission = Admission::new(live, namespaces, metrics.admission.clone(), Duration::from_secs(5));
-    (admission, metrics)
 }
 
 /// The value of the first sample of a `/metrics` text whose line starts with

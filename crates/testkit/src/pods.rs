@@ -2,7 +2,6 @@
 //! a small pod (1 container), a typical one (3 containers, 5 tolerations, an
 //! affinity with 2 terms) and a large one (50 containers, 50 tolerations, 10
 //! affinity terms, ~100 KB of JSON); the admission path they are reviewed by.
-#![allow(dead_code)]
 
 use pod_director::admission::Admission;
 use serde_json::{Value, json};
@@ -36,7 +35,7 @@ groups:
 
 /// The admission path on [`CONFIG`], namespace `team-a` in the dryRun group `shadow`.
 pub fn admission() -> Admission {
-    pod_director::support::admission(CONFIG, &[("team-a", "shadow")]).0
+    crate::admission(CONFIG, &[("team-a", "shadow")]).0
 }
 
 fn container(i: usize, env: usize) -> Value {
@@ -104,7 +103,5 @@ pub fn sized(size: &str, namespace: &str) -> Value {
 
 /// An AdmissionReview (pod CREATE) as the API server sends it, fields in its order.
 pub fn review(uid: &str, pod: &Value) -> Vec<u8> {
-    pod_director::fixtures::Review::pod("CREATE", pod.clone())
-        .uid(uid)
-        .bytes()
+    crate::fixtures::Review::pod("CREATE", pod.clone()).uid(uid).bytes()
 }

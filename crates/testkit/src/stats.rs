@@ -1,6 +1,5 @@
 //! The statistics the benches report, defined once: the median, the process's
 //! on-CPU time and paired rounds.
-#![allow(dead_code)]
 
 /// The median of `values`: the middle value of an odd count, the mean of the
 /// two middle values of an even count (so 2 rounds report their mean, not the

@@ -2,7 +2,6 @@
 //! system allocator and counts allocations, bytes allocated and bytes live.
 //! Each bench binary that uses it installs it itself:
 //! `#[global_allocator] static GLOBAL: alloc::Counting = alloc::Counting;`.
-#![allow(dead_code)]
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};

@@ -1,8 +1,5 @@
-//! The test PKI: a CA of its own issuing serving certificates. One file, used by the
-//! in-process tests (`tests/common`), the e2e harness and the benches (each includes it
-//! with `#[path]`: they are separate crates).
-
-#![allow(dead_code)] // Each crate that includes it uses a part.
+//! The test PKI: a CA of its own issuing serving certificates, for the in-process tests
+//! (`tests/common`), the e2e harness and the benches.
 
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
 
@@ -19,6 +16,12 @@ pub struct Leaf {
     pub der: Vec<u8>,
     /// The key, PKCS#8 DER.
     pub key_der: Vec<u8>,
+}
+
+impl Default for Pki {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl Pki {

@@ -2,7 +2,6 @@
 //! managed node carries, a pool taint on some, status with conditions,
 //! addresses, capacity and a list of cached images), for the feasibility and
 //! memory benches.
-#![allow(dead_code)]
 
 use k8s_openapi::api::core::v1::Node;
 use serde_json::json;
