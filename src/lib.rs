@@ -6,7 +6,7 @@
 //! - [`placement`]: the pure engine (plan, verify, decide; `crates/engine`).
 //! - [`admission`]: AdmissionReview in → AdmissionReview out.
 //! - [`namespaces`]: namespace labels (reflector cache + live GET).
-//! - [`orphans`]: namespaces selecting a group the configuration does not define.
+//! - `orphans`: namespaces selecting a group the configuration does not define.
 //! - [`nodes`]: node labels, taints and cordons (watch cache + live GET), feasibility counts.
 //! - [`namespace_guard`]: who may change a namespace's group label (`/validate-namespace`; `crates/engine`).
 //! - [`server`]: HTTPS serving, probes, hot reload of config and certificate.
@@ -29,8 +29,8 @@ pub mod cli;
 pub mod metrics;
 pub mod namespaces;
 pub mod nodes;
-pub mod orphans;
-pub mod provisioners;
+mod orphans;
+mod provisioners;
 pub mod server;
 pub mod telemetry;
 #[cfg(any(test, feature = "testing"))]
