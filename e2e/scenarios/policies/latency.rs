@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::Api;
 use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use pod_director_testkit::stats::median;
 use serde_json::{Value, json};
 
 use crate::harness::k8s::{IMAGE, eventually, pod_from, wait_for_service_account};
@@ -266,11 +267,6 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     }
     let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
     sorted[rank - 1]
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values.get(values.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 fn ms(d: Duration) -> String {
