@@ -1,10 +1,10 @@
 //! What pod-director costs a cluster that is large, busy and scheduling: a simulation on a
 //! throwaway loopback control plane (`e2e/cluster.sh`: etcd, kube-apiserver,
 //! kube-controller-manager, kube-scheduler, kwok). `e2e/scale/run` sets it up and runs this
-//! target (`cargo test --features e2e --test e2e_scale`) with `E2E_POD_DIRECTOR_BIN` naming the
+//! target (`cargo test --test scale`) with `E2E_POD_DIRECTOR_BIN` naming the
 //! release build of pod-director, the binary the harness then starts.
 //!
-//! 1. pod-director starts as the scenario suite's harness starts it (`e2e/scenarios/harness`:
+//! 1. pod-director starts as the scenario suite's harness starts it (`e2e/src/harness`:
 //!    the chart rendered with `e2e/scale/values.yaml`, its two webhook configurations applied,
 //!    `--mutating/--validating-webhook-configuration` as the chart passes them), with the
 //!    continuous audit on.
@@ -36,14 +36,7 @@
 //! | `E2E_SCALE_ROUND_TIMEOUT` | 900 (seconds, per round) |
 //! | `E2E_SCALE_REPORT` | a file to write the table to (Markdown) |
 
-// The scenario suite's harness; this target uses a part of it.
-#[allow(dead_code, unused_imports)]
-#[path = "../scenarios/harness/mod.rs"]
-mod harness;
-// The suite's pod fixtures (the harness refers to them).
-#[allow(dead_code)]
-#[path = "../scenarios/fixtures.rs"]
-mod fixtures;
+use pod_director_e2e::harness;
 
 mod procfs;
 mod prom;

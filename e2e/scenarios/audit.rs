@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 use crate::fixtures::deployment;
 use crate::harness::k8s::{IMAGE, eventually, pod_from};
-use crate::harness::process::BINARY;
+use crate::harness::process::binary;
 use crate::harness::{Env, Options, Target, suffix};
 
 /// The continuous audit's interval in these scenarios (cluster mode: e2e/scenarios/values.yaml).
@@ -49,7 +49,7 @@ pub(crate) async fn audit(config: &Path, args: &[&str]) -> (i32, Value) {
 
 /// [`audit`] with another kubeconfig: exit code, the report (null when none) and standard error.
 async fn audit_as(kubeconfig: Option<&Path>, config: &Path, args: &[&str]) -> (i32, Value, String) {
-    let mut command = Command::new(BINARY);
+    let mut command = Command::new(binary());
     if let Some(kubeconfig) = kubeconfig {
         command.env("KUBECONFIG", kubeconfig);
     }

@@ -3,7 +3,7 @@
 //! ```sh
 //! e2e/run                                   # everything: tools, cluster, this suite, teardown
 //! # or, with a cluster already started (e2e/cluster.sh start; eval "$(e2e/cluster.sh env)"):
-//! cargo build && cargo test --features e2e --test e2e -- --test-threads=1
+//! cargo test --test scenarios -- --test-threads=1
 //! ```
 //!
 //! Two modes, local (the default: every scenario starts its own pod-director from this
@@ -15,8 +15,7 @@
 //! deleted at the end; pod-director's log of each local scenario stays in
 //! `$E2E_STATE_DIR/logs/scenarios/`.
 
-mod fixtures;
-mod harness;
+use pod_director_e2e::{fixtures, harness};
 
 mod affinity;
 mod audit;

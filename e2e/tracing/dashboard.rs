@@ -719,7 +719,7 @@ fn pod_gauge(o: &Observed, name: &str) -> Series {
 
 /// The dashboards of `otel/grafana/dashboards/`, by uid.
 pub fn dashboards() -> Vec<(String, Value)> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("otel/grafana/dashboards");
+    let dir = crate::harness::repo().join("otel/grafana/dashboards");
     let mut out = Vec::new();
     for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
         let path = entry.expect("a directory entry").path();

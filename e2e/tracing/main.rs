@@ -15,7 +15,7 @@
 //! | `E2E_PROMETHEUS` | the Prometheus binary (default: `e2e/tools.sh path prometheus`) |
 //!
 //! Each test sets up its scenario with the scenario suite's harness
-//! (`e2e/scenarios/harness`: the chart's webhook configurations, the suite's
+//! (`e2e/src/harness`: the chart's webhook configurations, the suite's
 //! groups, a pod-director of this checkout), with the pod-director exporting its
 //! spans to the collector.
 //!
@@ -27,14 +27,7 @@
 //!   dashboard panel evaluated by Prometheus (`dashboard`), and the latency
 //!   panel's exemplars found in Jaeger.
 
-// The scenario suite's harness; this target uses a part of it.
-#[allow(dead_code, unused_imports)]
-#[path = "../scenarios/harness/mod.rs"]
-mod harness;
-// The suite's pod fixtures.
-#[allow(dead_code)]
-#[path = "../scenarios/fixtures.rs"]
-mod fixtures;
+use pod_director_e2e::{fixtures, harness};
 
 mod dashboard;
 mod rollout;

@@ -12,7 +12,7 @@
 //!
 //! ```sh
 //! E2E_POD_DIRECTOR_BIN=target/release/pod-director \
-//!   cargo test --features e2e --test e2e -- --ignored --nocapture policies::latency
+//!   cargo test --test scenarios -- --ignored --nocapture policies::latency
 //! ```
 //!
 //! Dry-run CREATEs from 8 concurrent clients; the arms take turns in each round (their order
@@ -206,7 +206,7 @@ async fn apply_floor(env: &Env, namespaces: &[&str]) {
 }
 
 fn uuid(rng: &mut Rng) -> String {
-    let (a, b) = (rng.next(), rng.next());
+    let (a, b) = (rng.next_u64(), rng.next_u64());
     format!(
         "{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}",
         a >> 32,
@@ -274,7 +274,7 @@ fn ms(d: Duration) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "a benchmark: cargo test --features e2e --test e2e -- --ignored --nocapture policies::latency"]
+#[ignore = "a benchmark: cargo test --test scenarios -- --ignored --nocapture policies::latency"]
 async fn latency_of_a_pod_create_with_no_webhook_the_webhook_and_the_admission_policies() {
     let Some(env) = super::start("policy-latency").await else {
         return;

@@ -23,13 +23,10 @@
 
 pub mod certs;
 pub mod chart;
-// Used by the observability e2e (e2e/tracing), which shares this harness.
-#[allow(dead_code)]
 pub mod jaeger;
 pub mod k8s;
 pub mod logs;
 pub mod process;
-#[allow(dead_code)]
 pub mod prometheus;
 pub mod proxy;
 mod rng;
@@ -90,6 +87,12 @@ pub struct Settings {
     pub stub_host: Option<IpAddr>,
 }
 
+/// The checkout: the workspace root, one up from this crate (`e2e/`).
+pub fn repo() -> &'static Path {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest.parent().unwrap_or(manifest)
+}
+
 /// The variable `name`, unless it is unset or blank.
 pub fn env_var(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
@@ -100,7 +103,7 @@ pub fn tool(variable: &str, tool: &str) -> PathBuf {
     if let Some(path) = env_var(variable) {
         return PathBuf::from(path);
     }
-    let tools = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("e2e/tools.sh");
+    let tools = repo().join("e2e/tools.sh");
     let output = std::process::Command::new(&tools)
         .args(["path", tool])
         .output()
@@ -115,7 +118,7 @@ pub fn tool(variable: &str, tool: &str) -> PathBuf {
 
 impl Settings {
     pub fn from_env() -> Self {
-        let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+        let repo = repo().to_path_buf();
         let mode = env_var("E2E_MODE")
             .or_else(|| env_var("E2E_WEBHOOK_MODE").map(|m| if m == "chart" { "cluster".to_owned() } else { m }))
             .unwrap_or_else(|| "local".to_owned());

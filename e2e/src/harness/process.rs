@@ -8,6 +8,7 @@ use std::net::{SocketAddr, TcpListener};
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -17,13 +18,55 @@ use serde_json::Value;
 use super::logs::Lines;
 use super::{PATIENCE, suffix};
 
-/// The pod-director binary of this checkout (cargo builds it for integration tests).
-pub const BINARY: &str = env!("CARGO_BIN_EXE_pod-director");
-
 /// The binary [`PodDirector::spawn`] runs: `$E2E_POD_DIRECTOR_BIN` (e.g. the release build, for
-/// the scale simulation), else [`BINARY`].
+/// the scale simulation), else [`checkout_binary`].
 pub fn binary() -> PathBuf {
-    super::env_var("E2E_POD_DIRECTOR_BIN").map_or_else(|| PathBuf::from(BINARY), PathBuf::from)
+    super::env_var("E2E_POD_DIRECTOR_BIN").map_or_else(checkout_binary, PathBuf::from)
+}
+
+/// The pod-director binary of this checkout, in the profile and target dir of the running test
+/// (`target/debug/pod-director` for `cargo test`), built once per test process: this crate
+/// cannot name another package's binary as a dependency, so the harness runs `cargo build` itself
+/// (a no-op when `e2e/run` already built it) and never runs a binary older than the checkout.
+pub fn checkout_binary() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            // The test executable is <target dir>/<profile dir>/deps/<name>-<hash>.
+            let exe = std::env::current_exe().expect("the test executable's path");
+            let profile_dir = exe
+                .parent()
+                .and_then(Path::parent)
+                .expect("the test executable sits in <profile>/deps");
+            let target_dir = profile_dir.parent().expect("the profile dir sits in the target dir");
+            let profile = match profile_dir.file_name().and_then(|name| name.to_str()) {
+                Some("debug") | None => "dev",
+                Some(other) => other,
+            };
+            let status = Command::new(env!("CARGO"))
+                .args([
+                    "build",
+                    "--quiet",
+                    "--locked",
+                    "-p",
+                    "pod-director",
+                    "--bin",
+                    "pod-director",
+                    "--profile",
+                ])
+                .arg(profile)
+                .arg("--target-dir")
+                .arg(target_dir)
+                .current_dir(super::repo())
+                .status()
+                .expect("cannot run cargo to build pod-director");
+            assert!(
+                status.success(),
+                "cargo build -p pod-director --profile {profile} failed: {status}"
+            );
+            profile_dir.join("pod-director")
+        })
+        .clone()
 }
 
 /// A free port on 127.0.0.1 (bound, then released for the child to take), below
