@@ -9,7 +9,7 @@ The commands are the lines of `sh`/`console` blocks and the code spans that star
   binary (in a code span of prose, only when SUB is one: `pod-director serving` is a log message) and every `--flag` / `-f` is one that `pod-director SUB --help` lists (read from the
   generated docs/src/reference/cli.md, which scripts/book-reference.py keeps equal to the binary);
 - `cargo bench --bench NAME`, `cargo test --test NAME`: a bench or test target of the package
-  (`cargo metadata`); `cargo test --lib PATH::NAME`: a test function NAME in src/;
+  (`cargo metadata`); `cargo test --lib PATH::NAME`: a test function NAME in a crate's source;
 - a relative path (`scripts/test-all`, `e2e/cluster.sh start`): that file exists and is executable.
 What the commands print is held by the tests (see DEVELOPMENT.md, "The docs").
 """

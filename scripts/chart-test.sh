@@ -26,8 +26,9 @@
 #   schema      values.schema.json's `config` part is the schema the binary derives from its Rust
 #               types (`check-config --print-schema`, scripts/config-schema.py; same binary as config)
 #   selectors   the webhook entries (every field but clientConfig) rendered for each value set of
-#               tests/webhook_selectors/ equal its golden, which tests/webhook_selectors.rs holds the
-#               server's reconciled entries to: chart and server are one function of the config
+#               crates/pod-director/tests/webhook_selectors/ equal its golden, which that crate's
+#               tests/webhook_selectors.rs holds the server's reconciled entries to: chart and server are
+#               one function of the config
 #   dashboards  otel/grafana/dashboards/*.json against Grafana's published dashboard schema: the
 #               dashboard kind and each panel's panelcfg kind of the @grafana/schema npm package,
 #               type-checked by TypeScript (scripts/dashboard-schema.mjs; both npm packages pinned,
@@ -75,10 +76,10 @@ release_of() {
 
 step_versions() {
   local crate chart app
-  crate=$(sed -n '/^\[package\]/,/^\[/s/^version *= *"\(.*\)"/\1/p' "$ROOT/Cargo.toml" | head -n1)
+  crate=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version *= *"\(.*\)"/\1/p' "$ROOT/Cargo.toml" | head -n1)
   chart=$(sed -n 's/^version: *//p' "$CHART/Chart.yaml")
   app=$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$CHART/Chart.yaml")
-  [[ -n "$crate" ]] || fail "no version in Cargo.toml [package]"
+  [[ -n "$crate" ]] || fail "no version in Cargo.toml [workspace.package]"
   if [[ "$chart" != "$crate" || "$app" != "$crate" ]]; then
     fail "Chart.yaml version ($chart) and appVersion ($app) must equal the crate version in Cargo.toml ($crate)"
   fi
@@ -211,8 +212,8 @@ if problems:
     sys.exit(f"[chart-test] FAIL: {case}: the chart's webhook entries differ from the golden the server is held to:\n" + "\n".join(problems))
 EOF
     n=$((n + 1))
-  done < <(ls "$ROOT"/tests/webhook_selectors/*.values.yaml)
-  ((n > 0)) || fail "no value sets in tests/webhook_selectors"
+  done < <(ls "$ROOT"/crates/pod-director/tests/webhook_selectors/*.values.yaml)
+  ((n > 0)) || fail "no value sets in crates/pod-director/tests/webhook_selectors"
   log "selectors: the chart renders the server's webhook entries for all $n value sets"
 }
 
@@ -485,7 +486,7 @@ main() {
   local -a failures=()
   for s in "${steps[@]}"; do
     declare -F "step_$s" >/dev/null || {
-      sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//' >&2
+      sed -n '2,46p' "$0" | sed 's/^# \{0,1\}//' >&2
       exit 2
     }
   done

@@ -1,7 +1,7 @@
 //! pod-director's test kit: what the unit tests, `tests/`, `benches/` and `e2e/` share, in a crate of
 //! its own so that the product's release build does not compile it (a dev-dependency only).
 //!
-//! - `lib.rs`: the log capture, the `/metrics` sample reader, a JSON value's pointers and a condition
+//! - `lib.rs`: the checkout's root ([`repo`]), the log capture, the `/metrics` sample reader, a JSON value's pointers and a condition
 //!   polled until it holds.
 //! - [`fixtures`]: the AdmissionReview builder; [`pki`]: a test CA issuing serving certificates;
 //!   [`mounted`]: kubelet-style mounted directories; [`floor`]: the load harness's no-work floor server.
@@ -31,11 +31,22 @@ pub use pod_director::testing::{StaticNamespaces, StaticNodes, admission, admiss
 pub use pod_director_engine::testing::{assert_contains, config, loaded, node, scheduler, toleration, with, without};
 
 use std::io;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::Value;
 use tracing_subscriber::fmt::MakeWriter;
+
+/// The checkout: the workspace root, where the docs, the chart, the examples and the scripts are
+/// (this crate is `crates/testkit`).
+pub fn repo() -> &'static Path {
+    let mut root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for _ in 0..2 {
+        root = root.parent().unwrap_or(root);
+    }
+    root
+}
 
 /// Every JSON Pointer inside `value` (objects and arrays, depth first), its tokens escaped.
 pub fn json_pointers(value: &Value) -> Vec<String> {

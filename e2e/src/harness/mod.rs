@@ -87,11 +87,8 @@ pub struct Settings {
     pub stub_host: Option<IpAddr>,
 }
 
-/// The checkout: the workspace root, one up from this crate (`e2e/`).
-pub fn repo() -> &'static Path {
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    manifest.parent().unwrap_or(manifest)
-}
+/// The checkout: the workspace root.
+pub use pod_director_testkit::repo;
 
 /// The variable `name`, unless it is unset or blank.
 pub fn env_var(name: &str) -> Option<String> {

@@ -49,7 +49,7 @@ fn yaml(path: &Path) -> Value {
 /// What the chart renders for a value set (every field of the entries pod-director owns
 /// but clientConfig, by configuration kind), computed by the server's code.
 fn server_entries(values_file: &Path) -> Value {
-    let mut values = yaml(&Path::new(env!("CARGO_MANIFEST_DIR")).join("chart/values.yaml"));
+    let mut values = yaml(&pod_director_testkit::repo().join("chart/values.yaml"));
     merge(&mut values, &yaml(values_file));
     // The ConfigMap: config verbatim, an empty defaultGroup or guard mode dropped (chart "pod-director.config").
     let mut config = values["config"].clone();
@@ -158,7 +158,7 @@ fn every_golden_keeps_kube_system_and_the_release_namespace_out() {
 
 #[test]
 fn the_servers_webhook_flag_defaults_are_the_charts_default_values() {
-    let values = yaml(&Path::new(env!("CARGO_MANIFEST_DIR")).join("chart/values.yaml"));
+    let values = yaml(&pod_director_testkit::repo().join("chart/values.yaml"));
     let defaults = EntrySettings::default();
     assert_eq!(
         json!(defaults.webhook_timeout_seconds),

@@ -19,7 +19,7 @@ const SERVER_LIFETIME: Duration = Duration::from_secs(60);
 const MAX_CONNECTIONS: usize = 32;
 
 fn config() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/config.yaml")
+    pod_director_testkit::repo().join("examples/config.yaml")
 }
 
 /// A kubeconfig naming `server`, with a bearer token.

@@ -273,7 +273,7 @@ fn each_kind_of_bad_request_gets_its_own_error_and_keeps_the_uid_when_readable()
     let shown = "request.object is not a valid v1 Pod: spec.tolerations: invalid type: string \"dedicated\", expected a sequence at line 1 column ";
     assert!(tolerations.starts_with(shown), "{tolerations}");
     let page = "docs/src/reliability.md";
-    let docs = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(page)).unwrap();
+    let docs = std::fs::read_to_string(pod_director_testkit::repo().join(page)).unwrap();
     assert!(
         docs.lines().any(|line| line == format!("{shown}…")),
         "{page} shows the message as the webhook writes it: {tolerations}"

@@ -20,7 +20,7 @@ fn bin() -> Command {
 
 /// `path` below `examples/`.
 fn example(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples").join(path)
+    pod_director_testkit::repo().join("examples").join(path)
 }
 
 fn run(args: &[&str]) -> Output {
@@ -451,7 +451,7 @@ fn version_prints_the_crate_version() {
 /// The `console` blocks of `page` (a path in the repository) whose first line runs `pod-director
 /// SUBCOMMAND`, run in examples/: (the arguments after the subcommand, the output lines).
 fn console_examples(page: &str, subcommand: &str) -> Vec<(String, Vec<String>)> {
-    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(page)).unwrap();
+    let text = std::fs::read_to_string(pod_director_testkit::repo().join(page)).unwrap();
     let prompt = format!("$ pod-director {subcommand}");
     let mut examples = Vec::new();
     let mut block: Option<Vec<String>> = None;
@@ -806,7 +806,7 @@ fn check_config_prints_the_json_schema_of_the_file_with_every_top_level_key() {
 
 #[test]
 fn the_chart_values_schema_embeds_the_schema_the_binary_prints() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let root = pod_director_testkit::repo();
     let out = Command::new("python3")
         .arg(root.join("scripts/config-schema.py"))
         .args(["--check", "--bin", env!("CARGO_BIN_EXE_pod-director")])

@@ -510,7 +510,7 @@ fn check_logql(expr: &str, at: &str, emitted: &Emitted, findings: &mut Findings)
 // --- the artifacts --------------------------------------------------------------
 
 fn otel_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("otel")
+    pod_director_testkit::repo().join("otel")
 }
 
 fn read(path: &Path) -> String {
@@ -810,7 +810,7 @@ const METRICS_PAGE: &str = "docs/src/reference/metrics.md";
 #[test]
 fn the_docs_document_every_field_attribute_and_metric() {
     let emitted = emitted();
-    let page = |path: &str| read(&Path::new(env!("CARGO_MANIFEST_DIR")).join(path));
+    let page = |path: &str| read(&pod_director_testkit::repo().join(path));
     let (log_fields, metrics) = (page(LOG_FIELDS_PAGE), page(METRICS_PAGE));
     // A log field or decision value is documented where its page names it in backticks (grouped
     // rows such as `trace_id`, `span_id`; the values in the `placement.decision` row); a metric
