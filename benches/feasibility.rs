@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use criterion::{BenchmarkId, Criterion, criterion_group};
 use pod_director::admission::{self, Subject};
+use pod_director::cluster::nodes::Nodes;
 use pod_director::config::Config;
-use pod_director::nodes::Nodes;
 use pod_director::placement::{self, Context, Namespace, NodeInfo, NodeView, Placement, feasible};
 use pod_director_testkit::StaticNodes;
 

@@ -12,8 +12,8 @@ use std::sync::Arc;
 
 use criterion::{BenchmarkId, Criterion, criterion_group};
 use pod_director::admission::{self, Subject};
+use pod_director::cluster::nodes::{Nodes, ProvisionerStore};
 use pod_director::config::Config;
-use pod_director::nodes::{Nodes, ProvisionerStore};
 use pod_director::placement::provision::{self, Provisioner};
 use pod_director::placement::{self, Context, Namespace, NodeInfo, NodeView, Placement};
 use pod_director_testkit::StaticNodes;

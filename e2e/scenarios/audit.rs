@@ -295,9 +295,9 @@ impl Replica {
 async fn of_two_replicas_only_the_lease_holder_audits_and_the_other_takes_over_when_it_stops() {
     use std::sync::Arc;
 
-    use pod_director::audit::ScanOptions;
-    use pod_director::audit::continuous::{Continuous, LeaseTarget, spawn};
-    use pod_director::nodes::{KubeNodes, Nodes};
+    use pod_director::cluster::audit::ScanOptions;
+    use pod_director::cluster::audit::continuous::{Continuous, LeaseTarget, spawn};
+    use pod_director::cluster::nodes::{KubeNodes, Nodes};
 
     let env = Env::start("audit-lease").await;
     let lease_ns = env.namespace(None).await;

@@ -42,10 +42,10 @@ use tracing::{Instrument as _, Level, Span};
 
 pub use self::metrics::AdmissionMetrics;
 use self::wire::Trail;
+use crate::cluster::namespaces::{self, Labels, LookupError, NamespaceSource};
+use crate::cluster::nodes::{NodeMetrics, Nodes};
 use crate::config::Loaded;
 use crate::namespace_guard::{self, NamespaceWrite};
-use crate::namespaces::{self, Labels, LookupError, NamespaceSource};
-use crate::nodes::{NodeMetrics, Nodes};
 use crate::placement::reservation;
 use crate::placement::{self, Context, Decision, NodeView, Outcome, Pod, SkipReason, Webhook};
 use crate::telemetry::{self, DECISION_TARGET};
@@ -711,7 +711,7 @@ impl Admission {
 
     /// Groups that cached namespaces select but the live configuration does not define.
     pub(crate) fn orphaned_groups(&self) -> std::collections::BTreeMap<String, usize> {
-        crate::orphans::count(&self.config.load().config, self.namespaces.as_ref())
+        crate::cluster::orphans::count(&self.config.load().config, self.namespaces.as_ref())
     }
 }
 

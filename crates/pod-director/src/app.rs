@@ -17,14 +17,14 @@ use tracing::{info, warn};
 pub use self::metrics::Metrics;
 pub(crate) use self::start::start_with_nodes;
 pub use self::start::{RunningServer, start};
-use crate::audit::ScanOptions;
-use crate::audit::continuous::AuditMetrics;
-use crate::audit::continuous::{Continuous, LeaseTarget, identity, spawn};
 use crate::cli::{ContinuousAuditArgs, ServeArgs};
+use crate::cluster::audit::ScanOptions;
+use crate::cluster::audit::continuous::AuditMetrics;
+use crate::cluster::audit::continuous::{Continuous, LeaseTarget, identity, spawn};
+use crate::cluster::namespaces::KubeNamespaces;
+use crate::cluster::nodes::{KubeNodes, Nodes};
+use crate::cluster::provisioners::KubeProvisioners;
 use crate::config::Loaded;
-use crate::namespaces::KubeNamespaces;
-use crate::nodes::{KubeNodes, Nodes};
-use crate::provisioners::KubeProvisioners;
 use crate::server::Settings;
 
 /// `pod-director serve`: connects to the cluster (in-cluster or `KUBECONFIG`),
@@ -55,8 +55,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
         info!("webhook configurations are not reconciled (no --mutating/--validating-webhook-configuration)");
         None
     } else {
-        Some(crate::webhooks::spawn(
-            crate::webhooks::Reconciler {
+        Some(crate::cluster::webhooks::spawn(
+            crate::cluster::webhooks::Reconciler {
                 client,
                 targets,
                 entries: args.webhooks.entries.clone(),
@@ -65,7 +65,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
                 policies: args
                     .webhooks
                     .admission_policies
-                    .then(|| Arc::new(crate::webhooks::policies::PolicySync::default())),
+                    .then(|| Arc::new(crate::cluster::webhooks::policies::PolicySync::default())),
             },
             server.config_changes.clone(),
             args.webhooks.webhook_resync_interval,

@@ -5,15 +5,14 @@
 //! - [`config`]: the one typed configuration, strictly validated (the engine crate, `crates/engine`).
 //! - [`placement`]: the pure engine (plan, verify, decide; `crates/engine`).
 //! - [`admission`]: AdmissionReview in → AdmissionReview out.
-//! - [`namespaces`]: namespace labels (reflector cache + live GET).
-//! - `orphans`: namespaces selecting a group the configuration does not define.
-//! - [`nodes`]: node labels, taints and cordons (watch cache + live GET), feasibility counts.
 //! - [`namespace_guard`]: who may change a namespace's group label (`/validate-namespace`; `crates/engine`).
+//! - [`cluster`]: what is read from the cluster and kept in step with it: namespace labels
+//!   (reflector cache + live GET), Nodes (watch cache + live GET, feasibility counts) and what
+//!   creates them on demand, namespaces selecting an undefined group, the webhook entries and
+//!   admission policies reconciled with the live configuration, and the audit (is it safe to
+//!   enforce a group? `pod-director audit`, and continuously in `serve` under a Lease).
 //! - [`server`]: HTTPS serving, probes, hot reload of config and certificate.
 //! - [`metrics`], [`telemetry`]: Prometheus metrics; logs and traces.
-//! - [`webhooks`]: the webhook entries' namespaceSelectors, reconciled with the live configuration.
-//! - [`audit`]: is it safe to enforce a group? Running pods and workload templates decided as enforce
-//!   would, a readiness verdict per group (`pod-director audit`, and continuously in `serve`).
 //! - [`cli`]: the command line.
 //! - `testing` (hidden, the `testing` feature and unit tests only): in-memory namespaces and nodes and
 //!   the admission path on them, for the test kit (`crates/testkit`, which has the rest); not an API.
@@ -24,19 +23,14 @@ extern crate pod_director_engine;
 
 pub mod admission;
 pub mod app;
-pub mod audit;
 pub mod cli;
+pub mod cluster;
 pub mod metrics;
-pub mod namespaces;
-pub mod nodes;
-mod orphans;
-mod provisioners;
 pub mod server;
 pub mod telemetry;
 #[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 pub mod testing;
-pub mod webhooks;
 
 /// The engine (crates/engine), under the paths the product has always used.
 pub use pod_director_engine::{config, namespace_guard, placement};

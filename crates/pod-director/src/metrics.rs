@@ -12,16 +12,16 @@
 //! | `pod_director_no_feasible_node_total` | `group`, `mode`, `webhook` | 〃 |
 //! | `pod_director_config_reloads_total` | `result` (`success`, `error`) | [`crate::server::ReloadMetrics`] |
 //! | `pod_director_tls_reloads_total` | `result` (`success`, `error`) | 〃 |
-//! | `pod_director_namespace_cache_size` (gauge) | | [`crate::namespaces::NamespaceMetrics`] |
-//! | `pod_director_orphaned_group_namespaces` (gauge) | `group` (undefined groups that namespaces select) | [`crate::orphans::OrphanMetrics`] |
-//! | `pod_director_webhook_reconciles_total` | `result` (`patched`, `unchanged`, `error`) | [`crate::webhooks::ReconcileMetrics`] |
-//! | `pod_director_node_cache_size` (gauge) | | [`crate::nodes::NodeMetrics`] |
+//! | `pod_director_namespace_cache_size` (gauge) | | [`crate::cluster::namespaces::NamespaceMetrics`] |
+//! | `pod_director_orphaned_group_namespaces` (gauge) | `group` (undefined groups that namespaces select) | [`crate::cluster::orphans::OrphanMetrics`] |
+//! | `pod_director_webhook_reconciles_total` | `result` (`patched`, `unchanged`, `error`) | [`crate::cluster::webhooks::ReconcileMetrics`] |
+//! | `pod_director_node_cache_size` (gauge) | | [`crate::cluster::nodes::NodeMetrics`] |
 //! | `pod_director_node_lookups_total` | `result` (`cached`, `fetched`, `not_found`, `error`) | 〃 |
 //! | `pod_director_group_nodes` (gauge) | `group` | 〃 |
 //! | `pod_director_connections_open` (gauge) | | [`crate::server::ConnectionMetrics`] |
 //! | `pod_director_connections_rejected_total` | `reason` (`limit`, `probe_limit`) | 〃 |
 //! | `pod_director_connection_timeouts_total` | `timeout` (`handshake`, `first_byte`, `header_read`, `idle`) | 〃 |
-//! | `pod_director_audit_pods` (gauge) | `group`, `decision` (`compliant`, `would_patch`, `would_deny`, `skipped`) | [`crate::audit::continuous::AuditMetrics`] |
+//! | `pod_director_audit_pods` (gauge) | `group`, `decision` (`compliant`, `would_patch`, `would_deny`, `skipped`) | [`crate::cluster::audit::continuous::AuditMetrics`] |
 //! | `pod_director_audit_templates` (gauge) | `group`, `decision` | 〃 |
 //! | `pod_director_group_ready` (gauge, 1 or 0) | `group` | 〃 |
 //! | `pod_director_group_blockers` (gauge) | `group` | 〃 |

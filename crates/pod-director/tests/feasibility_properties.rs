@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm, Toleration};
+use pod_director::cluster::nodes::Nodes;
 use pod_director::config::{Config, Group, Mode, OnConflict};
-use pod_director::nodes::Nodes;
 use pod_director::placement::NodeTaint;
 use pod_director::placement::feasible::{self, NodeInfo, NodeView, Placement};
 use pod_director::placement::{self as engine, Context, Namespace, Pod, PodSpec};

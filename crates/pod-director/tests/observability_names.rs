@@ -15,16 +15,16 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use pod_director::app::Metrics;
-use pod_director::audit::continuous::ScanResult;
-use pod_director::audit::reservation::ReservationAudit;
-use pod_director::audit::{Audit, AuditDecision, Counts, GroupAudit, Verdict};
+use pod_director::cluster::audit::continuous::ScanResult;
+use pod_director::cluster::audit::reservation::ReservationAudit;
+use pod_director::cluster::audit::{Audit, AuditDecision, Counts, GroupAudit, Verdict};
+use pod_director::cluster::nodes::NodeLookupResult;
+use pod_director::cluster::webhooks::ReconcileResult;
 use pod_director::config::Mode;
 use pod_director::metrics::EXEMPLAR_TRACE_LABEL;
-use pod_director::nodes::NodeLookupResult;
 use pod_director::placement::{Decision, Resolution, Webhook};
 use pod_director::server::{ConnectionTimeout, Rejection, ReloadResult};
 use pod_director::telemetry::{DECISION_FIELDS, LOG_LINE_KEYS};
-use pod_director::webhooks::ReconcileResult;
 use serde_json::Value;
 
 /// Everything pod-director emits, by kind.

@@ -203,7 +203,7 @@ impl PodDirector {
             ])
             .env("KUBECONFIG", spawn.kubeconfig)
             // The live namespace lookup (cache miss) is logged at debug.
-            .env("RUST_LOG", "info,pod_director::namespaces=debug")
+            .env("RUST_LOG", "info,pod_director::cluster::namespaces=debug")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(stderr));

@@ -179,9 +179,9 @@ impl AdmissionMetrics {
     /// Exports at 0 the `unknown_group` decisions of group label values that namespaces
     /// select but the config does not define (the orphaned groups), so that the first pod
     /// of such a namespace is counted too (see [`AdmissionMetrics::initialise`]).
-    /// At most [`crate::orphans::MAX_SERIES`] groups, as the orphaned-group gauge.
+    /// At most [`crate::cluster::orphans::MAX_SERIES`] groups, as the orphaned-group gauge.
     pub fn initialise_unknown_groups<'a>(&self, groups: impl IntoIterator<Item = &'a str>) {
-        for group in groups.into_iter().take(crate::orphans::MAX_SERIES) {
+        for group in groups.into_iter().take(crate::cluster::orphans::MAX_SERIES) {
             // Such a pod has no placement; it may match no node.
             let _ = self.no_feasible_node.get_or_create(&GroupModeLabels {
                 group: group.to_owned(),

@@ -4,15 +4,15 @@
 use std::sync::Arc;
 
 use crate::admission::{Admission, AdmissionMetrics};
-use crate::audit::continuous::AuditMetrics;
+use crate::cluster::audit::continuous::AuditMetrics;
+use crate::cluster::namespaces::NamespaceMetrics;
+use crate::cluster::nodes::NodeMetrics;
+use crate::cluster::orphans::OrphanMetrics;
+use crate::cluster::webhooks::ReconcileMetrics;
 use crate::config::Config;
 use crate::metrics::Exposition;
-use crate::namespaces::NamespaceMetrics;
-use crate::nodes::NodeMetrics;
-use crate::orphans::OrphanMetrics;
 use crate::server::{ConnectionMetrics, ReloadMetrics, Scrape};
 use crate::telemetry::LogMetrics;
-use crate::webhooks::ReconcileMetrics;
 
 /// The owners' metric handles (cheap to clone: each is a handle to the same series) and the
 /// exposition they are registered in.
@@ -94,12 +94,12 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::audit::continuous::ScanResult;
+    use crate::cluster::audit::continuous::ScanResult;
+    use crate::cluster::nodes::NodeLookupResult;
+    use crate::cluster::webhooks::ReconcileResult;
     use crate::config::{Config, Mode};
-    use crate::nodes::NodeLookupResult;
     use crate::placement::{Decision, Outcome, Webhook};
     use crate::server::{ConnectionTimeout, Rejection, ReloadResult};
-    use crate::webhooks::ReconcileResult;
 
     fn outcome(group: Option<&str>, mode: Option<Mode>, decision: Decision) -> Outcome {
         let mut outcome = Outcome::new(Webhook::Mutate, decision);
@@ -315,19 +315,19 @@ pod_director_build_info{version=\"VERSION\"} 1
         assert!(!metrics.encode().contains("pod_director_orphaned_group_namespaces{"));
     }
 
-    fn audited(group: &str, ready: bool) -> crate::audit::Audit {
-        crate::audit::Audit {
-            groups: vec![crate::audit::GroupAudit {
+    fn audited(group: &str, ready: bool) -> crate::cluster::audit::Audit {
+        crate::cluster::audit::Audit {
+            groups: vec![crate::cluster::audit::GroupAudit {
                 group: group.to_owned(),
                 mode: Mode::DryRun,
                 namespaces: 2,
-                pods: crate::audit::Counts {
+                pods: crate::cluster::audit::Counts {
                     compliant: 4,
                     would_patch: 3,
                     would_deny: 2,
                     skipped: 1,
                 },
-                templates: crate::audit::Counts {
+                templates: crate::cluster::audit::Counts {
                     would_deny: 1,
                     ..Default::default()
                 },
@@ -337,7 +337,7 @@ pod_director_build_info{version=\"VERSION\"} 1
                 would_deny: Default::default(),
                 would_patch: Default::default(),
                 no_feasible_node: Default::default(),
-                verdict: crate::audit::Verdict {
+                verdict: crate::cluster::audit::Verdict {
                     ready,
                     blockers: if ready {
                         Vec::new()

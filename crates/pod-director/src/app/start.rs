@@ -13,9 +13,9 @@ use tracing::{info, warn};
 
 use super::Metrics;
 use crate::admission::Admission;
+use crate::cluster::namespaces::NamespaceSource;
+use crate::cluster::nodes::Nodes;
 use crate::config::Loaded;
-use crate::namespaces::NamespaceSource;
-use crate::nodes::Nodes;
 use crate::server::{self, ServerError, Settings, reload};
 
 /// A started server: its bound addresses and a way to stop it.
@@ -87,7 +87,7 @@ pub(crate) async fn start_with_nodes(
         settings.reload_poll_interval,
         shutdown_rx.clone(),
     ));
-    tasks.push(crate::orphans::spawn_reporter(
+    tasks.push(crate::cluster::orphans::spawn_reporter(
         config.clone(),
         namespaces.clone(),
         config_changes.clone(),
@@ -100,7 +100,7 @@ pub(crate) async fn start_with_nodes(
         settings.request_timeout,
     );
     if let Some(nodes) = nodes {
-        tasks.push(tokio::spawn(crate::nodes::keep_group_gauge(
+        tasks.push(tokio::spawn(crate::cluster::nodes::keep_group_gauge(
             nodes.clone(),
             config.clone(),
             metrics.nodes.clone(),

@@ -1,7 +1,7 @@
 //! `pod-director audit`: against a live cluster (KUBECONFIG or in-cluster),
 //! read-only, decide every group's running pods and workload templates as
 //! enforce would, and say per group whether it is ready to enforce (see
-//! [`crate::audit`]). Exit codes: 0 done, 1 when `--fail-on not-ready`
+//! [`crate::cluster::audit`]). Exit codes: 0 done, 1 when `--fail-on not-ready`
 //! matched, 2 when the audit could not be done (bad configuration, the API
 //! server unreachable or refusing, a request timing out).
 
@@ -11,9 +11,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{AuditArgs, AuditFailOn, OutputFormat};
-use crate::audit::{self, Audit, AuditError, Progress, ScanOptions};
+use crate::cluster::audit::{self, Audit, AuditError, Progress, ScanOptions};
+use crate::cluster::nodes::{NodeStore, Nodes, ProvisionerStore};
 use crate::config::{Config, ConfigError};
-use crate::nodes::{NodeStore, Nodes, ProvisionerStore};
 use crate::placement::NodeView;
 
 /// How often a long scan says how far it is, on standard error.
@@ -101,7 +101,7 @@ async fn audit(args: &AuditArgs) -> Result<Audit, CliError> {
     for node in audit::list_nodes(&client, &options).await? {
         store.apply(node);
     }
-    let provisioners = crate::provisioners::list(&client)
+    let provisioners = crate::cluster::provisioners::list(&client)
         .await
         .map_err(|source| audit::AuditError::List {
             what: "provisioners (Karpenter NodePools, Cluster API node groups)".to_owned(),

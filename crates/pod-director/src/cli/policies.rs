@@ -7,9 +7,9 @@ use std::process::ExitCode;
 use serde_json::{Value, json};
 
 use super::{ExplainArgs, OutputFormat};
+use crate::cluster::webhooks;
 use crate::config::Config;
 use crate::placement::policy::{self, Policies};
-use crate::webhooks;
 
 /// Why no policy could be printed: exit code 2.
 #[derive(Debug, thiserror::Error)]

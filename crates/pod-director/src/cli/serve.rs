@@ -7,10 +7,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::parse_duration;
+use crate::cluster::webhooks::Kind;
 use crate::config::Config;
 use crate::server::{Settings, Timeouts, TlsFiles};
 use crate::telemetry::LogFormat;
-use crate::webhooks::Kind;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeArgs {
@@ -105,7 +105,7 @@ pub struct ReconcileArgs {
     #[arg(long, env = "POD_DIRECTOR_ADMISSION_POLICIES", default_value_t = false, action = clap::ArgAction::Set)]
     pub admission_policies: bool,
     #[command(flatten)]
-    pub entries: crate::webhooks::EntrySettings,
+    pub entries: crate::cluster::webhooks::EntrySettings,
 }
 
 impl ReconcileArgs {

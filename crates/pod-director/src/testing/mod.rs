@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use crate::admission::Admission;
 use crate::app::Metrics;
-use crate::namespaces::NamespaceSource;
+use crate::cluster::namespaces::NamespaceSource;
 use crate::placement::Webhook;
 
 /// `admission`'s answer to the review `body` at `webhook`: the HTTP status and the AdmissionReview sent back.

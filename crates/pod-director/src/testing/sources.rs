@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::future::BoxFuture;
 
-use crate::namespaces::{Labels, LookupError, NamespaceSource};
-use crate::nodes::{NodeLookupError, NodeSource, NodeStore};
+use crate::cluster::namespaces::{Labels, LookupError, NamespaceSource};
+use crate::cluster::nodes::{NodeLookupError, NodeSource, NodeStore};
 use crate::placement::NodeInfo;
 
 /// The "API server" of an in-memory source: what only a live read finds (to exercise the

@@ -14,7 +14,7 @@ pub mod child;
 pub use pod_director_testkit::pki::Pki;
 
 use pod_director::app::RunningServer;
-use pod_director::namespaces::NamespaceSource;
+use pod_director::cluster::namespaces::NamespaceSource;
 use pod_director::server::{Settings, Timeouts, TlsFiles};
 pub use pod_director_testkit::MountedDir;
 use pod_director_testkit::StaticNamespaces;
@@ -328,8 +328,8 @@ pub struct Slow {
     pub delay: std::time::Duration,
 }
 
-impl pod_director::namespaces::NamespaceSource for Slow {
-    fn cached(&self, _name: &str) -> Option<pod_director::namespaces::Labels> {
+impl pod_director::cluster::namespaces::NamespaceSource for Slow {
+    fn cached(&self, _name: &str) -> Option<pod_director::cluster::namespaces::Labels> {
         None
     }
     fn fetch<'a>(
@@ -337,7 +337,7 @@ impl pod_director::namespaces::NamespaceSource for Slow {
         name: &'a str,
     ) -> futures::future::BoxFuture<
         'a,
-        Result<Option<pod_director::namespaces::Labels>, pod_director::namespaces::LookupError>,
+        Result<Option<pod_director::cluster::namespaces::Labels>, pod_director::cluster::namespaces::LookupError>,
     > {
         Box::pin(async move {
             tokio::time::sleep(self.delay).await;

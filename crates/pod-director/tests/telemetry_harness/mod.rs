@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::trace::{SpanData, SpanExporter};
-use pod_director::nodes::Nodes;
+use pod_director::cluster::nodes::Nodes;
 use pod_director::placement::Webhook;
 use pod_director::telemetry::{self, DECISION_TARGET, JsonLayer};
 use pod_director_testkit::{LogCapture, StaticNodes, node};

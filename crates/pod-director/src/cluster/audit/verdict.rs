@@ -125,7 +125,7 @@ pub(crate) fn verdict(config: &Config, group: &GroupAudit, nodes: Option<usize>)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::audit::{AuditDecision, Counts};
+    use crate::cluster::audit::{AuditDecision, Counts};
 
     fn config(guard: &str) -> Config {
         pod_director_engine::testing::config(&format!(
@@ -250,17 +250,17 @@ mod tests {
     #[test]
     fn workloads_beyond_the_limit_are_counted_not_dropped() {
         let mut g = group();
-        for i in 0..(crate::audit::MAX_FINDINGS + 2) {
+        for i in 0..(crate::cluster::audit::MAX_FINDINGS + 2) {
             g.pods.add(AuditDecision::WouldDeny);
             g.would_deny.add("ns", &format!("Pod/p{i:03}"), Source::Pods, "p", || {
                 "conflict".to_owned()
             });
         }
-        assert_eq!(g.would_deny.len(), crate::audit::MAX_FINDINGS);
+        assert_eq!(g.would_deny.len(), crate::cluster::audit::MAX_FINDINGS);
         assert_eq!(g.would_deny.omitted, 2);
         let v = verdict(&config("enforce"), &g, Some(1));
         assert!(
-            v.blockers[0].ends_with(&format!("{} more", crate::audit::MAX_FINDINGS - NAMED + 2)),
+            v.blockers[0].ends_with(&format!("{} more", crate::cluster::audit::MAX_FINDINGS - NAMED + 2)),
             "{v:?}"
         );
     }

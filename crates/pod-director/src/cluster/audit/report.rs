@@ -309,7 +309,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::audit::{AuditDecision, Source, Verdict};
+    use crate::cluster::audit::{AuditDecision, Source, Verdict};
     use crate::config::Mode;
     use pod_director_engine::testing::assert_contains;
 
@@ -455,7 +455,7 @@ mod tests {
             );
         }
         let found = g.would_patch.iter().next().expect("a finding");
-        assert_eq!(found.nodes.len(), crate::audit::MAX_FINDING_NODES);
+        assert_eq!(found.nodes.len(), crate::cluster::audit::MAX_FINDING_NODES);
         assert_eq!(found.nodes_omitted, 5);
         assert_eq!(found.pods, 25);
     }

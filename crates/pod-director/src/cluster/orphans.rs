@@ -24,9 +24,9 @@ use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
+use crate::cluster::namespaces::NamespaceSource;
 use crate::config::{Config, Loaded};
 use crate::metrics::{GroupLabels, gauge, register};
-use crate::namespaces::NamespaceSource;
 
 /// How many groups get a series of their own; the rest are summed into [`OTHER_GROUPS`].
 /// Label values are written by whoever may label namespaces: the gauge's size must not be theirs to choose.
@@ -150,7 +150,7 @@ impl OrphanMetrics {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::namespaces::Labels;
+    use crate::cluster::namespaces::Labels;
     use crate::testing::StaticNamespaces;
     use pod_director_engine::testing::{config, loaded};
     use pod_director_testkit::{LogCapture, until};

@@ -23,7 +23,7 @@ use kube::{Client, discovery};
 use tokio_util::task::AbortOnDropHandle;
 use tracing::{info, warn};
 
-use crate::nodes::ProvisionerStore;
+use crate::cluster::nodes::ProvisionerStore;
 use crate::placement::provision::Provisioner;
 
 /// One kind of object that provisioners are read from.

@@ -37,9 +37,9 @@ use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
 use super::{Audit, AuditDecision, ScanOptions};
+use crate::cluster::nodes::Nodes;
 use crate::config::Loaded;
 use crate::metrics::{GroupLabels, ResultLabels, gauge, label_set, register};
-use crate::nodes::Nodes;
 
 /// How soon a failed scan is tried again (at most the interval).
 pub(crate) const RETRY_AFTER: Duration = Duration::from_secs(30);
