@@ -874,8 +874,8 @@ impl ReconcileMetrics {
     }
 }
 
-pub mod policies;
-pub mod reservation;
+pub(crate) mod policies;
+pub(crate) mod reservation;
 
 #[cfg(test)]
 mod tests;

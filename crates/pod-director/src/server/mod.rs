@@ -26,7 +26,7 @@
 //! | `tls.rs` | the serving certificate, picked per handshake |
 
 pub mod connection;
-pub mod limits;
+pub(crate) mod limits;
 pub(crate) mod reload;
 /// Public for the test kit's floor server (`crates/testkit/src/floor.rs`), which serves on this exact stack; not otherwise an API.
 pub mod routes;

@@ -23,7 +23,7 @@ pub mod continuous;
 pub(crate) mod engine;
 pub(crate) mod report;
 pub mod reservation;
-pub mod verdict;
+pub(crate) mod verdict;
 
 use std::collections::BTreeMap;
 use std::fmt;
