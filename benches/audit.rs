@@ -57,7 +57,7 @@ fn parse() -> Args {
         pods: 100,
         runs: 3,
         page_size: 500,
-        binary: Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/release/pod-director"),
+        binary: pod_director_testkit::repo().join("target/release/pod-director"),
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {

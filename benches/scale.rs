@@ -66,7 +66,7 @@ type NamespaceMeta = PartialObjectMeta<Namespace>;
 fn main() {
     let mut cluster = false;
     let mut runs = 3;
-    let mut binary = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/release/pod-director");
+    let mut binary = pod_director_testkit::repo().join("target/release/pod-director");
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {

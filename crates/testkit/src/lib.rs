@@ -41,11 +41,8 @@ use tracing_subscriber::fmt::MakeWriter;
 /// The checkout: the workspace root, where the docs, the chart, the examples and the scripts are
 /// (this crate is `crates/testkit`).
 pub fn repo() -> &'static Path {
-    let mut root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    for _ in 0..2 {
-        root = root.parent().unwrap_or(root);
-    }
-    root
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest.parent().and_then(Path::parent).unwrap_or(manifest)
 }
 
 /// Every JSON Pointer inside `value` (objects and arrays, depth first), its tokens escaped.
