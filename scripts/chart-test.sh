@@ -26,7 +26,7 @@
 #   schema      values.schema.json's `config` part is the schema the binary derives from its Rust
 #               types (`check-config --print-schema`, scripts/config-schema.py; same binary as config)
 #   selectors   the webhook entries (every field but clientConfig) rendered for each value set of
-#               crates/pod-director/tests/webhook_selectors/ equal its golden, which that crate's
+#               tests/webhook_selectors/ equal its golden, which that crate's
 #               tests/webhook_selectors.rs holds the server's reconciled entries to: chart and server are
 #               one function of the config
 #   dashboards  otel/grafana/dashboards/*.json against Grafana's published dashboard schema: the
@@ -212,8 +212,8 @@ if problems:
     sys.exit(f"[chart-test] FAIL: {case}: the chart's webhook entries differ from the golden the server is held to:\n" + "\n".join(problems))
 EOF
     n=$((n + 1))
-  done < <(ls "$ROOT"/crates/pod-director/tests/webhook_selectors/*.values.yaml)
-  ((n > 0)) || fail "no value sets in crates/pod-director/tests/webhook_selectors"
+  done < <(ls "$ROOT"/tests/webhook_selectors/*.values.yaml)
+  ((n > 0)) || fail "no value sets in tests/webhook_selectors"
   log "selectors: the chart renders the server's webhook entries for all $n value sets"
 }
 

@@ -6,7 +6,7 @@
     scripts/import-graph.py --dot     the file-level graph as Graphviz dot
     scripts/import-graph.py --self-test   the check finds the circles of a small made-up crate
 
-The crates are the workspace's with a library: every crates/*/src (the product, crates/pod-director; the engine:
+The crates are the workspace's with a library: src (the product) and every crates/*/src (the engine:
 config, placement, namespace_guard; the test kit) and e2e/src (the e2e suites' harness); each is a graph of its own (a crate cannot import one that imports it
 back: cargo refuses the cycle), and a path into another crate (`pod_director_engine::…`, or the
 product's `crate::config::…` through its re-export of the engine) is not an edge.
@@ -29,7 +29,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SRCS = sorted((ROOT / "crates").glob("*/src")) + [ROOT / "e2e" / "src"]
+SRCS = [ROOT / "src"] + sorted((ROOT / "crates").glob("*/src")) + [ROOT / "e2e" / "src"]
 
 
 def strip(text):

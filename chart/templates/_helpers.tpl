@@ -118,7 +118,7 @@ rendered). The expression is the matchCondition that lets the API server send on
 may intrude: a spec.nodeName the request sets, or a toleration without a key or with a key the
 groups reserve (tolerations of effect NoSchedule, NoExecute or every effect; not the node
 lifecycle keys node.kubernetes.io/*, node.cloudprovider.kubernetes.io/*). The server renders
-the same (crates/pod-director/src/cluster/webhooks/reservation.rs); the goldens hold the two equal.
+the same (src/cluster/webhooks/reservation.rs); the goldens hold the two equal.
 */}}
 {{- define "pod-director.reservationEntry" -}}
 {{- $cfg := .Values.config }}
@@ -176,7 +176,7 @@ no defaultGroup) selects `kubernetes.io/metadata.name In [none.pod-director.io]`
 no namespace can match (the API server sets that label to the namespace's name, and
 names have no dots). So the server, which keeps these selectors in step with its live
 configuration (webhook.reconcile), never needs an entry that does not exist. The
-server computes the same function (crates/pod-director/src/cluster/webhooks.rs); crates/pod-director/tests/webhook_selectors/ holds
+server computes the same function (src/cluster/webhooks.rs); tests/webhook_selectors/ holds
 the goldens both are checked against (scripts/chart-test.sh selectors).
 */}}
 {{- define "pod-director.webhookEntries" -}}
@@ -240,7 +240,7 @@ new labels match the objectSelector, so:
   observe  the other labelled ones, Ignore unless namespaceGuard.mode is enforce.
 So only namespaces of enforce groups become unwritable while pod-director is down. An
 entry with nothing to serve selects `kubernetes.io/metadata.name In [none.pod-director.io]`.
-The server computes the same (crates/pod-director/src/cluster/webhooks.rs guard_object_selectors) and reconciles it.
+The server computes the same (src/cluster/webhooks.rs guard_object_selectors) and reconciles it.
 */}}
 {{- define "pod-director.guardEntries" -}}
 {{- $label := .Values.config.namespaceLabel }}

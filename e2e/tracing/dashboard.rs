@@ -449,7 +449,7 @@ pub enum Check {
     /// A gauge by these labels at the end of the range: exactly the wanted values.
     Gauge(&'static [&'static str], Want),
     /// Not Prometheus (Tempo, Loki): not evaluated here; names checked by
-    /// `crates/pod-director/tests/observability_names.rs`. The text says what it is.
+    /// `tests/observability_names.rs`. The text says what it is.
     NotPrometheus(&'static str),
 }
 
@@ -901,7 +901,7 @@ pub async fn evaluate(
                             .or(target["expr"].as_str())
                             .unwrap_or_default()
                             .to_owned(),
-                        shown: format!("not evaluated here: {what}, names checked by crates/pod-director/tests/observability_names.rs"),
+                        shown: format!("not evaluated here: {what}, names checked by tests/observability_names.rs"),
                     });
                     continue;
                 }
