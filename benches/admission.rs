@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group};
-use pod_director::admission::{self, Subject};
-use pod_director::config::{Config, Loaded};
-use pod_director::placement::{self, Namespace};
+use pod_director::admission::{self, Reviewed};
+use pod_director_engine::config::{Config, Loaded};
+use pod_director_engine::placement::{self, Namespace};
 
 use pod_director_testkit::pods;
 
@@ -24,7 +24,7 @@ static GLOBAL: alloc::Counting = alloc::Counting;
 #[inline(never)]
 fn handle(loaded: &Loaded, labels: &BTreeMap<String, String>, body: &[u8]) -> Vec<u8> {
     let parsed = admission::parse(body).expect("bench review parses");
-    let Subject::Pod { pod, .. } = &parsed.subject else {
+    let Reviewed::Pod { pod, .. } = &parsed.subject else {
         panic!("bench review is a pod")
     };
     let ns = Namespace { name: "team-a", labels };
@@ -86,7 +86,7 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("decide");
     for (name, body) in cases() {
         let parsed = admission::parse(&body).expect("parses");
-        let Subject::Pod { pod, .. } = parsed.subject else {
+        let Reviewed::Pod { pod, .. } = parsed.subject else {
             panic!("a pod")
         };
         g.bench_function(name, |b| {

@@ -11,11 +11,11 @@ use std::hint::black_box;
 use std::sync::Arc;
 
 use criterion::{BenchmarkId, Criterion, criterion_group};
-use pod_director::admission::{self, Subject};
-use pod_director::cluster::nodes::Nodes;
-use pod_director::config::Config;
-use pod_director::placement::{self, Context, Namespace, NodeInfo, NodeView, Placement, feasible};
-use pod_director_testkit::StaticNodes;
+use pod_director::admission::{self, Reviewed};
+use pod_director::cluster::Nodes;
+use pod_director::testing::StaticNodes;
+use pod_director_engine::config::Config;
+use pod_director_engine::placement::{self, Context, Namespace, NodeInfo, NodeView, Placement, feasible};
 
 use pod_director_testkit::nodes;
 use pod_director_testkit::pods;
@@ -35,7 +35,7 @@ fn bench(c: &mut Criterion) {
         .map(|&size| {
             let body = pods::review("705ab4f5-6393-11e8-b7cc-42010a800002", &pods::sized(size, "team-a"));
             let parsed = admission::parse(&body).expect("parses");
-            let Subject::Pod { pod, .. } = parsed.subject else {
+            let Reviewed::Pod { pod, .. } = parsed.subject else {
                 panic!("a pod")
             };
             (size, *pod)

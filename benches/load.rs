@@ -14,7 +14,7 @@
 //! resident memory and CPU time are its own: pod-director is
 //! `app::start` with a [`StaticNamespaces`] cache and JSON decision logs
 //! written to a file, exactly as `pod-director serve` runs minus the
-//! Kubernetes client; the floor is `pod_director_testkit::start_canned`. Both trust a
+//! Kubernetes client; the floor is `pod_director::testing::start_canned`. Both trust a
 //! certificate made here with the test PKI (crates/testkit/src/pki.rs) and listen on 127.0.0.1 only.
 //!
 //! `--no-telemetry` runs pod-director without a tracing subscriber (no span,
@@ -47,12 +47,12 @@ use bytes::Bytes;
 use hdrhistogram::Histogram;
 use http_body_util::{BodyExt as _, Full};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use pod_director::admission::{self, Subject};
-use pod_director::config::Config;
-use pod_director::placement::{self, Namespace};
+use pod_director::admission::{self, Reviewed};
 use pod_director::server::{self, Settings, TlsFiles};
 use pod_director::telemetry::{self, LogFormat};
-use pod_director_testkit::StaticNamespaces;
+use pod_director::testing::StaticNamespaces;
+use pod_director_engine::config::Config;
+use pod_director_engine::placement::{self, Namespace};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::rustls::{self, pki_types::CertificateDer, pki_types::ServerName};
@@ -215,7 +215,7 @@ fn child(role: &str, dir: &Path) {
             "floor" => {
                 for group in GROUPS {
                     let canned = std::fs::read(dir.join(format!("canned-{}.json", group.mode))).expect("canned");
-                    let floor = pod_director_testkit::start_canned(any, &tls, max_body_bytes, Bytes::from(canned))
+                    let floor = pod_director::testing::start_canned(any, &tls, max_body_bytes, Bytes::from(canned))
                         .await
                         .expect("floor starts");
                     addrs.insert(group.mode, floor.addr);
@@ -666,7 +666,7 @@ fn bodies(options: &Options, group: Group) -> Vec<Bytes> {
 fn canned(body: &[u8], group: Group) -> Vec<u8> {
     let loaded = Config::from_yaml(pods::CONFIG, "load", Vec::new()).expect("config");
     let parsed = admission::parse(body).expect("review parses");
-    let Subject::Pod { pod, .. } = &parsed.subject else {
+    let Reviewed::Pod { pod, .. } = &parsed.subject else {
         panic!("a pod review")
     };
     let labels = BTreeMap::from([(LABEL.to_owned(), group.group.to_owned())]);

@@ -16,8 +16,8 @@ use std::os::fd::FromRawFd as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pod_director::placement::Webhook;
 use pod_director::telemetry::{self, JsonLayer, LogFormat};
+use pod_director_engine::placement::Webhook;
 use tracing_subscriber::layer::SubscriberExt as _;
 
 use pod_director_testkit::pods;
@@ -44,7 +44,7 @@ use pod_director_testkit::stats;
 use stats::{median, paired_rounds, process_cpu_ns};
 
 fn main() {
-    let admission = pods::admission();
+    let admission = pod_director::testing::admission(pods::CONFIG, pods::NAMESPACES).0;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -11,12 +11,12 @@ use std::hint::black_box;
 use std::sync::Arc;
 
 use criterion::{BenchmarkId, Criterion, criterion_group};
-use pod_director::admission::{self, Subject};
-use pod_director::cluster::nodes::{Nodes, ProvisionerStore};
-use pod_director::config::Config;
-use pod_director::placement::provision::{self, Provisioner};
-use pod_director::placement::{self, Context, Namespace, NodeInfo, NodeView, Placement};
-use pod_director_testkit::StaticNodes;
+use pod_director::admission::{self, Reviewed};
+use pod_director::cluster::{Nodes, ProvisionerStore};
+use pod_director::testing::StaticNodes;
+use pod_director_engine::config::Config;
+use pod_director_engine::placement::provision::{self, Provisioner};
+use pod_director_engine::placement::{self, Context, Namespace, NodeInfo, NodeView, Placement};
 use serde_json::json;
 
 use pod_director_testkit::nodes;
@@ -61,7 +61,7 @@ fn cache(ci_pool: bool, pools: usize) -> Nodes {
 fn bench(c: &mut Criterion) {
     let loaded = Config::from_yaml(pods::CONFIG, "bench", Vec::new()).expect("bench config is valid");
     let body = pods::review("705ab4f5-6393-11e8-b7cc-42010a800002", &pods::sized("small", "team-a"));
-    let Subject::Pod { pod, .. } = admission::parse(&body).expect("parses").subject else {
+    let Reviewed::Pod { pod, .. } = admission::parse(&body).expect("parses").subject else {
         panic!("a pod")
     };
     let labels = BTreeMap::from([("pod-director/group".to_owned(), "ci".to_owned())]);

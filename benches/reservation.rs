@@ -12,9 +12,9 @@ use std::hint::black_box;
 use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group};
-use pod_director::admission::{self, Subject};
-use pod_director::config::{Config, Loaded};
-use pod_director::placement::{self, Namespace, NodeInfo, NodeTaint, NodeView, reservation};
+use pod_director::admission::{self, Reviewed};
+use pod_director_engine::config::{Config, Loaded};
+use pod_director_engine::placement::{self, Namespace, NodeInfo, NodeTaint, NodeView, reservation};
 
 use pod_director_testkit::pods;
 
@@ -54,7 +54,7 @@ fn nodes() -> Vec<Arc<NodeInfo>> {
 
 fn mutate(loaded: &Loaded, labels: &BTreeMap<String, String>, body: &[u8]) -> Vec<u8> {
     let parsed = admission::parse(body).expect("bench review parses");
-    let Subject::Pod { pod, .. } = &parsed.subject else {
+    let Reviewed::Pod { pod, .. } = &parsed.subject else {
         panic!("bench review is a pod")
     };
     let ns = Namespace { name: "team-a", labels };
@@ -65,7 +65,7 @@ fn mutate(loaded: &Loaded, labels: &BTreeMap<String, String>, body: &[u8]) -> Ve
 
 fn reserve(loaded: &Loaded, nodes: &dyn NodeView, body: &[u8]) -> Vec<u8> {
     let parsed = admission::parse(body).expect("bench review parses");
-    let Subject::Pod { pod, .. } = &parsed.subject else {
+    let Reviewed::Pod { pod, .. } = &parsed.subject else {
         panic!("bench review is a pod")
     };
     let labels = BTreeMap::new();

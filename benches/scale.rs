@@ -162,8 +162,8 @@ fn store() {
 
 /// The Node cache's store fed directly: live heap bytes per node.
 fn node_store() {
-    use pod_director::cluster::nodes::NodeStore;
-    use pod_director::placement::NodeInfo;
+    use pod_director::cluster::NodeStore;
+    use pod_director_engine::placement::NodeInfo;
     println!("\nNode cache, store fed directly (heap bytes counted by allocator):");
     let raw: Vec<k8s_openapi::api::core::v1::Node> = (0..NODES).map(nodes::node).collect();
     let raw_bytes = raw

@@ -30,8 +30,8 @@ use std::time::Instant;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group};
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::trace::{SdkTracerProvider, SpanData, SpanExporter};
-use pod_director::placement::Webhook;
 use pod_director::telemetry::{self, JsonLayer};
+use pod_director_engine::placement::Webhook;
 use tracing_subscriber::layer::SubscriberExt as _;
 
 use pod_director_testkit::pods;
@@ -95,7 +95,7 @@ use stats::{median, paired_rounds, process_cpu_ns};
 fn report_paired() {
     const ROUNDS: usize = 15;
     let runtime = runtime();
-    let admission = pods::admission();
+    let admission = pod_director::testing::admission(pods::CONFIG, pods::NAMESPACES).0;
     let headers = headers();
     let provider = provider();
     let dispatchers = dispatchers(&provider);
@@ -149,7 +149,7 @@ fn report_paired() {
 
 fn bench(c: &mut Criterion) {
     let runtime = runtime();
-    let admission = pods::admission();
+    let admission = pod_director::testing::admission(pods::CONFIG, pods::NAMESPACES).0;
     let headers = headers();
     let run = |g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>, name: &str, body: &[u8]| {
         g.bench_with_input(BenchmarkId::from_parameter(name), body, |b, body| {

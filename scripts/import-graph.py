@@ -8,8 +8,7 @@
 
 The crates are the workspace's with a library: src (the product) and every crates/*/src (the engine:
 config, placement, namespace_guard; the test kit) and e2e/src (the e2e suites' harness); each is a graph of its own (a crate cannot import one that imports it
-back: cargo refuses the cycle), and a path into another crate (`pod_director_engine::…`, or the
-product's `crate::config::…` through its re-export of the engine) is not an edge.
+back: cargo refuses the cycle), and a path into another crate (`pod_director_engine::…`) is not an edge.
 
 A node is a module with its own file (`config::schema` is crates/engine/src/config/schema.rs). A module's edges are
 the modules named by its paths: `use crate::…`, `use super::…`, `use self::…`, a child module's
@@ -328,6 +327,7 @@ def main():
     failed = False
     for src in SRCS:
         crate = src.parent.relative_to(ROOT).as_posix()
+        crate = "pod-director (src)" if crate == "." else crate
         modules, files, top, file_cycles, top_cycles, two_way = analyse(src)
         if "--dot" in sys.argv:
             print(f'digraph "{crate}" {{')

@@ -24,8 +24,8 @@ use crate::cluster::audit::continuous::{Continuous, LeaseTarget, identity, spawn
 use crate::cluster::namespaces::KubeNamespaces;
 use crate::cluster::nodes::{KubeNodes, Nodes};
 use crate::cluster::provisioners::KubeProvisioners;
-use crate::config::Loaded;
 use crate::server::Settings;
+use pod_director_engine::config::Loaded;
 
 /// `pod-director serve`: connects to the cluster (in-cluster or `KUBECONFIG`),
 /// starts the namespace and Node caches and the server, and drains on SIGTERM/SIGINT.
@@ -65,7 +65,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
                 policies: args
                     .webhooks
                     .admission_policies
-                    .then(|| Arc::new(crate::cluster::webhooks::policies::PolicySync::default())),
+                    .then(|| Arc::new(crate::cluster::webhooks::admission_policies::PolicySync::default())),
             },
             server.config_changes.clone(),
             args.webhooks.webhook_resync_interval,

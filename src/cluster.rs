@@ -1,16 +1,26 @@
 //! What pod-director reads from the cluster and keeps in step with it, each behind
-//! a bounded, cached client: the namespaces' group labels ([`namespaces`]), the
-//! Nodes ([`nodes`]) and what creates them on demand (`provisioners`), the
+//! a bounded, cached client: the namespaces' group labels (`namespaces`), the
+//! Nodes (`nodes`) and what creates them on demand (`provisioners`), the
 //! namespaces that select an undefined group (`orphans`), the webhook entries
-//! and admission policies it owns ([`webhooks`]), and the audit of the running
-//! cluster with the Lease of its continuous run ([`audit`]).
+//! and admission policies it owns (`webhooks`), and the audit of the running
+//! cluster with the Lease of its continuous run (`audit`).
 //!
-//! Nothing here decides a placement: the engine (`crate::placement`) does, on
+//! Nothing here decides a placement: the engine (`pod_director_engine::placement`) does, on
 //! what these modules read.
 
-pub mod audit;
-pub mod namespaces;
-pub mod nodes;
+pub(crate) mod audit;
+pub(crate) mod namespaces;
+pub(crate) mod nodes;
 pub(crate) mod orphans;
 pub(crate) mod provisioners;
-pub mod webhooks;
+pub(crate) mod webhooks;
+
+// What tests/, the benches and e2e use: the sources they fake or drive, the audit they read.
+pub use self::audit::continuous::{Continuous, LeaseTarget, ScanResult, spawn as spawn_audit};
+pub use self::audit::reservation::ReservationAudit;
+pub use self::audit::{Audit, AuditDecision, Counts, GroupAudit, ScanOptions, Verdict};
+pub use self::namespaces::{Labels, LookupError, NamespaceSource};
+pub use self::nodes::{KubeNodes, NodeLookupResult, NodeStore, Nodes, ProvisionerStore};
+pub use self::webhooks::{
+    Entry, EntrySettings, Kind as WebhookKind, ReconcileResult, namespace_selectors, owned_entries,
+};

@@ -2,10 +2,9 @@
 //! namespaces on chosen nodes, log-first.
 //!
 //! - [`app`]: the composition root of `serve`: client, caches, server, audit, reconciler, drain.
-//! - [`config`]: the one typed configuration, strictly validated (the engine crate, `crates/engine`).
-//! - [`placement`]: the pure engine (plan, verify, decide; `crates/engine`).
+//! - The engine (`pod_director_engine`, `crates/engine`): the configuration, the placement,
+//!   the namespace guard, and their one entry `decision::decide`; pure.
 //! - [`admission`]: AdmissionReview in → AdmissionReview out.
-//! - [`namespace_guard`]: who may change a namespace's group label (`/validate-namespace`; `crates/engine`).
 //! - [`cluster`]: what is read from the cluster and kept in step with it: namespace labels
 //!   (reflector cache + live GET), Nodes (watch cache + live GET, feasibility counts) and what
 //!   creates them on demand, namespaces selecting an undefined group, the webhook entries and
@@ -14,8 +13,12 @@
 //! - [`server`]: HTTPS serving, probes, hot reload of config and certificate.
 //! - [`metrics`], [`telemetry`]: Prometheus metrics; logs and traces.
 //! - [`cli`]: the command line.
-//! - `testing` (hidden, the `testing` feature and unit tests only): in-memory namespaces and nodes and
-//!   the admission path on them, for the test kit (`crates/testkit`, which has the rest); not an API.
+//! - `testing` (hidden, the `testing` feature and unit tests only): in-memory namespaces and nodes,
+//!   the admission path on them and the load harness's floor server, for `tests/`, the benches and
+//!   e2e; not an API.
+//!
+//! These eight modules are the crate's public surface (the binary, `tests/`, the benches and e2e
+//! use it); everything below them is private or re-exported by them.
 
 // `named_enum!`: the engine's macro for fieldless enums with fixed names, for the product's own.
 #[macro_use]
@@ -31,6 +34,3 @@ pub mod telemetry;
 #[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 pub mod testing;
-
-/// The engine (crates/engine), under the paths the product has always used.
-pub use pod_director_engine::{config, namespace_guard, placement};

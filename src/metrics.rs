@@ -4,31 +4,8 @@
 //! handle it counts with; [`crate::app::Metrics`] composes them in the exposition's order, and this
 //! module only gives them a [`registry`] and encodes it ([`Exposition`]), the build information last.
 //!
-//! | metric | labels | owner |
-//! |---|---|---|
-//! | `pod_director_decisions_total` | `group`, `mode`, `decision`, `webhook` | [`crate::admission::AdmissionMetrics`] |
-//! | `pod_director_conflicts_total` | `group`, `mode`, `resolution` (`rejected`, `overridden`, `ignored`), `webhook` | 〃 |
-//! | `pod_director_admission_duration_seconds` (histogram, `trace_id` exemplars) | `webhook` | 〃 |
-//! | `pod_director_no_feasible_node_total` | `group`, `mode`, `webhook` | 〃 |
-//! | `pod_director_config_reloads_total` | `result` (`success`, `error`) | [`crate::server::ReloadMetrics`] |
-//! | `pod_director_tls_reloads_total` | `result` (`success`, `error`) | 〃 |
-//! | `pod_director_namespace_cache_size` (gauge) | | [`crate::cluster::namespaces::NamespaceMetrics`] |
-//! | `pod_director_orphaned_group_namespaces` (gauge) | `group` (undefined groups that namespaces select) | [`crate::cluster::orphans::OrphanMetrics`] |
-//! | `pod_director_webhook_reconciles_total` | `result` (`patched`, `unchanged`, `error`) | [`crate::cluster::webhooks::ReconcileMetrics`] |
-//! | `pod_director_node_cache_size` (gauge) | | [`crate::cluster::nodes::NodeMetrics`] |
-//! | `pod_director_node_lookups_total` | `result` (`cached`, `fetched`, `not_found`, `error`) | 〃 |
-//! | `pod_director_group_nodes` (gauge) | `group` | 〃 |
-//! | `pod_director_connections_open` (gauge) | | [`crate::server::ConnectionMetrics`] |
-//! | `pod_director_connections_rejected_total` | `reason` (`limit`, `probe_limit`) | 〃 |
-//! | `pod_director_connection_timeouts_total` | `timeout` (`handshake`, `first_byte`, `header_read`, `idle`) | 〃 |
-//! | `pod_director_audit_pods` (gauge) | `group`, `decision` (`compliant`, `would_patch`, `would_deny`, `skipped`) | [`crate::cluster::audit::continuous::AuditMetrics`] |
-//! | `pod_director_audit_templates` (gauge) | `group`, `decision` | 〃 |
-//! | `pod_director_group_ready` (gauge, 1 or 0) | `group` | 〃 |
-//! | `pod_director_group_blockers` (gauge) | `group` | 〃 |
-//! | `pod_director_audit_scans_total` | `result` (`success`, `error`) | 〃 |
-//! | `pod_director_audit_duration_seconds` (gauge) | | 〃 |
-//! | `pod_director_log_lines_dropped_total` | | [`crate::telemetry::LogMetrics`] |
-//! | `pod_director_build_info` | `version` | [`Exposition`] |
+//! Every family, its labels and meaning: the book's reference page `docs/src/reference/metrics.md`,
+//! the one list (`tests/observability_names.rs` holds it equal to what `/metrics` exposes, both ways).
 //!
 //! `group` and `mode` are empty when no group applies (excluded namespace, no group).
 //!

@@ -19,7 +19,8 @@ use futures::future::BoxFuture;
 use http_body_util::{BodyExt as _, Full};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use pod_director::server::Timeouts;
-use pod_director_testkit::{StaticNamespaces, assert_contains};
+use pod_director::testing::StaticNamespaces;
+use pod_director_testkit::assert_contains;
 use serde_json::Value;
 use tokio::io::AsyncWriteExt as _;
 

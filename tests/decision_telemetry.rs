@@ -128,7 +128,7 @@ fn an_unsampled_api_server_trace_is_joined_and_the_decision_still_exported() {
 #[test]
 fn an_undecidable_request_marks_its_span_as_failed() {
     let emitted = review(vec![Request::raw(
-        pod_director::placement::Webhook::Validate,
+        pod_director_engine::placement::Webhook::Validate,
         b"not an AdmissionReview",
     )]);
     let span = &emitted.spans[0];

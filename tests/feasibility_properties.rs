@@ -8,12 +8,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm, Toleration};
-use pod_director::cluster::nodes::Nodes;
-use pod_director::config::{Config, Group, Mode, OnConflict};
-use pod_director::placement::NodeTaint;
-use pod_director::placement::feasible::{self, NodeInfo, NodeView, Placement};
-use pod_director::placement::{self as engine, Context, Namespace, Pod, PodSpec};
-use pod_director_testkit::StaticNodes;
+use pod_director::cluster::Nodes;
+use pod_director::testing::StaticNodes;
+use pod_director_engine::config::{Config, Group, Mode, OnConflict};
+use pod_director_engine::placement::NodeTaint;
+use pod_director_engine::placement::feasible::{self, NodeInfo, NodeView, Placement};
+use pod_director_engine::placement::{self as engine, Context, Namespace, Pod, PodSpec};
 use proptest::prelude::*;
 use serde_json::json;
 

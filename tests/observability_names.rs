@@ -15,16 +15,16 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use pod_director::app::Metrics;
-use pod_director::cluster::audit::continuous::ScanResult;
-use pod_director::cluster::audit::reservation::ReservationAudit;
-use pod_director::cluster::audit::{Audit, AuditDecision, Counts, GroupAudit, Verdict};
-use pod_director::cluster::nodes::NodeLookupResult;
-use pod_director::cluster::webhooks::ReconcileResult;
-use pod_director::config::Mode;
+use pod_director::cluster::NodeLookupResult;
+use pod_director::cluster::ReconcileResult;
+use pod_director::cluster::ReservationAudit;
+use pod_director::cluster::ScanResult;
+use pod_director::cluster::{Audit, AuditDecision, Counts, GroupAudit, Verdict};
 use pod_director::metrics::EXEMPLAR_TRACE_LABEL;
-use pod_director::placement::{Decision, Resolution, Webhook};
 use pod_director::server::{ConnectionTimeout, Rejection, ReloadResult};
 use pod_director::telemetry::{DECISION_FIELDS, LOG_LINE_KEYS};
+use pod_director_engine::config::Mode;
+use pod_director_engine::placement::{Decision, Resolution, Webhook};
 use serde_json::Value;
 
 /// Everything pod-director emits, by kind.
@@ -88,7 +88,7 @@ fn emitted() -> Emitted {
         others.connections.connection_timed_out(timeout);
     }
     others.admission.observe_decision(
-        &pod_director::placement::Outcome::new(Webhook::Validate, Decision::Noop),
+        &pod_director_engine::placement::Outcome::new(Webhook::Validate, Decision::Noop),
         Duration::from_millis(1),
     );
     others.audit.set_audit(&audit());
@@ -843,6 +843,32 @@ fn the_docs_document_every_field_attribute_and_metric() {
     }
     missing.dedup();
     assert!(missing.is_empty(), "the reference pages do not document: {missing:?}");
+    // And the other way: every pod-director family the page lists is exposed.
+    let families: Vec<&str> = emitted
+        .samples
+        .keys()
+        .map(|name| {
+            ["_bucket", "_sum", "_count", "_total", "_info"]
+                .iter()
+                .find_map(|suffix| name.strip_suffix(suffix))
+                .unwrap_or(name)
+        })
+        .collect();
+    let stale: Vec<&&str> = rows
+        .iter()
+        .filter(|row| row.starts_with("pod_director_"))
+        .filter(|row| {
+            let base = ["_total", "_info"]
+                .iter()
+                .find_map(|s| row.strip_suffix(s))
+                .unwrap_or(row);
+            !families.contains(&base)
+        })
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "{METRICS_PAGE} lists families /metrics does not expose: {stale:?}"
+    );
 }
 
 #[test]

@@ -12,8 +12,8 @@ use k8s_openapi::api::core::v1::{
     PreferredSchedulingTerm, Toleration, WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use pod_director::config::{Config, Group, Mode, OnConflict};
-use pod_director::placement::{self, Context, DAEMON_SET_TEMPLATE, Namespace, Pod, plan, verify};
+use pod_director_engine::config::{Config, Group, Mode, OnConflict};
+use pod_director_engine::placement::{self, Context, DAEMON_SET_TEMPLATE, Namespace, Pod, plan, verify};
 use pod_director_testkit::scheduler::{TestNode, terms_match};
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -297,7 +297,7 @@ proptest! {
 
         let again = plan(&patched, &g);
         prop_assert!(again.changes.is_empty(), "second plan not empty: {:?}", again.changes);
-        prop_assert_eq!(again.conflicts.len(), p.conflicts.iter().filter(|c| c.resolution != pod_director::placement::Resolution::Overridden).count());
+        prop_assert_eq!(again.conflicts.len(), p.conflicts.iter().filter(|c| c.resolution != pod_director_engine::placement::Resolution::Overridden).count());
 
         if !p.rejected() {
             let violations = verify(&patched, &g);

@@ -9,8 +9,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use common::{ClientKind, Harness, Options, Slow, eventually, patched, pod, pod_create, review};
+use pod_director::testing::StaticNamespaces;
+use pod_director_testkit::assert_contains;
 use pod_director_testkit::fixtures::decoded_patch;
-use pod_director_testkit::{StaticNamespaces, assert_contains};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 

@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use pod_director::cluster::webhooks::{EntrySettings, Kind, owned_entries};
+use pod_director::cluster::{EntrySettings, WebhookKind as Kind, owned_entries};
 use serde_json::{Map, Value, json};
 
 /// The chart's release namespace in the goldens (always excluded, as the server's own).
@@ -66,7 +66,7 @@ fn server_entries(values_file: &Path) -> Value {
     let dir = tempfile::tempdir().expect("a temp dir");
     let path = dir.path().join("config.yaml");
     std::fs::write(&path, config.to_string()).expect("config written");
-    let loaded = pod_director::config::load_config(&path, Some(RELEASE_NAMESPACE))
+    let loaded = pod_director_engine::config::load_config(&path, Some(RELEASE_NAMESPACE))
         .unwrap_or_else(|e| panic!("{}: {e}", values_file.display()));
     let webhook = &values["webhook"];
     let settings = EntrySettings {

@@ -21,7 +21,7 @@
 //! 4. Around each round: the API server's `/metrics` (pod CREATE latency, webhook latency per
 //!    webhook name, webhook rejections and fail-open calls) and pod-director's CPU seconds.
 //! 5. In-process, on the cluster's own Node objects: the feasible memo rebuilt after a node
-//!    change (`pod_director::cluster::nodes::Nodes` over a static source, as the Node cache feeds it).
+//!    change (`pod_director::cluster::Nodes` over a static source, as the Node cache feeds it).
 //! 6. At the end: one more continuous-audit scan of every pod, its time and the resident
 //!    memory it took; pod-director's peak RSS; the table.
 //!
@@ -452,14 +452,14 @@ struct Memo {
     hit: Duration,
 }
 
-fn measure_memo(nodes: &[Node], config: &pod_director::config::Config) -> Memo {
-    use pod_director::placement::{NodeInfo, Placement};
-    use pod_director_testkit::StaticNodes;
+fn measure_memo(nodes: &[Node], config: &pod_director_engine::config::Config) -> Memo {
+    use pod_director::testing::StaticNodes;
+    use pod_director_engine::placement::{NodeInfo, Placement};
     let source = Arc::new(StaticNodes::new());
     for node in nodes {
         source.insert(NodeInfo::from_node(node));
     }
-    let cache = pod_director::cluster::nodes::Nodes::new(source.clone());
+    let cache = pod_director::cluster::Nodes::new(source.clone());
     let placement = Placement::of_group(&config.groups[ENFORCE]);
     let feasible = cache.feasible(&placement).expect("a synced static source");
     let hits = 10_000;

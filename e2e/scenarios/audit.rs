@@ -295,16 +295,16 @@ impl Replica {
 async fn of_two_replicas_only_the_lease_holder_audits_and_the_other_takes_over_when_it_stops() {
     use std::sync::Arc;
 
-    use pod_director::cluster::audit::ScanOptions;
-    use pod_director::cluster::audit::continuous::{Continuous, LeaseTarget, spawn};
-    use pod_director::cluster::nodes::{KubeNodes, Nodes};
+    use pod_director::cluster::ScanOptions;
+    use pod_director::cluster::{Continuous, LeaseTarget, spawn_audit as spawn};
+    use pod_director::cluster::{KubeNodes, Nodes};
 
     let env = Env::start("audit-lease").await;
     let lease_ns = env.namespace(None).await;
     env.namespace(Some("e2e-audit-pool")).await;
     let config = config_file(&env);
     let text = std::fs::read_to_string(config.path()).expect("config");
-    let loaded = pod_director::config::Config::from_yaml(&text, "values.yaml", Vec::new()).expect("valid");
+    let loaded = pod_director_engine::config::Config::from_yaml(&text, "values.yaml", Vec::new()).expect("valid");
     let live = Arc::new(arc_swap::ArcSwap::from_pointee(loaded));
     let nodes = Arc::new(Nodes::new(Arc::new(KubeNodes::start(env.client.clone()))));
     let replica = |identity: &str| {

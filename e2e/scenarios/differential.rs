@@ -29,7 +29,7 @@ use std::time::Duration;
 use futures::StreamExt as _;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams};
-use pod_director::placement::feasible::{self, NodeInfo};
+use pod_director_engine::placement::feasible::{self, NodeInfo};
 use serde_json::{Value, json};
 
 use crate::fixtures::patched;
@@ -282,7 +282,7 @@ async fn settle(env: &Env) {
 
 /// pod-director's feasible set for `pod` (the product's `placement::feasible`) on `nodes`.
 fn feasible_set(pod: &Pod, nodes: &Snapshot) -> Vec<String> {
-    let spec = pod_director::placement::PodSpec::from(pod.spec.as_ref().expect("a spec"));
+    let spec = pod_director_engine::placement::PodSpec::from(pod.spec.as_ref().expect("a spec"));
     let placement = feasible::Placement::of_spec(&spec);
     nodes
         .iter()
@@ -300,7 +300,7 @@ fn describe(seed: u64, nodes: &Snapshot, pod: &Pod, why: &str) -> String {
     text.push_str(&placement.to_string());
     text.push_str("\nnodes:\n");
     for (name, (info, room)) in nodes {
-        let spec = pod_director::placement::PodSpec::from(pod.spec.as_ref().expect("a spec"));
+        let spec = pod_director_engine::placement::PodSpec::from(pod.spec.as_ref().expect("a spec"));
         let unmet = feasible::unmet(&feasible::Placement::of_spec(&spec), info);
         let _ = writeln!(
             text,

@@ -8,9 +8,9 @@ use prometheus_client::metrics::exemplar::HistogramWithExemplars;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::{Registry, Unit};
 
-use crate::config::{Config, Mode, OnConflict};
 use crate::metrics::{label_set, register};
-use crate::placement::{Decision, Outcome, Resolution, Webhook};
+use pod_director_engine::config::{Config, Mode, OnConflict};
+use pod_director_engine::placement::{Decision, Outcome, Resolution, Webhook};
 
 /// Admission latency buckets, in seconds: 0.5 ms … 10 s.
 const LATENCY_BUCKETS: [f64; 14] = [
@@ -114,7 +114,7 @@ impl AdmissionMetrics {
                 Decision::WouldDeny
             }
         };
-        let guard = crate::namespace_guard::mode_of_group(config, None);
+        let guard = pod_director_engine::namespace_guard::mode_of_group(config, None);
         decisions("", guard.as_str(), Webhook::ValidateNamespace, &[Decision::Noop]);
         for (name, group) in &config.groups {
             let mode = config.mode_of(group);
@@ -131,7 +131,7 @@ impl AdmissionMetrics {
             for webhook in [Webhook::Mutate, Webhook::Validate] {
                 decisions(name, mode.as_str(), webhook, &of_mode);
             }
-            let guard = crate::namespace_guard::mode_of_group(config, Some(name));
+            let guard = pod_director_engine::namespace_guard::mode_of_group(config, Some(name));
             decisions(
                 name,
                 guard.as_str(),
@@ -155,7 +155,7 @@ impl AdmissionMetrics {
                 webhook: Webhook::Mutate.as_str(),
             });
         }
-        for reservation in crate::placement::reservation::reservations(config) {
+        for reservation in pod_director_engine::placement::reservation::reservations(config) {
             decisions(
                 reservation.name,
                 reservation.reserve.mode.as_str(),

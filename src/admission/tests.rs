@@ -6,8 +6,10 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::config::Mode;
+use crate::cluster::LookupError;
+use crate::telemetry::DECISION_TARGET;
 use crate::testing::{StaticNamespaces, admission_on, answer};
+use pod_director_engine::config::Mode;
 use pod_director_engine::testing::assert_contains;
 use pod_director_engine::testing::{with, without};
 use pod_director_testkit::json_pointers;
@@ -45,7 +47,7 @@ fn rejected(body: &[u8]) -> Rejected {
 fn a_pod_create_from_the_api_server_parses_into_a_pod() {
     let parsed = parse(&bytes(&review())).expect("parses");
     assert_eq!(parsed.request.uid, "705ab4f5-6393-11e8-b7cc-42010a800002");
-    let Subject::Pod { pod, old } = parsed.subject else {
+    let Reviewed::Pod { pod, old } = parsed.subject else {
         panic!("expected a pod");
     };
     assert_eq!(pod.metadata.generate_name.as_deref(), Some("web-7c9f8d-"));
@@ -57,7 +59,7 @@ fn a_pod_in_the_api_server_s_field_order_parses_as_the_same_request_and_pod() {
     let inline = parse(&api_server_bytes()).expect("parses");
     let raw = parse(&bytes(&review())).expect("parses");
     assert_eq!(format!("{:?}", inline.request), format!("{:?}", raw.request));
-    let (Subject::Pod { pod: a, .. }, Subject::Pod { pod: b, .. }) = (&inline.subject, &raw.subject) else {
+    let (Reviewed::Pod { pod: a, .. }, Reviewed::Pod { pod: b, .. }) = (&inline.subject, &raw.subject) else {
         panic!("pods")
     };
     assert_eq!(a, b);
@@ -106,7 +108,7 @@ fn an_update_carries_the_old_pod() {
     let old = review().pointer("/request/object").cloned().unwrap_or_default();
     let body = with(body, "/request/oldObject", old);
     let parsed = parse(&bytes(&body)).expect("parses");
-    assert!(matches!(parsed.subject, Subject::Pod { old: Some(_), .. }));
+    assert!(matches!(parsed.subject, Reviewed::Pod { old: Some(_), .. }));
 }
 
 #[test]
@@ -128,7 +130,7 @@ fn requests_that_are_not_pod_creates_or_updates_are_not_applicable() {
     for body in cases {
         let parsed = parse(&bytes(&body)).expect("parses");
         assert!(
-            matches!(parsed.subject, Subject::NotApplicable(_)),
+            matches!(parsed.subject, Reviewed::NotApplicable(_)),
             "{:?}",
             parsed.subject
         );
@@ -339,7 +341,7 @@ fn fields_placement_does_not_read_are_checked_as_json_syntax_only() {
         let body = text.replace(from, &to);
         assert_ne!(body, text, "{name}: the body was changed");
         let parsed = parse(body.as_bytes()).unwrap_or_else(|r| panic!("{name}: {:?}", r.error));
-        assert!(matches!(parsed.subject, Subject::Pod { .. }), "{name}");
+        assert!(matches!(parsed.subject, Reviewed::Pod { .. }), "{name}");
     }
     let broken = text.replace("\"containers\":[", "\"containers\":[,");
     assert!(

@@ -29,7 +29,7 @@ use serde_json::value::RawValue;
 
 pub(super) use self::seeds::Trail;
 use self::seeds::{DaemonSetSeed, Key, Nullable, PodSeed};
-use crate::placement::{Outcome, Pod};
+use pod_director_engine::placement::{Outcome, Pod};
 
 /// What decoding left behind for error messages: which object was being read
 /// when decoding failed, and where in it ([`Trail`]).
@@ -181,6 +181,10 @@ impl<'de> DeserializeSeed<'de> for RequestSeed<'_> {
     }
 }
 
+/// The subresources of a namespace that are decided like the namespace (the label guard):
+/// the API server persists the metadata, labels included, of writes through them.
+pub(super) const DECIDED_NAMESPACE_SUBRESOURCES: [&str; 3] = ["", "status", "finalize"];
+
 /// How an object is read, from what the request said before it.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Read {
@@ -203,7 +207,7 @@ fn how(resource: Option<&GroupVersionResource>, sub: Option<&str>, operation: Op
     ) {
         ("", "v1", "pods", "") => Read::Pod,
         ("apps", "v1", "daemonsets", "") => Read::Raw,
-        ("", "v1", "namespaces", sub) if super::DECIDED_NAMESPACE_SUBRESOURCES.contains(&sub) => Read::Raw,
+        ("", "v1", "namespaces", sub) if DECIDED_NAMESPACE_SUBRESOURCES.contains(&sub) => Read::Raw,
         _ => return Read::Skip,
     };
     match (operation, old) {
@@ -404,7 +408,7 @@ pub(super) fn encode(mut review: AdmissionReview<DynamicObject>) -> Result<Vec<u
 mod tests {
     use serde_json::{Value, json};
 
-    use super::super::{AdmissionError, Subject, parse};
+    use super::super::{AdmissionError, Reviewed, parse};
     use super::*;
 
     fn pod() -> Value {
@@ -461,8 +465,8 @@ mod tests {
 
     #[test]
     fn decided_responses_are_what_kube_cores_builders_make_with_the_patch_as_base64() {
-        use crate::config::Config;
-        use crate::placement::{self, Namespace};
+        use pod_director_engine::config::Config;
+        use pod_director_engine::placement::{self, Namespace};
         let config = "groups:\n  ci:\n    mode: enforce\n    nodeSelector: {pool: ci}\n    \
                       tolerations: [{key: dedicated, operator: Equal, value: ci, effect: NoSchedule}]\n  \
                       strict: {mode: enforce, onConflict: reject, nodeSelector: {disk: hdd}}\n  \
@@ -471,7 +475,7 @@ mod tests {
         let loaded = Config::from_yaml(config, "test", Vec::new()).expect("valid config");
         let body = pod_director_testkit::fixtures::Review::pod("CREATE", pod()).bytes();
         let parsed = parse(&body).expect("parses");
-        let Subject::Pod { pod, .. } = &parsed.subject else {
+        let Reviewed::Pod { pod, .. } = &parsed.subject else {
             panic!("a pod")
         };
         let mut decisions = Vec::new();

@@ -9,10 +9,10 @@ use crate::cluster::namespaces::NamespaceMetrics;
 use crate::cluster::nodes::NodeMetrics;
 use crate::cluster::orphans::OrphanMetrics;
 use crate::cluster::webhooks::ReconcileMetrics;
-use crate::config::Config;
 use crate::metrics::Exposition;
 use crate::server::{ConnectionMetrics, ReloadMetrics, Scrape};
 use crate::telemetry::LogMetrics;
+use pod_director_engine::config::Config;
 
 /// The owners' metric handles (cheap to clone: each is a handle to the same series) and the
 /// exposition they are registered in.
@@ -97,9 +97,9 @@ mod tests {
     use crate::cluster::audit::continuous::ScanResult;
     use crate::cluster::nodes::NodeLookupResult;
     use crate::cluster::webhooks::ReconcileResult;
-    use crate::config::{Config, Mode};
-    use crate::placement::{Decision, Outcome, Webhook};
     use crate::server::{ConnectionTimeout, Rejection, ReloadResult};
+    use pod_director_engine::config::{Config, Mode};
+    use pod_director_engine::placement::{Decision, Outcome, Webhook};
 
     fn outcome(group: Option<&str>, mode: Option<Mode>, decision: Decision) -> Outcome {
         let mut outcome = Outcome::new(Webhook::Mutate, decision);
@@ -154,8 +154,8 @@ mod tests {
         }
     }
 
-    fn conflict(resolution: crate::placement::Resolution) -> crate::placement::Conflict {
-        crate::placement::Conflict {
+    fn conflict(resolution: pod_director_engine::placement::Resolution) -> pod_director_engine::placement::Conflict {
+        pod_director_engine::placement::Conflict {
             field: "nodeSelector[\"node-pool\"]".to_owned(),
             pod: "gpu".to_owned(),
             group: "ci".to_owned(),
@@ -169,8 +169,8 @@ mod tests {
         let mut denied = outcome(Some("ci"), Some(Mode::DryRun), Decision::WouldDeny);
         denied.no_feasible_node = true;
         denied.conflicts = vec![
-            conflict(crate::placement::Resolution::Rejected),
-            conflict(crate::placement::Resolution::Rejected),
+            conflict(pod_director_engine::placement::Resolution::Rejected),
+            conflict(pod_director_engine::placement::Resolution::Rejected),
         ];
         metrics.admission.observe_traced_decision(
             &denied,
@@ -191,7 +191,9 @@ mod tests {
             .nodes
             .set_group_provisioners(&[("ci".to_owned(), vec!["nodepool/ci".to_owned()])]);
         metrics.nodes.set_provisioners_read(&[std::sync::Arc::new(
-            crate::placement::provision::Provisioner::karpenter(&serde_json::json!({"metadata": {"name": "ci"}})),
+            pod_director_engine::placement::provision::Provisioner::karpenter(
+                &serde_json::json!({"metadata": {"name": "ci"}}),
+            ),
         )]);
         metrics.connections.connections_open().set(3);
         metrics.connections.connection_rejected(Rejection::ProbeLimit);

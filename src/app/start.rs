@@ -15,8 +15,8 @@ use super::Metrics;
 use crate::admission::Admission;
 use crate::cluster::namespaces::NamespaceSource;
 use crate::cluster::nodes::Nodes;
-use crate::config::Loaded;
 use crate::server::{self, ServerError, Settings, reload};
+use pod_director_engine::config::Loaded;
 
 /// A started server: its bound addresses and a way to stop it.
 pub struct RunningServer {
@@ -135,7 +135,7 @@ pub(crate) async fn start_with_nodes(
 
 /// The configuration at start, logged with its warnings and environment overrides.
 fn load_initial(settings: &Settings) -> Result<Loaded, ServerError> {
-    let loaded = crate::config::load_config(&settings.config_path, settings.own_namespace.as_deref())?;
+    let loaded = pod_director_engine::config::load_config(&settings.config_path, settings.own_namespace.as_deref())?;
     info!(
         config.revision = loaded.revision.as_str(),
         path = %settings.config_path.display(),

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use super::{AuditArgs, AuditFailOn, OutputFormat};
 use crate::cluster::audit::{self, Audit, AuditError, Progress, ScanOptions};
 use crate::cluster::nodes::{NodeStore, Nodes, ProvisionerStore};
-use crate::config::{Config, ConfigError};
-use crate::placement::NodeView;
+use pod_director_engine::config::{Config, ConfigError};
+use pod_director_engine::placement::NodeView;
 
 /// How often a long scan says how far it is, on standard error.
 const PROGRESS_EVERY: Duration = Duration::from_secs(2);
@@ -83,7 +83,7 @@ async fn client(timeout: Duration) -> Result<kube::Client, AuditError> {
 
 async fn audit(args: &AuditArgs) -> Result<Audit, CliError> {
     let path = Config::resolve_path(args.config.as_deref());
-    let loaded = crate::config::load_config(&path, args.pod_director_namespace.as_deref())?;
+    let loaded = pod_director_engine::config::load_config(&path, args.pod_director_namespace.as_deref())?;
     let config = loaded.config;
     if let Some(g) = &args.group
         && !config.groups.contains_key(g)

@@ -4,8 +4,8 @@
 use std::process::ExitCode;
 
 use super::CheckConfigArgs;
-use crate::config::{Config, EnforceWith, schema};
-use crate::placement::policy::object_name;
+use pod_director_engine::config::{Config, EnforceWith, schema};
+use pod_director_engine::placement::policy::object_name;
 
 pub fn run(args: &CheckConfigArgs) -> ExitCode {
     if args.print_schema {
@@ -27,7 +27,7 @@ pub fn run(args: &CheckConfigArgs) -> ExitCode {
             for (var, setting) in &loaded.overrides {
                 println!("override: {setting} from {var}");
             }
-            let reservations = crate::placement::reservation::warnings(&loaded.config);
+            let reservations = pod_director_engine::placement::reservation::warnings(&loaded.config);
             for warning in loaded.warnings.iter().chain(&reservations) {
                 eprintln!("warning: {warning}");
             }

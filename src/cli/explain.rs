@@ -20,18 +20,20 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::{ExplainArgs, FailOn, OutputFormat};
-use crate::config::{Config, Mode, syntax};
-use crate::placement::provision::{Provisioner, Unusable, WithProvisioners};
-use crate::placement::reservation;
-use crate::placement::{
+use pod_director_engine::config::{Config, Mode, syntax};
+use pod_director_engine::decision::{self, Subject as Decided, View};
+use pod_director_engine::placement::provision::{Provisioner, Unusable, WithProvisioners};
+use pod_director_engine::placement::reservation;
+use pod_director_engine::placement::{
     self, Context, Decision, FEASIBILITY_SCOPE, Namespace, NodeInfo, NodeView, Resolution, Selection, SkipReason,
+    Webhook,
 };
 
 /// Bad input: exit code 2, nothing printed as success.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum InputError {
     #[error("{0}")]
-    Config(#[from] crate::config::ConfigError),
+    Config(#[from] pod_director_engine::config::ConfigError),
     #[error("cannot read {path}: {source}")]
     Read {
         path: String,
@@ -75,7 +77,7 @@ struct Report {
     source: String,
     group: Option<String>,
     mode: Option<Mode>,
-    decision: Verdict,
+    decision: PodVerdict,
     patch: Value,
     conflicts: Vec<ConflictView>,
     violations: Vec<ViolationView>,
@@ -99,30 +101,30 @@ struct Report {
 
 /// A pod's decision, or why it has none.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Verdict {
+enum PodVerdict {
     Decided(Decision),
     /// Its namespace is not in the input (and no `--group`).
     Unresolved,
 }
 
-impl Verdict {
+impl PodVerdict {
     fn as_str(self) -> &'static str {
         match self {
-            Verdict::Decided(decision) => decision.as_str(),
-            Verdict::Unresolved => "unresolved",
+            PodVerdict::Decided(decision) => decision.as_str(),
+            PodVerdict::Unresolved => "unresolved",
         }
     }
 
     fn denies(self) -> bool {
-        matches!(self, Verdict::Decided(Decision::Denied | Decision::WouldDeny))
+        matches!(self, PodVerdict::Decided(Decision::Denied | Decision::WouldDeny))
     }
 
     fn patches(self) -> bool {
-        matches!(self, Verdict::Decided(Decision::Patched | Decision::WouldPatch))
+        matches!(self, PodVerdict::Decided(Decision::Patched | Decision::WouldPatch))
     }
 }
 
-impl Serialize for Verdict {
+impl Serialize for PodVerdict {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.serialize_str(self.as_str())
     }
@@ -540,7 +542,7 @@ fn decide(
             source: c.source,
             group: None,
             mode: None,
-            decision: Verdict::Unresolved,
+            decision: PodVerdict::Unresolved,
             patch: Value::Array(Vec::new()),
             conflicts: Vec::new(),
             violations: Vec::new(),
@@ -560,20 +562,28 @@ fn decide(
         name: &c.namespace,
         labels,
     };
-    let ctx = Context::offline().with_nodes(nodes);
+    let context = Context::offline().with_nodes(nodes);
     let daemon_set = c.kind == "DaemonSet";
-    let (mutation, validation) = if daemon_set {
-        (
-            placement::mutate_daemon_set(config, &ns, &c.pod, None, &ctx),
-            placement::validate_daemon_set(config, &ns, &c.pod, None, &ctx),
-        )
-    } else {
-        (
-            placement::mutate(config, &ns, &c.pod, &ctx),
-            placement::validate(config, &ns, &c.pod, None, &ctx),
-        )
+    let subject = match daemon_set {
+        true => Decided::DaemonSet {
+            template: &c.pod,
+            old: None,
+        },
+        false => Decided::Pod { pod: &c.pod, old: None },
     };
-    let reserved = reservation::decide(config, &ns, &c.pod, None, &ctx);
+    let view = View {
+        config,
+        namespace: &ns,
+        context: &context,
+    };
+    let mutation = decision::decide(Webhook::Mutate, &subject, &view);
+    let validation = decision::decide(Webhook::Validate, &subject, &view);
+    // A DaemonSet's pods are decided by the reservation when created; its template here, as a pod.
+    let reserved = decision::decide(
+        Webhook::ValidateReservation,
+        &Decided::Pod { pod: &c.pod, old: None },
+        &view,
+    );
     let mut requester_dependent = requester_dependent(config, &ns, &c, &mutation);
     let mut reason = match &mutation.skip_reason {
         Some(SkipReason::NotApplicable(why)) => why.clone(),
@@ -623,7 +633,7 @@ fn decide(
         source: c.source,
         group,
         mode,
-        decision: Verdict::Decided(decision),
+        decision: PodVerdict::Decided(decision),
         patch: mutation.patch_json(),
         conflicts: mutation
             .conflicts
@@ -788,3 +798,6 @@ fn render_text(reports: &[Report], with_nodes: bool) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod front_ends_tests;

@@ -8,14 +8,14 @@ use serde_json::{Value, json};
 
 use super::{ExplainArgs, OutputFormat};
 use crate::cluster::webhooks;
-use crate::config::Config;
-use crate::placement::policy::{self, Policies};
+use pod_director_engine::config::Config;
+use pod_director_engine::placement::policy::{self, Policies};
 
 /// Why no policy could be printed: exit code 2.
 #[derive(Debug, thiserror::Error)]
 enum PolicyError {
     #[error("{0}")]
-    Config(#[from] crate::config::ConfigError),
+    Config(#[from] pod_director_engine::config::ConfigError),
     #[error("group {0:?} is not defined in the configuration (groups: {1})")]
     UnknownGroup(String, String),
     #[error("group {0:?} cannot be enforced by admission policies: {1}")]

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use super::parse_duration;
 use crate::cluster::webhooks::Kind;
-use crate::config::Config;
 use crate::server::{Settings, Timeouts, TlsFiles};
 use crate::telemetry::LogFormat;
+use pod_director_engine::config::Config;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeArgs {

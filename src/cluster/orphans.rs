@@ -25,8 +25,8 @@ use tokio::sync::watch;
 use tracing::{info, warn};
 
 use crate::cluster::namespaces::NamespaceSource;
-use crate::config::{Config, Loaded};
 use crate::metrics::{GroupLabels, gauge, register};
+use pod_director_engine::config::{Config, Loaded};
 
 /// How many groups get a series of their own; the rest are summed into [`OTHER_GROUPS`].
 /// Label values are written by whoever may label namespaces: the gauge's size must not be theirs to choose.
@@ -263,7 +263,7 @@ mod tests {
         assert!(!out.contains_key("g000"));
         assert_eq!(bounded(&BTreeMap::from([("a".to_owned(), 1)])).len(), 1);
         assert!(
-            crate::config::syntax::label_value(OTHER_GROUPS).is_some(),
+            pod_director_engine::config::syntax::label_value(OTHER_GROUPS).is_some(),
             "no group can be named so"
         );
     }

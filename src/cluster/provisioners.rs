@@ -1,5 +1,5 @@
 //! What creates nodes on demand, read from the cluster so that "no node now" is not
-//! mistaken for "no node ever" ([`crate::placement::provision`] decides):
+//! mistaken for "no node ever" ([`pod_director_engine::placement::provision`] decides):
 //! - Karpenter NodePools (`karpenter.sh/v1`, cluster-scoped);
 //! - Cluster API MachineDeployments and MachineSets (`cluster.x-k8s.io`, the version the
 //!   API server prefers) that the cluster-autoscaler scales (its min/max-size annotations).
@@ -24,7 +24,7 @@ use tokio_util::task::AbortOnDropHandle;
 use tracing::{info, warn};
 
 use crate::cluster::nodes::ProvisionerStore;
-use crate::placement::provision::Provisioner;
+use pod_director_engine::placement::provision::Provisioner;
 
 /// One kind of object that provisioners are read from.
 #[derive(Debug, Clone, Copy)]

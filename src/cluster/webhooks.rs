@@ -61,9 +61,9 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
-use crate::config::{Config, Loaded, Mode};
 use crate::metrics::{ResultLabels, register};
-use crate::placement::policy;
+use pod_director_engine::config::{Config, Loaded, Mode};
+use pod_director_engine::placement::policy;
 
 /// The label the API server sets on every namespace to the namespace's name.
 pub(crate) const METADATA_NAME_LABEL: &str = "kubernetes.io/metadata.name";
@@ -266,7 +266,7 @@ pub(crate) enum ReconcileError {
     #[error("reconciling the webhook configurations took longer than {0:?}")]
     Timeout(Duration),
     #[error("{0}")]
-    Policy(#[from] policies::PolicyError),
+    Policy(#[from] admission_policies::PolicyError),
 }
 
 fn pointer(tokens: &[&str]) -> PointerBuf {
@@ -397,7 +397,7 @@ fn rule(group: &str, resources: &[&str], operations: &[&str], scope: &str) -> Va
 /// `tests/webhook_selectors/` hold the two equal.
 ///
 /// `on_policy`: the groups whose pods are handed over to their admission policies
-/// ([`crate::placement::policy`]); while there are any, the [`PolicyEntry`] entries follow.
+/// ([`pod_director_engine::placement::policy`]); while there are any, the [`PolicyEntry`] entries follow.
 pub fn owned_entries(
     kind: Kind,
     name: &str,
@@ -645,7 +645,7 @@ pub struct Reconciler {
     pub metrics: ReconcileMetrics,
     /// The admission policies of groups on `enforceWith: policy` (`--admission-policies`);
     /// `None`: not reconciled, every group stays on the webhook.
-    pub policies: Option<Arc<policies::PolicySync>>,
+    pub policies: Option<Arc<admission_policies::PolicySync>>,
 }
 
 async fn reconcile_one<K>(
@@ -700,7 +700,7 @@ impl Reconciler {
                 match sync.served(&self.client).await {
                     Ok(true) => {
                         served = true;
-                        wanted = policies::wanted(&loaded.config);
+                        wanted = admission_policies::wanted(&loaded.config);
                         let (handed, error) = sync.apply(&self.client, &wanted).await;
                         on_policy = handed;
                         errors.extend(error.map(ReconcileError::from));
@@ -792,7 +792,7 @@ pub fn spawn(
             let wait = if reconciler.reconcile().await {
                 retry = RETRY_FIRST;
                 if reconciler.policies.as_ref().is_some_and(|p| p.is_pending()) {
-                    policies::HANDOVER_DELAY
+                    admission_policies::HANDOVER_DELAY
                 } else {
                     resync
                 }
@@ -874,7 +874,7 @@ impl ReconcileMetrics {
     }
 }
 
-pub(crate) mod policies;
+pub(crate) mod admission_policies;
 pub(crate) mod reservation;
 
 #[cfg(test)]

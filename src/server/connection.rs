@@ -100,7 +100,6 @@ pub(crate) enum Phase {
 }
 
 /// The connections of one listener: how many are open, and what the drain did.
-/// Public for the test kit's floor server (`crates/testkit/src/floor.rs`), which serves on this exact stack; not otherwise an API.
 #[derive(Debug)]
 pub struct Tracker {
     open: AtomicUsize,
@@ -306,7 +305,6 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for CountingIo<I> {
 }
 
 /// Everything a connection task needs, shared by the listener's connections.
-/// Public for the test kit's floor server (`crates/testkit/src/floor.rs`), which serves on this exact stack; not otherwise an API.
 pub struct Listener {
     /// `admission` or `probe`, for logs.
     pub name: &'static str,
@@ -359,7 +357,7 @@ async fn wait_for(phase: &mut watch::Receiver<Phase>, wanted: Phase) {
 }
 
 /// What the watchdog decided.
-enum Verdict {
+enum WatchdogCall {
     /// Look again at this instant.
     Wait(Instant),
     /// Close the connection (gracefully), for this reason when a timer expired.
@@ -377,10 +375,10 @@ struct Watch {
 
 impl Watch {
     /// The timers of a serving connection (see the module docs).
-    fn serving(&self, activity: &Activity, timeouts: &Timeouts, now: Instant) -> Verdict {
+    fn serving(&self, activity: &Activity, timeouts: &Timeouts, now: Instant) -> WatchdogCall {
         if activity.in_flight.load(Ordering::SeqCst) > 0 {
             // Handling is bounded by the request timeout; look again when it may be idle.
-            return Verdict::Wait(now + timeouts.idle.min(timeouts.header_read));
+            return WatchdogCall::Wait(now + timeouts.idle.min(timeouts.header_read));
         }
         let requests = activity.requests.load(Ordering::Relaxed);
         let http2 = activity.http2.load(Ordering::Relaxed);
@@ -400,17 +398,17 @@ impl Watch {
             (finished + timeouts.idle, ConnectionTimeout::Idle)
         };
         if now >= deadline {
-            Verdict::Close(Some(timer))
+            WatchdogCall::Close(Some(timer))
         } else {
-            Verdict::Wait(deadline)
+            WatchdogCall::Wait(deadline)
         }
     }
 
     /// A draining connection: answer what is in flight, close once quiet.
-    fn draining(&mut self, activity: &Activity, timeouts: &Timeouts, now: Instant) -> Verdict {
+    fn draining(&mut self, activity: &Activity, timeouts: &Timeouts, now: Instant) -> WatchdogCall {
         // The serving timers still hold (a trickling client does not get the whole grace window).
-        if let Verdict::Close(Some(timer)) = self.serving(activity, timeouts, now) {
-            return Verdict::Close(Some(timer));
+        if let WatchdogCall::Close(Some(timer)) = self.serving(activity, timeouts, now) {
+            return WatchdogCall::Close(Some(timer));
         }
         let bytes = activity.bytes_read.load(Ordering::Relaxed);
         let since = match self.quiet {
@@ -421,14 +419,14 @@ impl Watch {
             }
         };
         if activity.in_flight.load(Ordering::SeqCst) > 0 {
-            return Verdict::Close(None);
+            return WatchdogCall::Close(None);
         }
         let finished = activity.at(activity.last_finished.load(Ordering::Relaxed));
         let quiet_since = since.max(finished).max(self.ready);
         if now >= quiet_since + DRAIN_QUIET {
-            Verdict::Close(None)
+            WatchdogCall::Close(None)
         } else {
-            Verdict::Wait((now + DRAIN_TICK).min(quiet_since + DRAIN_QUIET))
+            WatchdogCall::Wait((now + DRAIN_TICK).min(quiet_since + DRAIN_QUIET))
         }
     }
 }
@@ -518,8 +516,8 @@ where
                     _ => watch.draining(&activity, &ctx.timeouts, now),
                 };
                 match verdict {
-                    Verdict::Wait(at) => sleep.as_mut().reset(at),
-                    Verdict::Close(timer) => {
+                    WatchdogCall::Wait(at) => sleep.as_mut().reset(at),
+                    WatchdogCall::Close(timer) => {
                         if !watch.graceful {
                             watch.graceful = true;
                             conn.as_mut().graceful_shutdown();

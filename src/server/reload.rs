@@ -25,8 +25,8 @@ use tracing::{debug, error, info, warn};
 
 use super::tls::{self, CertResolver, TlsFiles};
 use crate::admission::AdmissionMetrics;
-use crate::config::{Loaded, load_config};
 use crate::metrics::{ResultLabels, register};
+use pod_director_engine::config::{Loaded, load_config};
 
 /// Events closer together than this are handled as one change.
 const SETTLE: Duration = Duration::from_millis(100);
@@ -54,7 +54,7 @@ pub fn fingerprint(paths: &[&Path]) -> Fingerprint {
 
 /// Logs the warnings of a configuration that was accepted (e.g. no groups defined).
 pub(crate) fn warn_about(loaded: &Loaded) {
-    let reservations = crate::placement::reservation::warnings(&loaded.config);
+    let reservations = pod_director_engine::placement::reservation::warnings(&loaded.config);
     for warning in loaded.warnings.iter().chain(&reservations) {
         warn!(
             config.revision = loaded.revision.as_str(),

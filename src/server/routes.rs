@@ -13,7 +13,7 @@ use warp::{Filter, Rejection, Reply};
 
 use crate::admission::Admission;
 use crate::metrics;
-use crate::placement::Webhook;
+use pod_director_engine::placement::Webhook;
 
 /// The body is larger than `--max-body-bytes`.
 #[derive(Debug)]
@@ -98,7 +98,6 @@ fn is_json(content_type: &str) -> bool {
 }
 
 /// A review posted to `/{name}`: its headers and its JSON body, within `max_body_bytes`.
-/// Public for the test kit's floor server (`crates/testkit/src/floor.rs`), which serves on this exact stack; not otherwise an API.
 pub fn review_request(
     name: &'static str,
     max_body_bytes: u64,
@@ -112,7 +111,6 @@ pub fn review_request(
 }
 
 /// An AdmissionReview answer.
-/// Public for the test kit's floor server (`crates/testkit/src/floor.rs`), which serves on this exact stack; not otherwise an API.
 pub fn review_reply(body: Vec<u8>, status: StatusCode) -> impl Reply {
     warp::reply::with_status(warp::reply::with_header(body, CONTENT_TYPE, "application/json"), status)
 }
@@ -180,7 +178,6 @@ fn text(status: StatusCode, message: String) -> warp::reply::Response {
 }
 
 /// Maps each rejection to its own status with a message saying what to do.
-/// Public for the test kit's floor server (`crates/testkit/src/floor.rs`), which serves on this exact stack; not otherwise an API.
 pub async fn rejection(rejection: Rejection) -> Result<warp::reply::Response, Infallible> {
     let reply = if rejection.is_not_found() {
         text(

@@ -15,7 +15,6 @@ use super::connection::{self, Listener, Phase};
 
 /// Accepts connections until shutdown (refusing those beyond `max_connections` at accept),
 /// then drains: see [`connection`].
-/// Public for the test kit's floor server (`crates/testkit/src/floor.rs`), which serves on this exact stack; not otherwise an API.
 pub async fn serve(
     listener: TcpListener,
     shared: Arc<Listener>,

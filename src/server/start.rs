@@ -124,23 +124,22 @@ pub(crate) fn tls_acceptor(
     Ok(Some(TlsAcceptor::from(Arc::new(server_config))))
 }
 
-/// Binds `addr`. Public for the test kit's floor server (`crates/testkit/src/floor.rs`), which serves on this exact stack; not otherwise an API.
+/// Binds `addr`.
 pub async fn bind(addr: SocketAddr) -> Result<TcpListener, ServerError> {
     TcpListener::bind(addr)
         .await
         .map_err(|source| ServerError::Bind { addr, source })
 }
 
-/// The address `listener` is bound to (`fallback` when the OS does not say). Public for the test kit's floor server (`crates/testkit/src/floor.rs`), which serves on this exact stack; not otherwise an API.
+/// The address `listener` is bound to (`fallback` when the OS does not say).
 pub fn local_addr(listener: &TcpListener, fallback: SocketAddr) -> SocketAddr {
     listener.local_addr().unwrap_or(fallback)
 }
 
-/// A listener's request handler. Public for the test kit's floor server (`crates/testkit/src/floor.rs`), which serves on this exact stack; not otherwise an API.
+/// A listener's request handler.
 pub type Respond = Arc<dyn Fn(http::Request<Incoming>) -> BoxFuture<'static, warp::reply::Response> + Send + Sync>;
 
 /// Wraps a warp filter as a request → response function with a deadline.
-/// Public for the test kit's floor server (`crates/testkit/src/floor.rs`), which serves on this exact stack; not otherwise an API.
 pub fn respond<F, R>(filter: F, timeout: Duration) -> Respond
 where
     F: Filter<Extract = (R,), Error = std::convert::Infallible> + Clone + Send + Sync + 'static,
@@ -166,7 +165,6 @@ where
 
 /// hyper's HTTP/1.1 and HTTP/2 settings for `timeouts`. hyper's own HTTP/1 header-read timeout is off:
 /// it also runs while a keep-alive connection is idle; the connection watchdog times heads instead.
-/// Public for the test kit's floor server (`crates/testkit/src/floor.rs`), which serves on this exact stack; not otherwise an API.
 pub fn builder(timeouts: &Timeouts) -> auto::Builder<TokioExecutor> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder.http1().timer(TokioTimer::new()).header_read_timeout(None);

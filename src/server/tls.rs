@@ -100,7 +100,6 @@ pub fn load(files: &TlsFiles) -> Result<CertifiedKey, TlsError> {
 }
 
 /// Hands out the current certificate to each new handshake.
-/// Public for the test kit's floor server (`crates/testkit/src/floor.rs`), which serves on this exact stack; not otherwise an API.
 #[derive(Debug)]
 pub struct CertResolver {
     current: ArcSwap<CertifiedKey>,
@@ -126,7 +125,6 @@ impl ResolvesServerCert for CertResolver {
 }
 
 /// A server configuration using `resolver`, offering HTTP/2 and HTTP/1.1 (ALPN).
-/// Public for the test kit's floor server (`crates/testkit/src/floor.rs`), which serves on this exact stack; not otherwise an API.
 pub fn server_config(resolver: Arc<CertResolver>) -> Result<rustls::ServerConfig, TlsError> {
     let mut config = rustls::ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()

@@ -9,7 +9,7 @@ use futures::future::BoxFuture;
 
 use crate::cluster::namespaces::{Labels, LookupError, NamespaceSource};
 use crate::cluster::nodes::{NodeLookupError, NodeSource, NodeStore};
-use crate::placement::NodeInfo;
+use pod_director_engine::placement::NodeInfo;
 
 /// The "API server" of an in-memory source: what only a live read finds (to exercise the
 /// fallback), whether it answers, and whether the cache has synced.

@@ -14,10 +14,10 @@ pub mod child;
 pub use pod_director_testkit::pki::Pki;
 
 use pod_director::app::RunningServer;
-use pod_director::cluster::namespaces::NamespaceSource;
+use pod_director::cluster::NamespaceSource;
 use pod_director::server::{Settings, Timeouts, TlsFiles};
+use pod_director::testing::StaticNamespaces;
 pub use pod_director_testkit::MountedDir;
-use pod_director_testkit::StaticNamespaces;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -324,21 +324,19 @@ pub async fn metric(harness: &Harness, line_start: &str) -> Option<f64> {
 
 /// Namespaces that take `delay` to answer, to keep a request in flight.
 pub struct Slow {
-    pub inner: pod_director_testkit::StaticNamespaces,
+    pub inner: pod_director::testing::StaticNamespaces,
     pub delay: std::time::Duration,
 }
 
-impl pod_director::cluster::namespaces::NamespaceSource for Slow {
-    fn cached(&self, _name: &str) -> Option<pod_director::cluster::namespaces::Labels> {
+impl pod_director::cluster::NamespaceSource for Slow {
+    fn cached(&self, _name: &str) -> Option<pod_director::cluster::Labels> {
         None
     }
     fn fetch<'a>(
         &'a self,
         name: &'a str,
-    ) -> futures::future::BoxFuture<
-        'a,
-        Result<Option<pod_director::cluster::namespaces::Labels>, pod_director::cluster::namespaces::LookupError>,
-    > {
+    ) -> futures::future::BoxFuture<'a, Result<Option<pod_director::cluster::Labels>, pod_director::cluster::LookupError>>
+    {
         Box::pin(async move {
             tokio::time::sleep(self.delay).await;
             self.inner.fetch(name).await

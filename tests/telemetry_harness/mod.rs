@@ -8,10 +8,11 @@ use std::sync::{Arc, Mutex};
 
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::trace::{SpanData, SpanExporter};
-use pod_director::cluster::nodes::Nodes;
-use pod_director::placement::Webhook;
+use pod_director::cluster::Nodes;
 use pod_director::telemetry::{self, DECISION_TARGET, JsonLayer};
-use pod_director_testkit::{LogCapture, StaticNodes, node};
+use pod_director::testing::StaticNodes;
+use pod_director_engine::placement::Webhook;
+use pod_director_testkit::{LogCapture, node};
 use serde_json::{Value, json};
 use tracing_subscriber::layer::SubscriberExt as _;
 
@@ -159,7 +160,7 @@ impl Emitted {
 
 /// Reviews `requests` in order, one after the other.
 pub fn review(requests: Vec<Request>) -> Emitted {
-    let (admission, metrics) = pod_director_testkit::admission(&config(), NAMESPACES);
+    let (admission, metrics) = pod_director::testing::admission(&config(), NAMESPACES);
     let admission = admission.with_nodes(Arc::new(Nodes::new(Arc::new(nodes()))), metrics.nodes.clone());
     let exported = Exported::default();
     let captured = LogCapture::default();

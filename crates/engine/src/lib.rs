@@ -1,7 +1,8 @@
 //! pod-director's engine: the pure part of the webhook, no I/O, no clock, no async runtime.
-//! The product (the root package) re-exports these modules under the same names.
+//! The product (the root package) imports it as `pod_director_engine`.
 //!
 //! - [`config`]: the one typed configuration, strictly validated.
+//! - [`decision`]: the one entry, `decide(webhook, subject, view)`: an object decided as a webhook would.
 //! - [`placement`]: the pure engine (plan, verify, decide).
 //! - [`namespace_guard`]: who may change a namespace's group label (`/validate-namespace`).
 //! - `testing` (hidden; the `testing` feature, and the engine's unit tests): what the tests build their
@@ -42,6 +43,7 @@ macro_rules! named_enum {
 }
 
 pub mod config;
+pub mod decision;
 pub mod namespace_guard;
 pub mod placement;
 #[cfg(any(test, feature = "testing"))]

@@ -4,30 +4,26 @@
 //! - `lib.rs`: the checkout's root ([`repo`]), the log capture, the `/metrics` sample reader, a JSON value's pointers and a condition
 //!   polled until it holds.
 //! - [`fixtures`]: the AdmissionReview builder; [`pki`]: a test CA issuing serving certificates;
-//!   [`mounted`]: kubelet-style mounted directories; [`floor`]: the load harness's no-work floor server.
+//!   [`mounted`]: kubelet-style mounted directories.
 //! - The benches' support: [`pods`] (reviews of three sizes), [`nodes`] (cloud-like Node objects),
 //!   [`stats`] (median, CPU time, paired rounds), [`alloc`] (the counting allocator).
 //! - Re-exported: the engine's helpers (a test config, a node, a toleration, `assert_contains`, a
 //!   review's JSON edited, the scheduler's reading of required node affinity:
-//!   `pod_director_engine::testing`) and the product's own (`pod_director::testing`: in-memory
-//!   namespaces and nodes, the admission path on them and its answer).
+//!   `pod_director_engine::testing`).
 //!
-//! The product's unit tests use this crate too (a dev-dependency), but only for what names none of
-//! the product's types: they are a second copy of the product, whose types are not those of the
-//! copy this crate links; what does name them stays in the product (`src/testing`).
+//! It names none of the product's types (those helpers are the product's own, `pod_director::testing`:
+//! in-memory namespaces and nodes, the admission path on them, the floor server), so it does not
+//! depend on the product: the product's unit tests use it as a dev-dependency without a cycle.
 
 pub mod alloc;
 pub mod fixtures;
-pub mod floor;
 pub mod mounted;
 pub mod nodes;
 pub mod pki;
 pub mod pods;
 pub mod stats;
 
-pub use floor::{CannedServer, start_canned};
 pub use mounted::MountedDir;
-pub use pod_director::testing::{StaticNamespaces, StaticNodes, admission, admission_on, answer};
 pub use pod_director_engine::testing::{assert_contains, config, loaded, node, scheduler, toleration, with, without};
 
 use std::io;

@@ -1,9 +1,8 @@
 //! AdmissionReview bodies shaped like the API server's, shared by the benches:
 //! a small pod (1 container), a typical one (3 containers, 5 tolerations, an
 //! affinity with 2 terms) and a large one (50 containers, 50 tolerations, 10
-//! affinity terms, ~100 KB of JSON); the admission path they are reviewed by.
+//! affinity terms, ~100 KB of JSON); the configuration and namespaces they are reviewed in.
 
-use pod_director::admission::Admission;
 use serde_json::{Value, json};
 
 /// The pod sizes measured, by name.
@@ -33,10 +32,9 @@ groups:
     tolerations: [{key: dedicated, operator: Equal, value: ci, effect: NoSchedule}]
 "#;
 
-/// The admission path on [`CONFIG`], namespace `team-a` in the dryRun group `shadow`.
-pub fn admission() -> Admission {
-    crate::admission(CONFIG, &[("team-a", "shadow")]).0
-}
+/// The namespaces of [`CONFIG`]'s benches: `team-a` in the dryRun group `shadow`
+/// (`pod_director::testing::admission(CONFIG, NAMESPACES)`).
+pub const NAMESPACES: &[(&str, &str)] = &[("team-a", "shadow")];
 
 fn container(i: usize, env: usize) -> Value {
     json!({

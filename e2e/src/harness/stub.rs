@@ -159,7 +159,7 @@ fn to_wire(response: AdmissionResponse) -> Vec<u8> {
 fn tls(host: IpAddr) -> (String, TlsAcceptor) {
     let ca = Pki::named("pod-director e2e test webhook CA");
     let leaf = ca.leaf_for("pod-director e2e test webhook", &[&host.to_string()]);
-    let config = tokio_rustls::rustls::ServerConfig::builder_with_provider(pod_director::server::tls::provider())
+    let config = tokio_rustls::rustls::ServerConfig::builder_with_provider(pod_director::server::tls_provider())
         .with_safe_default_protocol_versions()
         .expect("TLS versions")
         .with_no_client_auth()

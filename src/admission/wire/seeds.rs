@@ -8,7 +8,7 @@ use std::fmt;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
-use crate::placement::{Pod, PodMetadata, PodSpec};
+use pod_director_engine::placement::{Pod, PodMetadata, PodSpec};
 
 /// Where decoding is, for error messages: the field being read when a value
 /// was refused, as a prefix (`""`, `"spec.template."`) and the field's path

@@ -38,8 +38,8 @@ use tracing::{info, warn};
 
 use super::{Audit, AuditDecision, ScanOptions};
 use crate::cluster::nodes::Nodes;
-use crate::config::Loaded;
 use crate::metrics::{GroupLabels, ResultLabels, gauge, label_set, register};
+use pod_director_engine::config::Loaded;
 
 /// How soon a failed scan is tried again (at most the interval).
 pub(crate) const RETRY_AFTER: Duration = Duration::from_secs(30);
@@ -234,7 +234,7 @@ async fn scan_once(c: &Continuous) -> Duration {
     let result = super::scan(
         &c.client,
         &loaded.config,
-        Some(&view as &dyn crate::placement::NodeView),
+        Some(&view as &dyn pod_director_engine::placement::NodeView),
         &c.options,
         &mut |_| {},
     )

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use super::{Audit, Counts, Finding, Findings, GroupAudit};
-use crate::placement::FEASIBILITY_SCOPE;
+use pod_director_engine::placement::FEASIBILITY_SCOPE;
 
 #[derive(Debug, Serialize)]
 struct JsonAudit<'a> {
@@ -310,7 +310,7 @@ mod tests {
 
     use super::*;
     use crate::cluster::audit::{AuditDecision, Source, Verdict};
-    use crate::config::Mode;
+    use pod_director_engine::config::Mode;
     use pod_director_engine::testing::assert_contains;
 
     fn audit() -> Audit {
@@ -378,8 +378,8 @@ mod tests {
         assert_eq!(group["would_deny"][0].get("nodes"), None, "no node: left out");
     }
 
-    fn would_patch() -> crate::placement::Outcome {
-        use crate::placement::{Decision, Outcome, Webhook};
+    fn would_patch() -> pod_director_engine::placement::Outcome {
+        use pod_director_engine::placement::{Decision, Outcome, Webhook};
         Outcome {
             webhook: Webhook::Mutate,
             group: Some("ci".to_owned()),

@@ -3,7 +3,7 @@
 //!
 //! Every running pod and workload template of every namespace the audit scans (all but the
 //! excluded ones, while a group reserves) is decided as `/validate-reservation` would decide
-//! its re-creation now, with the requester of that re-creation ([`super::engine`]): the
+//! its re-creation now, with the requester of that re-creation ([`super::requester`]): the
 //! ReplicaSet controller for a Deployment's pods, the DaemonSet controller for a DaemonSet's
 //! (exempt with `allowDaemonSets`), a user for a bare pod. Found per reservation:
 //!
@@ -14,9 +14,9 @@
 //! | the pool has no node now | warning | decided from the tolerations alone until it has |
 
 use super::{Findings, Source, Verdict};
-use crate::config::Mode;
-use crate::placement::reservation::{Intrusion, Via, in_pool};
-use crate::placement::{Decision, NodeLookup, NodeView, Outcome};
+use pod_director_engine::config::Mode;
+use pod_director_engine::placement::reservation::{Intrusion, Via, in_pool};
+use pod_director_engine::placement::{Decision, NodeLookup, NodeView, Outcome};
 
 /// The audit of one reservation.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -54,7 +54,7 @@ impl ReservationAudit {
 pub(crate) fn record(
     audits: &mut [ReservationAudit],
     group_of_namespace: Option<&str>,
-    config: &crate::config::Config,
+    config: &pod_director_engine::config::Config,
     namespace: &str,
     workload: &str,
     source: Source,
@@ -154,9 +154,9 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::config::Config;
-    use crate::placement::NodeInfo;
-    use crate::placement::reservation::Exemption;
+    use pod_director_engine::config::Config;
+    use pod_director_engine::placement::NodeInfo;
+    use pod_director_engine::placement::reservation::Exemption;
 
     fn config() -> Config {
         serde_json::from_value(serde_json::json!({
@@ -169,7 +169,10 @@ mod tests {
     }
 
     fn intruded(exempt: Option<Exemption>) -> Outcome {
-        let mut out = Outcome::new(crate::placement::Webhook::ValidateReservation, Decision::WouldDeny);
+        let mut out = Outcome::new(
+            pod_director_engine::placement::Webhook::ValidateReservation,
+            Decision::WouldDeny,
+        );
         out.reservation = vec![Intrusion {
             group: "ci".to_owned(),
             mode: Mode::DryRun,
@@ -268,7 +271,10 @@ mod tests {
         let nodes = nodes();
         let view: &dyn NodeView = &nodes;
         let mut audits = vec![ReservationAudit::new("ci".to_owned(), Mode::DryRun)];
-        let compliant = Outcome::new(crate::placement::Webhook::ValidateReservation, Decision::Noop);
+        let compliant = Outcome::new(
+            pod_director_engine::placement::Webhook::ValidateReservation,
+            Decision::Noop,
+        );
         record(
             &mut audits,
             None,

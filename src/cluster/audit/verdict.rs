@@ -12,7 +12,7 @@
 //! what its next rollouts will meet.
 
 use super::{Findings, GroupAudit, Source};
-use crate::config::{Config, Mode};
+use pod_director_engine::config::{Config, Mode};
 
 /// Ready to enforce, or why not.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]

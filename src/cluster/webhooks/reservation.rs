@@ -7,8 +7,8 @@
 
 use serde_json::{Value, json};
 
-use crate::config::{Config, Mode};
-use crate::placement::reservation::{any_reservation, reserved_keys};
+use pod_director_engine::config::{Config, Mode};
+use pod_director_engine::placement::reservation::{any_reservation, reserved_keys};
 
 /// The path the entry calls.
 pub const PATH: &str = "/validate-reservation";
@@ -41,7 +41,8 @@ pub fn match_expression(config: &Config) -> String {
 /// reservation is in enforce — its intruders must not be admitted while pod-director is
 /// down — else Ignore.
 pub fn failure_policy<'s>(config: &Config, enforce: &'s str) -> &'s str {
-    let enforced = crate::placement::reservation::reservations(config).any(|r| r.reserve.mode == Mode::Enforce);
+    let enforced =
+        pod_director_engine::placement::reservation::reservations(config).any(|r| r.reserve.mode == Mode::Enforce);
     if enforced { enforce } else { "Ignore" }
 }
 

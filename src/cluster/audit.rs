@@ -7,7 +7,7 @@
 //! owned by a Deployment, Jobs not owned by a CronJob, CronJobs) of each group's
 //! namespaces exactly as enforce would decide its re-creation now — the same
 //! engine, the same skip rules, the requester its re-creation would have (see
-//! [`engine`]) — counts compliant / would_patch / would_deny / skipped, names the
+//! [`requester`]) — counts compliant / would_patch / would_deny / skipped, names the
 //! workloads behind each would_deny, counts the nodes the group can use, and gives
 //! a [`Verdict`] per group (see [`verdict`]).
 //!
@@ -19,10 +19,10 @@
 //! `pod-director audit` (src/cli/audit.rs) runs one scan; `serve` repeats it
 //! ([`continuous`]) into gauges, on the replica holding a Lease.
 
-pub mod continuous;
-pub(crate) mod engine;
+pub(crate) mod continuous;
 pub(crate) mod report;
-pub mod reservation;
+pub(crate) mod requester;
+pub(crate) mod reservation;
 pub(crate) mod verdict;
 
 use std::collections::BTreeMap;
@@ -37,11 +37,13 @@ use kube::api::{Api, ListParams, ObjectMeta};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 
-use self::engine::{ControllerKind, Controllers, Subject};
+use self::requester::{ControllerKind, Controllers, Object};
 use self::reservation::ReservationAudit;
 pub use self::verdict::Verdict;
-use crate::config::{Config, Mode};
-use crate::placement::{Decision, Namespace, NodeView, Outcome, Placement, Requester, Selection, select_group};
+use pod_director_engine::config::{Config, Mode};
+use pod_director_engine::placement::{
+    Decision, Namespace, NodeView, Outcome, Placement, Requester, Selection, select_group,
+};
 
 /// Objects per list request (the `limit` of each page), as kubectl's default chunk size.
 pub(crate) const DEFAULT_PAGE_SIZE: u32 = 500;
@@ -446,14 +448,14 @@ fn forbidden_hint(error: &kube::Error) -> &'static str {
 pub(crate) async fn list_nodes(
     client: &Client,
     options: &ScanOptions,
-) -> Result<Vec<crate::placement::NodeInfo>, AuditError> {
+) -> Result<Vec<pod_director_engine::placement::NodeInfo>, AuditError> {
     let mut nodes = Vec::new();
     for_each_page(
         &Api::<Node>::all(client.clone()),
         "nodes",
         options,
         |node| {
-            nodes.push(crate::placement::NodeInfo::from_node(&node));
+            nodes.push(pod_director_engine::placement::NodeInfo::from_node(&node));
         },
         |_| {},
     )
@@ -533,7 +535,7 @@ pub(crate) async fn scan(
         .map(|(name, group)| (name.clone(), GroupAudit::new(name.clone(), config.mode_of(group))))
         .collect();
 
-    let mut reservations: Vec<ReservationAudit> = crate::placement::reservation::reservations(config)
+    let mut reservations: Vec<ReservationAudit> = pod_director_engine::placement::reservation::reservations(config)
         .filter(|r| options.group.as_ref().is_none_or(|g| g == r.name))
         .map(|r| ReservationAudit::new(r.name.to_owned(), r.reserve.mode))
         .collect();
@@ -606,8 +608,8 @@ pub(crate) async fn scan(
                     namespaces.len(),
                     config.namespace_label,
                     match config.unknown_group {
-                        crate::config::UnknownGroup::Allow => "allow: admitted unplaced",
-                        crate::config::UnknownGroup::Deny => "deny: refused",
+                        pod_director_engine::config::UnknownGroup::Allow => "allow: admitted unplaced",
+                        pod_director_engine::config::UnknownGroup::Deny => "deny: refused",
                     },
                     namespaces.join(", ")
                 )
@@ -662,7 +664,7 @@ pub(crate) async fn scan(
         if let (Some(nodes), Some(definition)) = (nodes, config.groups.get(&name)) {
             group.feasible_nodes = nodes.feasible(&Placement::of_group(definition));
             if group.feasible_nodes == Some(0) {
-                let spec = crate::placement::PodSpec {
+                let spec = pod_director_engine::placement::PodSpec {
                     node_selector: (!definition.node_selector.is_empty()).then(|| definition.node_selector.clone()),
                     tolerations: Some(definition.tolerations.clone()),
                     affinity: definition.affinity.clone(),
@@ -677,7 +679,7 @@ pub(crate) async fn scan(
                 if definition.nodes.provisioned_on_demand {
                     group
                         .provisionable_by
-                        .push(crate::placement::provision::DECLARED_PROVISIONER.to_owned());
+                        .push(pod_director_engine::placement::provision::DECLARED_PROVISIONER.to_owned());
                 }
             }
         }
@@ -686,7 +688,8 @@ pub(crate) async fn scan(
     }
     for mut reservation in reservations {
         if let (Some(nodes), Some(definition)) = (nodes, config.groups.get(&reservation.group)) {
-            reservation.pool_nodes = nodes.count_where(&|n| crate::placement::reservation::in_pool(definition, n));
+            reservation.pool_nodes =
+                nodes.count_where(&|n| pod_director_engine::placement::reservation::in_pool(definition, n));
         }
         reservation.verdict = reservation::verdict(&reservation);
         audit.reservations.push(reservation);
@@ -777,12 +780,12 @@ async fn scan_workloads<K: Workload>(
     name: &str,
     options: &ScanOptions,
     controllers: &mut Controllers,
-    decide: &mut impl FnMut(String, &crate::placement::Pod, Subject, Requester),
+    decide: &mut impl FnMut(String, &pod_director_engine::placement::Pod, Object, Requester),
 ) -> Result<(), AuditError> {
     let kind = K::kind(&());
     let requester = K::POD_OWNER
         .and_then(|(api_version, owner)| ControllerKind::of(api_version, owner))
-        .map(|owner| engine::controller_requester(config, owner));
+        .map(|owner| requester::controller_requester(config, owner));
     let each = |object: K| {
         let meta = object.meta();
         let object_name = name_of(meta);
@@ -795,10 +798,10 @@ async fn scan_workloads<K: Workload>(
         }
         if let (None, Some(template)) = (&manager, object.template()) {
             let owner = K::POD_OWNER.map(|(api_version, owner)| (api_version, owner, object_name));
-            let pod = engine::template_pod(template, owner);
+            let pod = requester::template_pod(template, owner);
             let (subject, requester) = match &requester {
-                Some(requester) => (Subject::Pod, requester.clone()),
-                None => (Subject::DaemonSet, Requester::unknown()),
+                Some(requester) => (Object::Pod, requester.clone()),
+                None => (Object::DaemonSet, Requester::unknown()),
             };
             decide(format!("{kind}/{object_name}"), &pod, subject, requester);
         }
@@ -844,37 +847,38 @@ async fn scan_namespace(
         reservations,
     } = scanned;
     let reserving = reservations.iter().any(|r| Some(r.group.as_str()) != own);
-    let mut decide = |workload: String, pod: &crate::placement::Pod, subject: Subject, requester: Requester| {
-        if reserving {
-            // A DaemonSet's pods are created by the DaemonSet controller, whoever writes the object,
-            // and name the DaemonSet as their controller.
-            let outcome = match subject {
-                Subject::DaemonSet => {
-                    let creator = engine::controller_requester(config, ControllerKind::DaemonSet);
-                    let owned = engine::owned_by_daemon_set(pod, workload.trim_start_matches("DaemonSet/"));
-                    engine::decide_reservation(config, ns, &owned, creator, nodes)
-                }
-                Subject::Pod => engine::decide_reservation(config, ns, pod, requester.clone(), nodes),
-            };
-            let source = Source::Template;
-            reservation::record(
-                reservations,
-                own,
-                config,
-                name,
-                &workload,
-                source,
-                &workload,
-                None,
-                &outcome,
-            );
-        }
-        if let Some(group) = group.as_mut() {
-            let outcome = engine::decide(config, ns, pod, subject, requester, nodes);
-            group.record(name, &workload, Source::Template, &workload, None, &outcome);
-        }
-        templates += 1;
-    };
+    let mut decide =
+        |workload: String, pod: &pod_director_engine::placement::Pod, subject: Object, requester: Requester| {
+            if reserving {
+                // A DaemonSet's pods are created by the DaemonSet controller, whoever writes the object,
+                // and name the DaemonSet as their controller.
+                let outcome = match subject {
+                    Object::DaemonSet => {
+                        let creator = requester::controller_requester(config, ControllerKind::DaemonSet);
+                        let owned = requester::owned_by_daemon_set(pod, workload.trim_start_matches("DaemonSet/"));
+                        requester::decide_reservation(config, ns, &owned, creator, nodes)
+                    }
+                    Object::Pod => requester::decide_reservation(config, ns, pod, requester.clone(), nodes),
+                };
+                let source = Source::Template;
+                reservation::record(
+                    reservations,
+                    own,
+                    config,
+                    name,
+                    &workload,
+                    source,
+                    &workload,
+                    None,
+                    &outcome,
+                );
+            }
+            if let Some(group) = group.as_mut() {
+                let outcome = requester::decide(config, ns, pod, subject, requester, nodes);
+                group.record(name, &workload, Source::Template, &workload, None, &outcome);
+            }
+            templates += 1;
+        };
     let c = &mut controllers;
     scan_workloads::<Deployment>(client, config, name, options, c, &mut decide).await?;
     scan_workloads::<ReplicaSet>(client, config, name, options, c, &mut decide).await?;
@@ -890,8 +894,8 @@ async fn scan_namespace(
         &format!("pods in namespace {name}"),
         options,
         |pod| {
-            let pod = crate::placement::Pod::from(&pod);
-            let found = engine::recreation(config, &pod, &controllers, nodes);
+            let pod = pod_director_engine::placement::Pod::from(&pod);
+            let found = requester::recreation(config, &pod, &controllers, nodes);
             let pod_name = pod.metadata.name.as_deref().unwrap_or_default();
             let node = pod
                 .spec
@@ -899,7 +903,7 @@ async fn scan_namespace(
                 .and_then(|s| s.node_name.as_deref())
                 .filter(|n| !n.is_empty());
             if reserving {
-                let outcome = engine::decide_reservation(config, ns, &pod, found.requester.clone(), nodes);
+                let outcome = requester::decide_reservation(config, ns, &pod, found.requester.clone(), nodes);
                 let on = node.zip(nodes);
                 let workload = found.workload.as_str();
                 reservation::record(
@@ -915,7 +919,7 @@ async fn scan_namespace(
                 );
             }
             if let Some(group) = group.as_mut() {
-                let outcome = engine::decide(config, ns, &pod, Subject::Pod, found.requester, nodes);
+                let outcome = requester::decide(config, ns, &pod, Object::Pod, found.requester, nodes);
                 group.record(name, &found.workload, Source::Pods, pod_name, node, &outcome);
             }
         },

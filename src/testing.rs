@@ -1,13 +1,14 @@
-//! The part of the test kit that must live in the product (the `testing` feature, and the unit
-//! tests): the helpers whose types are the product's own — in-memory namespace and node sources
-//! (`sources.rs`) implementing the product's source traits, and the admission path built on them.
-//! The product's unit tests are compiled as a second copy of the product, whose traits and types
-//! do not unify with those of the copy the test kit (`crates/testkit`) links, so these cannot move
-//! there; the test kit re-exports them for `tests/`, `benches/` and `e2e/`. Never used by
-//! pod-director itself, not compiled into its release build, and not part of its API.
+//! The test helpers whose types are the product's own (the `testing` feature, and the unit tests):
+//! in-memory namespace and node sources (`sources.rs`) implementing the product's source traits,
+//! the admission path built on them, and the load harness's floor server on the admission port's
+//! stack (`floor.rs`). `tests/`, `benches/` and `e2e/` use them with the `testing` feature; the
+//! test kit (`crates/testkit`) names none of the product's types, so the product's unit tests link
+//! one copy of it. Never used by pod-director itself, not compiled into its release build.
 
+mod floor;
 mod sources;
 
+pub use floor::{CannedServer, start_canned};
 pub use sources::{StaticNamespaces, StaticNodes};
 
 use std::sync::Arc;
@@ -20,7 +21,7 @@ use serde_json::Value;
 use crate::admission::Admission;
 use crate::app::Metrics;
 use crate::cluster::namespaces::NamespaceSource;
-use crate::placement::Webhook;
+use pod_director_engine::placement::Webhook;
 
 /// `admission`'s answer to the review `body` at `webhook`: the HTTP status and the AdmissionReview sent back.
 pub async fn answer(admission: &Admission, webhook: Webhook, body: &[u8]) -> (http::StatusCode, Value) {

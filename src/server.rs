@@ -15,7 +15,7 @@
 //!
 //! | file | what |
 //! |---|---|
-//! | `mod.rs` | the module's names, [`ServerError`] |
+//! | `server.rs` | the module's names, [`ServerError`] |
 //! | `settings.rs` | the [`Settings`] serving takes |
 //! | `start.rs` | [`listen`]: the certificate and its reloader, both ports bound and served |
 //! | `serve.rs` | a port's accept loop, the connection cap at accept, the drain |
@@ -25,17 +25,15 @@
 //! | `reload.rs` | hot reload of the configuration and the certificate; [`ReloadMetrics`] |
 //! | `tls.rs` | the serving certificate, picked per handshake |
 
-pub mod connection;
+// The floor server of the load harness (src/testing/floor.rs) serves on this exact stack.
+pub(crate) mod connection;
 pub(crate) mod limits;
 pub(crate) mod reload;
-/// Public for the test kit's floor server (`crates/testkit/src/floor.rs`), which serves on this exact stack; not otherwise an API.
-pub mod routes;
-/// Public for the test kit's floor server (`crates/testkit/src/floor.rs`), which serves on this exact stack; not otherwise an API.
-pub mod serve;
+pub(crate) mod routes;
+pub(crate) mod serve;
 mod settings;
-/// Public for the test kit's floor server (`crates/testkit/src/floor.rs`), which serves on this exact stack; not otherwise an API.
-pub mod start;
-pub mod tls;
+pub(crate) mod start;
+pub(crate) mod tls;
 
 use std::net::SocketAddr;
 
@@ -46,8 +44,8 @@ pub use self::settings::Settings;
 use self::start::Respond;
 pub(crate) use self::start::{listen, tls_acceptor};
 pub(crate) use self::tls::TlsError;
-pub use self::tls::TlsFiles;
-use crate::config::ConfigError;
+pub use self::tls::{TlsFiles, provider as tls_provider};
+use pod_director_engine::config::ConfigError;
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]

@@ -26,8 +26,8 @@
 //! otherwise every controller is `daemonSetController` (shared credentials, e.g.
 //! `system:kube-controller-manager`).
 //!
-//! **The engine.** [`decide`] is the only function here that calls
-//! [`crate::placement`]: the pod type the audit lists (`k8s_openapi` `Pod`) and the
+//! **The engine.** [`decide`] and [`decide_reservation`] are the only functions here that call
+//! the engine's one entry ([`decision::decide`]): the pod type the audit lists (`k8s_openapi` `Pod`) and the
 //! one the engine decides meet in it alone.
 
 use std::collections::HashMap;
@@ -35,8 +35,11 @@ use std::collections::HashMap;
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
-use crate::config::Config;
-use crate::placement::{self, Context, Namespace, NodeLookup, NodeView, Outcome, Pod, Requester};
+use pod_director_engine::config::Config;
+use pod_director_engine::decision::{self, Subject as Decided, View};
+use pod_director_engine::placement::{
+    self, Context, Namespace, NodeLookup, NodeView, Outcome, Pod, Requester, Webhook,
+};
 
 /// The username prefix of kube-controller-manager's per-controller service accounts.
 const CONTROLLER_PREFIX: &str = "system:serviceaccount:kube-system:";
@@ -44,7 +47,7 @@ const NODES_GROUP: &str = placement::NODES_GROUP;
 
 /// What is decided: a running pod, or a workload's pod template.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Subject {
+pub(crate) enum Object {
     /// A pod, or a template made into the pod its controller creates from it.
     Pod,
     /// A DaemonSet's template, decided as the DaemonSet object is at `/mutate`.
@@ -57,15 +60,24 @@ pub(crate) fn decide(
     config: &Config,
     ns: &Namespace<'_>,
     pod: &Pod,
-    subject: Subject,
+    subject: Object,
     requester: Requester,
     nodes: Option<&dyn NodeView>,
 ) -> Outcome {
-    let ctx = Context { requester, nodes: None }.with_nodes(nodes);
-    match subject {
-        Subject::Pod => placement::mutate(config, ns, pod, &ctx),
-        Subject::DaemonSet => placement::mutate_daemon_set(config, ns, pod, None, &ctx),
-    }
+    let context = Context { requester, nodes: None }.with_nodes(nodes);
+    let subject = match subject {
+        Object::Pod => Decided::Pod { pod, old: None },
+        Object::DaemonSet => Decided::DaemonSet {
+            template: pod,
+            old: None,
+        },
+    };
+    let view = View {
+        config,
+        namespace: ns,
+        context: &context,
+    };
+    decision::decide(Webhook::Mutate, &subject, &view)
 }
 
 /// The `/validate-reservation` decision enforce would take for `pod`'s re-creation by
@@ -78,7 +90,7 @@ pub(crate) fn decide_reservation(
     requester: Requester,
     nodes: Option<&dyn NodeView>,
 ) -> Outcome {
-    let ctx = Context { requester, nodes: None }.with_nodes(nodes);
+    let context = Context { requester, nodes: None }.with_nodes(nodes);
     let unbound;
     let pod = match pod.spec.as_ref().and_then(|s| s.node_name.as_ref()) {
         Some(_) => {
@@ -91,7 +103,12 @@ pub(crate) fn decide_reservation(
         }
         None => pod,
     };
-    placement::reservation::decide(config, ns, pod, None, &ctx)
+    let view = View {
+        config,
+        namespace: ns,
+        context: &context,
+    };
+    decision::decide(Webhook::ValidateReservation, &Decided::Pod { pod, old: None }, &view)
 }
 
 /// A DaemonSet's template pod as the DaemonSet controller creates it: controlled by the DaemonSet.
@@ -269,7 +286,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::placement::{Decision, NodeInfo, SkipReason};
+    use pod_director_engine::placement::{Decision, NodeInfo, SkipReason};
 
     fn config() -> Config {
         pod_director_engine::testing::config(
@@ -335,7 +352,7 @@ groups:
             name: "team",
             labels: &labels("agents"),
         };
-        let outcome = decide(&config, &ns, &forged, Subject::Pod, found.requester, None);
+        let outcome = decide(&config, &ns, &forged, Object::Pod, found.requester, None);
         assert_eq!(
             outcome.decision,
             Decision::Patched,
@@ -356,7 +373,7 @@ groups:
             name: "team",
             labels: &labels("agents"),
         };
-        let outcome = decide(&config, &ns, &real, Subject::Pod, found.requester, None);
+        let outcome = decide(&config, &ns, &real, Object::Pod, found.requester, None);
         assert_eq!(outcome.skip_reason, Some(SkipReason::DaemonSetPod));
     }
 

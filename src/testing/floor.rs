@@ -14,10 +14,10 @@ use tokio_rustls::TlsAcceptor;
 use tracing::warn;
 use warp::{Filter, Reply};
 
-use pod_director::server::connection::{ConnectionMetrics, Listener, Rejection, Tracker};
-use pod_director::server::routes::{rejection, review_reply, review_request};
-use pod_director::server::start::{bind, builder, local_addr, respond};
-use pod_director::server::{ServerError, Timeouts, TlsFiles, tls};
+use crate::server::connection::{ConnectionMetrics, Listener, Rejection, Tracker};
+use crate::server::routes::{rejection, review_reply, review_request};
+use crate::server::start::{bind, builder, local_addr, respond};
+use crate::server::{ServerError, Timeouts, TlsFiles, tls};
 
 /// A server on the admission port's exact stack — TLS from `tls`, hyper-util's
 /// auto builder, the request deadline, warp routing and body handling — that
@@ -36,8 +36,8 @@ pub async fn start_canned(
     let (shutdown, shutdown_rx) = watch::channel(false);
     let routes = respond(canned_routes(canned, max_body_bytes), Duration::from_secs(10));
     let timeouts = Timeouts::default();
-    let metrics = ConnectionMetrics::register(&mut pod_director::metrics::registry());
-    let task = tokio::spawn(pod_director::server::serve::serve(
+    let metrics = ConnectionMetrics::register(&mut crate::metrics::registry());
+    let task = tokio::spawn(crate::server::serve::serve(
         listener,
         Arc::new(Listener {
             name: "floor",

@@ -1,4 +1,4 @@
-//! The admission policies of the groups enforced by policies ([`crate::placement::policy`]),
+//! The admission policies of the groups enforced by policies ([`pod_director_engine::placement::policy`]),
 //! kept in step with the live configuration by the webhook reconciler, in one pass with the
 //! webhook entries so that a group is never enforced by neither:
 //!
@@ -24,7 +24,7 @@ use serde_json::Value;
 use tracing::{info, warn};
 
 use super::FIELD_MANAGER;
-use crate::placement::policy::{self, API_VERSION, GROUP_LABEL, MANAGED_BY, MANAGED_BY_LABEL, Policies};
+use pod_director_engine::placement::policy::{self, API_VERSION, GROUP_LABEL, MANAGED_BY, MANAGED_BY_LABEL, Policies};
 
 /// How long a group's policies are in place before its pods leave the webhook.
 pub const HANDOVER_DELAY: Duration = Duration::from_secs(2);
@@ -233,6 +233,6 @@ async fn apply_group(client: &Client, policies: &Policies) -> Result<(), PolicyE
 }
 
 /// The compiled policies of the groups enforced by policies in `config`.
-pub(crate) fn wanted(config: &crate::config::Config) -> BTreeMap<String, Policies> {
+pub(crate) fn wanted(config: &pod_director_engine::config::Config) -> BTreeMap<String, Policies> {
     policy::compile_all(config, &super::excluded(config))
 }

@@ -83,66 +83,89 @@ pub use self::trace_context::{
 /// The target of the decision span and of the one-per-decision log event.
 pub const DECISION_TARGET: &str = "pod_director::decision";
 
-/// Every field of the decision log line besides `timestamp`, `level`,
-/// `target` and `message` — and every attribute of the exported decision
-/// span: the same names in both. A unit test holds this list equal to the
-/// fields the code declares; `tests/observability_names.rs` checks the
-/// dashboards and the collector config against it.
-pub const DECISION_FIELDS: &[&str] = &[
-    "webhook",
-    "admission.request.uid",
-    "admission.request.operation",
-    "admission.request.dryrun",
-    "admission.request.namespace",
-    "admission.request.name",
-    "admission.request.user",
-    "admission.request.resource",
-    "admission.object.generate_name",
-    "admission.object.owner.kind",
-    "admission.object.owner.name",
-    "placement.group",
-    "placement.mode",
-    "placement.decision",
-    "placement.skip_reason",
-    "placement.conflicts",
-    "placement.violations",
-    "placement.summary",
-    "placement.message",
-    "placement.warning",
-    "placement.patch.op_count",
-    "placement.patch.paths",
-    "placement.feasible_nodes",
-    "placement.no_feasible_node",
-    "placement.feasible_nodes_before",
-    "latency_ms",
-    "error",
-    "placement.patch.json",
-    "config.revision",
-    "trace_id",
-    "span_id",
-    "placement.provisionable_by",
-    "reservation.groups",
-    "reservation.reason",
-    "reservation.intrusions",
-    "reservation.toleration",
-    "reservation.node",
-    "reservation.exempt",
-    "reservation.pool_nodes",
-];
+/// Declares the decision's fields once, in runs recorded together, in the order of the log line:
+/// each run a constant, [`DECISION_FIELDS`] all of them, [`decision_span`] the span declaring them.
+macro_rules! decision_fields {
+    ($($(#[$doc:meta])* $run:ident = [$($field:literal),* $(,)?];)*) => {
+        /// The runs of [`DECISION_FIELDS`] recorded together (each with a [`FieldBatch`]).
+        pub(crate) mod fields {
+            $($(#[$doc])* #[allow(dead_code)] // A run recorded field by field is listed for the order.
+            pub const $run: [&str; [$($field),*].len()] = [$($field),*];)*
+        }
 
-/// Where the `reservation.*` run of [`DECISION_FIELDS`] starts.
-pub(crate) const RESERVATION_FIELDS_START: usize = DECISION_FIELDS.len() - 7;
+        /// Every field of the decision log line besides `timestamp`, `level`,
+        /// `target` and `message` — and every attribute of the exported decision
+        /// span besides `otel.*`. Written once (the macro that also declares the span);
+        /// `tests/observability_names.rs` checks the dashboards and the collector config against it.
+        pub const DECISION_FIELDS: &[&str] = &[$($($field,)*)*];
 
-/// `N` consecutive [`DECISION_FIELDS`] from `start` (a run recorded together,
-/// e.g. the request's); a run past the end fails the build.
-pub(crate) const fn decision_fields<const N: usize>(start: usize) -> [&'static str; N] {
-    let mut out = [""; N];
-    let mut i = 0;
-    while i < N {
-        out[i] = DECISION_FIELDS[start + i];
-        i += 1;
-    }
-    out
+        /// The decision span of one request (`name`: `POST /mutate`…), every field of
+        /// [`DECISION_FIELDS`] declared, `webhook` recorded.
+        pub fn decision_span(name: &'static str, webhook: &'static str) -> tracing::Span {
+            let span = tracing::info_span!(
+                target: DECISION_TARGET,
+                "admission",
+                otel.name = name,
+                otel.kind = "server",
+                $($($field = tracing::field::Empty,)*)*
+            );
+            span.record("webhook", webhook);
+            span
+        }
+    };
+}
+
+decision_fields! {
+    /// Which webhook decided (recorded when the span opens).
+    WEBHOOK = ["webhook"];
+    /// The request, as read.
+    REQUEST = [
+        "admission.request.uid",
+        "admission.request.operation",
+        "admission.request.dryrun",
+        "admission.request.namespace",
+        "admission.request.name",
+        "admission.request.user",
+        "admission.request.resource",
+        "admission.object.generate_name",
+        "admission.object.owner.kind",
+        "admission.object.owner.name",
+    ];
+    /// The outcome, once decided.
+    OUTCOME = [
+        "placement.group",
+        "placement.mode",
+        "placement.decision",
+        "placement.skip_reason",
+        "placement.conflicts",
+        "placement.violations",
+        "placement.summary",
+        "placement.message",
+        "placement.warning",
+        "placement.patch.op_count",
+        "placement.patch.paths",
+        "placement.feasible_nodes",
+        "placement.no_feasible_node",
+        "placement.feasible_nodes_before",
+        "latency_ms",
+        "error",
+    ];
+    /// The whole patch: a field of the log event (whole), an attribute of the span (cut).
+    PATCH = ["placement.patch.json"];
+    /// The configuration and the trace.
+    TRACE = ["config.revision", "trace_id", "span_id"];
+    /// The provisioners that could add a node for the pod.
+    PROVISION = ["placement.provisionable_by"];
+    /// The reservations the pod intrudes on.
+    RESERVATION = [
+        "reservation.groups",
+        "reservation.reason",
+        "reservation.intrusions",
+        "reservation.toleration",
+        "reservation.node",
+        "reservation.exempt",
+        "reservation.pool_nodes",
+    ];
 }
 
 /// The keys every JSON log line starts with.

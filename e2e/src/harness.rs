@@ -45,7 +45,7 @@ use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod, ServiceAccount};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, Resource as _};
-use pod_director::config::Config;
+use pod_director_engine::config::Config;
 use serde_json::{Value, json};
 
 pub use self::k8s::{Created, pod};
