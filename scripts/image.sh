@@ -237,7 +237,7 @@ HOOK
 
 # The release binary of this checkout (`cargo build --release --locked`, as the Containerfile).
 release_binary() {
-  local binary="$ROOT/target/release/pod-director"
+  local binary="${CARGO_TARGET_DIR:-$ROOT/target}/release/pod-director"
   log "binary: cargo build --release --locked --bin pod-director (a no-op when up to date)"
   (cd "$ROOT" && cargo build --release --locked --bin pod-director >&2)
   echo "$binary"
