@@ -261,8 +261,12 @@ async fn the_release_image_runs_as_the_chart_runs_it() {
             ("tls.key".to_owned(), read("tls.key")),
         ]),
     )]);
+    let config_map_name = format!("{}-config", settings.fullname);
     let mut host_dirs = BTreeMap::new();
-    let mut atomic = BTreeMap::new();
+    let mut empty_dirs = Vec::new();
+    // The volume of the chart's ConfigMap: the one the hot reload updates.
+    let mut config_volume = None;
+    let mut other_volumes = Vec::new();
     for volume in pod_spec["volumes"].as_array().into_iter().flatten() {
         let name = volume["name"].as_str().expect("a volume name").to_owned();
         let dir = run_dir.join("volumes").join(&name);
@@ -271,7 +275,8 @@ async fn the_release_image_runs_as_the_chart_runs_it() {
         } else if let Some(name) = volume["secret"]["secretName"].as_str() {
             (&volume["secret"], secrets.get(name))
         } else if volume["emptyDir"].is_object() {
-            host_dirs.insert(name, empty_dir(&dir, fs_group));
+            empty_dirs.push(empty_dir(&dir, fs_group));
+            host_dirs.insert(name, dir);
             continue;
         } else {
             panic!("volume {volume} is not played by this harness")
@@ -282,10 +287,12 @@ async fn the_release_image_runs_as_the_chart_runs_it() {
             .as_u64()
             .and_then(|m| u32::try_from(m).ok())
             .unwrap_or(0o644);
-        atomic.insert(
-            name.clone(),
-            (AtomicVolume::new(&dir, &as_refs(&files), mode, fs_group), mode),
-        );
+        let written = AtomicVolume::new(&dir, &as_refs(&files), mode, fs_group);
+        if volume["configMap"]["name"] == config_map_name.as_str() {
+            config_volume = Some(written);
+        } else {
+            other_volumes.push(written);
+        }
         host_dirs.insert(name, dir);
     }
     let sa_dir = run_dir.join("volumes/kube-api-access");
@@ -438,8 +445,9 @@ async fn the_release_image_runs_as_the_chart_runs_it() {
     let revision = env.loaded_revision().await;
     let mut config: Value = serde_saphyr::from_str(&rendered.config_yaml).expect("the ConfigMap's YAML");
     config["groups"]["e2e-dryrun"]["mode"] = json!("enforce");
-    let (config_volume, mode) = atomic.get_mut("config").expect("the chart's config volume");
-    let _ = mode;
+    let config_volume = config_volume
+        .as_mut()
+        .unwrap_or_else(|| panic!("the pod spec mounts no volume of ConfigMap {config_map_name}"));
     config_volume.update(&[("config.yaml", config.to_string().as_bytes())]);
     let reloaded = env.reloaded_from(&revision).await;
     println!("hot reload: revision {revision} → {reloaded}");
@@ -533,7 +541,9 @@ async fn the_release_image_runs_as_the_chart_runs_it() {
     );
     let errors: Vec<&Value> = lines.iter().filter(|l| l["level"] == "ERROR").collect();
     assert!(errors.is_empty(), "the server logged errors: {errors:?}");
-    let tmp: Vec<PathBuf> = tree_digest(&run_dir.join("volumes/tmp")).into_keys().collect();
-    println!("written to the emptyDir /tmp: {tmp:?}");
+    for dir in &empty_dirs {
+        let written: Vec<PathBuf> = tree_digest(dir).into_keys().collect();
+        println!("written to the emptyDir {}: {written:?}", dir.display());
+    }
     drop(env);
 }
