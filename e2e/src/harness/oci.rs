@@ -494,6 +494,155 @@ pub fn quantity_bytes(quantity: &str) -> Option<u64> {
 mod tests {
     use super::*;
 
+    fn image(user: &str) -> Image {
+        Image {
+            layout: PathBuf::new(),
+            tag: "release".to_owned(),
+            config: json!({
+                "User": user,
+                "Entrypoint": ["/usr/local/bin/pod-director"],
+                "Cmd": ["serve"],
+                "Env": ["PATH=/usr/bin", "SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt"],
+                "WorkingDir": "/home/nonroot",
+            }),
+            compressed_size: 0,
+        }
+    }
+
+    /// A pod spec shaped like the chart's Deployment.
+    fn pod_spec() -> Value {
+        json!({
+            "securityContext": {"runAsNonRoot": true, "runAsUser": 65532, "runAsGroup": 65532, "fsGroup": 2000},
+            "containers": [{
+                "name": "app",
+                "args": ["serve", "--namespace=$(POD_NAMESPACE)", "--addr=127.0.0.1:8443"],
+                "env": [
+                    {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+                    {"name": "ATTRS", "value": "ns=$(POD_NAMESPACE),pod=$(HOSTNAME)"},
+                ],
+                "securityContext": {
+                    "allowPrivilegeEscalation": false,
+                    "readOnlyRootFilesystem": true,
+                    "capabilities": {"drop": ["ALL"]},
+                },
+                "resources": {"limits": {"memory": "256Mi"}},
+                "volumeMounts": [
+                    {"name": "config", "mountPath": "/etc/app/config"},
+                    {"name": "tmp", "mountPath": "/tmp"},
+                ],
+            }],
+            "volumes": [
+                {"name": "config", "configMap": {"name": "app-config"}},
+                {"name": "tmp", "emptyDir": {}},
+            ],
+        })
+    }
+
+    fn spec_of(pod_spec: &Value, image: &Image) -> Value {
+        let volumes = BTreeMap::from([
+            ("config".to_owned(), PathBuf::from("/host/config")),
+            ("tmp".to_owned(), PathBuf::from("/host/tmp")),
+            ("kube-api-access".to_owned(), PathBuf::from("/host/sa")),
+        ]);
+        let service_env = [("KUBERNETES_SERVICE_HOST".to_owned(), "127.0.0.1".to_owned())];
+        runtime_spec(
+            pod_spec,
+            image,
+            &PodRuntime {
+                container: "app",
+                namespace: "ns1",
+                pod_name: "app-xyz",
+                pod_ip: "127.0.0.1",
+                volumes: &volumes,
+                service_env: &service_env,
+                managed_files: &BTreeMap::new(),
+            },
+        )
+    }
+
+    #[test]
+    fn the_pod_spec_becomes_the_runtime_spec_a_kubelet_would_start() {
+        let spec = spec_of(&pod_spec(), &image("65532:65532"));
+        let process = &spec["process"];
+        assert_eq!(
+            process["user"],
+            json!({"uid": 65532, "gid": 65532, "additionalGids": [2000]})
+        );
+        assert_eq!(
+            process["args"],
+            json!([
+                "/usr/local/bin/pod-director",
+                "serve",
+                "--namespace=ns1",
+                "--addr=127.0.0.1:8443"
+            ]),
+            "ENTRYPOINT kept, CMD replaced by args, $(VAR) expanded"
+        );
+        let env: Vec<&str> = process["env"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        assert!(env.contains(&"ATTRS=ns=ns1,pod=app-xyz"), "{env:?}");
+        assert!(
+            env.contains(&"SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt"),
+            "the image's Env: {env:?}"
+        );
+        assert!(env.contains(&"KUBERNETES_SERVICE_HOST=127.0.0.1"), "{env:?}");
+        assert_eq!(process["cwd"], "/home/nonroot");
+        assert_eq!(process["capabilities"]["bounding"], json!([]), "drop: [ALL]");
+        assert_eq!(process["noNewPrivileges"], true);
+        assert!(
+            process.get("rlimits").is_none(),
+            "no rlimits: this sandbox may not raise them"
+        );
+        assert_eq!(spec["root"], json!({"path": "rootfs", "readonly": true}));
+        assert_eq!(spec["linux"]["resources"]["memory"]["limit"], 256 << 20);
+        let namespaces: Vec<&Value> = spec["linux"]["namespaces"].as_array().into_iter().flatten().collect();
+        assert!(!namespaces.iter().any(|n| n["type"] == "network"), "the host's network");
+        let mount = |destination: &str| {
+            spec["mounts"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|m| m["destination"] == destination)
+                .cloned()
+                .unwrap_or_else(|| panic!("no mount at {destination}"))
+        };
+        let options = |destination: &str| mount(destination)["options"].clone();
+        assert!(
+            options("/etc/app/config")
+                .as_array()
+                .is_some_and(|o| o.contains(&json!("ro"))),
+            "a ConfigMap is read-only even without readOnly: true"
+        );
+        assert!(
+            options("/tmp").as_array().is_some_and(|o| o.contains(&json!("rw"))),
+            "an emptyDir is writable"
+        );
+        assert_eq!(mount(SERVICE_ACCOUNT_DIR)["source"], "/host/sa");
+    }
+
+    #[test]
+    #[should_panic(expected = "runAsNonRoot and the image will run as root")]
+    fn run_as_non_root_refuses_an_image_running_as_root() {
+        let mut spec = pod_spec();
+        spec["securityContext"] = json!({"runAsNonRoot": true});
+        spec_of(&spec, &image("0"));
+    }
+
+    #[test]
+    fn without_run_as_user_the_image_user_runs() {
+        let mut spec = pod_spec();
+        spec["securityContext"] = json!({"runAsNonRoot": true});
+        let spec = spec_of(&spec, &image("65532:65532"));
+        assert_eq!(
+            spec["process"]["user"],
+            json!({"uid": 65532, "gid": 65532, "additionalGids": []})
+        );
+    }
+
     #[test]
     fn references_expand_as_the_kubelet_does() {
         let vars = BTreeMap::from([("A".to_owned(), "x".to_owned())]);
