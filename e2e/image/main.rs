@@ -210,6 +210,92 @@ fn managed_files(dir: &Path, pod_name: &str) -> BTreeMap<String, PathBuf> {
     ])
 }
 
+/// An admission request on an open TLS connection, its body half written: [`HalfWritten::finish`]
+/// writes the rest and reads the answer (an in-flight request across SIGTERM).
+struct HalfWritten {
+    tls: tokio_rustls::client::TlsStream<tokio::net::TcpStream>,
+    rest: Vec<u8>,
+}
+
+impl HalfWritten {
+    /// Connects to the webhook `url` (trusting `ca_pem`) and writes the head and half the body of
+    /// an AdmissionReview for a pod CREATE in `namespace`.
+    async fn start(url: &str, ca_pem: &[u8], namespace: &str, uid: &str) -> Self {
+        use std::sync::Arc;
+        use tokio::io::AsyncWriteExt as _;
+        use tokio_rustls::rustls;
+        use tokio_rustls::rustls::pki_types::pem::PemObject as _;
+        let rest = url.strip_prefix("https://").expect("an https webhook URL");
+        let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+        let mut roots = rustls::RootCertStore::empty();
+        roots
+            .add(rustls::pki_types::CertificateDer::from_pem_slice(ca_pem).expect("the webhook CA"))
+            .expect("a root certificate");
+        let mut config =
+            rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+                .with_safe_default_protocol_versions()
+                .expect("TLS versions")
+                .with_root_certificates(roots)
+                .with_no_client_auth();
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let tcp = tokio::net::TcpStream::connect(authority)
+            .await
+            .expect("the webhook port accepts");
+        let name = rustls::pki_types::ServerName::try_from("localhost").expect("a server name");
+        let mut tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+            .connect(name, tcp)
+            .await
+            .expect("a TLS handshake with the containerised server");
+        let pod = serde_json::to_value(workload("in-flight")).expect("a pod");
+        let review = json!({
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": uid,
+                "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                "resource": {"group": "", "version": "v1", "resource": "pods"},
+                "operation": "CREATE",
+                "namespace": namespace,
+                "name": "in-flight",
+                "userInfo": {"username": "e2e"},
+                "object": pod,
+                "dryRun": true,
+            },
+        })
+        .to_string()
+        .into_bytes();
+        let path = if path.is_empty() { "/" } else { path };
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n",
+            review.len()
+        );
+        let (first, second) = review.split_at(review.len() / 2);
+        tls.write_all(head.as_bytes()).await.expect("the request head written");
+        tls.write_all(first).await.expect("half the body written");
+        tls.flush().await.expect("flushed");
+        Self {
+            tls,
+            rest: second.to_vec(),
+        }
+    }
+
+    /// Writes the rest of the body and reads the whole answer.
+    async fn finish(mut self) -> String {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        self.tls
+            .write_all(&self.rest)
+            .await
+            .expect("the rest of the body written");
+        self.tls.flush().await.expect("flushed");
+        let mut answer = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(10), self.tls.read_to_end(&mut answer)).await;
+        // A peer closing without close_notify is an error after the bytes arrived; keep them.
+        let _ = read;
+        String::from_utf8_lossy(&answer).into_owned()
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_release_image_runs_as_the_chart_runs_it() {
     let settings = Settings::from_env();
@@ -490,7 +576,25 @@ async fn the_release_image_runs_as_the_chart_runs_it() {
         "still serving during the preStop sleep"
     );
     tokio::time::sleep(pre_stop.saturating_sub(terminating.elapsed())).await;
+    // A request in flight across SIGTERM: connected and half written before, finished during the
+    // drain; it is answered.
+    let mutate_url = rendered
+        .mutating
+        .webhooks
+        .as_ref()
+        .and_then(|w| w.first())
+        .and_then(|w| w.client_config.url.clone())
+        .expect("the chart's mutate webhook URL");
+    let in_flight = HalfWritten::start(&mutate_url, &ca, &during, "in-flight-across-sigterm").await;
     container.signal("TERM");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let answer = in_flight.finish().await;
+    assert!(
+        answer.starts_with("HTTP/1.1 200")
+            && answer.contains("in-flight-across-sigterm")
+            && answer.contains("\"allowed\":true"),
+        "a request in flight at SIGTERM is answered during the drain: {answer}"
+    );
     let left = grace.saturating_sub(terminating.elapsed());
     let status = container.wait_exit(left);
     let Some(status) = status else {
@@ -514,6 +618,16 @@ async fn the_release_image_runs_as_the_chart_runs_it() {
             && messages.contains(&"pod-director stopped"),
         "the server drained and stopped: {:?}",
         &messages[messages.len().saturating_sub(10)..]
+    );
+    let signalled = lines
+        .iter()
+        .position(|l| l["message"] == "shutdown signal received; draining in-flight requests");
+    let decided = lines
+        .iter()
+        .position(|l| l["admission.request.uid"] == "in-flight-across-sigterm");
+    assert!(
+        matches!((signalled, decided), (Some(s), Some(d)) if d > s),
+        "the in-flight request was decided after the signal (line {decided:?}, signal at line {signalled:?})"
     );
 
     // Nothing was written outside the mounts: the root filesystem is as unpacked, no write
