@@ -167,7 +167,7 @@ EOF
 # The base rootfs tarball (cached): distroless cc-debian12's packages, extracted, plus what
 # distroless adds itself (nonroot user, CA bundle, /tmp, /home/nonroot, dpkg status.d entries).
 # mmdebstrap downloads and verifies the packages (Debian's keyring) and resolves their
-# dependencies, which distroless does not ship (debconf, perl-base, openssl, ...): its extract
+# dependencies, which distroless does not ship (debconf, mawk, openssl, ...): its extract
 # hook makes the tarball from the listed packages only.
 base_tar() {
   local key
