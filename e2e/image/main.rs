@@ -605,7 +605,7 @@ async fn the_release_image_runs_as_the_chart_runs_it() {
         );
     };
     let drained_in = terminating.elapsed().saturating_sub(pre_stop);
-    println!("SIGTERM to exit: {} ms; exit {status}", drained_in.as_millis());
+    println!("SIGTERM to exit: {} ms ({status})", drained_in.as_millis());
     assert!(
         status.success(),
         "the server exits 0 after SIGTERM: {status}\n{}",
