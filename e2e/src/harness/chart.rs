@@ -78,6 +78,11 @@ pub fn render(settings: &Settings, url: &str, ca_pem: &[u8]) -> Rendered {
     }
 }
 
+/// The objects of one chart template for the suite's release, with `--set` `sets` (e.g. ports).
+pub fn render_template_with(settings: &Settings, template_path: &str, sets: &[String]) -> Vec<Value> {
+    template(settings, "Q0EK", sets, &[template_path])
+}
+
 /// The chart's RBAC objects (ClusterRole, ClusterRoleBinding) for the suite's release.
 pub fn render_rbac(settings: &Settings) -> Vec<Value> {
     render_template(settings, "templates/rbac.yaml")
