@@ -930,3 +930,102 @@ spec:
         "  reservation: group \"gpu\" reserves taint nvidia.com/gpu:NoSchedule",
     );
 }
+
+/// Runs `args` with standard output a pipe whose reader reads `keep` bytes (none: closed before the start) and then
+/// closes it, as `| head -c KEEP` would.
+fn run_into_closed_pipe(args: &[&std::ffi::OsStr], keep: usize) -> Output {
+    use std::io::Read;
+    let (mut reader, writer) = std::io::pipe().expect("a pipe");
+    let mut cmd = bin();
+    cmd.args(args)
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .stdin(Stdio::null());
+    if keep == 0 {
+        drop(reader);
+        return cmd.output().expect("binary runs");
+    }
+    let child = cmd.spawn().expect("binary runs");
+    // The command's `cmd` holds the other end of the pipe: without dropping it the reader would never see the end.
+    drop(cmd);
+    let mut head = vec![0; keep];
+    reader.read_exact(&mut head).expect("the first bytes");
+    drop(reader);
+    child.wait_with_output().expect("binary ends")
+}
+
+#[test]
+fn no_command_panics_when_its_reader_closes_standard_output_and_each_keeps_its_exit_code() {
+    let dir = tempfile::tempdir().unwrap();
+    // Far more output than a pipe buffers (64 KiB on Linux), so the writer is still writing when the reader goes.
+    let mut manifests = vec![
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: ci-runners, labels: {pod-director/group: ci}}\n".to_owned(),
+    ];
+    manifests.extend((0..2_000).map(|i| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: pod-{i}, namespace: ci-runners}}\nspec:\n  nodeSelector: {{node-pool: gpu-a100}}\n  containers: [{{name: app, image: nginx}}]\n"
+        )
+    }));
+    let many = write(dir.path(), "many.yaml", &manifests.join("---\n"));
+    let groups: String = (0..1_500)
+        .map(|i| format!("  team-{i}:\n    mode: enforce\n    nodeSelector: {{pool: team-{i}}}\n"))
+        .collect();
+    let big_config = write(dir.path(), "groups.yaml", &format!("groups:\n{groups}"));
+    let config = example("config.yaml");
+    let os = |s: &str| std::ffi::OsString::from(s);
+    let explain_many = |extra: &[&str]| {
+        let mut args = vec![
+            os("explain"),
+            os("-c"),
+            config.clone().into(),
+            os("-f"),
+            many.clone().into(),
+        ];
+        args.extend(extra.iter().map(|s| os(s)));
+        args
+    };
+    let cases: Vec<(Vec<std::ffi::OsString>, i32)> = vec![
+        (explain_many(&[]), 0),
+        (explain_many(&["-o", "json"]), 0),
+        (explain_many(&["-o", "yaml"]), 0),
+        // The verdict was decided before the output: a closed pipe does not hide it.
+        (explain_many(&["--fail-on", "deny"]), 1),
+        (
+            vec![
+                os("explain"),
+                os("--policies"),
+                os("-c"),
+                example("config.yaml").into(),
+                os("--group"),
+                os("ci"),
+            ],
+            0,
+        ),
+        (vec![os("check-config"), os("-c"), big_config.into()], 0),
+        (vec![os("check-config"), os("--print-schema")], 0),
+        (vec![os("version")], 0),
+    ];
+    for (args, code) in &cases {
+        let args: Vec<&std::ffi::OsStr> = args.iter().map(std::ffi::OsString::as_os_str).collect();
+        for keep in [0, 1] {
+            // `keep: 1` needs output past the pipe buffer to be still writing; the short outputs end first.
+            let out = run_into_closed_pipe(&args, keep);
+            assert!(
+                !stderr(&out).contains("panicked"),
+                "{args:?} (keep {keep}) panicked: {}",
+                stderr(&out)
+            );
+            assert_eq!(
+                out.status.code(),
+                Some(*code),
+                "{args:?} (keep {keep}): {}",
+                stderr(&out)
+            );
+            assert!(
+                !stderr(&out).contains("error"),
+                "a closed pipe is not an error: {args:?} (keep {keep}): {}",
+                stderr(&out)
+            );
+        }
+    }
+}

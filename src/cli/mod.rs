@@ -6,6 +6,7 @@ mod duration;
 pub(crate) mod explain;
 mod policies;
 mod serve;
+mod stdout;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -141,10 +142,11 @@ pub fn run_offline(command: &Command) -> ExitCode {
         Command::Explain(args) => explain::run(args),
         Command::Audit(args) => audit::run(args),
         Command::CheckConfig(args) => check_config::run(args),
-        Command::Version => {
-            println!("pod-director {}", env!("CARGO_PKG_VERSION"));
-            ExitCode::SUCCESS
-        }
+        Command::Version => stdout::emit(
+            &format!("pod-director {}\n", env!("CARGO_PKG_VERSION")),
+            ExitCode::SUCCESS,
+            1,
+        ),
         Command::Serve(_) => ExitCode::FAILURE,
     }
 }

@@ -80,10 +80,7 @@ pub fn run(args: &ExplainArgs) -> ExitCode {
         }
     });
     match rendered {
-        Ok(text) => {
-            print!("{text}");
-            ExitCode::SUCCESS
-        }
+        Ok(text) => super::stdout::emit(&text, ExitCode::SUCCESS, 2),
         Err(err) => {
             eprintln!("error: {err}");
             ExitCode::from(2)
