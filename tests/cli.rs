@@ -9,7 +9,7 @@ use serde_json::Value;
 
 fn bin() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_pod-director"));
-    cmd.env_remove("POD_DIRECTOR_CONFIG");
+    cmd.env_remove("POD_DIRECTOR_CONFIG").env_remove("POD_NAMESPACE");
     for (k, _) in std::env::vars() {
         if k.starts_with("POD_DIRECTOR__") {
             cmd.env_remove(k);
@@ -1027,5 +1027,55 @@ fn no_command_panics_when_its_reader_closes_standard_output_and_each_keeps_its_e
                 stderr(&out)
             );
         }
+    }
+}
+
+#[test]
+fn explain_policies_excludes_pod_director_s_namespace_named_as_serve_takes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(
+        dir.path(),
+        "config.yaml",
+        "groups:\n  ci:\n    mode: enforce\n    enforceWith: policy\n    nodeSelector: {pool: ci}\n",
+    );
+    let excluded = |out: &Output| -> Vec<Vec<Value>> {
+        assert!(out.status.success(), "{}", stderr(out));
+        let printed: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        printed["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|o| o["kind"].as_str().is_some_and(|k| k.ends_with("Binding")))
+            .map(|o| {
+                let expressions = &o["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"];
+                let not_in = expressions
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .find(|r| r["operator"] == "NotIn");
+                not_in.and_then(|r| r["values"].as_array().cloned()).unwrap_or_default()
+            })
+            .collect()
+    };
+    let policies = |extra: &[&str], env: Option<&str>| {
+        let mut cmd = bin();
+        if let Some(namespace) = env {
+            cmd.env("POD_NAMESPACE", namespace);
+        }
+        cmd.args(["explain", "--policies", "-o", "json", "-c"])
+            .arg(&config)
+            .args(extra)
+            .output()
+            .expect("binary runs")
+    };
+    let by_flag = excluded(&policies(&["--pod-director-namespace", "pd-system"], None));
+    let by_env = excluded(&policies(&[], Some("pd-system")));
+    let without = excluded(&policies(&[], None));
+    assert_eq!(by_flag.len(), 2, "both bindings: {by_flag:?}");
+    for values in by_flag.iter().chain(&by_env) {
+        assert!(values.iter().any(|v| v == "pd-system"), "{values:?}");
+    }
+    for values in &without {
+        assert!(!values.iter().any(|v| v == "pd-system"), "{values:?}");
     }
 }

@@ -11,6 +11,7 @@
 //! refused by both with the same message. `E2E_POLICY_SEED=N` replays a corpus; a mismatch
 //! prints the case.
 
+mod explain;
 mod latency;
 
 use kube::Client;
@@ -628,6 +629,11 @@ async fn the_admission_policies_follow_the_configuration() {
     };
     let all = TWINS.map(|(policy, _)| policy);
     assert_eq!(policy_objects(&env.client).await, expected_objects(&all));
+    // What `explain --policies` prints for the same config and namespace is what was applied.
+    assert_eq!(
+        explain::assert_explain_prints_what_is_applied(&env).await,
+        4 * all.len()
+    );
 
     // A group leaving enforce: its policies go once the webhook has it back, and no pod of
     // the group is refused on the way (its ValidatingAdmissionPolicy goes first), though the

@@ -181,7 +181,8 @@ pub fn run(args: &ExplainArgs) -> ExitCode {
 }
 
 fn explain(args: &ExplainArgs) -> Result<(Vec<Report>, bool), InputError> {
-    let config = Config::load(&Config::resolve_path(args.config.as_deref()))?.config;
+    let path = Config::resolve_path(args.config.as_deref());
+    let config = crate::config::load_config(&path, args.pod_director_namespace.as_deref())?.config;
     if let Some(g) = &args.group
         && !config.groups.contains_key(g)
     {

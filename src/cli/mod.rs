@@ -88,6 +88,10 @@ pub struct ExplainArgs {
     /// MachineDeployments/MachineSets among them count as provisioners when no node fits.
     #[arg(long = "nodes", num_args = 1..)]
     pub nodes: Vec<PathBuf>,
+    /// pod-director's own namespace (`serve --namespace`, the same `$POD_NAMESPACE`), excluded as `serve` excludes
+    /// it: its pods are skipped, and the bindings `--policies` prints exclude it as the applied ones do.
+    #[arg(long, env = "POD_NAMESPACE")]
+    pub pod_director_namespace: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
