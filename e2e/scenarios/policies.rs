@@ -1,5 +1,6 @@
 //! Groups enforced by native admission policies (`enforceWith: policy`, pod-director run
-//! with `--admission-policies`), held to twins on the webhook through the real API server.
+//! with `--admission-policies` as the chart's ServiceAccount, with only the chart's RBAC for
+//! `webhook.admissionPolicies: true`), held to twins on the webhook through the real API server.
 //!
 //! Each `e2e-policy-<onConflict>` group of `e2e/scenarios/values.yaml` has a twin
 //! `e2e-twin-<onConflict>` with the same placement on the webhook. Every case — the
@@ -13,6 +14,7 @@
 
 mod explain;
 mod latency;
+mod rbac;
 
 use kube::Client;
 use serde_json::{Value, json};
@@ -59,6 +61,9 @@ async fn start_with(scenario: &str, extra_env: Vec<(String, String)>) -> Option<
             .into_iter()
             .chain(extra_env)
             .collect(),
+        // As the chart runs it with webhook.admissionPolicies: its ServiceAccount, the chart's RBAC for it (writes
+        // only to the objects named for the configured groups), nothing more.
+        chart_rbac: Some(vec!["webhook.admissionPolicies=true".to_owned()]),
         ..Options::default()
     };
     let env = Env::start_with(scenario, options).await;
