@@ -505,6 +505,12 @@ fn every_check_config_example_in_the_docs_is_what_the_binary_prints() {
 }
 
 #[test]
+fn the_admission_policy_lines_of_check_config_in_the_docs_are_what_the_binary_prints() {
+    // examples/policies.yaml: a group on policies, one waiting for enforce, one that could be, one that cannot.
+    assert_console_examples_are_what_the_binary_prints("docs/src/admission-policies.md", "check-config", 1);
+}
+
+#[test]
 fn the_readme_explain_example_is_what_the_binary_prints() {
     assert_console_examples_are_what_the_binary_prints("README.md", "explain", 1);
 }

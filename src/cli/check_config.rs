@@ -43,7 +43,8 @@ pub fn run(args: &CheckConfigArgs) -> ExitCode {
     }
 }
 
-/// Per group, whether admission policies enforce it or could (`enforceWith`).
+/// Per group, whether admission policies enforce it or could (`enforceWith`). Whether `serve` applies them
+/// (`--admission-policies`) is not in the file: the line for a group on policies says it depends on it.
 fn policy_lines(config: &Config) -> Vec<String> {
     config
         .groups
@@ -51,7 +52,11 @@ fn policy_lines(config: &Config) -> Vec<String> {
         .map(|(name, group)| {
             let blockers = config.policy_blockers(name, group);
             let status = if config.on_policy(group) {
-                format!("enforced by admission policies {}", object_name(name))
+                format!(
+                    "enforced by admission policies {} where serve runs with --admission-policies (chart: \
+                     webhook.admissionPolicies), else by the webhook",
+                    object_name(name)
+                )
             } else if group.enforce_with == EnforceWith::Policy {
                 format!(
                     "compiles; enforceWith: policy takes effect in enforce (now {})",
