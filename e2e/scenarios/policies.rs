@@ -562,6 +562,61 @@ async fn a_pod_in_a_group_on_policies_is_stored_and_refused_exactly_as_on_the_we
         refused > 0 && refused < RANDOM_CASES,
         "the corpus exercises both admission and refusal ({refused} of {RANDOM_CASES} refused)"
     );
+    invalid_and_in_conflict_is_refused_by_each_path_in_its_phase(&env, &namespaces[0]).await;
+}
+
+/// The difference docs/src/admission-policies.md states: a pod both invalid (the API server's validation
+/// refuses a `matchFields` requirement with two values) and in conflict is refused by the webhook at `/mutate`
+/// (403, pod-director's conflict message). On the policy path the same happens to a pod the observation sends to
+/// the webhook (a bare pod here); one it does not send (a pod of an unsampled controller) is refused by the API
+/// server's validation, which runs before the ValidatingAdmissionPolicy (422).
+async fn invalid_and_in_conflict_is_refused_by_each_path_in_its_phase(env: &Env, pair: &(String, String)) {
+    let invalid = |name: &str, owner_uid: Option<&str>| {
+        let mut pod = json!({
+            "metadata": {"name": name},
+            "spec": {
+                "nodeSelector": {"e2e.pod-director.io/pool": "green"},
+                "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["a", "b"]}]}
+                ]}}},
+                "containers": [{"name": "app", "image": IMAGE}],
+            },
+        });
+        if let Some(uid) = owner_uid {
+            pod["metadata"]["ownerReferences"] =
+                json!([{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": uid, "controller": true}]);
+        }
+        pod_from(pod)
+    };
+    let conflict = "pod-director: the pod conflicts with placement group";
+    // Unsampled (oneIn16 observes owners whose UID ends in 0), and observed (no owner).
+    for (pod, policy_status) in [
+        (
+            invalid("invalid-unsampled", Some("5b0c2f8e-0d6b-4f55-9d39-3f1b2e7c9a41")),
+            422,
+        ),
+        (invalid("invalid-bare", None), 403),
+    ] {
+        let (policy, webhook) = (
+            env.create_pod_dry_run(&pair.0, &pod).await,
+            env.create_pod_dry_run(&pair.1, &pod).await,
+        );
+        let (on_policy, on_webhook) = (
+            policy.error_message().unwrap_or_default(),
+            webhook.error_message().unwrap_or_default(),
+        );
+        assert_eq!(policy.status.as_u16(), policy_status, "policy path: {on_policy}");
+        if policy_status == 422 {
+            assert!(
+                on_policy.contains("is invalid") && !on_policy.contains("pod-director:"),
+                "{on_policy}"
+            );
+        } else {
+            assert!(on_policy.contains(conflict), "{on_policy}");
+        }
+        assert_eq!(webhook.status.as_u16(), 403, "webhook path: {on_webhook}");
+        assert!(on_webhook.contains(conflict), "{on_webhook}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
