@@ -4,7 +4,8 @@
 #   scripts/book.sh [check]   what scripts/test-all's "docs book" step runs: the generated reference
 #                             pages equal what the binary prints, the book builds (a page SUMMARY.md
 #                             lists but that does not exist fails it), every link and anchor resolves,
-#                             every command shown names commands, flags, targets and scripts that exist
+#                             every command shown names commands, flags, targets and scripts that exist,
+#                             every chart key the pages and the commands' --help name is in chart/values.yaml
 #   scripts/book.sh update    rewrite the generated reference pages (docs/src/reference/cli.md,
 #                             config-schema.md) from the binary, after changing a flag or a config key
 #   scripts/book.sh build     build the book into docs/book/ (not committed)
@@ -71,6 +72,8 @@ check() {
   python3 "$ROOT/scripts/book-links.py"
   python3 "$ROOT/scripts/book-commands.py" --self-test
   python3 "$ROOT/scripts/book-commands.py"
+  python3 "$ROOT/scripts/book-chart-keys.py" --self-test
+  python3 "$ROOT/scripts/book-chart-keys.py"
 }
 
 case "${1:-check}" in

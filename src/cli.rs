@@ -6,6 +6,7 @@ mod duration;
 pub(crate) mod explain;
 mod policies;
 mod serve;
+mod stdout;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -87,6 +88,10 @@ pub struct ExplainArgs {
     /// MachineDeployments/MachineSets among them count as provisioners when no node fits.
     #[arg(long = "nodes", num_args = 1..)]
     pub nodes: Vec<PathBuf>,
+    /// pod-director's own namespace (`serve --namespace`, the same `$POD_NAMESPACE`), excluded as `serve` excludes
+    /// it: its pods are skipped, and the bindings `--policies` prints exclude it as the applied ones do.
+    #[arg(long, env = "POD_NAMESPACE")]
+    pub pod_director_namespace: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -141,10 +146,11 @@ pub fn run_offline(command: &Command) -> ExitCode {
         Command::Explain(args) => explain::run(args),
         Command::Audit(args) => audit::run(args),
         Command::CheckConfig(args) => check_config::run(args),
-        Command::Version => {
-            println!("pod-director {}", env!("CARGO_PKG_VERSION"));
-            ExitCode::SUCCESS
-        }
+        Command::Version => stdout::emit(
+            &format!("pod-director {}\n", env!("CARGO_PKG_VERSION")),
+            ExitCode::SUCCESS,
+            1,
+        ),
         Command::Serve(_) => ExitCode::FAILURE,
     }
 }

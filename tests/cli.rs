@@ -9,7 +9,7 @@ use serde_json::Value;
 
 fn bin() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_pod-director"));
-    cmd.env_remove("POD_DIRECTOR_CONFIG");
+    cmd.env_remove("POD_DIRECTOR_CONFIG").env_remove("POD_NAMESPACE");
     for (k, _) in std::env::vars() {
         if k.starts_with("POD_DIRECTOR__") {
             cmd.env_remove(k);
@@ -505,6 +505,12 @@ fn every_check_config_example_in_the_docs_is_what_the_binary_prints() {
 }
 
 #[test]
+fn the_admission_policy_lines_of_check_config_in_the_docs_are_what_the_binary_prints() {
+    // examples/policies.yaml: a group on policies, one waiting for enforce, one that could be, one that cannot.
+    assert_console_examples_are_what_the_binary_prints("docs/src/admission-policies.md", "check-config", 1);
+}
+
+#[test]
 fn the_readme_explain_example_is_what_the_binary_prints() {
     assert_console_examples_are_what_the_binary_prints("README.md", "explain", 1);
 }
@@ -929,4 +935,153 @@ spec:
         &text,
         "  reservation: group \"gpu\" reserves taint nvidia.com/gpu:NoSchedule",
     );
+}
+
+/// Runs `args` with standard output a pipe whose reader reads `keep` bytes (none: closed before the start) and then
+/// closes it, as `| head -c KEEP` would.
+fn run_into_closed_pipe(args: &[&std::ffi::OsStr], keep: usize) -> Output {
+    use std::io::Read;
+    let (mut reader, writer) = std::io::pipe().expect("a pipe");
+    let mut cmd = bin();
+    cmd.args(args)
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .stdin(Stdio::null());
+    if keep == 0 {
+        drop(reader);
+        return cmd.output().expect("binary runs");
+    }
+    let child = cmd.spawn().expect("binary runs");
+    // The command's `cmd` holds the other end of the pipe: without dropping it the reader would never see the end.
+    drop(cmd);
+    let mut head = vec![0; keep];
+    reader.read_exact(&mut head).expect("the first bytes");
+    drop(reader);
+    child.wait_with_output().expect("binary ends")
+}
+
+#[test]
+fn no_command_panics_when_its_reader_closes_standard_output_and_each_keeps_its_exit_code() {
+    let dir = tempfile::tempdir().unwrap();
+    // Far more output than a pipe buffers (64 KiB on Linux), so the writer is still writing when the reader goes.
+    let mut manifests = vec![
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: ci-runners, labels: {pod-director/group: ci}}\n".to_owned(),
+    ];
+    manifests.extend((0..2_000).map(|i| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: pod-{i}, namespace: ci-runners}}\nspec:\n  nodeSelector: {{node-pool: gpu-a100}}\n  containers: [{{name: app, image: nginx}}]\n"
+        )
+    }));
+    let many = write(dir.path(), "many.yaml", &manifests.join("---\n"));
+    let groups: String = (0..1_500)
+        .map(|i| format!("  team-{i}:\n    mode: enforce\n    nodeSelector: {{pool: team-{i}}}\n"))
+        .collect();
+    let big_config = write(dir.path(), "groups.yaml", &format!("groups:\n{groups}"));
+    let config = example("config.yaml");
+    let os = |s: &str| std::ffi::OsString::from(s);
+    let explain_many = |extra: &[&str]| {
+        let mut args = vec![
+            os("explain"),
+            os("-c"),
+            config.clone().into(),
+            os("-f"),
+            many.clone().into(),
+        ];
+        args.extend(extra.iter().map(|s| os(s)));
+        args
+    };
+    let cases: Vec<(Vec<std::ffi::OsString>, i32)> = vec![
+        (explain_many(&[]), 0),
+        (explain_many(&["-o", "json"]), 0),
+        (explain_many(&["-o", "yaml"]), 0),
+        // The verdict was decided before the output: a closed pipe does not hide it.
+        (explain_many(&["--fail-on", "deny"]), 1),
+        (
+            vec![
+                os("explain"),
+                os("--policies"),
+                os("-c"),
+                example("config.yaml").into(),
+                os("--group"),
+                os("ci"),
+            ],
+            0,
+        ),
+        (vec![os("check-config"), os("-c"), big_config.into()], 0),
+        (vec![os("check-config"), os("--print-schema")], 0),
+        (vec![os("version")], 0),
+    ];
+    for (args, code) in &cases {
+        let args: Vec<&std::ffi::OsStr> = args.iter().map(std::ffi::OsString::as_os_str).collect();
+        for keep in [0, 1] {
+            // `keep: 1` needs output past the pipe buffer to be still writing; the short outputs end first.
+            let out = run_into_closed_pipe(&args, keep);
+            assert!(
+                !stderr(&out).contains("panicked"),
+                "{args:?} (keep {keep}) panicked: {}",
+                stderr(&out)
+            );
+            assert_eq!(
+                out.status.code(),
+                Some(*code),
+                "{args:?} (keep {keep}): {}",
+                stderr(&out)
+            );
+            assert!(
+                !stderr(&out).contains("error"),
+                "a closed pipe is not an error: {args:?} (keep {keep}): {}",
+                stderr(&out)
+            );
+        }
+    }
+}
+
+#[test]
+fn explain_policies_excludes_pod_director_s_namespace_named_as_serve_takes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(
+        dir.path(),
+        "config.yaml",
+        "groups:\n  ci:\n    mode: enforce\n    enforceWith: policy\n    nodeSelector: {pool: ci}\n",
+    );
+    let excluded = |out: &Output| -> Vec<Vec<Value>> {
+        assert!(out.status.success(), "{}", stderr(out));
+        let printed: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        printed["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|o| o["kind"].as_str().is_some_and(|k| k.ends_with("Binding")))
+            .map(|o| {
+                let expressions = &o["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"];
+                let not_in = expressions
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .find(|r| r["operator"] == "NotIn");
+                not_in.and_then(|r| r["values"].as_array().cloned()).unwrap_or_default()
+            })
+            .collect()
+    };
+    let policies = |extra: &[&str], env: Option<&str>| {
+        let mut cmd = bin();
+        if let Some(namespace) = env {
+            cmd.env("POD_NAMESPACE", namespace);
+        }
+        cmd.args(["explain", "--policies", "-o", "json", "-c"])
+            .arg(&config)
+            .args(extra)
+            .output()
+            .expect("binary runs")
+    };
+    let by_flag = excluded(&policies(&["--pod-director-namespace", "pd-system"], None));
+    let by_env = excluded(&policies(&[], Some("pd-system")));
+    let without = excluded(&policies(&[], None));
+    assert_eq!(by_flag.len(), 2, "both bindings: {by_flag:?}");
+    for values in by_flag.iter().chain(&by_env) {
+        assert!(values.iter().any(|v| v == "pd-system"), "{values:?}");
+    }
+    for values in &without {
+        assert!(!values.iter().any(|v| v == "pd-system"), "{values:?}");
+    }
 }

@@ -827,6 +827,16 @@ fn the_docs_document_every_field_attribute_and_metric() {
             missing.push(format!("{LOG_FIELDS_PAGE}: {}", decision.as_str()));
         }
     }
+    // Each webhook's name in the `webhook` row itself (a value named elsewhere on the page is not enough).
+    let webhook_row = log_fields
+        .lines()
+        .find(|l| l.starts_with("| `webhook` |"))
+        .unwrap_or_default();
+    for webhook in Webhook::ALL {
+        if !documented(webhook_row, webhook.as_str()) {
+            missing.push(format!("{LOG_FIELDS_PAGE}: webhook value {}", webhook.as_str()));
+        }
+    }
     let rows: Vec<&str> = metrics
         .lines()
         .filter_map(|line| line.strip_prefix("| `"))

@@ -269,3 +269,35 @@ The server computes the same (src/cluster/webhooks.rs guard_object_selectors) an
   (dict "name" "observe" "failurePolicy" (ternary $enforcePolicy "Ignore" (eq $mode "enforce")) "matchExpressions" $observed) }}
 {{- toJson $entries }}
 {{- end }}
+
+{{/*
+The names pod-director may give admission policies and bindings, as a JSON list: the server's
+object name (src: placement::policy::object_name) of every group of config.groups —
+pod-director-<group>, or for a group name that is not a valid object name its lowercase form
+with every other character as "-" and the first 8 hex digits of its SHA-256 — plus the names of
+the objects pod-director applied before (label app.kubernetes.io/managed-by=pod-director, name
+pod-director-*), found by `lookup` at install/upgrade where the API server serves them (none under
+`helm template`), so that it may delete those of groups since removed.
+*/}}
+{{- define "pod-director.admissionPolicyNames" -}}
+{{- $names := list }}
+{{- range $group := keys (.Values.config.groups | default dict) }}
+{{- if regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$" $group }}
+{{- $names = append $names (printf "pod-director-%s" $group) }}
+{{- else if $group }}
+{{- $cleaned := regexReplaceAll "[^a-zA-Z0-9]" $group "-" | lower | trimAll "-" }}
+{{- $names = append $names (printf "pod-director-%s-%s" $cleaned (sha256sum $group | trunc 8)) }}
+{{- end }}
+{{- end }}
+{{- range $kind := list "MutatingAdmissionPolicy" "MutatingAdmissionPolicyBinding" "ValidatingAdmissionPolicy" "ValidatingAdmissionPolicyBinding" }}
+{{- if $.Capabilities.APIVersions.Has (printf "admissionregistration.k8s.io/v1/%s" $kind) }}
+{{- range $object := (lookup "admissionregistration.k8s.io/v1" $kind "" "").items | default list }}
+{{- $labels := $object.metadata.labels | default dict }}
+{{- if and (eq (get $labels "app.kubernetes.io/managed-by") "pod-director") (hasPrefix "pod-director-" $object.metadata.name) }}
+{{- $names = append $names $object.metadata.name }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- $names | uniq | sortAlpha | toJson }}
+{{- end }}

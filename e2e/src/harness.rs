@@ -24,6 +24,7 @@
 pub mod certs;
 pub mod chart;
 pub mod container;
+pub mod identity;
 pub mod jaeger;
 pub mod k8s;
 pub mod logs;
@@ -75,6 +76,9 @@ pub struct Options {
     pub env: Vec<(String, String)>,
     /// `serve --audit-interval` (the continuous audit); `None`: off (`0`).
     pub audit_interval: Option<Duration>,
+    /// Run pod-director as the chart's ServiceAccount, authorized by the chart's RBAC rendered with these
+    /// `--set`s (local mode; see [`identity`]); `None`: with the suite's kubeconfig user.
+    pub chart_rbac: Option<Vec<String>>,
 }
 
 /// Webhook configurations and namespaces to delete when the scenario ends.
@@ -86,6 +90,8 @@ struct Cleanup {
     nodes: Vec<String>,
     /// The admission policies pod-director applied (`--admission-policies`): its objects outlive it.
     admission_policies: bool,
+    /// The chart's ClusterRole and ClusterRoleBinding applied for pod-director's identity (their name).
+    chart_rbac: Option<String>,
 }
 
 /// One scenario's world: a client, pod-director's decisions, what to clean up.
@@ -147,11 +153,13 @@ impl Env {
         let suite = suite_config(&settings.values_file());
         let (logs, pod_director, proxy, created) = match settings.target {
             Target::Local => {
+                let chart_rbac = options.chart_rbac.is_some().then(|| settings.fullname.clone());
                 let (pod_director, proxy) =
                     Self::start_local_process(scenario, &settings, &client, &suite, options).await;
                 let created = Cleanup {
                     mutating: vec![settings.fullname.clone()],
                     validating: vec![settings.fullname.clone()],
+                    chart_rbac,
                     ..Cleanup::default()
                 };
                 (
@@ -258,7 +266,20 @@ impl Env {
             "the chart's ConfigMap carries the config of e2e/scenarios/values.yaml verbatim"
         );
 
-        let kubeconfig = PathBuf::from(env_var("KUBECONFIG").expect("KUBECONFIG"));
+        let mut kubeconfig = PathBuf::from(env_var("KUBECONFIG").expect("KUBECONFIG"));
+        if let Some(sets) = &options.chart_rbac {
+            identity::apply_chart_rbac(client, settings, sets).await;
+            let dir = state_dir.join("scenarios");
+            std::fs::create_dir_all(&dir).expect("scenarios dir");
+            let user = identity::service_account_user(settings);
+            kubeconfig = identity::impersonating(
+                &kubeconfig,
+                &user,
+                &settings.namespace,
+                &dir,
+                &format!("{scenario}-{}", suffix()),
+            );
+        }
         let proxy = match options.api_latency {
             Some(latency) => Some(DelayProxy::start(&kubeconfig, latency).await),
             None => None,
@@ -801,6 +822,9 @@ async fn delete(created: Cleanup) {
     delete_all::<ValidatingWebhookConfiguration>(&client, &created.validating).await;
     if created.admission_policies {
         delete_admission_policies(&client).await;
+    }
+    if let Some(name) = &created.chart_rbac {
+        identity::delete_chart_rbac(&client, name).await;
     }
     // Namespaces before nodes: kwok finishes the deletion of the pods bound to its nodes.
     delete_all::<Namespace>(&client, &created.namespaces).await;

@@ -5,7 +5,6 @@
 //! matched, 2 when the audit could not be done (bad configuration, the API
 //! server unreachable or refusing, a request timing out).
 
-use std::io::Write as _;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -52,13 +51,12 @@ pub fn run(args: &AuditArgs) -> ExitCode {
     });
     match rendered {
         Ok((audit, text)) => {
-            print!("{text}");
-            let _ = std::io::stdout().flush();
-            if args.fail_on == Some(AuditFailOn::NotReady) && !audit.all_ready() {
+            let decided = if args.fail_on == Some(AuditFailOn::NotReady) && !audit.all_ready() {
                 ExitCode::from(1)
             } else {
                 ExitCode::SUCCESS
-            }
+            };
+            super::stdout::emit(&text, decided, 2)
         }
         Err(err) => {
             eprintln!("error: {err}");

@@ -10,10 +10,7 @@ use pod_director_engine::placement::policy::object_name;
 pub fn run(args: &CheckConfigArgs) -> ExitCode {
     if args.print_schema {
         return match serde_json::to_string_pretty(&schema::schema_json()) {
-            Ok(text) => {
-                println!("{text}");
-                ExitCode::SUCCESS
-            }
+            Ok(text) => super::stdout::emit(&format!("{text}\n"), ExitCode::SUCCESS, 1),
             Err(err) => {
                 eprintln!("error: cannot render the schema: {err}");
                 ExitCode::from(1)
@@ -23,21 +20,21 @@ pub fn run(args: &CheckConfigArgs) -> ExitCode {
     let path = Config::resolve_path(args.config.as_deref());
     match Config::load(&path) {
         Ok(loaded) => {
-            println!("ok: {} (revision {})", path.display(), loaded.revision);
-            for (var, setting) in &loaded.overrides {
-                println!("override: {setting} from {var}");
-            }
             let reservations = pod_director_engine::placement::reservation::warnings(&loaded.config);
             for warning in loaded.warnings.iter().chain(&reservations) {
                 eprintln!("warning: {warning}");
             }
-            for line in loaded.config.group_summaries() {
-                println!("{line}");
-            }
-            for line in policy_lines(&loaded.config) {
-                println!("{line}");
-            }
-            ExitCode::SUCCESS
+            let mut lines = vec![format!("ok: {} (revision {})", path.display(), loaded.revision)];
+            lines.extend(
+                loaded
+                    .overrides
+                    .iter()
+                    .map(|(var, setting)| format!("override: {setting} from {var}")),
+            );
+            lines.extend(loaded.config.group_summaries());
+            lines.extend(policy_lines(&loaded.config));
+            let text: String = lines.iter().map(|line| format!("{line}\n")).collect();
+            super::stdout::emit(&text, ExitCode::SUCCESS, 1)
         }
         Err(err) => {
             eprintln!("error: {err}");
@@ -46,7 +43,8 @@ pub fn run(args: &CheckConfigArgs) -> ExitCode {
     }
 }
 
-/// Per group, whether admission policies enforce it or could (`enforceWith`).
+/// Per group, whether admission policies enforce it or could (`enforceWith`). Whether `serve` applies them
+/// (`--admission-policies`) is not in the file: the line for a group on policies says it depends on it.
 fn policy_lines(config: &Config) -> Vec<String> {
     config
         .groups
@@ -54,7 +52,11 @@ fn policy_lines(config: &Config) -> Vec<String> {
         .map(|(name, group)| {
             let blockers = config.policy_blockers(name, group);
             let status = if config.on_policy(group) {
-                format!("enforced by admission policies {}", object_name(name))
+                format!(
+                    "enforced by admission policies {} where serve runs with --admission-policies (chart: \
+                     webhook.admissionPolicies), else by the webhook",
+                    object_name(name)
+                )
             } else if group.enforce_with == EnforceWith::Policy {
                 format!(
                     "compiles; enforceWith: policy takes effect in enforce (now {})",

@@ -155,24 +155,25 @@ pub fn run(args: &ExplainArgs) -> ExitCode {
     }
     match explain(args) {
         Ok((reports, failed)) => {
-            match args.output {
+            let text = match args.output {
                 OutputFormat::Json => match serde_json::to_string_pretty(&reports) {
-                    Ok(text) => println!("{text}"),
+                    Ok(text) => format!("{text}\n"),
                     Err(err) => {
                         eprintln!("error: cannot render JSON: {err}");
                         return ExitCode::from(2);
                     }
                 },
                 OutputFormat::Yaml => match serde_saphyr::to_string(&reports) {
-                    Ok(text) => print!("{text}"),
+                    Ok(text) => text,
                     Err(err) => {
                         eprintln!("error: cannot render YAML: {err}");
                         return ExitCode::from(2);
                     }
                 },
-                OutputFormat::Text => print!("{}", render_text(&reports, !args.nodes.is_empty())),
-            }
-            if failed { ExitCode::from(1) } else { ExitCode::SUCCESS }
+                OutputFormat::Text => render_text(&reports, !args.nodes.is_empty()),
+            };
+            let decided = if failed { ExitCode::from(1) } else { ExitCode::SUCCESS };
+            super::stdout::emit(&text, decided, 2)
         }
         Err(err) => {
             eprintln!("error: {err}");
@@ -182,7 +183,8 @@ pub fn run(args: &ExplainArgs) -> ExitCode {
 }
 
 fn explain(args: &ExplainArgs) -> Result<(Vec<Report>, bool), InputError> {
-    let config = Config::load(&Config::resolve_path(args.config.as_deref()))?.config;
+    let path = Config::resolve_path(args.config.as_deref());
+    let config = pod_director_engine::config::load_config(&path, args.pod_director_namespace.as_deref())?.config;
     if let Some(g) = &args.group
         && !config.groups.contains_key(g)
     {

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::{ExplainArgs, OutputFormat};
 use crate::cluster::webhooks;
-use pod_director_engine::config::Config;
+use pod_director_engine::config::{Config, load_config};
 use pod_director_engine::placement::policy::{self, Policies};
 
 /// Why no policy could be printed: exit code 2.
@@ -25,19 +25,23 @@ enum PolicyError {
 }
 
 fn compiled(args: &ExplainArgs) -> Result<Vec<Policies>, PolicyError> {
-    let config = Config::load(&Config::resolve_path(args.config.as_deref()))?.config;
-    let excluded = webhooks::excluded(&config);
+    // As `serve` loads it: its own namespace excluded, so the bindings are the applied ones.
+    let config = load_config(
+        &Config::resolve_path(args.config.as_deref()),
+        args.pod_director_namespace.as_deref(),
+    )?
+    .config;
     match &args.group {
         Some(name) => {
             let Some(group) = config.groups.get(name) else {
                 let names: Vec<&str> = config.groups.keys().map(String::as_str).collect();
                 return Err(PolicyError::UnknownGroup(name.clone(), names.join(", ")));
             };
-            policy::compile(&config, name, group, &excluded)
+            policy::compile(&config, name, group, &webhooks::excluded(&config))
                 .map(|p| vec![p])
                 .map_err(|reasons| PolicyError::NotCompilable(name.clone(), reasons.join("; ")))
         }
-        None => Ok(policy::compile_all(&config, &excluded).into_values().collect()),
+        None => Ok(webhooks::admission_policies::wanted(&config).into_values().collect()),
     }
 }
 
@@ -80,13 +84,77 @@ pub fn run(args: &ExplainArgs) -> ExitCode {
         }
     });
     match rendered {
-        Ok(text) => {
-            print!("{text}");
-            ExitCode::SUCCESS
-        }
+        Ok(text) => super::stdout::emit(&text, ExitCode::SUCCESS, 2),
         Err(err) => {
             eprintln!("error: {err}");
             ExitCode::from(2)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(config: &std::path::Path, namespace: Option<&str>, group: Option<&str>) -> ExplainArgs {
+        ExplainArgs {
+            config: Some(config.to_owned()),
+            files: Vec::new(),
+            policies: true,
+            namespace: None,
+            group: group.map(str::to_owned),
+            output: OutputFormat::Json,
+            fail_on: None,
+            nodes: Vec::new(),
+            pod_director_namespace: namespace.map(str::to_owned),
+        }
+    }
+
+    /// The bindings' `NotIn` values on the namespace name.
+    fn excluded_by_bindings(policies: &[Policies]) -> Vec<Vec<Value>> {
+        policies
+            .iter()
+            .flat_map(|p| &p.objects)
+            .filter(|o| o["kind"].as_str().is_some_and(|k| k.ends_with("Binding")))
+            .map(|o| {
+                o["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|r| r["operator"] == "NotIn")
+                    .flat_map(|r| r["values"].as_array().cloned().unwrap_or_default())
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn explain_policies_prints_what_the_reconciler_applies_for_the_same_config_and_namespace() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.yaml");
+        std::fs::write(
+            &path,
+            "excludedNamespaces: [monitoring]\ngroups:\n  ci:\n    mode: enforce\n    enforceWith: policy\n    \
+             nodeSelector: {pool: ci}\n  gpu:\n    mode: enforce\n    enforceWith: policy\n    nodeSelector: {pool: gpu}\n",
+        )
+        .unwrap();
+        for namespace in [Some("pd-system"), None] {
+            let applied = webhooks::admission_policies::wanted(&load_config(&path, namespace).unwrap().config);
+            let applied: Vec<Policies> = applied.into_values().collect();
+            let printed = compiled(&args(&path, namespace, None)).expect("compiles");
+            assert_eq!(printed, applied, "namespace {namespace:?}");
+            let one = compiled(&args(&path, namespace, Some("gpu"))).expect("compiles");
+            assert_eq!(one[..], applied[1..], "--group gpu, namespace {namespace:?}");
+            let excluded = excluded_by_bindings(&printed);
+            assert_eq!(excluded.len(), 4, "two bindings per group: {excluded:?}");
+            for values in excluded {
+                assert_eq!(
+                    values.iter().any(|v| v == "pd-system"),
+                    namespace.is_some(),
+                    "{values:?}"
+                );
+                assert!(values.iter().any(|v| v == "monitoring"), "{values:?}");
+            }
         }
     }
 }

@@ -88,6 +88,11 @@ pub fn render_rbac(settings: &Settings) -> Vec<Value> {
     render_template(settings, "templates/rbac.yaml")
 }
 
+/// The chart's RBAC objects for the suite's release, rendered with `--set` `sets`.
+pub fn render_rbac_with(settings: &Settings, sets: &[String]) -> Vec<Value> {
+    template(settings, "Q0EK", sets, &["templates/rbac.yaml"])
+}
+
 /// The objects of one chart template for the suite's release.
 pub fn render_template(settings: &Settings, template_path: &str) -> Vec<Value> {
     template(settings, "Q0EK", &[], &[template_path])

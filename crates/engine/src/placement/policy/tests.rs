@@ -193,6 +193,8 @@ fn object_names_are_valid_for_every_group_name() {
         assert!(!object.ends_with('-'), "{object}");
     }
     assert_ne!(object_name("A"), object_name("a"));
+    // The chart computes the same names for its RBAC's resourceNames (chart/tests/resources_test.yaml).
+    assert_eq!(object_name("Team_A.gpu"), "pod-director-team-a-gpu-731ce652");
 }
 
 #[test]
