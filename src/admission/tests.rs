@@ -565,16 +565,117 @@ async fn a_subresource_whose_object_is_not_a_pod_is_admitted_untouched_at_every_
         Labels::from([("pod-director/group".to_owned(), "ci".to_owned())]),
     );
     let (admission, _) = admission_on(enforce, namespaces);
-    let in_order = binding_review().bytes();
-    let reordered = bytes(&binding_review().value());
     for webhook in [Webhook::Mutate, Webhook::Validate] {
-        for body in [&in_order, &reordered] {
-            let (status, value) = answer(&admission, webhook, body).await;
-            assert_eq!(status, StatusCode::OK, "{webhook:?}: {value}");
-            assert_eq!(value["response"]["allowed"], true, "{value}");
-            assert!(value["response"].get("patch").is_none(), "{value}");
+        for (order, body) in binding_orders() {
+            let (status, value) = answer(&admission, webhook, &body).await;
+            assert_eq!(status, StatusCode::OK, "{webhook:?}, {order}: {value}");
+            assert_eq!(value["response"]["allowed"], true, "{order}: {value}");
+            assert!(value["response"].get("patch").is_none(), "{order}: {value}");
         }
     }
+}
+
+/// The review with its request's members written in `order`, then the others in the fixture's.
+/// (A `serde_json::Value` writes them sorted: `object` before `operation` and `resource`.)
+fn in_member_order(review: &Value, order: &[&str]) -> Vec<u8> {
+    let request = review["request"].as_object().cloned().unwrap_or_default();
+    let mut members: Vec<String> = Vec::new();
+    let mut write = |key: &str, value: &Value| {
+        members.push(format!("{}:{}", Value::from(key), value));
+    };
+    for key in order {
+        if let Some(value) = request.get(*key) {
+            write(key, value);
+        }
+    }
+    for (key, value) in &request {
+        if !order.contains(&key.as_str()) {
+            write(key, value);
+        }
+    }
+    format!(
+        r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{{}}}}}"#,
+        members.join(",")
+    )
+    .into_bytes()
+}
+
+/// A `pods/binding` review in the orders that matter: kube-apiserver's (`subResource` before
+/// `object`), `resource` and `operation` before the object but `subResource` after it (the
+/// object read as a pod, then contradicted), every member after the object, and sorted.
+fn binding_orders() -> Vec<(&'static str, Vec<u8>)> {
+    let review = binding_review();
+    let value = review.value();
+    vec![
+        ("api server's", review.bytes()),
+        (
+            "object before subResource",
+            in_member_order(
+                &value,
+                &["uid", "kind", "resource", "operation", "object", "subResource"],
+            ),
+        ),
+        (
+            "object first",
+            in_member_order(&value, &["object", "uid", "resource", "subResource"]),
+        ),
+        ("sorted", bytes(&value)),
+    ]
+}
+
+#[test]
+fn a_binding_parses_as_the_same_request_whatever_its_member_order() {
+    let orders = binding_orders();
+    let text = String::from_utf8(orders[1].1.clone()).unwrap_or_default();
+    let at = |key: &str| text.find(&format!("\"{key}\":")).unwrap_or(usize::MAX);
+    assert!(at("resource") < at("object") && at("operation") < at("object") && at("object") < at("subResource"));
+    let mut parsed = Vec::new();
+    for (order, body) in &orders {
+        let request = match parse(body) {
+            Ok(parsed) => parsed.request,
+            Err(rejected) => panic!("{order}: {}", rejected.error),
+        };
+        assert_eq!(request.sub_resource.as_deref(), Some("binding"), "{order}");
+        parsed.push(format!("{request:?}"));
+    }
+    assert!(parsed.windows(2).all(|w| w[0] == w[1]), "{parsed:#?}");
+}
+
+#[test]
+fn a_pod_read_before_a_later_subresource_is_decided_by_the_subresource() {
+    // A pods/status UPDATE whose objects come before its subResource: read as pods, then skipped.
+    let body = with(review(), "/request/operation", json!("UPDATE"));
+    let old = review().pointer("/request/object").cloned().unwrap_or_default();
+    let mut body = with(body, "/request/oldObject", old);
+    body["request"]["subResource"] = json!("status");
+    let order = [
+        "uid",
+        "kind",
+        "resource",
+        "operation",
+        "object",
+        "oldObject",
+        "subResource",
+    ];
+    let parsed = parse(&in_member_order(&body, &order)).expect("parses");
+    assert!(
+        matches!(&parsed.subject, Subject::NotApplicable(why) if why == "subresource pods/status"),
+        "{:?}",
+        parsed.subject
+    );
+    // An invalid pod read before a later subResource is still named as the pod's error.
+    let mut bad = review();
+    bad["request"]["object"]["spec"]["affinity"] = json!({"nodeAffinity": "ci"});
+    bad["request"]["subResource"] = json!("");
+    let error = rejected(&in_member_order(
+        &bad,
+        &["uid", "kind", "resource", "operation", "object"],
+    ))
+    .error;
+    assert_contains(
+        &error.to_string(),
+        "request.object is not a valid v1 Pod: spec.affinity: invalid type: string \"ci\"",
+    );
 }
 
 /// `/mutate` of `body` on an empty configuration, under `layer` alone.
