@@ -14,7 +14,8 @@
 //! | a Pod CREATE (or UPDATE at /validate) | 200 | the decision: allowed (+ patch in enforce) or denied |
 //! | an apps/v1 DaemonSet CREATE or UPDATE at /mutate or /validate | 200 | its pod template decided as a pod (patch under `/spec/template`) |
 //! | a Namespace CREATE or UPDATE at /validate-namespace, also through its `status` or `finalize` subresource | 200 | the namespace label guard's decision |
-//! | pod UPDATE at /mutate, DELETE, CONNECT, any other subresource (`pods/binding`, `pods/status`…, whatever its object), another resource, or a resource at the wrong endpoint | 200 | allowed, untouched; logged as `skipped` / `not_applicable` |
+//! | a `pods/binding` CREATE at /validate-reservation | 200 | the reservation's decision of the binding's target node ([`binding`]; the pod read from the API server, 503 when it cannot be) |
+//! | pod UPDATE at /mutate, DELETE, CONNECT, any other subresource (`pods/binding` elsewhere, `pods/status`…, whatever its object), another resource, or a resource at the wrong endpoint | 200 | allowed, untouched; logged as `skipped` / `not_applicable` |
 //! | unreadable: empty, not JSON, not an `admission.k8s.io/v1` AdmissionReview, no request/uid/object/namespace, a namespace that is not a DNS-1123 label, object not of its resource's kind, a Pod without a spec, a field placement reads (metadata name, generateName, namespace, labels, annotations, ownerReferences; spec nodeName, nodeSelector, tolerations, affinity) of the wrong type | 400 | an AdmissionReview whose `response.status` says what is wrong, naming the field (uid copied whenever the body has one, even beyond serde_json's number limits) |
 //!
 //! The other fields of a pod (containers, volumes, status…) are checked as JSON
@@ -50,6 +51,7 @@ use crate::placement::reservation;
 use crate::placement::{self, Context, Decision, NodeView, Outcome, Pod, SkipReason, Webhook};
 use crate::telemetry::{self, DECISION_TARGET};
 
+mod binding;
 mod metrics;
 mod wire;
 
@@ -96,6 +98,8 @@ pub enum AdmissionError {
     Namespace(#[from] LookupError),
     #[error("{0}")]
     Node(String),
+    #[error("{0}")]
+    BoundPod(#[from] crate::cluster::pods::PodLookupError),
     #[error("no decision within {0:?} (--request-timeout)")]
     Timeout(Duration),
     #[error("cannot encode the response: {0}")]
@@ -115,9 +119,10 @@ impl AdmissionError {
     /// The HTTP status this error is answered with.
     pub fn status(&self) -> StatusCode {
         match self {
-            AdmissionError::Namespace(_) | AdmissionError::Node(_) | AdmissionError::Timeout(_) => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            AdmissionError::Namespace(_)
+            | AdmissionError::Node(_)
+            | AdmissionError::BoundPod(_)
+            | AdmissionError::Timeout(_) => StatusCode::SERVICE_UNAVAILABLE,
             AdmissionError::Encode(_) => StatusCode::INTERNAL_SERVER_ERROR,
             _ => StatusCode::BAD_REQUEST,
         }
@@ -145,6 +150,8 @@ pub enum Subject {
         namespace: Box<NamespaceObject>,
         old: Option<Box<NamespaceObject>>,
     },
+    /// A `pods/binding` CREATE: its Binding object, decoded at `/validate-reservation` only.
+    Binding(Option<Box<RawValue>>),
     /// Not a pod CREATE/UPDATE: admitted untouched, for this reason.
     NotApplicable(String),
 }
@@ -235,6 +242,12 @@ fn subject<'a>(
     trail: &Trail,
 ) -> Result<Subject, AdmissionError> {
     use wire::Object;
+    if binding::is_binding(request) {
+        return Ok(Subject::Binding(match object {
+            Object::Raw(raw) => Some(raw.to_owned()),
+            _ => None,
+        }));
+    }
     if let Some(why) = not_applicable(request) {
         return Ok(Subject::NotApplicable(why));
     }
@@ -513,6 +526,11 @@ pub struct Admission {
     /// `None`: decisions carry no feasibility counts and `spec.nodeName` is not checked.
     /// The node metrics count the lookups of `spec.nodeName`.
     nodes: Option<(Arc<Nodes>, NodeMetrics)>,
+    /// Where the pods of `pods/binding` requests are read (`None`: bindings are undecidable).
+    pods: Option<(
+        Arc<dyn crate::cluster::pods::PodSource>,
+        crate::cluster::pods::PodMetrics,
+    )>,
     metrics: AdmissionMetrics,
     timeout: Duration,
 }
@@ -529,6 +547,7 @@ impl Admission {
             config,
             namespaces,
             nodes: None,
+            pods: None,
             metrics,
             timeout,
         }
@@ -622,6 +641,10 @@ impl Admission {
                 Ok(namespace_guard::decide(config, &write, &ctx))
             }
             (Subject::Namespace { .. }, _) => Ok(skipped(webhook, "namespaces are decided at /validate-namespace")),
+            (Subject::Binding(object), Webhook::ValidateReservation) => {
+                self.binding(config, request, object.as_deref()).await
+            }
+            (Subject::Binding(_), _) => Ok(skipped(webhook, "subresource pods/binding")),
             (_, Webhook::ValidateNamespace) => Ok(skipped(webhook, "/validate-namespace decides namespaces only")),
             (Subject::DaemonSet { .. }, Webhook::ValidateReservation) => Ok(skipped(
                 webhook,
@@ -857,10 +880,10 @@ fn record_reservation(span: &Span, outcome: &Outcome) {
     let reason = refused.then_some("reserved");
     let toleration = lead.and_then(|i| match &i.via {
         Via::Toleration { toleration, .. } => Some(toleration.as_str()),
-        Via::NodeName(_) => None,
+        Via::NodeName(_) | Via::Binding(_) => None,
     });
     let node = lead.and_then(|i| match &i.via {
-        Via::NodeName(node) => Some(node.as_str()),
+        Via::NodeName(node) | Via::Binding(node) => Some(node.as_str()),
         Via::Toleration { .. } => None,
     });
     let exempt = (!refused)

@@ -18,6 +18,7 @@
 //! | `pod_director_node_cache_size` (gauge) | | [`crate::cluster::nodes::NodeMetrics`] |
 //! | `pod_director_node_lookups_total` | `result` (`cached`, `fetched`, `not_found`, `error`) | 〃 |
 //! | `pod_director_group_nodes` (gauge) | `group` | 〃 |
+//! | `pod_director_binding_pod_lookups_total` | `result` (`found`, `not_found`, `error`) | [`crate::cluster::pods::PodMetrics`] |
 //! | `pod_director_connections_open` (gauge) | | [`crate::server::ConnectionMetrics`] |
 //! | `pod_director_connections_rejected_total` | `reason` (`limit`, `probe_limit`) | 〃 |
 //! | `pod_director_connection_timeouts_total` | `timeout` (`handshake`, `first_byte`, `header_read`, `idle`) | 〃 |

@@ -20,13 +20,13 @@ use crate::harness::k8s::{IMAGE, create_pod, eventually, impersonating, pod_from
 use crate::harness::scheduling::node_of;
 use crate::harness::{Env, suffix};
 
-const GROUP: &str = "e2e-reserved";
+pub(crate) const GROUP: &str = "e2e-reserved";
 const KEY: &str = "e2e.pod-director.io/reserved";
-const FRIEND: &str = "e2e-reserve-friend";
-const WEBHOOK: &str = "validate-reservation";
+pub(crate) const FRIEND: &str = "e2e-reserve-friend";
+pub(crate) const WEBHOOK: &str = "validate-reservation";
 
 /// A gold node: the reserved pool's label and taint.
-fn gold_node(name: &str) -> Node {
+pub(crate) fn gold_node(name: &str) -> Node {
     serde_json::from_value(json!({
         "apiVersion": "v1",
         "kind": "Node",
@@ -85,7 +85,7 @@ async fn as_user(env: &Env, user: &str, namespace: &str) -> Client {
 }
 
 /// The reservation entry of the suite's ValidatingWebhookConfiguration, if rendered.
-async fn reservation_entry(env: &Env) -> Option<Value> {
+pub(crate) async fn reservation_entry(env: &Env) -> Option<Value> {
     let (_, validating): (_, ValidatingWebhookConfiguration) = env.webhook_configurations().await;
     let name = format!("reservation.{}.pod-director.io", env.settings.fullname);
     validating
@@ -98,7 +98,7 @@ async fn reservation_entry(env: &Env) -> Option<Value> {
 
 /// Switches the reservation to `mode` in the live config and waits until the reconciler gave the
 /// entry the failurePolicy that mode takes.
-async fn switch_to(env: &mut Env, mode: &str, policy: &str) {
+pub(crate) async fn switch_to(env: &mut Env, mode: &str, policy: &str) {
     let revision = env.loaded_revision().await;
     env.edit_config(|c| c["groups"][GROUP]["reserve"]["mode"] = json!(mode));
     env.reloaded_from(&revision).await;
@@ -350,6 +350,17 @@ async fn agents_run_on_the_reserved_pool_a_dry_run_intruder_lands_there_and_the_
     let line = env.decision(&batch, "batch-job", WEBHOOK).await;
     assert_eq!(line.decision(), "would_deny");
     assert_eq!(line.get("reservation.pool_nodes").as_u64(), Some(1), "{line:?}");
+    // kube-scheduler bound it (and every other pod) to the pool: none of its bindings was sent.
+    let bindings = env
+        .decisions_with(&[
+            ("admission.request.user", "system:kube-scheduler"),
+            ("webhook", WEBHOOK),
+        ])
+        .await;
+    assert!(
+        bindings.is_empty(),
+        "the scheduler's bindings reached pod-director: {bindings:?}"
+    );
 
     // The audit lists it, running on its node, with the toleration that let it in.
     let file = tempfile::Builder::new()

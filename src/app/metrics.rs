@@ -8,6 +8,7 @@ use crate::cluster::audit::continuous::AuditMetrics;
 use crate::cluster::namespaces::NamespaceMetrics;
 use crate::cluster::nodes::NodeMetrics;
 use crate::cluster::orphans::OrphanMetrics;
+use crate::cluster::pods::PodMetrics;
 use crate::cluster::webhooks::ReconcileMetrics;
 use crate::config::Config;
 use crate::metrics::Exposition;
@@ -24,6 +25,7 @@ pub struct Metrics {
     pub orphans: OrphanMetrics,
     pub reconciles: ReconcileMetrics,
     pub nodes: NodeMetrics,
+    pub pods: PodMetrics,
     pub connections: ConnectionMetrics,
     pub audit: AuditMetrics,
     pub log: LogMetrics,
@@ -48,6 +50,7 @@ impl Metrics {
             orphans: OrphanMetrics::register(r),
             reconciles: ReconcileMetrics::register(r),
             nodes: NodeMetrics::register(r),
+            pods: PodMetrics::register(r),
             connections: ConnectionMetrics::register(r),
             audit: AuditMetrics::register(r),
             log: LogMetrics::register(r),
