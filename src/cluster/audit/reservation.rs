@@ -10,13 +10,13 @@
 //! | finding | blocker or warning | why |
 //! |---|---|---|
 //! | pods or templates the reservation would refuse (`would_deny`) | **blocker**, naming the workloads | their next rollout, eviction or Job run would be refused |
-//! | intruders running on the pool's nodes now (pod, node, the toleration that let it in) | warning | enforce refuses new intruders; it does not evict these: drain them |
+//! | intruders running on the pool's nodes now (pod, node, the toleration that let it in; not a node's mirror pod) | warning | enforce refuses new intruders; it does not evict these: drain them |
 //! | the pool has no node now | warning | decided from the tolerations alone until it has |
 
 use super::{Findings, Source, Verdict};
 use crate::config::Mode;
 use crate::placement::reservation::{Intrusion, Via, in_pool};
-use crate::placement::{Decision, NodeLookup, NodeView, Outcome};
+use crate::placement::{Decision, NodeLookup, NodeView, Outcome, SkipReason};
 
 /// The audit of one reservation.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -94,6 +94,9 @@ pub(crate) fn record(
         let Some(group) = config.groups.get(&audit.group) else {
             continue;
         };
+        if its_nodes_own(outcome) {
+            continue;
+        }
         let NodeLookup::Found(info) = nodes.node(node) else {
             continue;
         };
@@ -113,6 +116,14 @@ pub(crate) fn record(
             found.add_node(node);
         }
     }
+}
+
+/// Whether a pod on a pool node is its node's own, so no intruder whatever it tolerates: a static
+/// pod's mirror, which admission skips (`mirror_pod`) because its node creates it — the audit's
+/// requester of its re-creation is that node, `system:node:<spec.nodeName>`, when the node exists
+/// (`super::engine::recreation`).
+fn its_nodes_own(outcome: &Outcome) -> bool {
+    outcome.skip_reason == Some(SkipReason::MirrorPod)
 }
 
 /// The verdict of a reservation (see the module's table).
@@ -260,6 +271,34 @@ mod tests {
         assert_eq!(audit.exempt, 1);
         assert!(audit.verdict.ready, "{:?}", audit.verdict);
         assert!(audit.running.is_empty());
+    }
+
+    #[test]
+    fn a_node_s_mirror_pod_on_a_pool_node_is_no_running_intruder() {
+        let config = config();
+        let nodes = nodes();
+        let view: &dyn NodeView = &nodes;
+        let mut audits = vec![ReservationAudit::new("ci".to_owned(), Mode::DryRun)];
+        let mut mirror = Outcome::new(crate::placement::Webhook::ValidateReservation, Decision::Skipped);
+        mirror.skip_reason = Some(SkipReason::MirrorPod);
+        record(
+            &mut audits,
+            None,
+            &config,
+            "kube-agents",
+            "Pod/etcd-ci-1",
+            Source::Pods,
+            "etcd-ci-1",
+            Some(("ci-1", view)),
+            &mirror,
+        );
+        let audit = &mut audits[0];
+        audit.verdict = verdict(audit);
+        assert!(audit.running.is_empty(), "{:?}", audit.running);
+        assert!(audit.verdict.warnings.is_empty(), "{:?}", audit.verdict);
+        assert!(its_nodes_own(&mirror));
+        let other = Outcome::new(crate::placement::Webhook::ValidateReservation, Decision::Skipped);
+        assert!(!its_nodes_own(&other), "other skips are no node's own");
     }
 
     #[test]
