@@ -37,6 +37,13 @@
 # and, after the controller-manager's 60 s startup grace period, is tainted
 # node.kubernetes.io/unreachable.
 #
+# The API server authorizes and admits as a real control plane does: the Node
+# authorizer and RBAC (--authorization-mode Node,RBAC, kubeadm's), and the
+# admission plugins on by default plus NodeRestriction (kubeadm and every managed
+# offering enable it): a node (system:node:NAME) may create only mirror pods of
+# itself (spec.nodeName its own, an owner reference to its own Node), which is
+# what pod-director's mirror-pod exemption relies on.
+#
 # ServiceAccount admission stays ON, as on real clusters (it also mutates pods:
 # token volume), so the controller-manager must have created a namespace's
 # "default" ServiceAccount before a pod can be created in it. `start` waits for
@@ -54,6 +61,10 @@ START_TIMEOUT="${E2E_START_TIMEOUT:-120}"
 SERVICE_CIDR=10.96.0.0/16
 SERVICE_IP=10.96.0.1 # the first address: the "kubernetes" Service
 COMPONENTS=(kwok kube-scheduler kube-controller-manager kube-apiserver etcd) # stop order
+# What a real control plane authorizes with and admits with beyond the API server's
+# default plugins (kubeadm's: the Node authorizer, and NodeRestriction).
+AUTHORIZATION_MODES=Node,RBAC
+ADMISSION_PLUGINS=NodeRestriction
 # The annotation of the Nodes kwok manages (e2e/scenarios creates its Nodes with it).
 KWOK_NODE_ANNOTATION=kwok.x-k8s.io/node=fake
 
@@ -294,6 +305,7 @@ settings() {
   local kube s
   kube=$("$HERE/tools.sh" list | awk '$1 == "kube-apiserver" { print $2 }')
   s="kubernetes=$kube tracing=${E2E_APISERVER_TRACING_ENDPOINT:-} serviceaccount-admission=${E2E_SERVICEACCOUNT_ADMISSION:-true}"
+  s+=" authorization=$AUTHORIZATION_MODES admission-plugins=$ADMISSION_PLUGINS"
   if [[ -n "${E2E_CLIENT_QPS:-}" ]]; then s+=" client-qps=$E2E_CLIENT_QPS"; fi
   echo "$s"
 }
@@ -403,9 +415,9 @@ EOF
     tracing=(--tracing-config-file "$STATE/tracing.yaml")
     log "API server traces go to $E2E_APISERVER_TRACING_ENDPOINT"
   fi
-  local -a admission=()
+  local -a admission=(--enable-admission-plugins="$ADMISSION_PLUGINS")
   if [[ "${E2E_SERVICEACCOUNT_ADMISSION:-true}" == false ]]; then
-    admission=(--disable-admission-plugins=ServiceAccount)
+    admission+=(--disable-admission-plugins=ServiceAccount)
   fi
 
   log "starting kube-apiserver on 127.0.0.1:$api_port"
@@ -420,7 +432,7 @@ EOF
     --service-account-key-file "$PKI/sa.pub" \
     --service-account-signing-key-file "$PKI/sa.key" \
     --service-cluster-ip-range "$SERVICE_CIDR" \
-    --authorization-mode RBAC \
+    --authorization-mode "$AUTHORIZATION_MODES" \
     --allow-privileged=true \
     --profiling=false \
     --audit-policy-file "$STATE/audit-policy.yaml" \

@@ -14,7 +14,8 @@
 //! | a Pod CREATE (or UPDATE at /validate) | 200 | the decision: allowed (+ patch in enforce) or denied |
 //! | an apps/v1 DaemonSet CREATE or UPDATE at /mutate or /validate | 200 | its pod template decided as a pod (patch under `/spec/template`) |
 //! | a Namespace CREATE or UPDATE at /validate-namespace, also through its `status` or `finalize` subresource | 200 | the namespace label guard's decision |
-//! | pod UPDATE at /mutate, DELETE, CONNECT, any other subresource (`pods/binding`, `pods/status`…, whatever its object), another resource, or a resource at the wrong endpoint | 200 | allowed, untouched; logged as `skipped` / `not_applicable` |
+//! | a `pods/binding` CREATE at /validate-reservation | 200 | the reservation's decision of the binding's target node ([`binding`]; the pod read from the API server, 503 when it cannot be) |
+//! | pod UPDATE at /mutate, DELETE, CONNECT, any other subresource (`pods/binding` elsewhere, `pods/status`…, whatever its object), another resource, or a resource at the wrong endpoint | 200 | allowed, untouched; logged as `skipped` / `not_applicable` |
 //! | unreadable: empty, not JSON, not an `admission.k8s.io/v1` AdmissionReview, no request/uid/object/namespace, a namespace that is not a DNS-1123 label, object not of its resource's kind, a Pod without a spec, a field placement reads (metadata name, generateName, namespace, labels, annotations, ownerReferences; spec nodeName, nodeSelector, tolerations, affinity) of the wrong type | 400 | an AdmissionReview whose `response.status` says what is wrong, naming the field (uid copied whenever the body has one, even beyond serde_json's number limits) |
 //!
 //! The other fields of a pod (containers, volumes, status…) are checked as JSON
@@ -47,12 +48,14 @@ pub use self::render::{MAX_ANNOTATION_BYTES, respond, to_wire};
 use self::span::record_request;
 use crate::cluster::namespaces::{self, Labels, NamespaceSource};
 use crate::cluster::nodes::{NodeMetrics, Nodes};
+use crate::cluster::pods::{PodMetrics, PodSource};
 use crate::telemetry;
 use pod_director_engine::config::Loaded;
 use pod_director_engine::decision::{self, Subject as Decided, View};
 use pod_director_engine::namespace_guard::NamespaceWrite;
 use pod_director_engine::placement::{self, Context, Decision, NodeView, Outcome, Webhook};
 
+mod binding;
 mod error;
 mod log;
 mod metrics;
@@ -75,6 +78,8 @@ pub struct Admission {
     /// `None`: decisions carry no feasibility counts and `spec.nodeName` is not checked.
     /// The node metrics count the lookups of `spec.nodeName`.
     nodes: Option<(Arc<Nodes>, NodeMetrics)>,
+    /// Where the pods of `pods/binding` requests are read (`None`: bindings are undecidable).
+    pods: Option<(Arc<dyn PodSource>, PodMetrics)>,
     metrics: AdmissionMetrics,
     timeout: Duration,
 }
@@ -91,6 +96,7 @@ impl Admission {
             config,
             namespaces,
             nodes: None,
+            pods: None,
             metrics,
             timeout,
         }
@@ -183,6 +189,10 @@ impl Admission {
         let write;
         let subject = match &parsed.subject {
             Reviewed::NotApplicable(why) => return Ok(decision::skipped(webhook, why)),
+            Reviewed::Binding(object) if webhook == Webhook::ValidateReservation => {
+                return self.binding(config, request, object.as_deref()).await;
+            }
+            Reviewed::Binding(_) => return Ok(decision::skipped(webhook, "subresource pods/binding")),
             Reviewed::Pod { pod, old } => Decided::Pod {
                 pod,
                 old: old.as_deref(),
@@ -281,6 +291,8 @@ impl Admission {
     }
 }
 
+#[cfg(test)]
+mod log_tests;
 #[cfg(test)]
 mod node_tests;
 #[cfg(test)]

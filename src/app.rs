@@ -23,6 +23,7 @@ use crate::cluster::audit::continuous::AuditMetrics;
 use crate::cluster::audit::continuous::{Continuous, LeaseTarget, identity, spawn};
 use crate::cluster::namespaces::KubeNamespaces;
 use crate::cluster::nodes::{KubeNodes, Nodes};
+use crate::cluster::pods::KubePods;
 use crate::cluster::provisioners::KubeProvisioners;
 use crate::server::Settings;
 use pod_director_engine::config::Loaded;
@@ -38,7 +39,8 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
     let node_pools = KubeProvisioners::start(client.clone(), args.nodepool_discovery_interval);
     let nodes = Arc::new(Nodes::new(Arc::new(KubeNodes::start(client.clone()))).with_provisioners(node_pools.store()));
     let own_namespace = settings.own_namespace.clone();
-    let server = start_with_nodes(settings, namespaces, Some(nodes.clone())).await?;
+    let pods: Arc<dyn crate::cluster::pods::PodSource> = Arc::new(KubePods::new(client.clone()));
+    let server = start_with_nodes(settings, namespaces, Some(nodes.clone()), Some(pods)).await?;
     let (stop_audit, audit_stopped) = watch::channel(false);
     let audit = start_audit(
         &args.audit,

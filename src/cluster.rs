@@ -1,6 +1,7 @@
 //! What pod-director reads from the cluster and keeps in step with it, each behind
 //! a bounded, cached client: the namespaces' group labels (`namespaces`), the
-//! Nodes (`nodes`) and what creates them on demand (`provisioners`), the
+//! Nodes (`nodes`) and what creates them on demand (`provisioners`), the pods of
+//! `pods/binding` requests (`pods`), the
 //! namespaces that select an undefined group (`orphans`), the webhook entries
 //! and admission policies it owns (`webhooks`), and the audit of the running
 //! cluster with the Lease of its continuous run (`audit`).
@@ -12,6 +13,7 @@ pub(crate) mod audit;
 pub(crate) mod namespaces;
 pub(crate) mod nodes;
 pub(crate) mod orphans;
+pub(crate) mod pods;
 pub(crate) mod provisioners;
 pub(crate) mod webhooks;
 

@@ -69,6 +69,7 @@ fn emitted() -> Emitted {
     others.reloads.tls_reloaded(ReloadResult::Success);
     others.reloads.tls_reloaded(ReloadResult::Error);
     others.namespaces.set_namespace_cache_size(3);
+    others.pods.initialise();
     others.orphans.set_orphaned_groups(&[("removed".to_owned(), 2)].into());
     for result in ReconcileResult::ALL {
         others.reconciles.webhook_reconciled(result);

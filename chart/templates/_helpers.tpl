@@ -113,12 +113,15 @@ block pods, so they share the "observe" entry (failurePolicy Ignore).
 
 {{/*
 The reservation entry (`reservation.<fullname>.pod-director.io`, /validate-reservation), as
-JSON {failurePolicy, expression}, or "" when no group reserves its nodes (then it is not
-rendered). The expression is the matchCondition that lets the API server send only pods that
-may intrude: a spec.nodeName the request sets, or a toleration without a key or with a key the
-groups reserve (tolerations of effect NoSchedule, NoExecute or every effect; not the node
-lifecycle keys node.kubernetes.io/*, node.cloudprovider.kubernetes.io/*). The server renders
-the same (src/cluster/webhooks/reservation.rs); the goldens hold the two equal.
+JSON {failurePolicy, expression, bindingExpression}, or "" when no group reserves its nodes
+(then it is not rendered). The expression is the matchCondition that lets the API server send
+only pods that may intrude: a spec.nodeName the request sets, or a toleration without a key or
+with a key the groups reserve (tolerations of effect NoSchedule, NoExecute or every effect; not
+the node lifecycle keys node.kubernetes.io/*, node.cloudprovider.kubernetes.io/*); a binding
+passes it. The bindingExpression lets through only bindings (pods/binding) that a trusted
+scheduler does not send: system:kube-scheduler and config.trustedSchedulers (users, and
+serviceAccounts as system:serviceaccount:NS:NAME). The server renders the same
+(src/cluster/webhooks/reservation.rs); the goldens hold the two equal.
 */}}
 {{- define "pod-director.reservationEntry" -}}
 {{- $cfg := .Values.config }}
@@ -144,8 +147,22 @@ the same (src/cluster/webhooks/reservation.rs); the goldens hold the two equal.
 {{- end }}
 {{- end }}
 {{- if $reserving }}
-{{- $expression := printf "(has(object.spec.nodeName) && (oldObject == null || !has(oldObject.spec.nodeName))) || (has(object.spec.tolerations) && object.spec.tolerations.exists(t, !has(t.key) || t.key == '' || t.key in [%s]))" ($keys | uniq | sortAlpha | join ", ") }}
-{{- dict "failurePolicy" (ternary .Values.webhook.failurePolicy.enforce "Ignore" $enforced) "expression" $expression | toJson }}
+{{- $binding := "has(request.subResource) && request.subResource == 'binding'" }}
+{{- $expression := printf "(%s) || (has(object.spec.nodeName) && (oldObject == null || !has(oldObject.spec.nodeName))) || (has(object.spec.tolerations) && object.spec.tolerations.exists(t, !has(t.key) || t.key == '' || t.key in [%s]))" $binding ($keys | uniq | sortAlpha | join ", ") }}
+{{- $trusted := .Values.config.trustedSchedulers | default dict }}
+{{- $schedulers := list "system:kube-scheduler" }}
+{{- range $user := $trusted.users | default list }}
+{{- $schedulers = append $schedulers $user }}
+{{- end }}
+{{- range $sa := $trusted.serviceAccounts | default list }}
+{{- $schedulers = append $schedulers (printf "system:serviceaccount:%s" (replace "/" ":" $sa)) }}
+{{- end }}
+{{- $quoted := list }}
+{{- range $name := $schedulers | uniq | sortAlpha }}
+{{- $quoted = append $quoted (printf "'%s'" $name) }}
+{{- end }}
+{{- $bindingExpression := printf "!(%s) || !(request.userInfo.username in [%s])" $binding ($quoted | join ", ") }}
+{{- dict "failurePolicy" (ternary .Values.webhook.failurePolicy.enforce "Ignore" $enforced) "expression" $expression "bindingExpression" $bindingExpression | toJson }}
 {{- end }}
 {{- end }}
 

@@ -28,6 +28,7 @@ mod nodes;
 mod policies;
 mod provisioning;
 mod reservation;
+mod reservation_bindings;
 mod scheduling;
 mod tenants;
 mod webhooks;

@@ -6,7 +6,8 @@
 //! enforce, switched on in the live config, refuses them. Pods with neither field never reach
 //! pod-director (the entry's matchCondition). With the scheduling cluster, what is admitted
 //! really runs where the scheduler and kwok put it: an admin's DaemonSet on the pool, a dryRun
-//! intruder on the pool — which the audit then lists with its node.
+//! intruder on the pool — which the audit then lists with its node (a bare pod: "requester unknown" while
+//! the reservation allows a user, a blocker where it allows no requester).
 
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::DaemonSet;
@@ -20,13 +21,13 @@ use crate::harness::k8s::{IMAGE, create_pod, eventually, impersonating, pod_from
 use crate::harness::scheduling::node_of;
 use crate::harness::{Env, suffix};
 
-const GROUP: &str = "e2e-reserved";
+pub(crate) const GROUP: &str = "e2e-reserved";
 const KEY: &str = "e2e.pod-director.io/reserved";
-const FRIEND: &str = "e2e-reserve-friend";
-const WEBHOOK: &str = "validate-reservation";
+pub(crate) const FRIEND: &str = "e2e-reserve-friend";
+pub(crate) const WEBHOOK: &str = "validate-reservation";
 
 /// A gold node: the reserved pool's label and taint.
-fn gold_node(name: &str) -> Node {
+pub(crate) fn gold_node(name: &str) -> Node {
     serde_json::from_value(json!({
         "apiVersion": "v1",
         "kind": "Node",
@@ -85,7 +86,7 @@ async fn as_user(env: &Env, user: &str, namespace: &str) -> Client {
 }
 
 /// The reservation entry of the suite's ValidatingWebhookConfiguration, if rendered.
-async fn reservation_entry(env: &Env) -> Option<Value> {
+pub(crate) async fn reservation_entry(env: &Env) -> Option<Value> {
     let (_, validating): (_, ValidatingWebhookConfiguration) = env.webhook_configurations().await;
     let name = format!("reservation.{}.pod-director.io", env.settings.fullname);
     validating
@@ -98,7 +99,7 @@ async fn reservation_entry(env: &Env) -> Option<Value> {
 
 /// Switches the reservation to `mode` in the live config and waits until the reconciler gave the
 /// entry the failurePolicy that mode takes.
-async fn switch_to(env: &mut Env, mode: &str, policy: &str) {
+pub(crate) async fn switch_to(env: &mut Env, mode: &str, policy: &str) {
     let revision = env.loaded_revision().await;
     env.edit_config(|c| c["groups"][GROUP]["reserve"]["mode"] = json!(mode));
     env.reloaded_from(&revision).await;
@@ -350,24 +351,49 @@ async fn agents_run_on_the_reserved_pool_a_dry_run_intruder_lands_there_and_the_
     let line = env.decision(&batch, "batch-job", WEBHOOK).await;
     assert_eq!(line.decision(), "would_deny");
     assert_eq!(line.get("reservation.pool_nodes").as_u64(), Some(1), "{line:?}");
+    // kube-scheduler bound it (and every other pod) to the pool: none of its bindings was sent.
+    let bindings = env
+        .decisions_with(&[
+            ("admission.request.user", "system:kube-scheduler"),
+            ("webhook", WEBHOOK),
+        ])
+        .await;
+    assert!(
+        bindings.is_empty(),
+        "the scheduler's bindings reached pod-director: {bindings:?}"
+    );
 
     // The audit lists it, running on its node, with the toleration that let it in.
-    let file = tempfile::Builder::new()
-        .suffix(".json")
-        .tempfile()
-        .expect("a temp file");
-    std::fs::write(
-        file.path(),
-        serde_json::to_value(&env.config).expect("config").to_string(),
-    )
-    .expect("written");
-    let (code, report) = crate::audit::audit(file.path(), &["--group", GROUP, "--fail-on", "not-ready"]).await;
-    assert_eq!(code, 1, "not ready: {report}");
-    let reservation = report["reservations"]
-        .as_array()
-        .and_then(|r| r.iter().find(|r| r["group"] == GROUP))
-        .unwrap_or_else(|| panic!("no reservation in {report}"));
-    assert_eq!(reservation["ready"], false, "{reservation}");
+    let audit = |config: Value| async move {
+        let file = tempfile::Builder::new()
+            .suffix(".json")
+            .tempfile()
+            .expect("a temp file");
+        std::fs::write(file.path(), config.to_string()).expect("written");
+        let (code, report) = crate::audit::audit(file.path(), &["--group", GROUP, "--fail-on", "not-ready"]).await;
+        let reservation = report["reservations"]
+            .as_array()
+            .and_then(|r| r.iter().find(|r| r["group"] == GROUP))
+            .cloned()
+            .unwrap_or_else(|| panic!("no reservation in {report}"));
+        (code, reservation)
+    };
+    let listed = |findings: &Value| {
+        findings.as_array().is_some_and(|f| {
+            f.iter()
+                .any(|f| f["namespace"] == batch.as_str() && f["workload"] == "Pod/batch-job")
+        })
+    };
+    let config = serde_json::to_value(&env.config).expect("config");
+    // The suite's reservation allows a user, and a bare pod's creator is recorded nowhere: whether
+    // its re-creation is refused depends on who sends it, so it is "requester unknown", not a blocker.
+    let (code, reservation) = audit(config.clone()).await;
+    assert_eq!(code, 0, "ready: {reservation}");
+    assert_eq!(reservation["ready"], true, "{reservation}");
+    assert!(listed(&reservation["requester_unknown"]), "{reservation}");
+    assert!(!listed(&reservation["would_deny"]), "{reservation}");
+    let warnings = reservation["warnings"].to_string();
+    assert!(warnings.contains("who created them is not recorded"), "{reservation}");
     let running = reservation["running"].as_array().cloned().unwrap_or_default();
     let found = running
         .iter()
@@ -381,16 +407,19 @@ async fn agents_run_on_the_reserved_pool_a_dry_run_intruder_lands_there_and_the_
         found["reason"].as_str().is_some_and(|r| r.contains("* exists")),
         "{found}"
     );
-    // And blocks enforcing: its re-creation would be refused (the blocker names the first three workloads).
+    // A reservation that allows no requester would refuse anyone's re-creation of it: it blocks
+    // enforcing (the blocker names the first three workloads).
+    let mut strict = config;
+    if let Some(reserve) = strict["groups"][GROUP]["reserve"].as_object_mut() {
+        reserve.remove("allow");
+    }
+    let (code, reservation) = audit(strict).await;
+    assert_eq!(code, 1, "not ready: {reservation}");
+    assert_eq!(reservation["ready"], false, "{reservation}");
     assert!(
         reservation["blockers"].as_array().is_some_and(|b| !b.is_empty()),
         "{reservation}"
     );
-    let refused = reservation["would_deny"].as_array().cloned().unwrap_or_default();
-    assert!(
-        refused
-            .iter()
-            .any(|f| f["namespace"] == batch.as_str() && f["workload"] == "Pod/batch-job"),
-        "{reservation}"
-    );
+    assert!(listed(&reservation["would_deny"]), "{reservation}");
+    assert!(!listed(&reservation["requester_unknown"]), "{reservation}");
 }

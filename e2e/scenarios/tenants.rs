@@ -403,48 +403,92 @@ async fn a_tenant_s_forged_mirror_annotation_is_not_a_mirror_pod() {
     tenant.remove(&env.client).await;
 }
 
+/// A static pod's mirror as node `node` (uid `uid`) creates it: the annotation, its own node in
+/// `spec.nodeName` and an owner reference to its Node, as the kubelet writes it (NodeRestriction
+/// refuses any other).
+fn mirror_of(name: &str, node: &str, uid: &str) -> Pod {
+    let mut pod = workload(name);
+    pod.metadata.annotations = Some(labels(&[("kubernetes.io/config.mirror", "c0ffee")]));
+    pod.metadata.owner_references = Some(vec![
+        serde_json::from_value(
+            json!({"apiVersion": "v1", "kind": "Node", "name": node, "uid": uid, "controller": true}),
+        )
+        .expect("an OwnerReference"),
+    ]);
+    pod.spec.as_mut().expect("a spec").node_name = Some(node.to_owned());
+    pod
+}
+
+/// Creates `pod` in `ns` as `client`, retrying while the API server's authorizer or
+/// NodeRestriction has not seen what the scenario just created (for a few seconds at most).
+async fn create_as_node(client: &Client, ns: &str, pod: &Pod) -> Result<Pod, kube::Error> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        match Api::<Pod>::namespaced(client.clone(), ns)
+            .create(&PostParams::default(), pod)
+            .await
+        {
+            Err(kube::Error::Api(status))
+                if (status.code == 403 && status.message.contains("cannot create resource") || status.code == 404)
+                    && tokio::time::Instant::now() < deadline =>
+            {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_node_s_own_mirror_pod_is_skipped() {
+async fn a_node_s_own_mirror_pod_is_skipped_and_a_node_cannot_mirror_another_s() {
     let env = Env::start("node-mirror").await;
     let ns = env.namespace(Some("e2e-enforce")).await;
     let node = format!("e2e-kubelet-{}", suffix());
-    create_nodes(&env, &[(&node, json!({}))]).await;
-    // The loopback API server authorizes with RBAC only: let nodes create pods as the Node authorizer would.
-    let binding_name = format!("e2e-{node}");
-    let binding: ClusterRoleBinding = serde_json::from_value(json!({
-        "metadata": {"name": binding_name},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:node"},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:nodes"}]
-    }))
-    .expect("a ClusterRoleBinding");
-    Api::<ClusterRoleBinding>::all(env.client.clone())
-        .create(&PostParams::default(), &binding)
-        .await
-        .expect("ClusterRoleBinding created");
+    let other = format!("e2e-kubelet-b-{}", suffix());
+    create_nodes(&env, &[(&node, json!({})), (&other, json!({}))]).await;
+    let uid = |name: &str| {
+        let nodes = Api::<Node>::all(env.client.clone());
+        let name = name.to_owned();
+        async move {
+            let node = nodes.get(&name).await.expect("the node");
+            node.metadata.uid.unwrap_or_default()
+        }
+    };
+    let (uid_node, uid_other) = (uid(&node).await, uid(&other).await);
+    // The API server runs the Node authorizer and NodeRestriction, as real control planes do.
     let kubelet = impersonating(
         &format!("system:node:{node}"),
         &["system:nodes", "system:authenticated"],
     )
     .await;
-    let mut pod = workload("static-web");
-    pod.metadata.annotations = Some(labels(&[("kubernetes.io/config.mirror", "c0ffee")]));
-    pod.spec.as_mut().expect("a spec").node_name = Some(node.clone());
-    let result = retry_forbidden(|| async {
-        Api::<Pod>::namespaced(kubelet.clone(), &ns)
-            .create(&PostParams::default(), &pod)
-            .await
-    })
-    .await;
-    let _ = Api::<ClusterRoleBinding>::all(env.client.clone())
-        .delete(&binding_name, &DeleteParams::default())
-        .await;
-    let stored = result.expect("the node's mirror pod is admitted");
+    let stored = create_as_node(&kubelet, &ns, &mirror_of("static-web", &node, &uid_node))
+        .await
+        .expect("the node's mirror pod is admitted");
     assert_eq!(Placement::of(&stored), Placement::submitted(), "left alone");
     for webhook in ["mutate", "validate"] {
         let line = env.decision(&ns, "static-web", webhook).await;
         assert_eq!(line.text("placement.skip_reason"), "mirror_pod", "{line:?}");
         assert_eq!(line.text("admission.request.user"), format!("system:node:{node}"));
     }
+    // The mirror-pod exemption trusts a node for its own pods only: NodeRestriction refuses a
+    // node's mirror pod of another node before any webhook is called.
+    let refused = create_as_node(&kubelet, &ns, &mirror_of("static-other", &other, &uid_other))
+        .await
+        .expect_err("NodeRestriction refuses another node's mirror pod");
+    let message = refused.to_string();
+    assert!(
+        message.contains("can only create pods with spec.nodeName set to itself"),
+        "{message}"
+    );
+    assert!(
+        env.decisions_with(&[
+            ("admission.request.namespace", ns.as_str()),
+            ("admission.request.name", "static-other")
+        ])
+        .await
+        .is_empty(),
+        "refused before pod-director was asked"
+    );
 }
 
 /// A workload pod no scheduler picks up (a scheduler name nobody runs), for binding by hand.

@@ -42,6 +42,8 @@ pub enum AdmissionError {
     Namespace(#[from] LookupError),
     #[error("{0}")]
     Node(String),
+    #[error("{0}")]
+    BoundPod(#[from] crate::cluster::pods::PodLookupError),
     #[error("no decision within {0:?} (--request-timeout)")]
     Timeout(Duration),
     #[error("cannot encode the response: {0}")]
@@ -61,9 +63,10 @@ impl AdmissionError {
     /// The HTTP status this error is answered with.
     pub fn status(&self) -> StatusCode {
         match self {
-            AdmissionError::Namespace(_) | AdmissionError::Node(_) | AdmissionError::Timeout(_) => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            AdmissionError::Namespace(_)
+            | AdmissionError::Node(_)
+            | AdmissionError::BoundPod(_)
+            | AdmissionError::Timeout(_) => StatusCode::SERVICE_UNAVAILABLE,
             AdmissionError::Encode(_) => StatusCode::INTERNAL_SERVER_ERROR,
             _ => StatusCode::BAD_REQUEST,
         }

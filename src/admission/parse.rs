@@ -34,6 +34,8 @@ pub enum Reviewed {
         namespace: Box<NamespaceObject>,
         old: Option<Box<NamespaceObject>>,
     },
+    /// A `pods/binding` CREATE: its Binding object, decoded at `/validate-reservation` only.
+    Binding(Option<Box<RawValue>>),
     /// Not a pod CREATE/UPDATE: admitted untouched, for this reason.
     NotApplicable(String),
 }
@@ -107,7 +109,12 @@ const DAEMON_SET: &str = "apps/v1 DaemonSet";
 const NAMESPACE: &str = "v1 Namespace";
 
 /// An object that is not a valid `kind`: where decoding stopped, and why.
-fn invalid(field: &'static str, kind: &'static str, trail: &Trail, source: serde_json::Error) -> AdmissionError {
+pub(super) fn invalid(
+    field: &'static str,
+    kind: &'static str,
+    trail: &Trail,
+    source: serde_json::Error,
+) -> AdmissionError {
     AdmissionError::InvalidObject {
         field,
         kind,
@@ -124,6 +131,12 @@ fn subject<'a>(
     trail: &Trail,
 ) -> Result<Reviewed, AdmissionError> {
     use wire::Object;
+    if is_binding(request) {
+        return Ok(Reviewed::Binding(match object {
+            Object::Raw(raw) => Some(raw.to_owned()),
+            _ => None,
+        }));
+    }
     if let Some(why) = not_applicable(request) {
         return Ok(Reviewed::NotApplicable(why));
     }
@@ -224,7 +237,7 @@ impl Resource {
 
 /// Why the request's namespace cannot be looked up, if it cannot: missing, or
 /// not a DNS-1123 label (`ns/status`, `ns#x` must never reach the namespace GET URL).
-fn namespace_error(request: &AdmissionRequest<DynamicObject>) -> Option<AdmissionError> {
+pub(super) fn namespace_error(request: &AdmissionRequest<DynamicObject>) -> Option<AdmissionError> {
     let namespace = request.namespace.as_deref().unwrap_or_default();
     if namespace.is_empty() {
         return Some(AdmissionError::MissingNamespace);
@@ -274,4 +287,12 @@ fn uid_of(body: &[u8]) -> Option<String> {
     }
     let review: Review = serde_json::from_slice(body).ok()?;
     review.request?.uid.filter(|uid| !uid.is_empty())
+}
+
+/// Whether the request is a Binding: a CREATE of the `pods/binding` subresource.
+pub(super) fn is_binding(request: &AdmissionRequest<DynamicObject>) -> bool {
+    let r = &request.resource;
+    (r.group.as_str(), r.version.as_str(), r.resource.as_str()) == ("", "v1", "pods")
+        && request.sub_resource.as_deref() == Some("binding")
+        && request.operation == Operation::Create
 }

@@ -89,10 +89,10 @@ fn record_reservation(span: &Span, outcome: &Outcome) {
     let reason = refused.then_some("reserved");
     let toleration = lead.and_then(|i| match &i.via {
         Via::Toleration { toleration, .. } => Some(toleration.as_str()),
-        Via::NodeName(_) => None,
+        Via::NodeName(_) | Via::Binding(_) => None,
     });
     let node = lead.and_then(|i| match &i.via {
-        Via::NodeName(node) => Some(node.as_str()),
+        Via::NodeName(node) | Via::Binding(node) => Some(node.as_str()),
         Via::Toleration { .. } => None,
     });
     let exempt = (!refused)

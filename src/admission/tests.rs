@@ -1,21 +1,18 @@
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use base64::Engine as _;
 use json_patch::{AddOperation, Patch, PatchOperation, jsonptr::PointerBuf};
-use proptest::prelude::*;
 use serde_json::{Value, json};
 
 use super::*;
 use crate::cluster::LookupError;
-use crate::telemetry::DECISION_TARGET;
 use crate::testing::{StaticNamespaces, admission_on, answer};
 use pod_director_engine::config::Mode;
 use pod_director_engine::testing::assert_contains;
 use pod_director_engine::testing::{with, without};
-use pod_director_testkit::json_pointers;
 
 /// The pod of [`review`]: a ReplicaSet's pod, generateName, no name yet, with its managed fields.
-fn pod_object() -> Value {
+pub(super) fn pod_object() -> Value {
     let mut pod = pod_director_testkit::fixtures::replica_set_pod("team-ci");
     pod["metadata"]["managedFields"] = json!([{"manager": "kube-controller-manager", "operation": "Update",
         "apiVersion": "v1", "time": "2026-11-02T10:00:00Z", "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {}}}]);
@@ -23,20 +20,20 @@ fn pod_object() -> Value {
 }
 
 /// A pod CREATE exactly as kube-apiserver sends it, as a value to edit.
-fn review() -> Value {
+pub(super) fn review() -> Value {
     pod_director_testkit::fixtures::Review::pod("CREATE", pod_object()).value()
 }
 
 /// The same pod CREATE as bytes in kube-apiserver's field order (the object decoded in the review's pass).
-fn api_server_bytes() -> Vec<u8> {
+pub(super) fn api_server_bytes() -> Vec<u8> {
     pod_director_testkit::fixtures::Review::pod("CREATE", pod_object()).bytes()
 }
 
-fn bytes(value: &Value) -> Vec<u8> {
+pub(super) fn bytes(value: &Value) -> Vec<u8> {
     serde_json::to_vec(value).unwrap_or_default()
 }
 
-fn rejected(body: &[u8]) -> Rejected {
+pub(super) fn rejected(body: &[u8]) -> Rejected {
     match parse(body) {
         Ok(parsed) => panic!("expected a rejection, got {:?}", parsed.subject),
         Err(rejected) => rejected,
@@ -511,7 +508,7 @@ fn error_responses_are_well_formed_reviews() {
     assert_eq!(value["response"]["status"]["message"], "request.object is missing");
 }
 
-fn admission(namespaces: Arc<StaticNamespaces>) -> Admission {
+pub(super) fn admission(namespaces: Arc<StaticNamespaces>) -> Admission {
     admission_on("{}", namespaces).0
 }
 
@@ -567,148 +564,115 @@ async fn a_subresource_whose_object_is_not_a_pod_is_admitted_untouched_at_every_
         Labels::from([("pod-director/group".to_owned(), "ci".to_owned())]),
     );
     let (admission, _) = admission_on(enforce, namespaces);
-    let in_order = binding_review().bytes();
-    let reordered = bytes(&binding_review().value());
     for webhook in [Webhook::Mutate, Webhook::Validate] {
-        for body in [&in_order, &reordered] {
-            let (status, value) = answer(&admission, webhook, body).await;
-            assert_eq!(status, StatusCode::OK, "{webhook:?}: {value}");
-            assert_eq!(value["response"]["allowed"], true, "{value}");
-            assert!(value["response"].get("patch").is_none(), "{value}");
+        for (order, body) in binding_orders() {
+            let (status, value) = answer(&admission, webhook, &body).await;
+            assert_eq!(status, StatusCode::OK, "{webhook:?}, {order}: {value}");
+            assert_eq!(value["response"]["allowed"], true, "{order}: {value}");
+            assert!(value["response"].get("patch").is_none(), "{order}: {value}");
         }
     }
 }
 
-/// `/mutate` of `body` on an empty configuration, under `layer` alone.
-fn review_under(layer: impl tracing_subscriber::Layer<tracing_subscriber::Registry> + Send + Sync, body: &Value) {
-    use tracing_subscriber::layer::SubscriberExt as _;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
-        let admission = admission(Arc::new(StaticNamespaces::new()));
-        runtime.block_on(admission.review(Webhook::Mutate, &http::HeaderMap::new(), &bytes(body)));
-    });
+/// The review with its request's members written in `order`, then the others in the fixture's.
+/// (A `serde_json::Value` writes them sorted: `object` before `operation` and `resource`.)
+fn in_member_order(review: &Value, order: &[&str]) -> Vec<u8> {
+    let request = review["request"].as_object().cloned().unwrap_or_default();
+    let mut members: Vec<String> = Vec::new();
+    let mut write = |key: &str, value: &Value| {
+        members.push(format!("{}:{}", Value::from(key), value));
+    };
+    for key in order {
+        if let Some(value) = request.get(*key) {
+            write(key, value);
+        }
+    }
+    for (key, value) in &request {
+        if !order.contains(&key.as_str()) {
+            write(key, value);
+        }
+    }
+    format!(
+        r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{{}}}}}"#,
+        members.join(",")
+    )
+    .into_bytes()
+}
+
+/// A `pods/binding` review in the orders that matter: kube-apiserver's (`subResource` before
+/// `object`), `resource` and `operation` before the object but `subResource` after it (the
+/// object read as a pod, then contradicted), every member after the object, and sorted.
+fn binding_orders() -> Vec<(&'static str, Vec<u8>)> {
+    let review = binding_review();
+    let value = review.value();
+    vec![
+        ("api server's", review.bytes()),
+        (
+            "object before subResource",
+            in_member_order(
+                &value,
+                &["uid", "kind", "resource", "operation", "object", "subResource"],
+            ),
+        ),
+        (
+            "object first",
+            in_member_order(&value, &["object", "uid", "resource", "subResource"]),
+        ),
+        ("sorted", bytes(&value)),
+    ]
 }
 
 #[test]
-fn each_review_writes_one_decision_line_with_the_documented_fields() {
-    let captured = pod_director_testkit::LogCapture::default();
-    review_under(
-        telemetry::JsonLayer::new(captured.clone()),
-        &with(review(), "/request/dryRun", json!(true)),
+fn a_binding_parses_as_the_same_request_whatever_its_member_order() {
+    let orders = binding_orders();
+    let text = String::from_utf8(orders[1].1.clone()).unwrap_or_default();
+    let at = |key: &str| text.find(&format!("\"{key}\":")).unwrap_or(usize::MAX);
+    assert!(at("resource") < at("object") && at("operation") < at("object") && at("object") < at("subResource"));
+    let mut parsed = Vec::new();
+    for (order, body) in &orders {
+        let request = match parse(body) {
+            Ok(parsed) => parsed.request,
+            Err(rejected) => panic!("{order}: {}", rejected.error),
+        };
+        assert_eq!(request.sub_resource.as_deref(), Some("binding"), "{order}");
+        parsed.push(format!("{request:?}"));
+    }
+    assert!(parsed.windows(2).all(|w| w[0] == w[1]), "{parsed:#?}");
+}
+
+#[test]
+fn a_pod_read_before_a_later_subresource_is_decided_by_the_subresource() {
+    // A pods/status UPDATE whose objects come before its subResource: read as pods, then skipped.
+    let body = with(review(), "/request/operation", json!("UPDATE"));
+    let old = review().pointer("/request/object").cloned().unwrap_or_default();
+    let mut body = with(body, "/request/oldObject", old);
+    body["request"]["subResource"] = json!("status");
+    let order = [
+        "uid",
+        "kind",
+        "resource",
+        "operation",
+        "object",
+        "oldObject",
+        "subResource",
+    ];
+    let parsed = parse(&in_member_order(&body, &order)).expect("parses");
+    assert!(
+        matches!(&parsed.subject, Reviewed::NotApplicable(why) if why == "subresource pods/status"),
+        "{:?}",
+        parsed.subject
     );
-    let text = captured.text();
-    let decisions: Vec<Value> = text
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|l| l["target"] == DECISION_TARGET)
-        .collect();
-    assert_eq!(decisions.len(), 1, "{text}");
-    let line = &decisions[0];
-    assert_eq!(line["message"], "admission decision");
-    assert_eq!(line["webhook"], "mutate");
-    assert_eq!(line["admission.request.uid"], "705ab4f5-6393-11e8-b7cc-42010a800002");
-    assert_eq!(line["admission.request.operation"], "CREATE");
-    assert_eq!(line["admission.request.dryrun"], true);
-    assert_eq!(line["admission.request.namespace"], "team-ci");
-    assert_eq!(line["admission.object.generate_name"], "web-7c9f8d-");
-    assert_eq!(line["admission.object.owner.kind"], "ReplicaSet");
-    assert_eq!(line["admission.object.owner.name"], "web-7c9f8d");
-    assert!(line["placement.decision"].is_string());
-    assert!(line["placement.patch.json"].is_array(), "patch is real JSON: {line}");
-    assert!(line["placement.patch.paths"].is_array());
-    assert!(line["placement.patch.op_count"].is_u64());
-    assert!(line["config.revision"].is_string());
-    assert!(line["latency_ms"].is_f64());
-}
-
-proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
-
-    #[test]
-    fn arbitrary_bytes_never_panic_the_decoder(body in proptest::collection::vec(any::<u8>(), 0..2048)) {
-        let _ = parse(&body);
-    }
-
-    #[test]
-    fn any_single_field_replaced_in_a_real_review_is_parsed_or_rejected_cleanly(
-        index in 0usize..64,
-        replacement in prop_oneof![
-            Just(Value::Null), Just(json!(0)), Just(json!(-1)), Just(json!("")), Just(json!("x")),
-            Just(json!([])), Just(json!({})), Just(json!(true)), Just(json!(1.5e300)),
-        ],
-    ) {
-        let mut body = review();
-        let pointers = json_pointers(&body);
-        let pointer = &pointers[index % pointers.len()];
-        if let Some(slot) = body.pointer_mut(pointer) {
-            *slot = replacement;
-        }
-        match parse(&bytes(&body)) {
-            Ok(parsed) => prop_assert!(!parsed.request.uid.is_empty()),
-            Err(rejected) => {
-                let review = render_error(rejected.uid.as_deref(), &rejected.error);
-                prop_assert!(to_wire(review).is_ok());
-            }
-        }
-    }
-
-    #[test]
-    fn truncated_reviews_are_rejected(cut in 1usize..1500) {
-        let body = bytes(&review());
-        let cut = cut.min(body.len() - 1);
-        prop_assert!(parse(&body[..cut]).is_err());
-    }
-}
-
-/// Names of the fields declared by the decision span and the decision event.
-#[derive(Clone, Default)]
-struct Declared(Arc<Mutex<Vec<String>>>);
-
-impl Declared {
-    fn push(&self, fields: &tracing::field::FieldSet) {
-        if let Ok(mut names) = self.0.lock() {
-            names.extend(fields.iter().map(|f| f.name().to_owned()));
-        }
-    }
-}
-
-impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Declared {
-    fn on_new_span(
-        &self,
-        attrs: &tracing::span::Attributes<'_>,
-        _: &tracing::span::Id,
-        _: tracing_subscriber::layer::Context<'_, S>,
-    ) {
-        if attrs.metadata().target() == DECISION_TARGET {
-            self.push(attrs.metadata().fields());
-        }
-    }
-
-    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
-        if event.metadata().target() == DECISION_TARGET {
-            self.push(event.metadata().fields());
-        }
-    }
-}
-
-#[test]
-fn the_documented_decision_fields_are_exactly_the_declared_ones() {
-    let declared = Declared::default();
-    review_under(declared.clone(), &review());
-    let mut names: Vec<String> = declared
-        .0
-        .lock()
-        .map(|n| n.clone())
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|n| n != "message" && !n.starts_with("otel."))
-        .collect();
-    names.sort();
-    names.dedup();
-    let mut documented: Vec<String> = telemetry::DECISION_FIELDS.iter().map(|s| (*s).to_owned()).collect();
-    documented.sort();
-    assert_eq!(names, documented);
+    // An invalid pod read before a later subResource is still named as the pod's error.
+    let mut bad = review();
+    bad["request"]["object"]["spec"]["affinity"] = json!({"nodeAffinity": "ci"});
+    bad["request"]["subResource"] = json!("");
+    let error = rejected(&in_member_order(
+        &bad,
+        &["uid", "kind", "resource", "operation", "object"],
+    ))
+    .error;
+    assert_contains(
+        &error.to_string(),
+        "request.object is not a valid v1 Pod: spec.affinity: invalid type: string \"ci\"",
+    );
 }

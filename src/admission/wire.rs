@@ -2,13 +2,22 @@
 //!
 //! Reading: the review's fields are decoded as kube-core decodes them, except
 //! the objects. A pod's `object` (and its `oldObject` on UPDATE) is decoded
-//! while the review is read — in Go's field order `resource` and `operation`
-//! come first — straight into the engine's lean [`Pod`]: its placement fields
-//! are built, everything else is skipped as JSON syntax. Objects of the other
-//! resources pod-director reads (DaemonSets, Namespaces), and pods whose
-//! request names its resource only after the object, are kept as raw JSON
-//! borrowed from the body and decoded once the request says what they are.
-//! Objects of requests pod-director does not decide are skipped unread.
+//! while the review is read — in Go's field order `resource`, `subResource`
+//! (omitted when empty) and `operation` come first — straight into the engine's
+//! lean [`Pod`]: its placement fields are built, everything else is skipped as
+//! JSON syntax. Objects of the other resources pod-director reads (DaemonSets,
+//! Namespaces, a `pods/binding`'s Binding), and pods whose request names its
+//! resource or operation only after the object, are kept as raw JSON borrowed
+//! from the body and decoded once the request says what they are. Objects of
+//! requests pod-director does not decide are skipped unread.
+//!
+//! JSON members are unordered, so what the request is never depends on where
+//! `subResource` stands. A pod object read before any `subResource` is read on
+//! the *assumption* that there is none (Go's order: an empty one is omitted, one
+//! that is set comes first): when a `subResource` after it contradicts that — the
+//! object of `pods/binding` is a Binding, of `pods/eviction` an Eviction — or the
+//! object fails to decode as a pod, the review is read again with every object
+//! kept raw ([`decode`]), and decided from the complete request.
 //! Fields nothing reads (`requestKind`, `requestResource`, `options`, …)
 //! are skipped too. Writing: a decided request's review straight from the
 //! outcome ([`decided`]); an error review with kube-core's serialization
@@ -38,6 +47,19 @@ pub(super) struct Reading {
     pub trail: Trail,
     /// `object` or `oldObject` while one is decoded inside the review.
     pub object: Cell<Option<&'static str>>,
+    /// Set while a pod object is decoded before any `subResource` was read (on the
+    /// assumption that there is none), and when the request's `subResource`
+    /// contradicted that assumption: the review is then read again with raw objects.
+    assumed: Cell<bool>,
+}
+
+impl Reading {
+    /// Forgets a failed or contradicted first reading.
+    fn reset(&self) {
+        self.trail.reset();
+        self.object.set(None);
+        self.assumed.set(false);
+    }
 }
 
 /// The review: its types, and its request.
@@ -100,10 +122,24 @@ impl<'a> Request<'a> {
     }
 }
 
-/// Decodes a review from `text` in one pass, noting in `reading` where an object failed.
+/// Decodes a review from `text`, noting in `reading` where an object failed: in one
+/// pass, unless a pod object read before the request's `subResource` turns out not to
+/// be one (see the module's text): then again, with every object kept raw.
 pub(super) fn decode<'a>(text: &'a str, reading: &Reading) -> Result<Review<'a>, serde_json::Error> {
+    match decode_with(text, reading, false) {
+        Ok(review) if !reading.assumed.get() => Ok(review),
+        Err(error) if !reading.assumed.get() => Err(error),
+        _ => {
+            reading.reset();
+            decode_with(text, reading, true)
+        }
+    }
+}
+
+/// [`decode`], once; `raw`: every object is kept raw.
+fn decode_with<'a>(text: &'a str, reading: &Reading, raw: bool) -> Result<Review<'a>, serde_json::Error> {
     let mut deserializer = serde_json::Deserializer::from_str(text);
-    let review = ReviewSeed { reading }.deserialize(&mut deserializer)?;
+    let review = ReviewSeed { reading, raw }.deserialize(&mut deserializer)?;
     deserializer.end()?;
     Ok(review)
 }
@@ -120,6 +156,8 @@ pub(super) fn daemon_set_template(raw: &RawValue, trail: &Trail) -> Result<Pod, 
 
 struct ReviewSeed<'r> {
     reading: &'r Reading,
+    /// Every object is kept raw (the second reading).
+    raw: bool,
 }
 
 impl<'de> DeserializeSeed<'de> for ReviewSeed<'_> {
@@ -144,7 +182,10 @@ impl<'de> Visitor<'de> for ReviewSeed<'_> {
                 "apiVersion" => once(&mut api_version, map.next_value()?, "apiVersion")?,
                 "kind" => once(&mut kind, map.next_value()?, "kind")?,
                 "request" => {
-                    let seed = Nullable(RequestSeed { reading: self.reading });
+                    let seed = Nullable(RequestSeed {
+                        reading: self.reading,
+                        raw: self.raw,
+                    });
                     once(&mut request, map.next_value_seed(seed)?, "request")?;
                 }
                 _ => {
@@ -171,6 +212,7 @@ fn once<T, E: de::Error>(slot: &mut Option<T>, value: T, name: &'static str) -> 
 
 struct RequestSeed<'r> {
     reading: &'r Reading,
+    raw: bool,
 }
 
 impl<'de> DeserializeSeed<'de> for RequestSeed<'_> {
@@ -189,12 +231,15 @@ pub(super) const DECIDED_NAMESPACE_SUBRESOURCES: [&str; 3] = ["", "status", "fin
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Read {
     Pod,
+    /// As a pod, before the request named any subresource.
+    AssumedPod,
     Raw,
     Skip,
 }
 
 /// What pod-director needs of `object` (or `oldObject`), given the request's
-/// resource, subresource and operation when they came before it (else: raw).
+/// resource, subresource and operation when they came before it (else: raw;
+/// `sub`: none or empty when the request has none, or has not named it yet).
 fn how(resource: Option<&GroupVersionResource>, sub: Option<&str>, operation: Option<&Operation>, old: bool) -> Read {
     let (Some(resource), Some(operation)) = (resource, operation) else {
         return Read::Raw;
@@ -206,6 +251,8 @@ fn how(resource: Option<&GroupVersionResource>, sub: Option<&str>, operation: Op
         sub.unwrap_or_default(),
     ) {
         ("", "v1", "pods", "") => Read::Pod,
+        // The Binding of `pods/binding`: the reservation decides the node it targets.
+        ("", "v1", "pods", "binding") => Read::Raw,
         ("apps", "v1", "daemonsets", "") => Read::Raw,
         ("", "v1", "namespaces", sub) if DECIDED_NAMESPACE_SUBRESOURCES.contains(&sub) => Read::Raw,
         _ => return Read::Skip,
@@ -235,6 +282,8 @@ impl<'de> Visitor<'de> for RequestSeed<'_> {
         let mut object = None;
         let mut old_object = None;
         let mut dry_run: Option<Option<bool>> = None;
+        // Whether `object`, `oldObject` were read as pods before any subResource.
+        let mut assumed = [false; 2];
         while let Some(key) = map.next_key::<Key<'de>>()? {
             match key.as_str() {
                 "uid" => once(&mut uid, map.next_value::<String>()?, "uid")?,
@@ -249,8 +298,14 @@ impl<'de> Visitor<'de> for RequestSeed<'_> {
                 field @ ("object" | "oldObject") => {
                     let old = field == "oldObject";
                     let sub = sub_resource.as_ref().and_then(|s| s.as_deref());
-                    let read = how(resource.as_ref(), sub, operation.as_ref(), old);
+                    let read = match how(resource.as_ref(), sub, operation.as_ref(), old) {
+                        Read::Pod if self.raw => Read::Raw,
+                        // Read on the assumption that no subResource follows (Go's order).
+                        Read::Pod if sub_resource.is_none() => Read::AssumedPod,
+                        read => read,
+                    };
                     let value = self.object(&mut map, read, if old { "oldObject" } else { "object" })?;
+                    assumed[usize::from(old)] = read == Read::AssumedPod;
                     let (slot, name) = if old {
                         (&mut old_object, "oldObject")
                     } else {
@@ -260,6 +315,17 @@ impl<'de> Visitor<'de> for RequestSeed<'_> {
                 }
                 _ => {
                     map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        let sub = sub_resource.as_ref().and_then(|s| s.as_deref());
+        for (slot, old) in [(&mut object, false), (&mut old_object, true)] {
+            if assumed[usize::from(old)] {
+                match how(resource.as_ref(), sub, operation.as_ref(), old) {
+                    Read::Pod | Read::AssumedPod => {}
+                    Read::Skip => *slot = Some(Object::Skipped),
+                    // A pod read where the complete request says otherwise: read it again.
+                    Read::Raw => self.reading.assumed.set(true),
                 }
             }
         }
@@ -294,9 +360,13 @@ impl RequestSeed<'_> {
             Read::Raw => map
                 .next_value::<Option<&'de RawValue>>()?
                 .map_or(Object::Absent, Object::Raw),
-            Read::Pod => {
+            Read::Pod | Read::AssumedPod => {
+                let assumed = read == Read::AssumedPod;
                 self.reading.object.set(Some(field));
+                // Left set when the pod fails to decode: the review is read again.
+                self.reading.assumed.set(assumed);
                 let pod = map.next_value_seed(Nullable(PodSeed::pod(&self.reading.trail)))?;
+                self.reading.assumed.set(false);
                 self.reading.object.set(None);
                 pod.map_or(Object::Absent, |pod| Object::Pod(Box::new(pod)))
             }

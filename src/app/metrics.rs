@@ -8,6 +8,7 @@ use crate::cluster::audit::continuous::AuditMetrics;
 use crate::cluster::namespaces::NamespaceMetrics;
 use crate::cluster::nodes::NodeMetrics;
 use crate::cluster::orphans::OrphanMetrics;
+use crate::cluster::pods::PodMetrics;
 use crate::cluster::webhooks::ReconcileMetrics;
 use crate::metrics::Exposition;
 use crate::server::{ConnectionMetrics, ReloadMetrics, Scrape};
@@ -24,6 +25,7 @@ pub struct Metrics {
     pub orphans: OrphanMetrics,
     pub reconciles: ReconcileMetrics,
     pub nodes: NodeMetrics,
+    pub pods: PodMetrics,
     pub connections: ConnectionMetrics,
     pub audit: AuditMetrics,
     pub log: LogMetrics,
@@ -48,6 +50,7 @@ impl Metrics {
             orphans: OrphanMetrics::register(r),
             reconciles: ReconcileMetrics::register(r),
             nodes: NodeMetrics::register(r),
+            pods: PodMetrics::register(r),
             connections: ConnectionMetrics::register(r),
             audit: AuditMetrics::register(r),
             log: LogMetrics::register(r),
@@ -56,12 +59,13 @@ impl Metrics {
     }
 
     /// Exports at 0 every series that `config` can produce and that no event has created
-    /// yet ([`AdmissionMetrics::initialise`]), and the reload and reconcile results.
+    /// yet ([`AdmissionMetrics::initialise`]), and the reload, reconcile and binding-lookup results.
     /// Called at start; each reload initialises the admission series again.
     pub fn initialise(&self, config: &Config) {
         self.admission.initialise(config);
         self.reloads.initialise();
         self.reconciles.initialise();
+        self.pods.initialise();
     }
 
     /// Every family as OpenMetrics text (see [`crate::metrics::CONTENT_TYPE`]).

@@ -15,6 +15,7 @@ use super::Metrics;
 use crate::admission::Admission;
 use crate::cluster::namespaces::NamespaceSource;
 use crate::cluster::nodes::Nodes;
+use crate::cluster::pods::PodSource;
 use crate::server::{self, ServerError, Settings, reload};
 use pod_director_engine::config::Loaded;
 
@@ -54,15 +55,16 @@ const GROUP_GAUGE_INTERVAL: Duration = Duration::from_secs(2);
 /// [`RunningServer::shutdown`]. Fails when the configuration or certificate is
 /// invalid or a port cannot be bound. Decides without node data (see [`start_with_nodes`]).
 pub async fn start(settings: Settings, namespaces: Arc<dyn NamespaceSource>) -> Result<RunningServer, ServerError> {
-    start_with_nodes(settings, namespaces, None).await
+    start_with_nodes(settings, namespaces, None, None).await
 }
 
 /// [`start`], with node data for feasibility counts, the `spec.nodeName`
-/// check and `pod_director_group_nodes`.
+/// check and `pod_director_group_nodes`, and with the pods `pods/binding` requests bind.
 pub(crate) async fn start_with_nodes(
     settings: Settings,
     namespaces: Arc<dyn NamespaceSource>,
     nodes: Option<Arc<Nodes>>,
+    pods: Option<Arc<dyn PodSource>>,
 ) -> Result<RunningServer, ServerError> {
     let metrics = Metrics::register();
     let config_fingerprint = reload::fingerprint(&[&settings.config_path]);
@@ -108,6 +110,9 @@ pub(crate) async fn start_with_nodes(
             shutdown_rx.clone(),
         )));
         admission = admission.with_nodes(nodes, metrics.nodes.clone());
+    }
+    if let Some(pods) = pods {
+        admission = admission.with_pods(pods, metrics.pods.clone());
     }
     let admission = Arc::new(admission);
 

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub mod child;
+pub mod cli;
 
 pub use pod_director_testkit::pki::Pki;
 

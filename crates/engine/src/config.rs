@@ -31,7 +31,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 pub use env::PREFIX as ENV_PREFIX;
-pub use reserve::{Allow, Reserve};
+pub use reserve::{Allow, KUBE_SCHEDULER, Reserve, TrustedSchedulers};
 
 /// Where the configuration is read from when neither `--config` nor
 /// `$POD_DIRECTOR_CONFIG` names a file.
@@ -308,6 +308,9 @@ pub struct Config {
     /// Who may change namespace group labels.
     #[serde(default)]
     pub namespace_guard: NamespaceGuard,
+    /// Schedulers whose bindings of pods to nodes (`pods/binding`) reservations trust.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub trusted_schedulers: TrustedSchedulers,
     /// Which pods of groups enforced by admission policies are still sent to the webhook to be logged.
     #[serde(default, skip_serializing_if = "is_default")]
     pub policy_observation: PolicyObservation,
@@ -328,6 +331,7 @@ impl Default for Config {
             on_no_feasible_node: OnNoFeasibleNode::default(),
             daemon_set_controller: default_daemon_set_controller(),
             namespace_guard: NamespaceGuard::default(),
+            trusted_schedulers: TrustedSchedulers::default(),
             policy_observation: PolicyObservation::default(),
             groups: BTreeMap::new(),
         }

@@ -10,6 +10,9 @@
 //! | `validate-reservation` | does the pod intrude on another group's reserved nodes | not decided (explain and audit report intruding DaemonSets) | not decided |
 //! | `validate-namespace` | not decided | not decided | the group label guard |
 //!
+//! A `pods/binding` CREATE is decided at `validate-reservation` only, like an UPDATE that sets the
+//! pod's `spec.nodeName` to the binding's target (skipped when a trusted scheduler binds).
+//!
 //! "Not decided" is an [`Outcome`] skipped as `not_applicable`, with the reason:
 //! [`not_decided`] tells it before anything is looked up (the admission path skips the
 //! namespace lookup for it).
@@ -28,6 +31,8 @@ pub enum Subject<'a> {
     DaemonSet { template: &'a Pod, old: Option<&'a Pod> },
     /// A namespace being created or updated: its group label before and after.
     Namespace(&'a NamespaceWrite<'a>),
+    /// A `pods/binding` CREATE: the pod (as stored) and the node it is bound to.
+    Binding { pod: &'a Pod, target: &'a str },
 }
 
 /// What a decision sees besides the object: the configuration, the object's namespace (for a
@@ -44,6 +49,8 @@ pub fn not_decided(webhook: Webhook, subject: &Subject<'_>) -> Option<&'static s
     match (subject, webhook) {
         (Subject::Namespace(_), Webhook::ValidateNamespace) => None,
         (Subject::Namespace(_), _) => Some("namespaces are decided at /validate-namespace"),
+        (Subject::Binding { .. }, Webhook::ValidateReservation) => None,
+        (Subject::Binding { .. }, _) => Some("subresource pods/binding"),
         (_, Webhook::ValidateNamespace) => Some("/validate-namespace decides namespaces only"),
         (Subject::DaemonSet { .. }, Webhook::ValidateReservation) => {
             Some("/validate-reservation decides pods; DaemonSets that intrude are reported by explain and audit")
@@ -63,6 +70,9 @@ pub fn node_to_look_up<'p>(webhook: Webhook, subject: &Subject<'p>, view: &View<
         (Webhook::ValidateReservation, Subject::Pod { pod, old }) => {
             reservation::needs_named_node(view.config, pod, *old)
         }
+        (Webhook::ValidateReservation, Subject::Binding { pod, target }) => {
+            reservation::needs_named_node(view.config, &reservation::bound_to(pod, target), Some(*pod)).map(|_| *target)
+        }
         _ => None,
     }
 }
@@ -76,6 +86,7 @@ pub fn decide(webhook: Webhook, subject: &Subject<'_>, view: &View<'_>) -> Outco
     let (config, ns, ctx) = (view.config, view.namespace, view.context);
     match (subject, webhook) {
         (Subject::Namespace(write), _) => namespace_guard::decide(config, write, ctx),
+        (Subject::Binding { pod, target }, _) => reservation::decide_binding(config, ns, pod, target, ctx),
         (Subject::Pod { pod, .. }, Webhook::Mutate) => placement::mutate(config, ns, pod, ctx),
         (Subject::Pod { pod, old }, Webhook::ValidateReservation) => reservation::decide(config, ns, pod, *old, ctx),
         (Subject::Pod { pod, old }, _) => placement::validate(config, ns, pod, *old, ctx),

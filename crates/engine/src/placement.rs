@@ -84,6 +84,8 @@ pub enum SkipReason {
     DaemonSetAllowed,
     /// The pod carries the exclusion label and its group allows it.
     ExclusionLabel,
+    /// A Binding (`pods/binding`) sent by a scheduler that honours taints (`trustedSchedulers`).
+    TrustedScheduler,
     /// Not a pod CREATE/UPDATE this webhook acts on (operation or subresource).
     NotApplicable(String),
 }
@@ -97,6 +99,7 @@ impl SkipReason {
             SkipReason::DaemonSetPod => "daemonset_pod",
             SkipReason::DaemonSetAllowed => "daemonset_allowed",
             SkipReason::ExclusionLabel => "exclusion_label",
+            SkipReason::TrustedScheduler => "trusted_scheduler",
             SkipReason::NotApplicable(_) => "not_applicable",
         }
     }

@@ -20,6 +20,11 @@ pub struct Trail {
 }
 
 impl Trail {
+    /// Back at the top of an object (before an object is read again).
+    pub fn reset(&self) {
+        self.at.set(("", ""));
+    }
+
     /// The path of the field last entered (`spec.tolerations`), empty at the top of the object.
     pub fn path(&self) -> String {
         let (prefix, field) = self.at.get();

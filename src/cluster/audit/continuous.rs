@@ -288,6 +288,8 @@ fn log(audit: &Audit, revision: &str) {
             audit.warnings = r.verdict.warnings.join("; ").as_str(),
             audit.reservation.would_deny =
                 r.would_deny.iter().map(|f| f.pods.max(1)).sum::<u64>() + r.would_deny.omitted,
+            audit.reservation.requester_unknown =
+                r.requester_unknown.iter().map(|f| f.pods).sum::<u64>() + r.requester_unknown.omitted,
             audit.reservation.running = r.running.iter().map(|f| f.pods).sum::<u64>() + r.running.omitted,
             audit.reservation.exempt = r.exempt,
             audit.pool_nodes = r.pool_nodes.map(|n| n as u64),
@@ -418,6 +420,7 @@ impl AuditMetrics {
             let pods = |f: &super::Findings| f.iter().map(|f| f.pods.max(1)).sum::<u64>() + f.omitted;
             for (state, n) in [
                 ("would_deny", pods(&r.would_deny)),
+                ("requester_unknown", pods(&r.requester_unknown)),
                 ("running", pods(&r.running)),
                 ("exempt", r.exempt),
             ] {

@@ -48,6 +48,9 @@ struct JsonReservation<'a> {
     pool_nodes: Option<usize>,
     would_deny: Vec<&'a Finding>,
     would_deny_omitted: u64,
+    /// Intruding bare pods whose creator the audit cannot know (not blockers).
+    requester_unknown: Vec<&'a Finding>,
+    requester_unknown_omitted: u64,
     running: Vec<&'a Finding>,
     running_omitted: u64,
     exempt: u64,
@@ -124,6 +127,8 @@ pub(crate) fn json(audit: &Audit) -> Result<String, serde_json::Error> {
             pool_nodes: r.pool_nodes,
             would_deny: r.would_deny.iter().collect(),
             would_deny_omitted: r.would_deny.omitted,
+            requester_unknown: r.requester_unknown.iter().collect(),
+            requester_unknown_omitted: r.requester_unknown.omitted,
             running: r.running.iter().collect(),
             running_omitted: r.running.omitted,
             exempt: r.exempt,
@@ -280,6 +285,7 @@ pub(crate) fn text(audit: &Audit) -> String {
             let _ = writeln!(out, "  warning: {warning}");
         }
         findings(&mut out, "would_deny", &r.would_deny);
+        findings(&mut out, "requester unknown", &r.requester_unknown);
         findings(&mut out, "running intruder", &r.running);
         if r.exempt > 0 {
             let _ = writeln!(

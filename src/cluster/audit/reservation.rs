@@ -10,13 +10,14 @@
 //! | finding | blocker or warning | why |
 //! |---|---|---|
 //! | pods or templates the reservation would refuse (`would_deny`) | **blocker**, naming the workloads | their next rollout, eviction or Job run would be refused |
-//! | intruders running on the pool's nodes now (pod, node, the toleration that let it in) | warning | enforce refuses new intruders; it does not evict these: drain them |
+//! | intruding bare pods whose creator the audit cannot know (`requester_unknown`), while the reservation allows requesters | warning, naming them | a bare pod's creator is not recorded on the object: an allowed requester's re-creation is admitted, anyone else's refused |
+//! | intruders running on the pool's nodes now (pod, node, the toleration that let it in; not a node's mirror pod) | warning | enforce refuses new intruders; it does not evict these: drain them |
 //! | the pool has no node now | warning | decided from the tolerations alone until it has |
 
 use super::{Findings, Source, Verdict};
 use pod_director_engine::config::Mode;
 use pod_director_engine::placement::reservation::{Intrusion, Via, in_pool};
-use pod_director_engine::placement::{Decision, NodeLookup, NodeView, Outcome};
+use pod_director_engine::placement::{Decision, NodeLookup, NodeView, Outcome, SkipReason};
 
 /// The audit of one reservation.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -29,6 +30,9 @@ pub struct ReservationAudit {
     pub pool_nodes: Option<usize>,
     /// Pods and templates whose re-creation the reservation in enforce would refuse.
     pub would_deny: Findings,
+    /// Intruding bare pods whose creator cannot be known, while the reservation allows some
+    /// requesters: not blockers (see the module's table).
+    pub requester_unknown: Findings,
     /// Intruders running on the pool's nodes now, with the node.
     pub running: Findings,
     /// Intruding pods and templates whose requester is exempt.
@@ -49,7 +53,9 @@ impl ReservationAudit {
 /// Records the reservation decision of one pod (with the node it runs on) or template into
 /// the audits of the reservations it intrudes on. A running pod on a pool node that intrudes
 /// by no toleration (bound by `spec.nodeName`, or its node was tainted after) is listed as
-/// running with that reason.
+/// running with that reason. `requester_known`: false for a bare pod, decided as an unknown
+/// user's — its refusal is [`ReservationAudit::requester_unknown`] where the reservation allows
+/// requesters.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn record(
     audits: &mut [ReservationAudit],
@@ -57,7 +63,7 @@ pub(crate) fn record(
     config: &pod_director_engine::config::Config,
     namespace: &str,
     workload: &str,
-    source: Source,
+    (source, requester_known): (Source, bool),
     example: &str,
     node: Option<(&str, &dyn NodeView)>,
     outcome: &Outcome,
@@ -83,7 +89,11 @@ pub(crate) fn record(
                     }
                 )
             };
-            if let Some(found) = audit.would_deny.add(namespace, workload, source, example, reason)
+            let findings = match requester_known || !allows_requesters(config, &audit.group) {
+                true => &mut audit.would_deny,
+                false => &mut audit.requester_unknown,
+            };
+            if let Some(found) = findings.add(namespace, workload, source, example, reason)
                 && let Some((node, _)) = node
             {
                 found.add_node(node);
@@ -94,6 +104,9 @@ pub(crate) fn record(
         let Some(group) = config.groups.get(&audit.group) else {
             continue;
         };
+        if its_nodes_own(outcome) {
+            continue;
+        }
         let NodeLookup::Found(info) = nodes.node(node) else {
             continue;
         };
@@ -115,6 +128,27 @@ pub(crate) fn record(
     }
 }
 
+/// Whether reservation `group` exempts some requesters (`reserve.allow` users, groups or service
+/// accounts): then who created a bare pod decides whether its re-creation is admitted, and the
+/// audit cannot know it (the API server records no creator on the object; `managedFields` names
+/// a field manager, which any client chooses freely).
+fn allows_requesters(config: &pod_director_engine::config::Config, group: &str) -> bool {
+    let allow = config
+        .groups
+        .get(group)
+        .and_then(|g| g.reserve.as_ref())
+        .map(|r| &r.allow);
+    allow.is_some_and(|a| !(a.users.is_empty() && a.groups.is_empty() && a.service_accounts.is_empty()))
+}
+
+/// Whether a pod on a pool node is its node's own, so no intruder whatever it tolerates: a static
+/// pod's mirror, which admission skips (`mirror_pod`) because its node creates it — the audit's
+/// requester of its re-creation is that node, `system:node:<spec.nodeName>`, when the node exists
+/// (`super::engine::recreation`).
+fn its_nodes_own(outcome: &Outcome) -> bool {
+    outcome.skip_reason == Some(SkipReason::MirrorPod)
+}
+
 /// The verdict of a reservation (see the module's table).
 pub(crate) fn verdict(audit: &ReservationAudit) -> Verdict {
     let mut blockers = Vec::new();
@@ -127,6 +161,15 @@ pub(crate) fn verdict(audit: &ReservationAudit) -> Verdict {
             "{} of other namespaces would be refused by the reservation in enforce: {}",
             super::verdict::counted(pods, templates),
             super::verdict::named(&audit.would_deny)
+        ));
+    }
+    if !audit.requester_unknown.is_empty() {
+        let pods: u64 = audit.requester_unknown.iter().map(|f| f.pods).sum::<u64>() + audit.requester_unknown.omitted;
+        warnings.push(format!(
+            "{pods} bare pod(s) of other namespaces intrude, and who created them is not recorded ({}): enforce admits \
+             their re-creation by a requester in reserve.allow (users, groups, serviceAccounts) and refuses anyone \
+             else's; check who creates them",
+            super::verdict::named(&audit.requester_unknown)
         ));
     }
     if !audit.running.is_empty() {
@@ -216,7 +259,7 @@ mod tests {
             &config,
             "batch",
             "Pod/x",
-            Source::Pods,
+            (Source::Pods, true),
             "x",
             Some(("ci-1", view)),
             &outcome,
@@ -242,7 +285,7 @@ mod tests {
             &config,
             "kube-agents",
             "DaemonSet/agent",
-            Source::Template,
+            (Source::Template, true),
             "agent",
             None,
             &intruded(Some(Exemption::DaemonSetPod)),
@@ -253,7 +296,7 @@ mod tests {
             &config,
             "ci-runners",
             "Pod/r",
-            Source::Pods,
+            (Source::Pods, true),
             "r",
             Some(("ci-1", view)),
             &intruded(None),
@@ -263,6 +306,88 @@ mod tests {
         assert_eq!(audit.exempt, 1);
         assert!(audit.verdict.ready, "{:?}", audit.verdict);
         assert!(audit.running.is_empty());
+    }
+
+    #[test]
+    fn a_bare_pod_whose_creator_may_be_allowed_is_requester_unknown_not_a_blocker() {
+        let nodes = nodes();
+        let view: &dyn NodeView = &nodes;
+        let bare = |audits: &mut Vec<ReservationAudit>, config: &Config, known: bool| {
+            record(
+                audits,
+                None,
+                config,
+                "batch",
+                "Pod/b",
+                (Source::Pods, known),
+                "b",
+                Some(("w-1", view)),
+                &intruded(None),
+            );
+        };
+        // No requester is allowed: whoever created it, its re-creation is refused: a blocker.
+        let mut audits = vec![ReservationAudit::new("ci".to_owned(), Mode::DryRun)];
+        bare(&mut audits, &config(), false);
+        let audit = &mut audits[0];
+        audit.verdict = verdict(audit);
+        assert!(!audit.verdict.ready, "{:?}", audit.verdict);
+        assert!(audit.requester_unknown.is_empty());
+        // A requester is allowed: the bare pod's creator decides, and the audit cannot know it.
+        let mut allowing = config();
+        if let Some(reserve) = allowing.groups.get_mut("ci").and_then(|g| g.reserve.as_mut()) {
+            reserve.allow.service_accounts = vec!["ops/runner".to_owned()];
+        }
+        let mut audits = vec![ReservationAudit::new("ci".to_owned(), Mode::DryRun)];
+        bare(&mut audits, &allowing, false);
+        let audit = &mut audits[0];
+        audit.verdict = verdict(audit);
+        assert!(audit.verdict.ready, "not a blocker: {:?}", audit.verdict);
+        assert!(audit.would_deny.is_empty());
+        assert_eq!(audit.requester_unknown.iter().count(), 1);
+        assert_eq!(audit.verdict.warnings.len(), 1, "{:?}", audit.verdict);
+        assert!(
+            audit.verdict.warnings[0].contains("who created them is not recorded"),
+            "{:?}",
+            audit.verdict
+        );
+        // A pod whose requester is known (a controller's) is refused as before.
+        let mut audits = vec![ReservationAudit::new("ci".to_owned(), Mode::DryRun)];
+        bare(&mut audits, &allowing, true);
+        assert_eq!(audits[0].would_deny.iter().count(), 1);
+    }
+
+    #[test]
+    fn a_node_s_mirror_pod_on_a_pool_node_is_no_running_intruder() {
+        let config = config();
+        let nodes = nodes();
+        let view: &dyn NodeView = &nodes;
+        let mut audits = vec![ReservationAudit::new("ci".to_owned(), Mode::DryRun)];
+        let mut mirror = Outcome::new(
+            pod_director_engine::placement::Webhook::ValidateReservation,
+            Decision::Skipped,
+        );
+        mirror.skip_reason = Some(SkipReason::MirrorPod);
+        record(
+            &mut audits,
+            None,
+            &config,
+            "kube-agents",
+            "Pod/etcd-ci-1",
+            (Source::Pods, true),
+            "etcd-ci-1",
+            Some(("ci-1", view)),
+            &mirror,
+        );
+        let audit = &mut audits[0];
+        audit.verdict = verdict(audit);
+        assert!(audit.running.is_empty(), "{:?}", audit.running);
+        assert!(audit.verdict.warnings.is_empty(), "{:?}", audit.verdict);
+        assert!(its_nodes_own(&mirror));
+        let other = Outcome::new(
+            pod_director_engine::placement::Webhook::ValidateReservation,
+            Decision::Skipped,
+        );
+        assert!(!its_nodes_own(&other), "other skips are no node's own");
     }
 
     #[test]
@@ -281,7 +406,7 @@ mod tests {
             &config,
             "batch",
             "Pod/y",
-            Source::Pods,
+            (Source::Pods, true),
             "y",
             Some(("ci-1", view)),
             &compliant,
@@ -292,7 +417,7 @@ mod tests {
             &config,
             "batch",
             "Pod/z",
-            Source::Pods,
+            (Source::Pods, true),
             "z",
             Some(("w-1", view)),
             &compliant,

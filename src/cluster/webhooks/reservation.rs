@@ -1,9 +1,11 @@
 //! The reservation entry of the ValidatingWebhookConfiguration,
 //! `reservation.<configuration>.pod-director.io` (`/validate-reservation`): pods of every
-//! namespace but the excluded ones, CREATE and UPDATE. It exists only while a group reserves
-//! its nodes, and a `matchCondition` lets the API server send only the pods that could
-//! intrude — a toleration without a key or with a reserved key, or a `spec.nodeName` the
-//! request sets — so every other pod of the cluster never reaches pod-director.
+//! namespace but the excluded ones, CREATE and UPDATE, and their bindings (`pods/binding`
+//! CREATE). It exists only while a group reserves its nodes, and two `matchConditions` let the
+//! API server send only what could intrude — a pod with a toleration without a key or with a
+//! reserved key, or a `spec.nodeName` the request sets; a binding that a trusted scheduler
+//! (`system:kube-scheduler`, `trustedSchedulers`) does not send — so every other pod of the
+//! cluster, and every binding of the scheduler, never reaches pod-director.
 
 use serde_json::{Value, json};
 
@@ -12,17 +14,22 @@ use pod_director_engine::placement::reservation::{any_reservation, reserved_keys
 
 /// The path the entry calls.
 pub const PATH: &str = "/validate-reservation";
-/// The name of the entry's matchCondition.
+/// The name of the entry's matchCondition on pods.
 pub const MATCH_CONDITION: &str = "may-intrude-on-a-reservation";
+/// The name of the entry's matchCondition on bindings.
+pub const BINDING_CONDITION: &str = "binding-not-by-a-trusted-scheduler";
+/// CEL: the request is a Binding (`pods/binding`; the API server omits an empty subResource).
+const IS_BINDING: &str = "has(request.subResource) && request.subResource == 'binding'";
 
 /// `reservation.pod-director.pod-director.io`.
 pub fn entry_name(configuration: &str) -> String {
     format!("reservation.{configuration}.pod-director.io")
 }
 
-/// The CEL expression of the entry's matchCondition: the request sets `spec.nodeName`, or
-/// the pod has a toleration whose key is empty (every key) or reserved. The chart renders
-/// the same text (`pod-director.reservationCondition`).
+/// The CEL expression of the entry's matchCondition on pods: the request sets `spec.nodeName`,
+/// or the pod has a toleration whose key is empty (every key) or reserved; a Binding passes (its
+/// object has no spec; [`binding_expression`] decides it). The chart renders the same text
+/// (`pod-director.reservationEntry`).
 pub fn match_expression(config: &Config) -> String {
     let keys: Vec<String> = reserved_keys(config)
         .into_iter()
@@ -30,10 +37,27 @@ pub fn match_expression(config: &Config) -> String {
         .map(|k| format!("'{k}'"))
         .collect();
     format!(
-        "(has(object.spec.nodeName) && (oldObject == null || !has(oldObject.spec.nodeName))) || \
+        "({IS_BINDING}) || \
+         (has(object.spec.nodeName) && (oldObject == null || !has(oldObject.spec.nodeName))) || \
          (has(object.spec.tolerations) && object.spec.tolerations.exists(t, !has(t.key) || t.key == '' || \
          t.key in [{}]))",
         keys.join(", ")
+    )
+}
+
+/// The CEL expression of the entry's matchCondition on bindings: a Binding's requester is not
+/// a trusted scheduler ([`pod_director_engine::config::TrustedSchedulers::usernames`]); every other request
+/// passes.
+pub fn binding_expression(config: &Config) -> String {
+    let names: Vec<String> = config
+        .trusted_schedulers
+        .usernames()
+        .into_iter()
+        .map(|n| format!("'{n}'"))
+        .collect();
+    format!(
+        "!({IS_BINDING}) || !(request.userInfo.username in [{}])",
+        names.join(", ")
     )
 }
 
@@ -60,11 +84,20 @@ pub(super) fn fields(config: &Config, not_excluded: Value) -> Option<Vec<(&'stat
                     "operations": ["CREATE", "UPDATE"],
                     "resources": ["pods"],
                     "scope": "Namespaced",
+                }, {
+                    "apiGroups": [""],
+                    "apiVersions": ["v1"],
+                    "operations": ["CREATE"],
+                    "resources": ["pods/binding"],
+                    "scope": "Namespaced",
                 }]),
             ),
             (
                 "matchConditions",
-                json!([{ "name": MATCH_CONDITION, "expression": match_expression(config) }]),
+                json!([
+                    { "name": MATCH_CONDITION, "expression": match_expression(config) },
+                    { "name": BINDING_CONDITION, "expression": binding_expression(config) },
+                ]),
             ),
         ]
     })

@@ -83,3 +83,48 @@ impl Allow {
             })
     }
 }
+
+/// The username of the default scheduler (kube-scheduler's client certificate, `CN=system:kube-scheduler`).
+pub const KUBE_SCHEDULER: &str = "system:kube-scheduler";
+
+/// Schedulers trusted to bind pods (`pods/binding`) to reserved nodes: schedulers that honour
+/// the pool's taints, so their bindings need no decision. kube-scheduler (`system:kube-scheduler`)
+/// is always trusted; list a secondary scheduler here only when it honours taints.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(rename = "trustedSchedulers", transform = schema::ordered::<TrustedSchedulers>)]
+pub struct TrustedSchedulers {
+    /// Usernames of schedulers, as `request.userInfo.username` names them (besides `system:kube-scheduler`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(with = "kubernetes::RequesterNames")]
+    pub users: Vec<String>,
+    /// Service accounts schedulers run as, as `namespace/name`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(with = "Vec<kubernetes::ServiceAccountName>", extend("uniqueItems" = true))]
+    pub service_accounts: Vec<String>,
+}
+
+impl TrustedSchedulers {
+    /// Every trusted username, sorted and unique: `system:kube-scheduler`, `users`, and the
+    /// service accounts' (`system:serviceaccount:NS:NAME`). What the reservation's webhook entry
+    /// skips in its matchCondition.
+    pub fn usernames(&self) -> Vec<String> {
+        let mut names: Vec<String> = std::iter::once(KUBE_SCHEDULER.to_owned())
+            .chain(self.users.iter().cloned())
+            .chain(
+                self.service_accounts
+                    .iter()
+                    .filter_map(|sa| sa.split_once('/'))
+                    .map(|(ns, name)| format!("system:serviceaccount:{ns}:{name}")),
+            )
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+    }
+
+    /// Whether `username` is a trusted scheduler.
+    pub fn trusts(&self, username: &str) -> bool {
+        !username.is_empty() && self.usernames().iter().any(|n| n == username)
+    }
+}

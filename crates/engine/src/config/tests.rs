@@ -319,6 +319,40 @@ fn config_files_are_read_and_size_limited() {
 }
 
 #[test]
+fn trusted_schedulers_are_validated_like_the_reservation_allow_list() {
+    let c = load("trustedSchedulers: {users: [my-scheduler], serviceAccounts: [kube-system/second]}")
+        .unwrap()
+        .config;
+    assert_eq!(
+        c.trusted_schedulers.usernames(),
+        [
+            "my-scheduler",
+            "system:kube-scheduler",
+            "system:serviceaccount:kube-system:second"
+        ]
+    );
+    assert!(
+        load("groups: {}")
+            .unwrap()
+            .config
+            .trusted_schedulers
+            .trusts("system:kube-scheduler")
+    );
+    let errs = errors(
+        "trustedSchedulers: {users: ['', my-scheduler, my-scheduler], serviceAccounts:          [system:serviceaccount:a:b, lonely], groups: [x]}",
+    );
+    for wanted in [
+        "trustedSchedulers.users[0]: must not be empty",
+        "trustedSchedulers.users[2]:",
+        "trustedSchedulers.serviceAccounts[0]: \"system:serviceaccount:a:b\" is a username",
+        "trustedSchedulers.serviceAccounts[1]: \"lonely\" is not namespace/name",
+        "trustedSchedulers.groups: unknown key",
+    ] {
+        assert!(errs.iter().any(|e| e.starts_with(wanted)), "{wanted:?} in {errs:?}");
+    }
+}
+
+#[test]
 fn allow_daemon_sets_and_the_daemon_set_controller_load_with_their_defaults() {
     let c = load("groups: {ci: {}, agents: {allowDaemonSets: true}}")
         .unwrap()

@@ -313,6 +313,13 @@ impl Checker {
         if let (Some(v), Some(node)) = (map.get("namespaceGuard"), node.child("namespaceGuard")) {
             self.namespace_guard(v, &root.key("namespaceGuard"), node);
         }
+        if let (Some(v), Some(node)) = (map.get("trustedSchedulers"), node.child("trustedSchedulers")) {
+            let path = root.key("trustedSchedulers");
+            if let Some(map) = self.object(v, &path, &node.keys()) {
+                self.each_once(map, "users", &path, Self::username);
+                self.each_once(map, "serviceAccounts", &path, Self::service_account);
+            }
+        }
         self.each_once(map, "excludedNamespaces", &root, Self::namespace_name);
         let groups = map.get("groups").and_then(|g| {
             let p = root.key("groups");

@@ -18,6 +18,11 @@
 //! can still be updated). Exemptions are keyed on the requester, never on the pod's fields:
 //! pods the DaemonSet controller creates for a DaemonSet (`allowDaemonSets`), mirror pods
 //! created by a node, excluded namespaces, and the reservation's allow-list.
+//!
+//! A Binding (`pods/binding` CREATE) puts a pending pod on a node without the scheduler's
+//! taint check ([`decide_binding`]): trusted when a scheduler that honours taints sends it
+//! (`system:kube-scheduler`, `trustedSchedulers`), otherwise decided like an UPDATE that sets
+//! the pod's `spec.nodeName` to the Binding's target: the node is all it introduces.
 
 use std::fmt;
 
@@ -70,6 +75,8 @@ pub enum Via {
     Toleration { toleration: String, taint: String },
     /// `spec.nodeName` names a node of the pool.
     NodeName(String),
+    /// A Binding (`pods/binding`) targets a node of the pool.
+    Binding(String),
 }
 
 /// One reservation a pod intrudes on.
@@ -98,6 +105,11 @@ impl fmt::Display for Intrusion {
             Via::NodeName(node) => write!(
                 f,
                 "group {:?} reserves node {node:?}: the pod names it in spec.nodeName",
+                self.group
+            )?,
+            Via::Binding(node) => write!(
+                f,
+                "group {:?} reserves node {node:?}: the binding targets it",
                 self.group
             )?,
         }
@@ -269,6 +281,7 @@ fn intrusions(
     pod: &Pod,
     old: Option<&Pod>,
     ctx: &Context,
+    binding: bool,
 ) -> Result<Vec<Intrusion>, String> {
     let mut found = Vec::new();
     let by_toleration = introduced(pod, old).find_map(|t| {
@@ -282,11 +295,17 @@ fn intrusions(
     found.extend(by_toleration);
     if let Some(name) = named_node(pod, old) {
         match ctx.nodes.map(|n| n.node(name)) {
-            Some(NodeLookup::Found(node)) if in_pool(reservation.group, &node) => {
-                found.push(Via::NodeName(name.to_owned()))
-            }
+            Some(NodeLookup::Found(node)) if in_pool(reservation.group, &node) => found.push(match binding {
+                true => Via::Binding(name.to_owned()),
+                false => Via::NodeName(name.to_owned()),
+            }),
             Some(NodeLookup::Unavailable(reason)) => {
-                return Err(format!("cannot check spec.nodeName {name:?}: {reason}"));
+                let field = if binding {
+                    "the binding's target"
+                } else {
+                    "spec.nodeName"
+                };
+                return Err(format!("cannot check {field} {name:?}: {reason}"));
             }
             // Not a pool node, a node that does not exist (nothing to land on), or no node data (explain).
             _ => {}
@@ -306,7 +325,7 @@ fn intrusions(
             mode: reservation.reserve.mode,
             pool_nodes: match via {
                 // A pod naming a pool node lands on it whatever its placement.
-                Via::NodeName(_) => pool_nodes.map(|(_, total)| (1, total)),
+                Via::NodeName(_) | Via::Binding(_) => pool_nodes.map(|(_, total)| (1, total)),
                 Via::Toleration { .. } => pool_nodes,
             },
             via,
@@ -319,6 +338,57 @@ fn intrusions(
 /// of some group's reservation? enforce reservations deny it; dryRun and warn report
 /// `would_deny` (warn also warns the client). Exempt intruders are admitted and reported.
 pub fn decide(config: &Config, ns: &Namespace<'_>, pod: &Pod, old: Option<&Pod>, ctx: &Context) -> Outcome {
+    decide_write(config, ns, pod, old, ctx, false)
+}
+
+/// The `/validate-reservation` decision for a Binding of `pod` (as stored, pending) to node
+/// `target` (`pods/binding` CREATE, its requester in `ctx`): skipped when a trusted scheduler
+/// binds (`system:kube-scheduler`, `trustedSchedulers`), which honours the pool's taints;
+/// otherwise decided as [`decide`] decides an UPDATE that sets `spec.nodeName` to `target` —
+/// the node is all a binding introduces — with the requester as the one who asks. Look the
+/// node up first ([`needs_named_node`] of the bound pod).
+pub fn decide_binding(config: &Config, ns: &Namespace<'_>, pod: &Pod, target: &str, ctx: &Context) -> Outcome {
+    match binding_skipped(config, ns, ctx) {
+        Some(skipped) => skipped,
+        None => decide_write(config, ns, &bound_to(pod, target), Some(pod), ctx, true),
+    }
+}
+
+/// The decision of a Binding that needs neither its pod nor its node (so the caller reads
+/// neither): skipped when no group reserves, the namespace is excluded, or a trusted scheduler
+/// binds. `None`: decide it with [`decide_binding`].
+pub fn binding_skipped(config: &Config, ns: &Namespace<'_>, ctx: &Context) -> Option<Outcome> {
+    let reason = if !any_reservation(config) {
+        SkipReason::NotApplicable("no group reserves its nodes".to_owned())
+    } else if matches!(select_group(config, ns), Selection::Excluded) {
+        SkipReason::ExcludedNamespace
+    } else if config.trusted_schedulers.trusts(&ctx.requester.username) {
+        SkipReason::TrustedScheduler
+    } else {
+        return None;
+    };
+    let mut out = Outcome::new(Webhook::ValidateReservation, Decision::Skipped);
+    out.summary = format!("skipped: {reason}");
+    out.skip_reason = Some(reason);
+    Some(out)
+}
+
+/// `pod` with `spec.nodeName` set to `target`: the pod a Binding makes.
+pub fn bound_to(pod: &Pod, target: &str) -> Pod {
+    let mut bound = pod.clone();
+    bound.spec.get_or_insert_with(Default::default).node_name = Some(target.to_owned());
+    bound
+}
+
+/// [`decide`]; `binding`: the request is a Binding ([`decide_binding`]).
+fn decide_write(
+    config: &Config,
+    ns: &Namespace<'_>,
+    pod: &Pod,
+    old: Option<&Pod>,
+    ctx: &Context,
+    binding: bool,
+) -> Outcome {
     let mut out = Outcome::new(Webhook::ValidateReservation, Decision::Noop);
     let skip = |mut out: Outcome, reason: SkipReason| {
         out.decision = Decision::Skipped;
@@ -342,7 +412,7 @@ pub fn decide(config: &Config, ns: &Namespace<'_>, pod: &Pod, old: Option<&Pod>,
     }
     let mut found = Vec::new();
     for reservation in reservations(config).filter(|r| Some(r.name) != own) {
-        let mut intrusions = match intrusions(reservation, pod, old, ctx) {
+        let mut intrusions = match intrusions(reservation, pod, old, ctx, binding) {
             Ok(found) => found,
             Err(reason) if reservation.reserve.mode == Mode::Enforce => {
                 let mut error = Outcome::undecidable(Webhook::ValidateReservation, reason);
@@ -361,12 +431,12 @@ pub fn decide(config: &Config, ns: &Namespace<'_>, pod: &Pod, old: Option<&Pod>,
         }
         found.extend(intrusions);
     }
-    decide_found(out, found)
+    decide_found(out, found, binding)
 }
 
 /// The decision from the intrusions found: the first enforce one (else the first) names the
 /// group and mode; enforce denies, dryRun and warn would deny.
-fn decide_found(mut out: Outcome, found: Vec<Intrusion>) -> Outcome {
+fn decide_found(mut out: Outcome, found: Vec<Intrusion>, binding: bool) -> Outcome {
     let refused: Vec<&Intrusion> = found.iter().filter(|i| i.exempt.is_none()).collect();
     let lead = refused
         .iter()
@@ -399,15 +469,23 @@ fn decide_found(mut out: Outcome, found: Vec<Intrusion>) -> Outcome {
         .filter(|i| !enforce || i.mode == Mode::Enforce)
         .map(ToString::to_string)
         .collect();
-    out.deny(
-        enforce,
+    let message = if binding {
+        format!(
+            "pod-director: the pod may not be bound to another group's reserved nodes: {}; only a scheduler that \
+             honours the pool's taints (system:kube-scheduler, or one in trustedSchedulers) binds pods there; \
+             leave the pod to the scheduler, or ask the cluster admin to add your namespace or service account to \
+             the group's reserve.allow",
+            denying.join("; ")
+        )
+    } else {
         format!(
             "pod-director: the pod may not run on another group's reserved nodes: {}; remove the toleration or \
              spec.nodeName, or ask the cluster admin to add your namespace or service account to the group's \
              reserve.allow",
             denying.join("; ")
-        ),
-    );
+        )
+    };
+    out.deny(enforce, message);
     out.summary = truncate_chars(
         format!(
             "{}{}",
@@ -463,5 +541,7 @@ pub fn warnings(config: &Config) -> Vec<String> {
     out
 }
 
+#[cfg(test)]
+mod binding_tests;
 #[cfg(test)]
 mod tests;

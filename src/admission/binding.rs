@@ -1,0 +1,128 @@
+//! `pods/binding` at `/validate-reservation`: a Binding puts a pending pod on a node without the
+//! scheduler's taint check, so the reservation decides the bindings of reserved nodes.
+//!
+//! The Binding names the pod (the request's `name`) and the node (`target.name`), nothing else:
+//! when the engine cannot skip the binding without them ([`reservation::binding_skipped`]: no
+//! group reserves, an excluded namespace, a trusted scheduler binds), the pod is read from the
+//! API server (bounded and counted, [`crate::cluster::pods`]) and the node from the Node cache,
+//! and the engine's one entry decides the binding like an UPDATE that sets the pod's `spec.nodeName`
+//! (`decision::decide` of a `Subject::Binding`). A pod that cannot be read makes the binding undecidable:
+//! HTTP 503, so the API server applies the entry's failurePolicy (Fail while a reservation is in
+//! enforce). At `/mutate` and `/validate` a binding is admitted untouched, whatever its object.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Binding;
+use kube::core::DynamicObject;
+use kube::core::admission::AdmissionRequest;
+use serde_json::value::RawValue;
+
+use super::parse::{invalid, namespace_error};
+use super::wire::Trail;
+use super::{Admission, AdmissionError};
+use crate::cluster::pods::{self, PodLookupError, PodMetrics, PodSource};
+use pod_director_engine::config::Config;
+use pod_director_engine::decision::{self, Subject as Decided, View};
+use pod_director_engine::placement::reservation;
+use pod_director_engine::placement::{self, Context, Decision, NodeView, Outcome, Webhook};
+
+/// What [`AdmissionError::InvalidObject`] calls the object of a binding.
+const BINDING: &str = "v1 Binding";
+
+/// The node a Binding targets (`target.name`), from its raw object.
+fn target(object: Option<&RawValue>) -> Result<String, AdmissionError> {
+    let raw = object.ok_or(AdmissionError::MissingObject)?;
+    let binding: Binding =
+        serde_json::from_str(raw.get()).map_err(|e| invalid("object", BINDING, &Trail::default(), e))?;
+    match binding.target.name {
+        Some(name) if !name.is_empty() => Ok(name),
+        _ => {
+            let error = <serde_json::Error as serde::de::Error>::missing_field("target.name");
+            Err(invalid("object", BINDING, &Trail::default(), error))
+        }
+    }
+}
+
+impl Admission {
+    /// Decides `pods/binding` requests with the bound pods read from `pods`.
+    pub fn with_pods(mut self, pods: Arc<dyn PodSource>, metrics: PodMetrics) -> Self {
+        self.pods = Some((pods, metrics));
+        self
+    }
+
+    /// The `/validate-reservation` decision of a Binding (see the module's text).
+    pub(super) async fn binding(
+        &self,
+        config: &Config,
+        request: &AdmissionRequest<DynamicObject>,
+        object: Option<&RawValue>,
+    ) -> Result<Outcome, AdmissionError> {
+        let target = target(object)?;
+        if let Some(error) = namespace_error(request) {
+            return Err(error);
+        }
+        let labels = self.labels(config, request).await?;
+        let namespace = placement::Namespace {
+            name: request.namespace.as_deref().unwrap_or_default(),
+            labels: &labels,
+        };
+        let ctx = Context::from_user_info(&request.user_info);
+        if let Some(skipped) = reservation::binding_skipped(config, &namespace, &ctx) {
+            return Ok(skipped);
+        }
+        let Some((source, metrics)) = &self.pods else {
+            return Err(PodLookupError::NoSource.into());
+        };
+        let found = pods::lookup(
+            source.as_ref(),
+            namespace.name,
+            &request.name,
+            pods::FETCH_TIMEOUT,
+            metrics,
+        )
+        .await?;
+        let Some(pod) = found else {
+            // The API server refuses a binding of a pod that does not exist.
+            return Ok(decision::skipped(
+                Webhook::ValidateReservation,
+                "the bound pod does not exist",
+            ));
+        };
+        let subject = Decided::Binding {
+            pod: &pod,
+            target: &target,
+        };
+        let named = decision::node_to_look_up(
+            Webhook::ValidateReservation,
+            &subject,
+            &View {
+                config,
+                namespace: &namespace,
+                context: &ctx,
+            },
+        );
+        let looked_up = match (&self.nodes, named) {
+            (Some((nodes, metrics)), Some(node)) => Some((node, nodes.lookup(node, metrics).await)),
+            _ => None,
+        };
+        let nodes = self.nodes.as_ref().map(|(nodes, _)| nodes.view(looked_up));
+        let ctx = ctx.with_nodes(nodes.as_ref().map(|v| v as &dyn NodeView));
+        let view = View {
+            config,
+            namespace: &namespace,
+            context: &ctx,
+        };
+        let outcome = decision::decide(Webhook::ValidateReservation, &subject, &view);
+        if outcome.decision == Decision::Error {
+            return Err(AdmissionError::Node(
+                outcome
+                    .message
+                    .unwrap_or_else(|| "the binding's node cannot be checked".to_owned()),
+            ));
+        }
+        Ok(outcome)
+    }
+}
+
+#[cfg(test)]
+mod tests;
