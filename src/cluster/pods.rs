@@ -103,7 +103,7 @@ impl PodMetrics {
     /// Every result at 0 before its first lookup, so that `increase()` sees the first one.
     pub fn initialise(&self) {
         for result in PodLookupResult::ALL {
-            self.lookups.get_or_create(&ResultLabels {
+            let _ = self.lookups.get_or_create(&ResultLabels {
                 result: result.as_str(),
             });
         }
