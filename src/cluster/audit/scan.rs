@@ -1,0 +1,558 @@
+//! The scan: every namespace of the groups listed page by page (`limit` / `continue`), each
+//! running pod and workload template decided as enforce would decide its re-creation, the
+//! tallies aggregated as the pages arrive. Every request bounded by a timeout.
+
+use super::*;
+
+/// How far a scan has come (for progress lines).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Progress {
+    pub namespaces_done: usize,
+    pub namespaces_total: usize,
+    pub pods: u64,
+    pub templates: u64,
+    pub elapsed: Duration,
+}
+
+/// Lists `api` page by page (`limit` / `continue`), handing every object to
+/// `each`; `after_page` is told how many objects each page had.
+pub(crate) async fn for_each_page<K>(
+    api: &Api<K>,
+    what: &str,
+    options: &ScanOptions,
+    mut each: impl FnMut(K),
+    mut after_page: impl FnMut(u64),
+) -> Result<(), AuditError>
+where
+    K: Resource + Clone + DeserializeOwned + fmt::Debug,
+{
+    let mut token: Option<String> = None;
+    loop {
+        let mut params = ListParams::default().limit(options.page_size.max(1));
+        if let Some(token) = &token {
+            params = params.continue_token(token);
+        }
+        let page = tokio::time::timeout(options.request_timeout, api.list(&params))
+            .await
+            .map_err(|_| AuditError::Timeout {
+                what: what.to_owned(),
+                timeout: options.request_timeout,
+            })?
+            .map_err(|source| AuditError::List {
+                what: what.to_owned(),
+                hint: forbidden_hint(&source),
+                source,
+            })?;
+        let next = page.metadata.continue_.filter(|t| !t.is_empty());
+        let count = page.items.len() as u64;
+        page.items.into_iter().for_each(&mut each);
+        after_page(count);
+        match next {
+            None => return Ok(()),
+            Some(next) if token.as_deref() == Some(next.as_str()) => {
+                return Err(AuditError::Pagination { what: what.to_owned() });
+            }
+            Some(next) => token = Some(next),
+        }
+    }
+}
+
+fn forbidden_hint(error: &kube::Error) -> &'static str {
+    match error {
+        kube::Error::Api(status) if status.is_forbidden() => {
+            "; the audit reads namespaces, nodes, pods, deployments, replicasets, statefulsets, daemonsets, jobs \
+             and cronjobs (get/list): grant them to whoever runs it (the chart does when audit.interval is not 0)"
+        }
+        _ => "",
+    }
+}
+
+/// Every Node, as placement sees it (for the CLI; `serve` has its Node cache).
+pub(crate) async fn list_nodes(
+    client: &Client,
+    options: &ScanOptions,
+) -> Result<Vec<pod_director_engine::placement::NodeInfo>, AuditError> {
+    let mut nodes = Vec::new();
+    for_each_page(
+        &Api::<Node>::all(client.clone()),
+        "nodes",
+        options,
+        |node| {
+            nodes.push(pod_director_engine::placement::NodeInfo::from_node(&node));
+        },
+        |_| {},
+    )
+    .await?;
+    Ok(nodes)
+}
+
+/// The controlling owner of an object, as `Kind/name`.
+/// A write of a namespace's group label through a subresource, as its managed fields record it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SubresourceWrite {
+    pub subresource: String,
+    /// `field manager M at T`.
+    pub by: String,
+}
+
+/// Whether the namespace's `label` is owned (server-side apply's managed fields) by a write
+/// through its `status` or `finalize` subresource: the API server persists the labels such a
+/// write carries, and the label guard only decides those paths since its entries list them.
+pub(crate) fn label_written_through_subresource(meta: &ObjectMeta, label: &str) -> Option<SubresourceWrite> {
+    let key = format!("f:{label}");
+    meta.managed_fields.iter().flatten().find_map(|entry| {
+        let sub = entry
+            .subresource
+            .as_deref()
+            .filter(|s| matches!(*s, "status" | "finalize"))?;
+        let owns = entry
+            .fields_v1
+            .as_ref()
+            .and_then(|f| f.0.pointer("/f:metadata/f:labels"))
+            .and_then(|labels| labels.get(&key))
+            .is_some();
+        owns.then(|| SubresourceWrite {
+            subresource: sub.to_owned(),
+            by: match (&entry.manager, &entry.time) {
+                (Some(manager), Some(time)) => format!("field manager {manager:?} at {}", time.0),
+                (Some(manager), None) => format!("field manager {manager:?}"),
+                _ => "an unnamed field manager".to_owned(),
+            },
+        })
+    })
+}
+
+fn controlling_owner(meta: &ObjectMeta) -> Option<(&str, &str)> {
+    meta.owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true))
+        .map(|o| (o.kind.as_str(), o.name.as_str()))
+}
+
+fn name_of(meta: &ObjectMeta) -> &str {
+    meta.name.as_deref().unwrap_or_default()
+}
+
+/// One scan of the cluster: every group's namespaces, their workloads and pods,
+/// decided as enforce would; `nodes` gives the feasibility counts (`None`: none).
+/// `progress` is called after every page and namespace.
+pub(crate) async fn scan(
+    client: &Client,
+    config: &Config,
+    nodes: Option<&dyn NodeView>,
+    options: &ScanOptions,
+    progress: &mut (dyn FnMut(Progress) + Send),
+) -> Result<Audit, AuditError> {
+    let started = Instant::now();
+    if let Some(g) = &options.group
+        && !config.groups.contains_key(g)
+    {
+        let names: Vec<&str> = config.groups.keys().map(String::as_str).collect();
+        return Err(AuditError::UnknownGroup(g.clone(), names.join(", ")));
+    }
+    let mut groups: BTreeMap<String, GroupAudit> = config
+        .groups
+        .iter()
+        .filter(|(name, _)| options.group.as_ref().is_none_or(|g| g == *name))
+        .map(|(name, group)| (name.clone(), GroupAudit::new(name.clone(), config.mode_of(group))))
+        .collect();
+
+    let mut reservations: Vec<ReservationAudit> = pod_director_engine::placement::reservation::reservations(config)
+        .filter(|r| options.group.as_ref().is_none_or(|g| g == r.name))
+        .map(|r| ReservationAudit::new(r.name.to_owned(), r.reserve.mode))
+        .collect();
+    let reserving = !reservations.is_empty();
+    // Which namespace selects which audited group (labels only; dropped once grouped); with a
+    // reservation, every other namespace too (`None`).
+    let mut selected: Vec<(String, BTreeMap<String, String>, Option<String>)> = Vec::new();
+    let mut undefined: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut side_doors: Vec<String> = Vec::new();
+    for_each_page(
+        &Api::<CoreNamespace>::all(client.clone()),
+        "namespaces",
+        options,
+        |namespace| {
+            let name = name_of(&namespace.metadata).to_owned();
+            if let Some(write) = label_written_through_subresource(&namespace.metadata, &config.namespace_label) {
+                side_doors.push(format!(
+                    "namespace {name:?}: its group label {} was last written through the {} subresource ({}): a path \
+                     the namespace label guard did not decide before its entries matched namespaces/status and \
+                     namespaces/finalize; check that a guard decision was logged for it, or have an allowed \
+                     requester set the label again",
+                    config.namespace_label, write.subresource, write.by
+                ));
+            }
+            let labels = namespace.metadata.labels.unwrap_or_default();
+            let choice = select_group(
+                config,
+                &Namespace {
+                    name: &name,
+                    labels: &labels,
+                },
+            );
+            match choice {
+                Selection::Group { name: group, .. } if groups.contains_key(group) => {
+                    let group = Some(group.to_owned());
+                    selected.push((name, labels, group));
+                }
+                Selection::Excluded => {}
+                Selection::Unknown { name: group } => {
+                    if reserving {
+                        selected.push((name.clone(), labels, None));
+                    }
+                    if options.group.is_none() {
+                        undefined.entry(group).or_default().push(name);
+                    }
+                }
+                // Pods of any other namespace may intrude on a reservation.
+                _ if reserving => selected.push((name, labels, None)),
+                _ => {}
+            }
+        },
+        |_| {},
+    )
+    .await?;
+    selected.sort_by(|a, b| a.0.cmp(&b.0));
+
+    let mut audit = Audit {
+        groups: Vec::new(),
+        nodes: nodes.and_then(NodeView::total),
+        namespaces_scanned: 0,
+        pods_scanned: 0,
+        templates_scanned: 0,
+        elapsed: Duration::ZERO,
+        warnings: undefined
+            .iter()
+            .map(|(group, namespaces)| {
+                format!(
+                    "{} namespace(s) select group {group:?}, which the configuration does not define ({}): their \
+                     pods are decided by unknownGroup ({}): {}",
+                    namespaces.len(),
+                    config.namespace_label,
+                    match config.unknown_group {
+                        pod_director_engine::config::UnknownGroup::Allow => "allow: admitted unplaced",
+                        pod_director_engine::config::UnknownGroup::Deny => "deny: refused",
+                    },
+                    namespaces.join(", ")
+                )
+            })
+            .chain(side_doors)
+            .collect(),
+        reservations: Vec::new(),
+    };
+    let total = selected.len();
+    for (done, (namespace, labels, group_name)) in selected.iter().enumerate() {
+        let mut group = group_name.as_ref().and_then(|name| groups.get_mut(name));
+        if let Some(group) = group.as_mut() {
+            group.namespaces += 1;
+        }
+        let ns = Namespace {
+            name: namespace,
+            labels,
+        };
+        scan_namespace(
+            client,
+            config,
+            &ns,
+            Scanned {
+                group,
+                own: group_name.as_deref(),
+                reservations: &mut reservations,
+            },
+            nodes,
+            options,
+            &mut audit,
+            &mut |a: &Audit| {
+                progress(Progress {
+                    namespaces_done: done,
+                    namespaces_total: total,
+                    pods: a.pods_scanned,
+                    templates: a.templates_scanned,
+                    elapsed: started.elapsed(),
+                })
+            },
+        )
+        .await?;
+        audit.namespaces_scanned += 1;
+        progress(Progress {
+            namespaces_done: done + 1,
+            namespaces_total: total,
+            pods: audit.pods_scanned,
+            templates: audit.templates_scanned,
+            elapsed: started.elapsed(),
+        });
+    }
+    for (name, mut group) in groups {
+        if let (Some(nodes), Some(definition)) = (nodes, config.groups.get(&name)) {
+            group.feasible_nodes = nodes.feasible(&Placement::of_group(definition));
+            if group.feasible_nodes == Some(0) {
+                let spec = pod_director_engine::placement::PodSpec {
+                    node_selector: (!definition.node_selector.is_empty()).then(|| definition.node_selector.clone()),
+                    tolerations: Some(definition.tolerations.clone()),
+                    affinity: definition.affinity.clone(),
+                    ..Default::default()
+                };
+                for pool in nodes.node_pools_for(&spec) {
+                    match pool {
+                        Ok(by) => group.provisionable_by.push(by),
+                        Err(not) => group.not_provisionable_by.push(not),
+                    }
+                }
+                if definition.nodes.provisioned_on_demand {
+                    group
+                        .provisionable_by
+                        .push(pod_director_engine::placement::provision::DECLARED_PROVISIONER.to_owned());
+                }
+            }
+        }
+        group.verdict = verdict::verdict(config, &group, audit.nodes);
+        audit.groups.push(group);
+    }
+    for mut reservation in reservations {
+        if let (Some(nodes), Some(definition)) = (nodes, config.groups.get(&reservation.group)) {
+            reservation.pool_nodes =
+                nodes.count_where(&|n| pod_director_engine::placement::reservation::in_pool(definition, n));
+        }
+        reservation.verdict = reservation::verdict(&reservation);
+        audit.reservations.push(reservation);
+    }
+    audit.elapsed = started.elapsed();
+    Ok(audit)
+}
+
+/// A workload kind whose pod template the audit decides.
+trait Workload: Resource<DynamicType = (), Scope = NamespaceResourceScope> + Clone + DeserializeOwned + fmt::Debug {
+    /// Its list, as errors name it.
+    const PLURAL: &'static str;
+    /// What it is among the namespace's controllers (the owners its pods name), if anything.
+    const CONTROLLER: Option<ControllerKind>;
+    /// The kind of owner that manages it: then the owner's template is decided, not its own.
+    const MANAGED_BY: Option<&'static str> = None;
+    /// The `(apiVersion, kind)` of its pods' owner, named after it; `None` (a DaemonSet):
+    /// decided as the object is at /mutate, where whoever updates it is a user.
+    const POD_OWNER: Option<(&'static str, &'static str)>;
+
+    fn template(&self) -> Option<&PodTemplateSpec>;
+}
+
+impl Workload for Deployment {
+    const PLURAL: &'static str = "deployments";
+    const CONTROLLER: Option<ControllerKind> = None;
+    const POD_OWNER: Option<(&'static str, &'static str)> = Some(("apps/v1", "ReplicaSet"));
+    fn template(&self) -> Option<&PodTemplateSpec> {
+        self.spec.as_ref().map(|s| &s.template)
+    }
+}
+
+impl Workload for ReplicaSet {
+    const PLURAL: &'static str = "replicasets";
+    const CONTROLLER: Option<ControllerKind> = Some(ControllerKind::ReplicaSet);
+    const MANAGED_BY: Option<&'static str> = Some("Deployment");
+    const POD_OWNER: Option<(&'static str, &'static str)> = Some(("apps/v1", "ReplicaSet"));
+    fn template(&self) -> Option<&PodTemplateSpec> {
+        self.spec.as_ref().and_then(|s| s.template.as_ref())
+    }
+}
+
+impl Workload for StatefulSet {
+    const PLURAL: &'static str = "statefulsets";
+    const CONTROLLER: Option<ControllerKind> = Some(ControllerKind::StatefulSet);
+    const POD_OWNER: Option<(&'static str, &'static str)> = Some(("apps/v1", "StatefulSet"));
+    fn template(&self) -> Option<&PodTemplateSpec> {
+        self.spec.as_ref().map(|s| &s.template)
+    }
+}
+
+impl Workload for DaemonSet {
+    const PLURAL: &'static str = "daemonsets";
+    const CONTROLLER: Option<ControllerKind> = Some(ControllerKind::DaemonSet);
+    const POD_OWNER: Option<(&'static str, &'static str)> = None;
+    fn template(&self) -> Option<&PodTemplateSpec> {
+        self.spec.as_ref().map(|s| &s.template)
+    }
+}
+
+impl Workload for CronJob {
+    const PLURAL: &'static str = "cronjobs";
+    const CONTROLLER: Option<ControllerKind> = None;
+    const POD_OWNER: Option<(&'static str, &'static str)> = Some(("batch/v1", "Job"));
+    fn template(&self) -> Option<&PodTemplateSpec> {
+        self.spec
+            .as_ref()
+            .and_then(|s| s.job_template.spec.as_ref())
+            .map(|s| &s.template)
+    }
+}
+
+impl Workload for Job {
+    const PLURAL: &'static str = "jobs";
+    const CONTROLLER: Option<ControllerKind> = Some(ControllerKind::Job);
+    const MANAGED_BY: Option<&'static str> = Some("CronJob");
+    const POD_OWNER: Option<(&'static str, &'static str)> = Some(("batch/v1", "Job"));
+    fn template(&self) -> Option<&PodTemplateSpec> {
+        self.spec.as_ref().map(|s| &s.template)
+    }
+}
+
+/// Lists the `K`s of namespace `name` into `controllers` and hands each template that is
+/// decided (as `Kind/name`, the pod it makes, and who would create that pod) to `decide`.
+async fn scan_workloads<K: Workload>(
+    client: &Client,
+    config: &Config,
+    name: &str,
+    options: &ScanOptions,
+    controllers: &mut Controllers,
+    decide: &mut impl FnMut(String, &pod_director_engine::placement::Pod, Object, Requester),
+) -> Result<(), AuditError> {
+    let kind = K::kind(&());
+    let requester = K::POD_OWNER
+        .and_then(|(api_version, owner)| ControllerKind::of(api_version, owner))
+        .map(|owner| requester::controller_requester(config, owner));
+    let each = |object: K| {
+        let meta = object.meta();
+        let object_name = name_of(meta);
+        let manager = K::MANAGED_BY
+            .and_then(|managed_by| controlling_owner(meta).filter(|(kind, _)| *kind == managed_by))
+            .map(|(kind, owner)| format!("{kind}/{owner}"));
+        if let Some(controller) = K::CONTROLLER {
+            let uid = meta.uid.as_deref().unwrap_or_default();
+            controllers.insert(controller, object_name, uid, manager.clone());
+        }
+        if let (None, Some(template)) = (&manager, object.template()) {
+            let owner = K::POD_OWNER.map(|(api_version, owner)| (api_version, owner, object_name));
+            let pod = requester::template_pod(template, owner);
+            let (subject, requester) = match &requester {
+                Some(requester) => (Object::Pod, requester.clone()),
+                None => (Object::DaemonSet, Requester::unknown()),
+            };
+            decide(format!("{kind}/{object_name}"), &pod, subject, requester);
+        }
+    };
+    let what = format!("{} in namespace {name}", K::PLURAL);
+    for_each_page(
+        &Api::<K>::namespaced(client.clone(), name),
+        &what,
+        options,
+        each,
+        |_| {},
+    )
+    .await
+}
+
+/// What one namespace's decisions go into: its audited group (if it selects one) and the
+/// reservations (of the other groups) its pods may intrude on.
+struct Scanned<'a> {
+    group: Option<&'a mut GroupAudit>,
+    /// The group the namespace selects, if audited.
+    own: Option<&'a str>,
+    reservations: &'a mut [ReservationAudit],
+}
+
+/// Decides the workload templates and the pods of one namespace into its group and the reservations.
+#[allow(clippy::too_many_arguments)]
+async fn scan_namespace(
+    client: &Client,
+    config: &Config,
+    ns: &Namespace<'_>,
+    scanned: Scanned<'_>,
+    nodes: Option<&dyn NodeView>,
+    options: &ScanOptions,
+    audit: &mut Audit,
+    progress: &mut (dyn FnMut(&Audit) + Send),
+) -> Result<(), AuditError> {
+    let name = ns.name;
+    let mut controllers = Controllers::default();
+    let mut templates = 0u64;
+    let Scanned {
+        mut group,
+        own,
+        reservations,
+    } = scanned;
+    let reserving = reservations.iter().any(|r| Some(r.group.as_str()) != own);
+    let mut decide =
+        |workload: String, pod: &pod_director_engine::placement::Pod, subject: Object, requester: Requester| {
+            if reserving {
+                // A DaemonSet's pods are created by the DaemonSet controller, whoever writes the object,
+                // and name the DaemonSet as their controller.
+                let outcome = match subject {
+                    Object::DaemonSet => {
+                        let creator = requester::controller_requester(config, ControllerKind::DaemonSet);
+                        let owned = requester::owned_by_daemon_set(pod, workload.trim_start_matches("DaemonSet/"));
+                        requester::decide_reservation(config, ns, &owned, creator, nodes)
+                    }
+                    Object::Pod => requester::decide_reservation(config, ns, pod, requester.clone(), nodes),
+                };
+                let source = Source::Template;
+                reservation::record(
+                    reservations,
+                    own,
+                    config,
+                    name,
+                    &workload,
+                    (source, true),
+                    &workload,
+                    None,
+                    &outcome,
+                );
+            }
+            if let Some(group) = group.as_mut() {
+                let outcome = requester::decide(config, ns, pod, subject, requester, nodes);
+                group.record(name, &workload, Source::Template, &workload, None, &outcome);
+            }
+            templates += 1;
+        };
+    let c = &mut controllers;
+    scan_workloads::<Deployment>(client, config, name, options, c, &mut decide).await?;
+    scan_workloads::<ReplicaSet>(client, config, name, options, c, &mut decide).await?;
+    scan_workloads::<StatefulSet>(client, config, name, options, c, &mut decide).await?;
+    scan_workloads::<DaemonSet>(client, config, name, options, c, &mut decide).await?;
+    scan_workloads::<CronJob>(client, config, name, options, c, &mut decide).await?;
+    scan_workloads::<Job>(client, config, name, options, c, &mut decide).await?;
+    audit.templates_scanned += templates;
+
+    // Pods: page by page, each decided as its re-creation would be.
+    for_each_page(
+        &Api::<Pod>::namespaced(client.clone(), name),
+        &format!("pods in namespace {name}"),
+        options,
+        |pod| {
+            let pod = pod_director_engine::placement::Pod::from(&pod);
+            let found = requester::recreation(config, &pod, &controllers, nodes);
+            let pod_name = pod.metadata.name.as_deref().unwrap_or_default();
+            let node = pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_deref())
+                .filter(|n| !n.is_empty());
+            if reserving {
+                let outcome = requester::decide_reservation(config, ns, &pod, found.requester.clone(), nodes);
+                let on = node.zip(nodes);
+                let workload = found.workload.as_str();
+                reservation::record(
+                    reservations,
+                    own,
+                    config,
+                    name,
+                    workload,
+                    (Source::Pods, found.requester.is_known()),
+                    pod_name,
+                    on,
+                    &outcome,
+                );
+            }
+            if let Some(group) = group.as_mut() {
+                let outcome = requester::decide(config, ns, &pod, Object::Pod, found.requester, nodes);
+                group.record(name, &found.workload, Source::Pods, pod_name, node, &outcome);
+            }
+        },
+        |count| {
+            audit.pods_scanned += count;
+            progress(audit);
+        },
+    )
+    .await
+}
+
+#[cfg(test)]
+mod tests;
