@@ -3,7 +3,8 @@
 //! Nodes ([`nodes`]) and what creates them on demand (`provisioners`), the
 //! namespaces that select an undefined group (`orphans`), the webhook entries
 //! and admission policies it owns ([`webhooks`]), and the audit of the running
-//! cluster with the Lease of its continuous run ([`audit`]).
+//! cluster with the Lease of its continuous run ([`audit`]), whose findings are also written as
+//! OpenReports per namespace ([`reports`]).
 //!
 //! Nothing here decides a placement: the engine (`crate::placement`) does, on
 //! what these modules read.
@@ -13,4 +14,5 @@ pub mod namespaces;
 pub mod nodes;
 pub(crate) mod orphans;
 pub(crate) mod provisioners;
+pub mod reports;
 pub mod webhooks;

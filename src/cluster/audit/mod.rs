@@ -24,6 +24,7 @@ pub(crate) mod engine;
 pub(crate) mod report;
 pub mod reservation;
 pub(crate) mod verdict;
+pub mod workloads;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -238,6 +239,8 @@ pub struct GroupAudit {
     /// Workloads whose placed pods would fit no node (admitted, but left Pending).
     pub no_feasible_node: Findings,
     pub verdict: Verdict,
+    /// Every workload of the group's namespaces with its outcome (for the reports).
+    pub workloads: workloads::Ledger,
 }
 
 impl GroupAudit {
@@ -261,6 +264,15 @@ impl GroupAudit {
         outcome: &Outcome,
     ) {
         let decision = AuditDecision::of(outcome.decision);
+        let entry = workloads::Entry {
+            namespace,
+            workload,
+            policy: &self.group,
+            rule: workloads::Rule::Placement,
+            mode: self.mode,
+            pod: source == Source::Pods,
+        };
+        self.workloads.record_placement(&entry, outcome);
         match source {
             Source::Pods => self.pods.add(decision),
             Source::Template => self.templates.add(decision),
@@ -621,6 +633,7 @@ pub(crate) async fn scan(
         let mut group = group_name.as_ref().and_then(|name| groups.get_mut(name));
         if let Some(group) = group.as_mut() {
             group.namespaces += 1;
+            group.workloads.namespace(namespace, &group.group);
         }
         let ns = Namespace {
             name: namespace,

@@ -34,6 +34,8 @@ pub struct ReservationAudit {
     /// Intruding pods and templates whose requester is exempt.
     pub exempt: u64,
     pub verdict: Verdict,
+    /// Intruding workloads by namespace (for the reports).
+    pub workloads: super::workloads::Ledger,
 }
 
 impl ReservationAudit {
@@ -83,6 +85,17 @@ pub(crate) fn record(
                     }
                 )
             };
+            let entry = super::workloads::Entry {
+                namespace,
+                workload,
+                policy: &audit.group,
+                rule: super::workloads::Rule::Reservation,
+                mode: audit.mode,
+                pod: source == Source::Pods,
+            };
+            audit
+                .workloads
+                .record(&entry, super::workloads::Verdict::WouldDeny, &reason(), None);
             if let Some(found) = audit.would_deny.add(namespace, workload, source, example, reason)
                 && let Some((node, _)) = node
             {
@@ -109,6 +122,17 @@ pub(crate) fn record(
                  node was tainted after it started)"
             ),
         };
+        let entry = super::workloads::Entry {
+            namespace,
+            workload,
+            policy: &audit.group,
+            rule: super::workloads::Rule::Reservation,
+            mode: audit.mode,
+            pod: source == Source::Pods,
+        };
+        audit
+            .workloads
+            .record(&entry, super::workloads::Verdict::RunsOnPool, &reason(), None);
         if let Some(found) = audit.running.add(namespace, workload, source, example, reason) {
             found.add_node(node);
         }
