@@ -192,7 +192,8 @@ impl Ledger {
             .then(|| PatchSummary::of(&outcome.patch))
             .flatten();
         self.record(entry, verdict, message, patch);
-        if outcome.no_feasible_node && verdict != Verdict::Skipped {
+        // As the group's findings: a pod enforce would refuse is not also one that fits no node.
+        if outcome.no_feasible_node && !matches!(verdict, Verdict::Skipped | Verdict::WouldDeny) {
             let feasibility = Entry {
                 rule: Rule::Feasibility,
                 ..*entry
@@ -310,7 +311,7 @@ mod tests {
     }
 
     #[test]
-    fn a_placed_pod_that_fits_no_node_adds_a_feasibility_entry_but_a_skipped_one_does_not() {
+    fn a_placed_pod_that_fits_no_node_adds_a_feasibility_entry_but_a_skipped_or_denied_one_does_not() {
         let mut ledger = Ledger::default();
         let mut o = outcome(Decision::WouldPatch, "would set nodeSelector pool=blue");
         o.no_feasible_node = true;
@@ -318,6 +319,9 @@ mod tests {
         let mut skipped = outcome(Decision::Skipped, "skipped");
         skipped.no_feasible_node = true;
         ledger.record_placement(&entry("Pod/agent", true), &skipped);
+        let mut denied = outcome(Decision::WouldDeny, "would deny");
+        denied.no_feasible_node = true;
+        ledger.record_placement(&entry("Pod/debug", true), &denied);
         let rules: Vec<_> = ledger.namespaces["team-a"]
             .entries
             .keys()
@@ -328,7 +332,8 @@ mod tests {
             [
                 ("Job/once", Rule::Placement),
                 ("Job/once", Rule::Feasibility),
-                ("Pod/agent", Rule::Placement)
+                ("Pod/agent", Rule::Placement),
+                ("Pod/debug", Rule::Placement)
             ]
         );
     }
