@@ -87,3 +87,8 @@ pub fn render_rbac(settings: &Settings) -> Vec<Value> {
 pub fn render_template(settings: &Settings, template_path: &str) -> Vec<Value> {
     template(settings, "Q0EK", &[], &[template_path])
 }
+
+/// [`render_template`] with `--set` `sets` (e.g. `alerts.enabled=true`).
+pub fn render_template_with(settings: &Settings, template_path: &str, sets: &[String]) -> Vec<Value> {
+    template(settings, "Q0EK", sets, &[template_path])
+}
