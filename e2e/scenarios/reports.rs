@@ -386,15 +386,122 @@ async fn the_audit_writes_a_report_per_grouped_namespace_only_when_it_changes() 
     .await;
 
     // The CRDs removed at runtime: one log line, and pod-director still decides.
+    let before = env.logs.messages(NOT_SERVED).await.len();
     delete_crds(&env).await;
-    let gone = env.logged(NOT_SERVED, |_| true).await;
+    let gone = eventually("the removal logged", || async {
+        env.logs.messages(NOT_SERVED).await.get(before).cloned()
+    })
+    .await;
     assert_eq!(gone["level"], "INFO", "{gone}");
     let created = env.create_pod_dry_run(&ns, &pod("after-crd")).await;
     assert!(created.status.is_success(), "pod-director still admits: {created:?}");
     tokio::time::sleep(Duration::from_secs(5)).await;
     let lines = env.logs.messages(NOT_SERVED).await;
-    assert!(
-        lines.len() <= 2,
+    assert_eq!(
+        lines.len(),
+        before + 1,
         "one line per change of state, not per scan: {lines:?}"
     );
+    let refused = env
+        .logs
+        .lines()
+        .await
+        .into_iter()
+        .filter(|l| l["level"] == "WARN" && l["target"] == "pod_director::cluster::reports")
+        .collect::<Vec<_>>();
+    assert!(
+        refused.is_empty(),
+        "nothing above info from the reports with the admin's rights: {refused:?}"
+    );
+}
+
+/// A writer whose client RBAC refuses reports (a user granted nothing, impersonated): it keeps
+/// running, writes nothing, and pod-director's admission is untouched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_report_writer_refused_by_rbac_keeps_running_and_writes_nothing() {
+    use pod_director::cluster::audit::workloads::{Entry, Rule, Verdict};
+    use pod_director::cluster::audit::{Audit, GroupAudit};
+    use pod_director::cluster::reports::{Options as Writer, content::Settings, spawn};
+
+    if Target::Cluster == crate::harness::Settings::from_env().target {
+        notice("SKIPPED reports RBAC in cluster mode: it installs and removes the OpenReports CRDs");
+        return;
+    }
+    let env = Env::start("reports-rbac").await;
+    delete_crds(&env).await;
+    install_crds(&env).await;
+    let ns = env.namespace(Some(GROUP)).await;
+
+    let mut group = GroupAudit {
+        group: GROUP.to_owned(),
+        ..GroupAudit::default()
+    };
+    group.workloads.namespace(&ns, GROUP);
+    let entry = Entry {
+        namespace: &ns,
+        workload: "Deployment/web",
+        policy: GROUP,
+        rule: Rule::Placement,
+        mode: pod_director::config::Mode::DryRun,
+        pod: false,
+    };
+    group
+        .workloads
+        .record(&entry, Verdict::WouldPatch, "would set nodeSelector", None);
+    let audit = Audit {
+        groups: vec![group],
+        nodes: None,
+        namespaces_scanned: 1,
+        pods_scanned: 0,
+        templates_scanned: 1,
+        elapsed: Duration::ZERO,
+        warnings: Vec::new(),
+        reservations: Vec::new(),
+    };
+    let denied = impersonating("e2e-reports-nobody", &[]).await;
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let options = Writer {
+        settings: Settings {
+            name: "e2e-refused".to_owned(),
+            max_results: 10,
+        },
+        reports: true,
+        events: None,
+    };
+    let (publisher, task) = spawn(denied, options, stopped);
+    // The CRD is served; a few scans, each refused.
+    for _ in 0..3 {
+        publisher.publish(&audit, &env.config);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    assert!(!task.is_finished(), "the writer stopped after RBAC refused it");
+    assert!(
+        reports(&env, &ns).get_opt("e2e-refused").await.expect("GET").is_none(),
+        "a refused writer wrote a report"
+    );
+    // The same writer as the admin: the report is written (the refusal was RBAC's).
+    let (admin_publisher, admin_task) = spawn(
+        env.client.clone(),
+        Writer {
+            settings: Settings {
+                name: "e2e-refused".to_owned(),
+                max_results: 10,
+            },
+            reports: true,
+            events: None,
+        },
+        stop.subscribe(),
+    );
+    admin_publisher.publish(&audit, &env.config);
+    let written = eventually("the admin's writer to write the report", || async {
+        reports(&env, &ns).get_opt("e2e-refused").await.ok().flatten()
+    })
+    .await;
+    assert_eq!(written.data["results"][0]["result"], "warn", "{:?}", written.data);
+    let created = env.create_pod_dry_run(&ns, &pod("still-decided")).await;
+    assert!(created.status.is_success(), "{created:?}");
+    let _ = stop.send(true);
+    let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
+    let _ = tokio::time::timeout(Duration::from_secs(5), admin_task).await;
+    delete_crds(&env).await;
 }

@@ -85,13 +85,24 @@ impl Publisher {
     }
 }
 
-/// Where the writer stands, logged when it changes.
+/// Where the writer stands, logged when it changes (a failure by its kind, not its text: the
+/// same failure at every scan is one line).
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum State {
     Unknown,
     Writing,
     Absent,
-    Failing(String),
+    Failing(&'static str),
+}
+
+fn state_of(result: &Result<Written, PassError>) -> State {
+    match result {
+        Ok(_) => State::Writing,
+        Err(PassError::Absent) => State::Absent,
+        Err(err) if err.forbidden() => State::Failing("forbidden"),
+        Err(PassError::Timeout { .. }) => State::Failing("timeout"),
+        Err(PassError::Api { .. }) => State::Failing("api"),
+    }
 }
 
 /// Why a pass could not complete.
@@ -120,8 +131,25 @@ impl PassError {
         }
     }
 
+    /// Refused by RBAC (a 403 that is not the namespace lifecycle's).
     fn forbidden(&self) -> bool {
         matches!(self, PassError::Api { source: kube::Error::Api(s), .. } if s.is_forbidden())
+            && !self.namespace_terminating()
+    }
+
+    /// Refused because the namespace is being deleted (the API server's `NamespaceTerminating` cause).
+    fn namespace_terminating(&self) -> bool {
+        let PassError::Api {
+            source: kube::Error::Api(status),
+            ..
+        } = self
+        else {
+            return false;
+        };
+        status
+            .details
+            .as_ref()
+            .is_some_and(|d| d.causes.iter().any(|c| c.reason == "NamespaceTerminating"))
     }
 }
 
@@ -131,6 +159,8 @@ pub struct Written {
     pub applied: usize,
     pub deleted: usize,
     pub unchanged: usize,
+    /// Reports not written because their namespace is being deleted.
+    pub skipped: usize,
 }
 
 /// Starts the writer (reports and Events, as `options` say).
@@ -187,15 +217,7 @@ pub fn spawn(client: Client, options: Options, mut shutdown: watch::Receiver<boo
 
 /// Logs a pass: one line when the writer's state changes, the writes when there were any.
 fn log_pass(previous: State, enabled: bool, result: &Result<Written, PassError>) -> State {
-    let state = match result {
-        Ok(_) => State::Writing,
-        Err(PassError::Absent) => State::Absent,
-        Err(err) => State::Failing(if err.forbidden() {
-            "forbidden".to_owned()
-        } else {
-            err.to_string()
-        }),
-    };
+    let state = state_of(result);
     let changed = state != previous;
     match result {
         Ok(w) => {
@@ -302,8 +324,12 @@ async fn pass(client: &Client, settings: &Settings, wanted: &Wanted, enabled: bo
         }
         let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &ar);
         let what = format!("apply report {namespace}/{}", settings.name);
-        bounded(&what, api.patch(&settings.name, &apply, &Patch::Apply(&report.object))).await?;
-        written.applied += 1;
+        match bounded(&what, api.patch(&settings.name, &apply, &Patch::Apply(&report.object))).await {
+            Ok(_) => written.applied += 1,
+            // Its namespace is being deleted (the audit listed it just before): nothing to report there.
+            Err(err) if err.namespace_terminating() => written.skipped += 1,
+            Err(err) => return Err(err),
+        }
     }
     for namespace in existing.keys().filter(|ns| !wanted.reports.contains_key(*ns)) {
         let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &ar);
@@ -317,4 +343,47 @@ async fn pass(client: &Client, settings: &Settings, wanted: &Wanted, enabled: bo
         info!("reports: off (--reports false): the reports pod-director wrote are deleted");
     }
     Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api_error(code: u16, reason: &str) -> PassError {
+        let status: kube::core::Status =
+            serde_json::from_value(serde_json::json!({"code": code, "reason": reason, "message": "no"}))
+                .expect("a Status");
+        PassError::api("list reports", kube::Error::Api(Box::new(status)))
+    }
+
+    #[test]
+    fn the_same_failure_at_every_scan_is_one_state_and_a_404_means_the_crd_is_gone() {
+        let forbidden = || -> Result<Written, PassError> { Err(api_error(403, "Forbidden")) };
+        let first = log_pass(State::Writing, true, &forbidden());
+        assert_eq!(first, State::Failing("forbidden"));
+        assert_eq!(
+            state_of(&forbidden()),
+            first,
+            "a second scan refused alike logs nothing new"
+        );
+        assert_eq!(state_of(&Err(api_error(404, "NotFound"))), State::Absent);
+        assert_eq!(state_of(&Err(api_error(500, "InternalError"))), State::Failing("api"));
+        assert_eq!(state_of(&Ok(Written::default())), State::Writing);
+    }
+
+    #[test]
+    fn a_namespace_being_deleted_is_not_an_rbac_refusal() {
+        let status: kube::core::Status = serde_json::from_value(serde_json::json!({
+            "code": 403, "reason": "Forbidden",
+            "message": "reports.openreports.io \"pod-director\" is forbidden: unable to create new content in namespace x because it is being terminated",
+            "details": {"name": "pod-director", "group": "openreports.io", "kind": "reports",
+                        "causes": [{"reason": "NamespaceTerminating", "message": "namespace x is being terminated", "field": "metadata.namespace"}]}
+        }))
+        .expect("a Status");
+        let err = PassError::api("apply report x/pod-director", kube::Error::Api(Box::new(status)));
+        assert!(err.namespace_terminating());
+        assert!(!err.forbidden());
+        assert!(api_error(403, "Forbidden").forbidden());
+        assert!(!api_error(403, "Forbidden").namespace_terminating());
+    }
 }
