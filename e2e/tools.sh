@@ -8,11 +8,13 @@
 #   e2e/tools.sh list             print "tool version path" for every tool
 #
 # Tools: kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok helm
-#        helm-unittest jaeger prometheus otelcol actionlint karpenter-crds cluster-api-crds.
+#        helm-unittest jaeger prometheus otelcol actionlint karpenter-crds cluster-api-crds
+#        openreports-crds promtool.
 #        `path karpenter-crds` prints a directory holding karpenter.sh_nodepools.yaml, the NodePool
 #        CRD of sigs.k8s.io/karpenter; `path cluster-api-crds` one holding the MachineDeployment and
-#        MachineSet CRDs of sigs.k8s.io/cluster-api (copied from the modules; nothing of them is
-#        built). `path helm-plugins` prints a
+#        MachineSet CRDs of sigs.k8s.io/cluster-api; `path openreports-crds` one holding
+#        openreports.io_reports.yaml and openreports.io_clusterreports.yaml, the OpenReports CRDs of
+#        github.com/openreports/reports-api (copied from the modules; nothing of them is built). `path helm-plugins` prints a
 #        HELM_PLUGINS directory that holds the helm-unittest plugin:
 #          HELM_PLUGINS=$(e2e/tools.sh path helm-plugins) "$(e2e/tools.sh path helm)" unittest chart
 #        `path kwok-stages` prints the directory of the kwok stage files e2e/cluster.sh passes
@@ -52,6 +54,8 @@ ACTIONLINT_VERSION=v1.7.12  # renovate: datasource=go depName=github.com/rhysd/a
 KARPENTER_VERSION=v1.15.0  # renovate: datasource=go depName=sigs.k8s.io/karpenter
 # Only the MachineDeployment and MachineSet CRD manifests are taken from this module.
 CLUSTER_API_VERSION=v1.14.2  # renovate: datasource=go depName=sigs.k8s.io/cluster-api
+# Only the OpenReports Report and ClusterReport CRD manifests are taken from this module.
+OPENREPORTS_VERSION=v0.2.1  # renovate: datasource=go depName=github.com/openreports/reports-api
 # -----------------------------------------------------------------------------
 
 # E2E_KUBE_VERSION (e.g. v1.34.4) selects the Kubernetes release of kube-apiserver,
@@ -60,7 +64,7 @@ CLUSTER_API_VERSION=v1.14.2  # renovate: datasource=go depName=sigs.k8s.io/clust
 # KUBE_VERSION's minor (their cache key is their own version).
 CLUSTER_KUBE_VERSION="${E2E_KUBE_VERSION:-$KUBE_VERSION}"
 
-TOOLS=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok helm helm-unittest jaeger prometheus otelcol actionlint karpenter-crds cluster-api-crds)
+TOOLS=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok helm helm-unittest jaeger prometheus otelcol actionlint karpenter-crds cluster-api-crds openreports-crds promtool)
 
 CACHE="${POD_DIRECTOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pod-director}"
 export GOPATH="$CACHE/go/path"
@@ -96,11 +100,12 @@ version_of() {
     helm) echo "$HELM_VERSION" ;;
     helm-unittest | helm-plugins) echo "$HELM_UNITTEST_VERSION" ;;
     jaeger) echo "$JAEGER_VERSION" ;;
-    prometheus) echo "$PROMETHEUS_VERSION" ;;
+    prometheus | promtool) echo "$PROMETHEUS_VERSION" ;;
     otelcol) echo "$OTELCOL_VERSION" ;;
     actionlint) echo "$ACTIONLINT_VERSION" ;;
     karpenter-crds) echo "$KARPENTER_VERSION" ;;
     cluster-api-crds) echo "$CLUSTER_API_VERSION" ;;
+    openreports-crds) echo "$OPENREPORTS_VERSION" ;;
     *) die "unknown tool '$1' (known: ${TOOLS[*]} helm-plugins kwok-stages)" ;;
   esac
 }
@@ -127,7 +132,7 @@ binary_path() {
     helm-unittest) echo "$CACHE/tools/helm-plugins-$version/unittest/$(untt_name)" ;;
     helm-plugins) echo "$CACHE/tools/helm-plugins-$version" ;;
     kwok-stages) echo "$CACHE/tools/kwok-$version/stages" ;;
-    karpenter-crds | cluster-api-crds) echo "$CACHE/tools/$tool-$version" ;;
+    karpenter-crds | cluster-api-crds | openreports-crds) echo "$CACHE/tools/$tool-$version" ;;
     *) echo "$CACHE/tools/$tool-$version/$tool" ;;
   esac
 }
@@ -364,6 +369,15 @@ build_prometheus() {
     remove_all_sd
 }
 
+# promtool (`promtool test rules`: the chart's alert rules on synthetic series), from the same
+# module and wrapper as prometheus, with the same tag.
+build_promtool() {
+  local dir
+  dir=$(wrapper_module "prometheus-$PROMETHEUS_VERSION" github.com/prometheus/prometheus "$PROMETHEUS_VERSION")
+  go_build "$dir" "github.com/prometheus/prometheus/cmd/promtool@$PROMETHEUS_VERSION" "$(binary_path promtool)" \
+    "-s -w" remove_all_sd
+}
+
 # --- OpenTelemetry Collector: exactly the components of otel/collector.yaml -----
 # A wrapper module with a main.go + components.go (what the collector's builder,
 # ocb, generates), requiring only the modules of the components that
@@ -548,6 +562,12 @@ build_cluster_api_crds() {
     core/config/crd/bases/cluster.x-k8s.io_machinesets.yaml
 }
 
+build_openreports_crds() {
+  module_files openreports-crds github.com/openreports/reports-api "$OPENREPORTS_VERSION" \
+    config/crd/openreports.io_reports.yaml \
+    config/crd/openreports.io_clusterreports.yaml
+}
+
 # --- dispatcher -------------------------------------------------------------------
 build_tool() {
   case "$1" in
@@ -558,10 +578,12 @@ build_tool() {
     helm-unittest) build_helm_unittest ;;
     jaeger) build_jaeger ;;
     prometheus) build_prometheus ;;
+    promtool) build_promtool ;;
     otelcol) build_otelcol ;;
     actionlint) build_actionlint ;;
     karpenter-crds) build_karpenter_crds ;;
     cluster-api-crds) build_cluster_api_crds ;;
+    openreports-crds) build_openreports_crds ;;
     *) die "no build recipe for '$1'" ;;
   esac
 }

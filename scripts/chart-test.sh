@@ -15,8 +15,8 @@
 #                                         unlabelled and excluded namespaces are admitted.
 #                                         Creates and deletes namespaces pd-outage-*.
 #
-# Steps: versions lint template unittest readme config schema selectors dashboards kind actionlint renovate hadolint changelog
-#   versions    Chart.yaml version == appVersion == the crate version in Cargo.toml
+# Steps: versions lint template unittest readme config schema selectors alerts dashboards kind actionlint renovate hadolint changelog
+#   versions    Chart.yaml version == appVersion == its Artifact Hub image tag == the crate version in Cargo.toml
 #   lint        helm lint --strict, with the default values and each chart/ci/*-values.yaml
 #   template    helm template with each value set; every document well-formed, no duplicates
 #   unittest    helm-unittest suites (chart/tests/*_test.yaml)
@@ -29,6 +29,9 @@
 #               tests/webhook_selectors/ equal its golden, which that crate's
 #               tests/webhook_selectors.rs holds the server's reconciled entries to: chart and server are
 #               one function of the config
+#   alerts      the PrometheusRule (alerts.enabled) rendered with chart/tests/alerts/values.yaml: promtool
+#               check rules, then `promtool test rules chart/tests/alerts/promtool-tests.yaml` (each alert on
+#               synthetic series: fires when it should, quiet otherwise); promtool from e2e/tools.sh (PROMTOOL)
 #   dashboards  otel/grafana/dashboards/*.json against Grafana's published dashboard schema: the
 #               dashboard kind and each panel's panelcfg kind of the @grafana/schema npm package,
 #               type-checked by TypeScript (scripts/dashboard-schema.mjs; both npm packages pinned,
@@ -44,7 +47,7 @@
 #   changelog   CHANGELOG.md is what git-cliff generates now (scripts/changelog.sh check)
 #
 # Tools come from e2e/tools.sh (built once from Go modules into the cache) unless
-# given: HELM, HELM_PLUGINS, ACTIONLINT, KUBECTL, GIT_CLIFF, HADOLINT.
+# given: HELM, HELM_PLUGINS, ACTIONLINT, KUBECTL, GIT_CLIFF, HADOLINT, PROMTOOL.
 # Prints one line per step and ends with "chart-test: N passed, N failed".
 
 set -euo pipefail
@@ -56,7 +59,7 @@ TYPESCRIPT_VERSION=5.9.3  # renovate: datasource=npm depName=typescript
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CHART="$ROOT/chart"
 CACHE="${POD_DIRECTOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pod-director}"
-DEFAULT_STEPS=(versions lint template unittest readme config schema selectors dashboards kind actionlint renovate hadolint changelog)
+DEFAULT_STEPS=(versions lint template unittest readme config schema selectors alerts dashboards kind actionlint renovate hadolint changelog)
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 
@@ -77,7 +80,7 @@ release_of() {
 }
 
 step_versions() {
-  local crate chart app
+  local crate chart app image
   crate=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version *= *"\(.*\)"/\1/p' "$ROOT/Cargo.toml" | head -n1)
   chart=$(sed -n 's/^version: *//p' "$CHART/Chart.yaml")
   app=$(sed -n 's/^appVersion: *"\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$CHART/Chart.yaml")
@@ -85,7 +88,9 @@ step_versions() {
   if [[ "$chart" != "$crate" || "$app" != "$crate" ]]; then
     fail "Chart.yaml version ($chart) and appVersion ($app) must equal the crate version in Cargo.toml ($crate)"
   fi
-  log "versions: Cargo.toml, Chart.yaml version and appVersion are all $crate"
+  image=$(sed -n 's#^ *image: ghcr.io/pod-director/pod-director:\(.*\)$#\1#p' "$CHART/Chart.yaml")
+  [[ "$image" == "$crate" ]] || fail "Chart.yaml's artifacthub.io/images tag ($image) must be the crate version ($crate)"
+  log "versions: Cargo.toml, Chart.yaml version, appVersion and the Artifact Hub image are all $crate"
 }
 
 step_lint() {
@@ -217,6 +222,24 @@ EOF
   done < <(ls "$ROOT"/tests/webhook_selectors/*.values.yaml)
   ((n > 0)) || fail "no value sets in tests/webhook_selectors"
   log "selectors: the chart renders the server's webhook entries for all $n value sets"
+}
+
+step_alerts() {
+  local promtool dir="$WORK/alerts"
+  promtool=${PROMTOOL:-$(tool promtool)}
+  mkdir -p "$dir"
+  "$(helm_bin)" template pd "$CHART" --namespace pod-director -f "$CHART/tests/alerts/values.yaml" \
+    --show-only templates/prometheusrule.yaml >"$dir/rule.yaml" || fail "helm template the PrometheusRule"
+  python3 - "$dir/rule.yaml" "$dir/rules.yaml" <<'EOF' || fail "the PrometheusRule's spec"
+import sys, yaml
+rule = yaml.safe_load(open(sys.argv[1]))
+assert rule["kind"] == "PrometheusRule", rule["kind"]
+yaml.safe_dump(rule["spec"], open(sys.argv[2], "w"), sort_keys=False)
+EOF
+  cp "$CHART/tests/alerts/promtool-tests.yaml" "$dir/"
+  "$promtool" check rules "$dir/rules.yaml" >&2 || fail "promtool check rules"
+  (cd "$dir" && "$promtool" test rules promtool-tests.yaml >&2) || fail "promtool test rules"
+  log "alerts: $(grep -c '^ *- alert:' "$dir/rules.yaml") alerts pass their promtool tests"
 }
 
 step_dashboards() {
@@ -492,7 +515,7 @@ main() {
   local -a failures=()
   for s in "${steps[@]}"; do
     declare -F "step_$s" >/dev/null || {
-      sed -n '2,46p' "$0" | sed 's/^# \{0,1\}//' >&2
+      sed -n '2,49p' "$0" | sed 's/^# \{0,1\}//' >&2
       exit 2
     }
   done

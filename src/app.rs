@@ -148,7 +148,21 @@ fn start_audit(
     info!(
         interval_s = args.audit_interval.as_secs_f64(),
         lease = args.audit_lease.as_str(),
+        reports = args.reports,
+        events = args.audit_events,
         "audit: continuous audit on"
+    );
+    let (reports, _writer) = crate::cluster::reports::spawn(
+        client.clone(),
+        crate::cluster::reports::Options {
+            settings: crate::cluster::reports::content::Settings {
+                name: args.reports_name.clone(),
+                max_results: args.reports_max_results as usize,
+            },
+            reports: args.reports,
+            events: args.audit_events.then(|| args.reports_name.clone()),
+        },
+        shutdown.clone(),
     );
     Some(spawn(
         Continuous {
@@ -159,6 +173,7 @@ fn start_audit(
             interval: args.audit_interval,
             lease,
             options: ScanOptions::default(),
+            reports: Some(reports),
         },
         shutdown,
     ))

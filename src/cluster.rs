@@ -4,7 +4,8 @@
 //! `pods/binding` requests (`pods`), the
 //! namespaces that select an undefined group (`orphans`), the webhook entries
 //! and admission policies it owns (`webhooks`), and the audit of the running
-//! cluster with the Lease of its continuous run (`audit`).
+//! cluster with the Lease of its continuous run (`audit`), whose findings are also written as
+//! OpenReports per namespace (`reports`).
 //!
 //! Nothing here decides a placement: the engine (`pod_director_engine::placement`) does, on
 //! what these modules read.
@@ -15,14 +16,20 @@ pub(crate) mod nodes;
 pub(crate) mod orphans;
 pub(crate) mod pods;
 pub(crate) mod provisioners;
+pub(crate) mod reports;
 pub(crate) mod webhooks;
 
 // What tests/, the benches and e2e use: the sources they fake or drive, the audit they read.
 pub use self::audit::continuous::{Continuous, LeaseTarget, ScanResult, spawn as spawn_audit};
 pub use self::audit::reservation::ReservationAudit;
+pub use self::audit::workloads::{Entry as WorkloadEntry, Rule as WorkloadRule, Verdict as WorkloadVerdict};
 pub use self::audit::{Audit, AuditDecision, Counts, GroupAudit, ScanOptions, Verdict};
 pub use self::namespaces::{Labels, LookupError, NamespaceSource};
 pub use self::nodes::{KubeNodes, NodeLookupResult, NodeStore, Nodes, ProvisionerStore};
+pub use self::reports::content::Settings as ReportSettings;
+pub use self::reports::{
+    NOT_SERVED as REPORTS_NOT_SERVED, Options as ReportsOptions, SERVED as REPORTS_SERVED, spawn as spawn_reports,
+};
 pub use self::webhooks::{
     Entry, EntrySettings, Kind as WebhookKind, ReconcileResult, namespace_selectors, owned_entries,
 };

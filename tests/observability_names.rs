@@ -158,6 +158,7 @@ fn audit() -> Audit {
             would_deny: Default::default(),
             would_patch: Default::default(),
             no_feasible_node: Default::default(),
+            workloads: Default::default(),
             verdict: Verdict {
                 ready: false,
                 blockers: vec!["a blocker".to_owned()],

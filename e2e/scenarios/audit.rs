@@ -326,6 +326,7 @@ async fn of_two_replicas_only_the_lease_holder_audits_and_the_other_takes_over_w
                     group: Some("e2e-audit-pool".to_owned()),
                     ..ScanOptions::default()
                 },
+                reports: None,
             },
             stopped,
         );

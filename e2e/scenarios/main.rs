@@ -27,6 +27,7 @@ mod modes;
 mod nodes;
 mod policies;
 mod provisioning;
+mod reports;
 mod reservation;
 mod reservation_bindings;
 mod scheduling;

@@ -26,9 +26,12 @@
 //! - `rollout`: a rollout through the API server, then every PromQL query of every
 //!   dashboard panel evaluated by Prometheus (`dashboard`), and the latency
 //!   panel's exemplars found in Jaeger.
+//! - `alerts`: the chart's alert rules over a Prometheus scraping pod-director and the API
+//!   server: every expression valid, and the failure alerts firing on real failures.
 
 use pod_director_e2e::{fixtures, harness};
 
+mod alerts;
 mod dashboard;
 mod rollout;
 mod sampling;

@@ -343,6 +343,7 @@ pod_director_build_info{version=\"VERSION\"} 1
                 would_deny: Default::default(),
                 would_patch: Default::default(),
                 no_feasible_node: Default::default(),
+                workloads: Default::default(),
                 verdict: crate::cluster::audit::Verdict {
                     ready,
                     blockers: if ready {

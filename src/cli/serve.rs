@@ -131,6 +131,21 @@ pub struct AuditArgs {
     /// The coordination.k8s.io Lease (in --namespace) that elects the one replica that audits.
     #[arg(long, env = "POD_DIRECTOR_AUDIT_LEASE", default_value = "pod-director-audit")]
     pub audit_lease: String,
+    /// Write the continuous audit's findings as an OpenReports Report (openreports.io/v1alpha1) per
+    /// namespace that selects a group, when the API server serves that CRD. Off: the audit deletes
+    /// the reports it wrote, if it may.
+    #[arg(long, env = "POD_DIRECTOR_REPORTS", default_value_t = false, action = clap::ArgAction::Set)]
+    pub reports: bool,
+    /// The name of the Report in each namespace (distinct per installation when several run).
+    #[arg(long, env = "POD_DIRECTOR_REPORTS_NAME", default_value = "pod-director")]
+    pub reports_name: String,
+    /// Most results per Report (configuration.limits.maxResults): the worst are kept, the summary counts all.
+    #[arg(long, env = "POD_DIRECTOR_REPORTS_MAX_RESULTS", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=10000))]
+    pub reports_max_results: u32,
+    /// Publish a Kubernetes Event (events.k8s.io/v1) on a workload when its audit verdict changes
+    /// (at most 20 per scan; none at the first scan after start).
+    #[arg(long, env = "POD_DIRECTOR_AUDIT_EVENTS", default_value_t = false, action = clap::ArgAction::Set)]
+    pub audit_events: bool,
 }
 
 impl Settings {
@@ -183,6 +198,13 @@ mod tests {
         let off = serve(&["--audit-interval", "0"]);
         assert!(off.audit_interval.is_zero());
         assert!(crate::cli::Cli::try_parse_from(["pod-director", "serve", "--audit-interval", "often"]).is_err());
+        assert!(!defaults.reports, "reports are off until turned on");
+        assert_eq!(
+            (defaults.reports_name.as_str(), defaults.reports_max_results),
+            ("pod-director", 100)
+        );
+        assert!(serve(&["--reports", "true"]).reports);
+        assert!(!defaults.audit_events, "Events are off until turned on");
     }
 
     #[test]

@@ -25,6 +25,7 @@ pub(crate) mod requester;
 pub(crate) mod reservation;
 mod scan;
 pub(crate) mod verdict;
+pub(crate) mod workloads;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -242,6 +243,8 @@ pub struct GroupAudit {
     /// Workloads whose placed pods would fit no node (admitted, but left Pending).
     pub no_feasible_node: Findings,
     pub verdict: Verdict,
+    /// Every workload of the group's namespaces with its outcome (for the reports).
+    pub workloads: workloads::Ledger,
 }
 
 impl GroupAudit {
@@ -265,6 +268,15 @@ impl GroupAudit {
         outcome: &Outcome,
     ) {
         let decision = AuditDecision::of(outcome.decision);
+        let entry = workloads::Entry {
+            namespace,
+            workload,
+            policy: &self.group,
+            rule: workloads::Rule::Placement,
+            mode: self.mode,
+            pod: source == Source::Pods,
+        };
+        self.workloads.record_placement(&entry, outcome);
         match source {
             Source::Pods => self.pods.add(decision),
             Source::Template => self.templates.add(decision),

@@ -78,7 +78,8 @@ pub fn render(settings: &Settings, url: &str, ca_pem: &[u8]) -> Rendered {
     }
 }
 
-/// The objects of one chart template for the suite's release, with `--set` `sets` (e.g. ports).
+/// The objects of one chart template for the suite's release, with `--set` `sets` (e.g. ports,
+/// `alerts.enabled=true`).
 pub fn render_template_with(settings: &Settings, template_path: &str, sets: &[String]) -> Vec<Value> {
     template(settings, "Q0EK", sets, &[template_path])
 }
@@ -90,7 +91,7 @@ pub fn render_rbac(settings: &Settings) -> Vec<Value> {
 
 /// The chart's RBAC objects for the suite's release, rendered with `--set` `sets`.
 pub fn render_rbac_with(settings: &Settings, sets: &[String]) -> Vec<Value> {
-    template(settings, "Q0EK", sets, &["templates/rbac.yaml"])
+    render_template_with(settings, "templates/rbac.yaml", sets)
 }
 
 /// The objects of one chart template for the suite's release.

@@ -30,6 +30,18 @@ impl Prometheus {
     /// Starts Prometheus scraping `target`'s `/metrics` every `scrape_interval`, over
     /// OpenMetrics (exemplars), with exemplar storage on; waits until the target is up.
     pub async fn scrape(target: SocketAddr, scrape_interval: Duration) -> Self {
+        let interval = format!("{}ms", scrape_interval.as_millis());
+        let job = format!(
+            "  - job_name: pod-director\n    scrape_timeout: {interval}\n    \
+             scrape_protocols: [OpenMetricsText1.0.0]\n    static_configs:\n      \
+             - targets: ['{target}']\n        labels: {{pod: pod-director-e2e}}\n"
+        );
+        Self::start(&job, 1, scrape_interval, &format!("http://{target}/metrics")).await
+    }
+
+    /// Starts Prometheus with these `scrape_configs` entries (YAML, indented as list items of
+    /// `scrape_configs:`), evaluating every `scrape_interval`; waits until `targets` targets are up.
+    pub async fn start(jobs: &str, targets: usize, scrape_interval: Duration, what: &str) -> Self {
         let dir = tempfile::Builder::new()
             .prefix("prometheus-")
             .tempdir()
@@ -40,9 +52,7 @@ impl Prometheus {
             &config,
             format!(
                 "global:\n  scrape_interval: {interval}\n  evaluation_interval: {interval}\n\
-                 scrape_configs:\n  - job_name: pod-director\n    scrape_timeout: {interval}\n    \
-                 scrape_protocols: [OpenMetricsText1.0.0]\n    static_configs:\n      \
-                 - targets: ['{target}']\n        labels: {{pod: pod-director-e2e}}\n"
+                 scrape_configs:\n{jobs}"
             ),
         )
         .expect("prometheus.yml written");
@@ -76,20 +86,23 @@ impl Prometheus {
         };
         let deadline = tokio::time::Instant::now() + PATIENCE;
         loop {
-            if let Ok(result) = prometheus.query("up", None).await
-                && result["result"][0]["value"][1] == "1"
+            if let Ok(result) = prometheus.query("count(up == 1)", None).await
+                && result["result"][0]["value"][1]
+                    .as_str()
+                    .and_then(|v| v.parse::<usize>().ok())
+                    >= Some(targets)
             {
                 break;
             }
             assert!(
                 tokio::time::Instant::now() < deadline,
-                "Prometheus did not scrape {target} within {PATIENCE:?}:\n{}",
+                "Prometheus did not scrape {what} within {PATIENCE:?}:\n{}",
                 prometheus.log_tail()
             );
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
         notice(&format!(
-            "Prometheus {} scraping http://{target}/metrics every {interval}",
+            "Prometheus {} scraping {what} every {interval}",
             prometheus.url
         ));
         prometheus

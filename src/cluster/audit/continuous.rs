@@ -68,6 +68,8 @@ pub struct Continuous {
     /// `None`: no election, this replica scans.
     pub lease: Option<LeaseTarget>,
     pub options: ScanOptions,
+    /// Where each completed scan goes as OpenReports (`None`: not written).
+    pub reports: Option<crate::cluster::reports::Publisher>,
 }
 
 /// Starts the continuous audit; it ends (releasing the Lease) when `shutdown` turns true.
@@ -244,6 +246,9 @@ async fn scan_once(c: &Continuous) -> Duration {
         Ok(audit) => {
             c.metrics.audit_scanned(ScanResult::Success);
             c.metrics.set_audit(&audit);
+            if let Some(reports) = &c.reports {
+                reports.publish(&audit, &loaded.config);
+            }
             log(&audit, &loaded.revision);
             c.interval
         }

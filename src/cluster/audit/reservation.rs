@@ -38,6 +38,8 @@ pub struct ReservationAudit {
     /// Intruding pods and templates whose requester is exempt.
     pub exempt: u64,
     pub verdict: Verdict,
+    /// Intruding workloads by namespace (for the reports).
+    pub workloads: super::workloads::Ledger,
 }
 
 impl ReservationAudit {
@@ -89,7 +91,28 @@ pub(crate) fn record(
                     }
                 )
             };
-            let findings = match requester_known || !allows_requesters(config, &audit.group) {
+            let known = requester_known || !allows_requesters(config, &audit.group);
+            let entry = super::workloads::Entry {
+                namespace,
+                workload,
+                policy: &audit.group,
+                rule: super::workloads::Rule::Reservation,
+                mode: audit.mode,
+                pod: source == Source::Pods,
+            };
+            // A bare pod whose creator the audit cannot know is a warning, not a refusal.
+            let (verdict, why) = match known {
+                true => (super::workloads::Verdict::WouldDeny, reason()),
+                false => (
+                    super::workloads::Verdict::RunsOnPool,
+                    format!(
+                        "requester unknown (an allowed requester may have created it): {}",
+                        reason()
+                    ),
+                ),
+            };
+            audit.workloads.record(&entry, verdict, &why, None);
+            let findings = match known {
                 true => &mut audit.would_deny,
                 false => &mut audit.requester_unknown,
             };
@@ -122,6 +145,17 @@ pub(crate) fn record(
                  node was tainted after it started)"
             ),
         };
+        let entry = super::workloads::Entry {
+            namespace,
+            workload,
+            policy: &audit.group,
+            rule: super::workloads::Rule::Reservation,
+            mode: audit.mode,
+            pod: source == Source::Pods,
+        };
+        audit
+            .workloads
+            .record(&entry, super::workloads::Verdict::RunsOnPool, &reason(), None);
         if let Some(found) = audit.running.add(namespace, workload, source, example, reason) {
             found.add_node(node);
         }

@@ -246,6 +246,7 @@ pub(crate) async fn scan(
         let mut group = group_name.as_ref().and_then(|name| groups.get_mut(name));
         if let Some(group) = group.as_mut() {
             group.namespaces += 1;
+            group.workloads.namespace(namespace, &group.group);
         }
         let ns = Namespace {
             name: namespace,

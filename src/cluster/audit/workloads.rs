@@ -1,0 +1,368 @@
+//! The audit's outcome per *workload*, per namespace: what the continuous audit hands to the
+//! OpenReports writer (`crate::cluster::reports`) so that no second scan is needed.
+//!
+//! The group counts and findings of [`super::GroupAudit`] are bounded per group and keep only
+//! the workloads enforce would change; a report needs every workload of a namespace, the
+//! compliant ones too. The scan records each decided pod and template here under its workload
+//! (the controller at the top of its owner chain, or the bare pod: the audit's `Kind/name`),
+//! and the workload keeps its worst verdict (would_deny over would_patch over compliant over
+//! skipped) with the message of that verdict. Pure: no client, no clock.
+//!
+//! Bounded: at most [`MAX_WORKLOADS_PER_NAMESPACE`] entries per namespace (the others are
+//! counted in [`NamespaceOutcomes::omitted`]); a message is cut to [`MAX_MESSAGE_BYTES`], a
+//! patch summary to [`MAX_PATCH_PATHS`] paths.
+
+use std::collections::BTreeMap;
+
+use pod_director_engine::config::Mode;
+use pod_director_engine::placement::{Decision, Outcome};
+
+/// Most workload entries kept per namespace; the others are counted.
+pub const MAX_WORKLOADS_PER_NAMESPACE: usize = 2000;
+/// Longest message kept per entry (bytes, cut on a character boundary).
+pub const MAX_MESSAGE_BYTES: usize = 512;
+/// Most JSON Patch paths kept per entry's patch summary.
+pub const MAX_PATCH_PATHS: usize = 5;
+
+named_enum! {
+    /// What a finding is about (the `rule` of a report result).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum Rule {
+        /// The group's placement (nodeSelector, tolerations, affinity) on the workload's pods.
+        Placement => "placement",
+        /// Another group's reservation of its nodes, which the workload's pods intrude on.
+        Reservation => "reservation",
+        /// Who may move the namespace out of its group (the namespace label guard).
+        NamespaceGuard => "namespace-guard",
+        /// Whether the workload's pods, once placed, fit any node.
+        Feasibility => "feasibility",
+    }
+}
+
+named_enum! {
+    /// The verdict of one workload under one rule, worst last.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum Verdict {
+        /// A skip rule applies (excluded by label, DaemonSet pods of a group allowing them, …).
+        Skipped => "skipped",
+        /// Nothing to change.
+        Compliant => "compliant",
+        /// Running on a reserved pool's node without intruding by a toleration (bound by name,
+        /// or the node was tainted after): enforce refuses no re-creation, but it sits there.
+        RunsOnPool => "runs_on_pool",
+        /// Enforce would patch its pods.
+        WouldPatch => "would_patch",
+        /// Once placed, its pods would fit no node (admitted, left Pending).
+        NoFeasibleNode => "no_feasible_node",
+        /// Enforce would refuse its pods.
+        WouldDeny => "would_deny",
+    }
+}
+
+/// A bounded summary of the patch enforce would apply.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PatchSummary {
+    /// Operations in the patch.
+    pub ops: usize,
+    /// The first [`MAX_PATCH_PATHS`] paths, in patch order.
+    pub paths: Vec<String>,
+}
+
+impl PatchSummary {
+    fn of(patch: &json_patch::Patch) -> Option<Self> {
+        (!patch.0.is_empty()).then(|| Self {
+            ops: patch.0.len(),
+            paths: patch
+                .0
+                .iter()
+                .take(MAX_PATCH_PATHS)
+                .map(|op| op.path().to_string())
+                .collect(),
+        })
+    }
+}
+
+/// The outcome of one workload under one (policy, rule).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkloadOutcome {
+    /// The group whose rule this is (the namespace's own group; the reserving group for a reservation).
+    pub policy: String,
+    pub rule: Rule,
+    /// That group's (or reservation's) mode now.
+    pub mode: Mode,
+    pub verdict: Verdict,
+    /// The one-line plan or reason of the worst verdict seen (`would add toleration …`).
+    pub message: String,
+    /// The patch of a would_patch.
+    pub patch: Option<PatchSummary>,
+    /// Running pods decided under this workload.
+    pub pods: u64,
+    /// Templates decided under this workload (0 or 1).
+    pub templates: u64,
+}
+
+/// The key of an entry: `Kind/name`, policy, rule.
+pub type Key = (String, String, Rule);
+
+/// The outcomes of one namespace.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NamespaceOutcomes {
+    /// The group the namespace selects (`None`: only intruders of reservations were recorded).
+    pub group: Option<String>,
+    pub entries: BTreeMap<Key, WorkloadOutcome>,
+    /// Decisions of workloads beyond [`MAX_WORKLOADS_PER_NAMESPACE`].
+    pub omitted: u64,
+}
+
+/// The outcomes of every namespace an audit recorded (the pure interface the reports consume).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Ledger {
+    pub namespaces: BTreeMap<String, NamespaceOutcomes>,
+}
+
+/// One decision to record: which workload, under which policy and rule, in which mode.
+pub struct Entry<'a> {
+    pub namespace: &'a str,
+    pub workload: &'a str,
+    pub policy: &'a str,
+    pub rule: Rule,
+    pub mode: Mode,
+    /// Whether it is about running pods (else a template).
+    pub pod: bool,
+}
+
+fn cut(text: &str) -> String {
+    crate::telemetry::truncate_bytes(text.trim_start_matches("pod-director: "), MAX_MESSAGE_BYTES)
+}
+
+impl Ledger {
+    /// Notes a namespace the audit scanned for `group` (its report exists even with no workload).
+    pub fn namespace(&mut self, namespace: &str, group: &str) {
+        self.namespaces.entry(namespace.to_owned()).or_default().group = Some(group.to_owned());
+    }
+
+    /// Records a verdict under `entry`'s workload; the workload keeps its worst verdict.
+    pub fn record(&mut self, entry: &Entry<'_>, verdict: Verdict, message: &str, patch: Option<PatchSummary>) {
+        let ns = self.namespaces.entry(entry.namespace.to_owned()).or_default();
+        let key = (entry.workload.to_owned(), entry.policy.to_owned(), entry.rule);
+        let (pods, templates) = (u64::from(entry.pod), u64::from(!entry.pod));
+        if let Some(found) = ns.entries.get_mut(&key) {
+            found.pods += pods;
+            found.templates += templates;
+            if verdict > found.verdict {
+                found.verdict = verdict;
+                found.message = cut(message);
+                found.patch = patch;
+            }
+            return;
+        }
+        if ns.entries.len() >= MAX_WORKLOADS_PER_NAMESPACE {
+            ns.omitted += 1;
+            return;
+        }
+        ns.entries.insert(
+            key,
+            WorkloadOutcome {
+                policy: entry.policy.to_owned(),
+                rule: entry.rule,
+                mode: entry.mode,
+                verdict,
+                message: cut(message),
+                patch,
+                pods,
+                templates,
+            },
+        );
+    }
+
+    /// Records the placement decision of a pod or template of a group (and, when it would fit
+    /// no node once placed, its feasibility).
+    pub fn record_placement(&mut self, entry: &Entry<'_>, outcome: &Outcome) {
+        let verdict = match outcome.decision {
+            Decision::Noop => Verdict::Compliant,
+            Decision::Patched | Decision::WouldPatch => Verdict::WouldPatch,
+            Decision::Denied | Decision::WouldDeny | Decision::Error => Verdict::WouldDeny,
+            Decision::Skipped | Decision::UnknownGroup => Verdict::Skipped,
+        };
+        let message = match verdict {
+            Verdict::WouldDeny => outcome.message.as_deref().unwrap_or(&outcome.summary),
+            _ => outcome.summary.as_str(),
+        };
+        let patch = (verdict == Verdict::WouldPatch)
+            .then(|| PatchSummary::of(&outcome.patch))
+            .flatten();
+        self.record(entry, verdict, message, patch);
+        // As the group's findings: a pod enforce would refuse is not also one that fits no node.
+        if outcome.no_feasible_node && !matches!(verdict, Verdict::Skipped | Verdict::WouldDeny) {
+            let feasibility = Entry {
+                rule: Rule::Feasibility,
+                ..*entry
+            };
+            self.record(&feasibility, Verdict::NoFeasibleNode, &outcome.summary, None);
+        }
+    }
+
+    /// Merges another ledger's entries (the reservations' into the groups').
+    pub fn merge(&mut self, other: &Ledger) {
+        for (namespace, theirs) in &other.namespaces {
+            let ours = self.namespaces.entry(namespace.clone()).or_default();
+            if ours.group.is_none() {
+                ours.group.clone_from(&theirs.group);
+            }
+            ours.omitted += theirs.omitted;
+            for (key, outcome) in &theirs.entries {
+                let full = ours.entries.len() >= MAX_WORKLOADS_PER_NAMESPACE;
+                match ours.entries.get_mut(key) {
+                    Some(found) if outcome.verdict > found.verdict => *found = outcome.clone(),
+                    Some(_) => {}
+                    None if full => ours.omitted += 1,
+                    None => {
+                        ours.entries.insert(key.clone(), outcome.clone());
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Clone for Entry<'_> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl Copy for Entry<'_> {}
+
+/// The whole audit's outcomes per namespace: the groups' namespaces with their workloads, and
+/// the reservations' intruders in those namespaces (intruders of namespaces that select no
+/// audited group are in the audit's findings and gauges only).
+pub fn of_audit(audit: &super::Audit) -> Ledger {
+    let mut ledger = Ledger::default();
+    for group in &audit.groups {
+        ledger.merge(&group.workloads);
+    }
+    for reservation in &audit.reservations {
+        let mut intruders = reservation.workloads.clone();
+        intruders
+            .namespaces
+            .retain(|ns, _| ledger.namespaces.get(ns).is_some_and(|o| o.group.is_some()));
+        ledger.merge(&intruders);
+    }
+    ledger
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pod_director_engine::placement::Webhook;
+
+    fn entry<'a>(workload: &'a str, pod: bool) -> Entry<'a> {
+        Entry {
+            namespace: "team-a",
+            workload,
+            policy: "web",
+            rule: Rule::Placement,
+            mode: Mode::DryRun,
+            pod,
+        }
+    }
+
+    fn outcome(decision: Decision, summary: &str) -> Outcome {
+        let mut o = Outcome::new(Webhook::Mutate, decision);
+        o.summary = summary.to_owned();
+        o
+    }
+
+    #[test]
+    fn a_workload_keeps_its_worst_verdict_with_that_verdict_s_message_and_counts_every_pod() {
+        let mut ledger = Ledger::default();
+        ledger.record_placement(&entry("Deployment/web", false), &outcome(Decision::Noop, "no change"));
+        let mut patch = outcome(Decision::WouldPatch, "would add toleration dedicated=web:NoSchedule");
+        patch.patch = serde_json::from_value(serde_json::json!([
+            {"op": "add", "path": "/spec/tolerations", "value": []}
+        ]))
+        .expect("patch");
+        ledger.record_placement(&entry("Deployment/web", true), &patch);
+        ledger.record_placement(&entry("Deployment/web", true), &outcome(Decision::Noop, "no change"));
+        let ns = &ledger.namespaces["team-a"];
+        let web = &ns.entries[&("Deployment/web".to_owned(), "web".to_owned(), Rule::Placement)];
+        assert_eq!(web.verdict, Verdict::WouldPatch);
+        assert_eq!(web.message, "would add toleration dedicated=web:NoSchedule");
+        assert_eq!(
+            web.patch,
+            Some(PatchSummary {
+                ops: 1,
+                paths: vec!["/spec/tolerations".to_owned()]
+            })
+        );
+        assert_eq!((web.pods, web.templates), (2, 1));
+
+        let mut deny = outcome(Decision::WouldDeny, "would deny");
+        deny.message = Some("pod-director: nodeSelector pool=red conflicts with the group's pool=blue".to_owned());
+        ledger.record_placement(&entry("Deployment/web", true), &deny);
+        let web =
+            &ledger.namespaces["team-a"].entries[&("Deployment/web".to_owned(), "web".to_owned(), Rule::Placement)];
+        assert_eq!(web.verdict, Verdict::WouldDeny);
+        assert_eq!(
+            web.message,
+            "nodeSelector pool=red conflicts with the group's pool=blue"
+        );
+        assert_eq!(web.patch, None);
+    }
+
+    #[test]
+    fn a_placed_pod_that_fits_no_node_adds_a_feasibility_entry_but_a_skipped_or_denied_one_does_not() {
+        let mut ledger = Ledger::default();
+        let mut o = outcome(Decision::WouldPatch, "would set nodeSelector pool=blue");
+        o.no_feasible_node = true;
+        ledger.record_placement(&entry("Job/once", false), &o);
+        let mut skipped = outcome(Decision::Skipped, "skipped");
+        skipped.no_feasible_node = true;
+        ledger.record_placement(&entry("Pod/agent", true), &skipped);
+        let mut denied = outcome(Decision::WouldDeny, "would deny");
+        denied.no_feasible_node = true;
+        ledger.record_placement(&entry("Pod/debug", true), &denied);
+        let rules: Vec<_> = ledger.namespaces["team-a"]
+            .entries
+            .keys()
+            .map(|(w, _, r)| (w.as_str(), *r))
+            .collect();
+        assert_eq!(
+            rules,
+            [
+                ("Job/once", Rule::Placement),
+                ("Job/once", Rule::Feasibility),
+                ("Pod/agent", Rule::Placement),
+                ("Pod/debug", Rule::Placement)
+            ]
+        );
+    }
+
+    #[test]
+    fn entries_beyond_the_bound_are_counted_and_messages_are_cut() {
+        let mut ledger = Ledger::default();
+        for i in 0..MAX_WORKLOADS_PER_NAMESPACE + 3 {
+            let name = format!("Pod/p{i}");
+            ledger.record(&entry(&name, true), Verdict::Compliant, &"x".repeat(2000), None);
+        }
+        let ns = &ledger.namespaces["team-a"];
+        assert_eq!(ns.entries.len(), MAX_WORKLOADS_PER_NAMESPACE);
+        assert_eq!(ns.omitted, 3);
+        assert!(ns.entries.values().all(|e| e.message.len() <= MAX_MESSAGE_BYTES));
+    }
+
+    #[test]
+    fn merging_keeps_the_worse_verdict_and_the_namespaces_of_both() {
+        let mut a = Ledger::default();
+        a.namespace("empty", "web");
+        a.record(&entry("Pod/x", true), Verdict::Compliant, "ok", None);
+        let mut b = Ledger::default();
+        b.record(&entry("Pod/x", true), Verdict::WouldDeny, "no", None);
+        a.merge(&b);
+        assert!(a.namespaces.contains_key("empty"));
+        assert_eq!(
+            a.namespaces["team-a"].entries.values().next().map(|e| e.verdict),
+            Some(Verdict::WouldDeny)
+        );
+    }
+}
