@@ -19,8 +19,8 @@
 //! the next scan tries again. With `--reports false`, the audit's holder deletes the reports it
 //! wrote, if the CRD is served and it may (the chart's RBAC goes with the feature: see the book).
 
-pub mod content;
-pub mod events;
+pub(crate) mod content;
+pub(crate) mod events;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
