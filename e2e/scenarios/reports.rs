@@ -413,6 +413,13 @@ async fn the_audit_writes_a_report_per_grouped_namespace_only_when_it_changes() 
         refused.is_empty(),
         "nothing above info from the reports with the admin's rights: {refused:?}"
     );
+    // The intruder tolerates the suite's shared reserved pool: gone before the next scenario
+    // audits that reservation (a namespace's deletion takes its pods only eventually).
+    Api::<Deployment>::namespaced(env.client.clone(), &ns)
+        .delete("intruder", &kube::api::DeleteParams::foreground())
+        .await
+        .expect("the intruder Deployment deleted");
+    env.wait_for_pods(&ns, "app=intruder", 0).await;
 }
 
 /// A writer whose client RBAC refuses reports (a user granted nothing, impersonated): it keeps
