@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Toleration;
 use serde_json::Value;
 
 use crate::config::{Config, Loaded};
-use crate::placement::{NodeInfo, NodeTaint};
+use crate::placement::{NodeInfo, NodeLookup, NodeTaint, NodeView, Placement};
 /// A test's configuration file `yaml`, loaded without environment overrides; it must be valid.
 pub fn loaded(yaml: &str) -> Loaded {
     Config::from_yaml(yaml, "test", Vec::new()).unwrap_or_else(|e| panic!("test config: {e}"))
@@ -68,4 +68,24 @@ pub fn without(mut value: Value, parent: &str, key: &str) -> Value {
     };
     assert!(removed.is_some(), "fixture edit: no {key:?} in {parent:?}");
     value
+}
+
+/// Nodes that cannot be looked up: the API server does not answer (no counts, every node
+/// `Unavailable`).
+#[derive(Debug)]
+pub struct DownNodes;
+
+impl NodeView for DownNodes {
+    fn feasible_keyed(&self, _: &Placement<'_>, _: u64) -> Option<usize> {
+        None
+    }
+    fn total(&self) -> Option<usize> {
+        None
+    }
+    fn node(&self, _: &str) -> NodeLookup {
+        NodeLookup::Unavailable("the API server did not answer".to_owned())
+    }
+    fn count_where(&self, _: &dyn Fn(&NodeInfo) -> bool) -> Option<usize> {
+        None
+    }
 }

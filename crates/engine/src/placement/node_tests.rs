@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::feasible::{NodeInfo, NodeLookup, NodeView, Placement};
+use super::feasible::{NodeInfo, NodeView};
 use super::*;
 use crate::config::Config;
 use crate::testing::{self, assert_contains};
@@ -391,23 +391,7 @@ fn an_unknown_node_is_denied_in_enforce_and_would_deny_in_dry_run() {
     assert_eq!(out.decision, Decision::WouldDeny);
 }
 
-#[derive(Debug)]
-struct Down;
-
-impl NodeView for Down {
-    fn feasible_keyed(&self, _: &Placement<'_>, _: u64) -> Option<usize> {
-        None
-    }
-    fn total(&self) -> Option<usize> {
-        None
-    }
-    fn node(&self, _: &str) -> NodeLookup {
-        NodeLookup::Unavailable("the API server did not answer".to_owned())
-    }
-    fn count_where(&self, _: &dyn Fn(&NodeInfo) -> bool) -> Option<usize> {
-        None
-    }
-}
+use crate::testing::DownNodes as Down;
 
 #[test]
 fn a_node_that_cannot_be_looked_up_makes_an_enforce_decision_undecidable() {

@@ -218,22 +218,7 @@ fn the_reservation_s_own_group_allowed_requesters_and_excluded_namespaces_bind_f
 
 #[test]
 fn a_target_that_cannot_be_looked_up_is_undecidable_in_enforce() {
-    #[derive(Debug)]
-    struct Down;
-    impl NodeView for Down {
-        fn feasible_keyed(&self, _: &Placement<'_>, _: u64) -> Option<usize> {
-            None
-        }
-        fn total(&self) -> Option<usize> {
-            None
-        }
-        fn node(&self, _: &str) -> NodeLookup {
-            NodeLookup::Unavailable("the API server did not answer".to_owned())
-        }
-        fn count_where(&self, _: &dyn Fn(&NodeInfo) -> bool) -> Option<usize> {
-            None
-        }
-    }
+    use crate::testing::DownNodes as Down;
     let labels = BTreeMap::new();
     let ns = Namespace {
         name: "batch",
