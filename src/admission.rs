@@ -192,7 +192,7 @@ impl Admission {
             Reviewed::Binding(object) if webhook == Webhook::ValidateReservation => {
                 return self.binding(config, request, object.as_deref()).await;
             }
-            Reviewed::Binding(_) => return Ok(decision::skipped(webhook, "subresource pods/binding")),
+            Reviewed::Binding(_) => return Ok(decision::skipped(webhook, decision::BINDING_ELSEWHERE)),
             Reviewed::Pod { pod, old } => Decided::Pod {
                 pod,
                 old: old.as_deref(),

@@ -44,13 +44,16 @@ pub struct View<'a> {
     pub context: &'a Context<'a>,
 }
 
+/// Why a `pods/binding` CREATE is not decided anywhere but at `/validate-reservation`.
+pub const BINDING_ELSEWHERE: &str = "subresource pods/binding";
+
 /// Why `webhook` does not decide `subject`, if it does not: it is then admitted untouched.
 pub fn not_decided(webhook: Webhook, subject: &Subject<'_>) -> Option<&'static str> {
     match (subject, webhook) {
         (Subject::Namespace(_), Webhook::ValidateNamespace) => None,
         (Subject::Namespace(_), _) => Some("namespaces are decided at /validate-namespace"),
         (Subject::Binding { .. }, Webhook::ValidateReservation) => None,
-        (Subject::Binding { .. }, _) => Some("subresource pods/binding"),
+        (Subject::Binding { .. }, _) => Some(BINDING_ELSEWHERE),
         (_, Webhook::ValidateNamespace) => Some("/validate-namespace decides namespaces only"),
         (Subject::DaemonSet { .. }, Webhook::ValidateReservation) => {
             Some("/validate-reservation decides pods; DaemonSets that intrude are reported by explain and audit")

@@ -178,7 +178,7 @@ fn allows_requesters(config: &pod_director_engine::config::Config, group: &str) 
 /// Whether a pod on a pool node is its node's own, so no intruder whatever it tolerates: a static
 /// pod's mirror, which admission skips (`mirror_pod`) because its node creates it — the audit's
 /// requester of its re-creation is that node, `system:node:<spec.nodeName>`, when the node exists
-/// (`super::engine::recreation`).
+/// (`super::requester::recreation`).
 fn its_nodes_own(outcome: &Outcome) -> bool {
     outcome.skip_reason == Some(SkipReason::MirrorPod)
 }
