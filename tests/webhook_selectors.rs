@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use pod_director::cluster::{EntrySettings, WebhookKind as Kind, owned_entries};
+use pod_director_engine::webhook_entries::{EntrySettings, Kind, owned_entries};
 use serde_json::{Map, Value, json};
 
 /// The chart's release namespace in the goldens (always excluded, as the server's own).

@@ -45,10 +45,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use json_patch::jsonptr::PointerBuf;
-use json_patch::{AddOperation, PatchOperation, RemoveOperation, TestOperation};
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, Resource};
 use prometheus_client::metrics::counter::Counter;
@@ -62,10 +59,15 @@ use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
 use crate::metrics::{ResultLabels, register};
-use pod_director_engine::config::{Config, Loaded, Mode};
-use pod_director_engine::placement::policy;
+use pod_director_engine::config::{Config, Loaded};
 
-pub use self::entries::*;
+use pod_director_engine::webhook_entries::{EntrySettings, FIELD_MANAGER, Kind, PlanError, plan_patch};
+
+/// Longest time one reconciliation (reads and patches) may take.
+const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
+/// First and largest wait before retrying a failed reconciliation.
+const RETRY_FIRST: Duration = Duration::from_secs(1);
+const RETRY_MAX: Duration = Duration::from_secs(30);
 
 /// Why a webhook configuration could not be reconciled.
 #[derive(Debug, thiserror::Error)]
@@ -77,21 +79,8 @@ pub(crate) enum ReconcileError {
         #[source]
         source: kube::Error,
     },
-    #[error(
-        "{kind} {name} has no webhook entry {entry:?}; pod-director only patches the entries the chart renders \
-         (upgrade the chart, or turn webhook.reconcile off)"
-    )]
-    MissingEntry {
-        kind: &'static str,
-        name: String,
-        entry: String,
-    },
-    #[error(
-        "cannot add entry {entry:?} to ValidatingWebhookConfiguration {name}: its clientConfig is copied from entry \
-         {from:?}, which has neither a Service nor a URL ending in /validate (install the chart's webhook \
-         configuration, or turn webhook.reconcile off and add the entry by hand)"
-    )]
-    NoClientConfig { name: String, entry: String, from: String },
+    #[error(transparent)]
+    Plan(#[from] PlanError),
     #[error("cannot patch {kind} {name}: {source}")]
     Patch {
         kind: &'static str,
@@ -344,10 +333,6 @@ impl ReconcileMetrics {
 }
 
 pub(crate) mod admission_policies;
-mod entries;
-pub(crate) mod reservation;
 
 #[cfg(test)]
 mod reconciler_tests;
-#[cfg(test)]
-mod tests;
