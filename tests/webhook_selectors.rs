@@ -1,5 +1,5 @@
 //! The server's webhook namespaceSelectors are the chart's: for each value set in
-//! `tests/webhook_selectors/`, the selectors `pod_director::cluster::webhooks` computes from
+//! `tests/webhook_selectors/`, the selectors `pod_director_engine::webhook_entries` computes from
 //! the configuration the chart's ConfigMap carries equal the golden, which
 //! `scripts/chart-test.sh selectors` checks against `helm template` of the chart.
 //! `BLESS=1 cargo test --test webhook_selectors` rewrites the goldens.

@@ -11,13 +11,11 @@
 //! workloads behind each would_deny, counts the nodes the group can use, and gives
 //! a [`Verdict`] per group (see [`verdict`]).
 //!
-//! Lists are paginated (`limit` / `continue`) and aggregated page by page: a
-//! scan holds one page of objects and one namespace's controllers, never all
-//! pods. Every request is bounded by a timeout: an API server that stops
-//! answering ends the scan with [`AuditError::Timeout`].
-//!
-//! `pod-director audit` (src/cli/audit.rs) runs one scan; `serve` repeats it
-//! ([`continuous`]) into gauges, on the replica holding a Lease.
+//! This is the audit's pure half: what a pod or template is decided as, the tallies, findings
+//! and verdicts, the workload ledger of the reports, the report as text or JSON. The product
+//! lists the cluster and feeds it (`src/cluster/audit/scan.rs`); `pod-director audit`
+//! (`src/cli/audit.rs`) runs one scan, `serve` repeats it into gauges on the replica holding a
+//! Lease (`src/cluster/audit/continuous.rs`).
 
 pub mod report;
 pub mod requester;

@@ -2,6 +2,35 @@
 //! ([`namespace_selectors`]), the guard's objectSelectors, every field but `clientConfig`
 //! ([`owned_entries`]), and the JSON Patch that makes a live configuration equal to them
 //! ([`plan_patch`]). Pure: the product's reconciler (`cluster/webhooks.rs`) reads and patches.
+//!
+//! The chart renders, in its MutatingWebhookConfiguration and its
+//! ValidatingWebhookConfiguration (both named after the release), four pod
+//! entries, `<entry>.<mutate|validate>.<configuration>.pod-director.io`:
+//!
+//! | entry | selects namespaces | failurePolicy |
+//! |---|---|---|
+//! | `enforce` | label In [groups in enforce] | `webhook.failurePolicy.enforce` (Fail) |
+//! | `observe` | label In [groups in dryRun/warn] | Ignore |
+//! | `default-group` | label DoesNotExist (with `defaultGroup`) | the default group's entry's |
+//! | `unknown-group` | label Exists, NotIn [every group] | `webhook.failurePolicy.unknownGroup` |
+//!
+//! and every entry also has `kubernetes.io/metadata.name NotIn [excluded]`. An
+//! entry with nothing to serve (no group in that mode, no `defaultGroup`) is
+//! still rendered, selecting [`NO_NAMESPACE`], so that a reload never needs an
+//! entry that does not exist. The ValidatingWebhookConfiguration also has the
+//! namespace label guard's two entries, `<enforce|observe>.namespace-guard.<configuration>.pod-director.io`
+//! (namespaces, `namespaces/status`, `namespaces/finalize`), split by the groups'
+//! modes with objectSelectors ([`guard_object_selectors`]) so that only namespaces
+//! of enforce groups become unwritable while pod-director is down. While a group reserves
+//! its nodes, it ends with the reservation entry (`reservation.<configuration>.pod-director.io`,
+//! [`reservation`]): the only entry rendered only when needed, so the reconciler adds and
+//! removes it as the live configuration starts or stops reserving.
+//!
+//! [`owned_entries`] is every field of those entries but `clientConfig`; the
+//! chart's `templates/webhooks.yaml` renders the same, held equal by the goldens
+//! in `tests/webhook_selectors/` (checked against `helm template` by
+//! `scripts/chart-test.sh selectors` and against this code by
+//! `tests/webhook_selectors.rs`).
 
 use std::collections::{BTreeMap, BTreeSet};
 

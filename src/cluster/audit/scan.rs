@@ -1,6 +1,8 @@
 //! The scan: every namespace of the groups listed page by page (`limit` / `continue`), each
 //! running pod and workload template decided as enforce would decide its re-creation, the
-//! tallies aggregated as the pages arrive. Every request bounded by a timeout.
+//! tallies aggregated as the pages arrive (into the engine's [`Audit`]): a scan holds one page
+//! of objects and one namespace's controllers, never all pods. Every request is bounded by a
+//! timeout: an API server that stops answering ends the scan with [`AuditError::Timeout`].
 
 use std::collections::BTreeMap;
 use std::fmt;
