@@ -340,6 +340,10 @@ pub fn owned_entries(
         Kind::Mutating => &["CREATE"],
         Kind::Validating => &["CREATE", "UPDATE"],
     };
+    let pod_rules = Value::Array(vec![
+        rule("", &["pods"], pod_operations, "Namespaced"),
+        rule("apps", &["daemonsets"], &["CREATE", "UPDATE"], "Namespaced"),
+    ]);
     let common = |entry_name: String, policy: &str| {
         let mut entry = serde_json::json!({
             "name": entry_name,
@@ -366,10 +370,7 @@ pub fn owned_entries(
             };
             let mut value = common(entry.name(kind.webhook(), name), policy);
             value["namespaceSelector"] = serde_json::to_value(&selectors[&entry]).unwrap_or(Value::Null);
-            value["rules"] = Value::Array(vec![
-                rule("", &["pods"], pod_operations, "Namespaced"),
-                rule("apps", &["daemonsets"], &["CREATE", "UPDATE"], "Namespaced"),
-            ]);
+            value["rules"] = pod_rules.clone();
             value
         })
         .collect();
@@ -393,10 +394,7 @@ pub fn owned_entries(
         ]))
         .unwrap_or(Value::Null);
         value["matchConditions"] = serde_json::json!([{ "name": entry.condition_name(), "expression": condition }]);
-        value["rules"] = Value::Array(vec![
-            rule("", &["pods"], pod_operations, "Namespaced"),
-            rule("apps", &["daemonsets"], &["CREATE", "UPDATE"], "Namespaced"),
-        ]);
+        value["rules"] = pod_rules.clone();
         out.push(value);
     }
     if kind == Kind::Validating {

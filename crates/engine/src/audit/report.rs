@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use super::{Audit, Counts, Finding, Findings, GroupAudit};
+use super::{Audit, Counts, Finding, Findings, GroupAudit, Verdict};
 use crate::placement::FEASIBILITY_SCOPE;
 
 #[derive(Debug, Serialize)]
@@ -21,9 +21,8 @@ struct JsonAudit<'a> {
 struct JsonGroup<'a> {
     group: &'a str,
     mode: &'a str,
-    ready: bool,
-    blockers: &'a [String],
-    warnings: &'a [String],
+    #[serde(flatten)]
+    verdict: &'a Verdict,
     namespaces: usize,
     nodes: JsonNodes<'a>,
     pods: Counts,
@@ -41,9 +40,8 @@ struct JsonGroup<'a> {
 struct JsonReservation<'a> {
     group: &'a str,
     mode: &'a str,
-    ready: bool,
-    blockers: &'a [String],
-    warnings: &'a [String],
+    #[serde(flatten)]
+    verdict: &'a Verdict,
     /// Nodes of the pool; null without node data.
     pool_nodes: Option<usize>,
     would_deny: Vec<&'a Finding>,
@@ -91,9 +89,7 @@ pub fn json(audit: &Audit) -> Result<String, serde_json::Error> {
         .map(|g| JsonGroup {
             group: &g.group,
             mode: g.mode.as_str(),
-            ready: g.verdict.ready,
-            blockers: &g.verdict.blockers,
-            warnings: &g.verdict.warnings,
+            verdict: &g.verdict,
             namespaces: g.namespaces,
             nodes: JsonNodes {
                 feasible: g.feasible_nodes,
@@ -121,9 +117,7 @@ pub fn json(audit: &Audit) -> Result<String, serde_json::Error> {
         .map(|r| JsonReservation {
             group: &r.group,
             mode: r.mode.as_str(),
-            ready: r.verdict.ready,
-            blockers: &r.verdict.blockers,
-            warnings: &r.verdict.warnings,
+            verdict: &r.verdict,
             pool_nodes: r.pool_nodes,
             would_deny: r.would_deny.iter().collect(),
             would_deny_omitted: r.would_deny.omitted,
@@ -203,6 +197,18 @@ fn nodes(group: &GroupAudit, total: Option<usize>) -> String {
     }
 }
 
+/// `title: ready to enforce` (or `NOT READY`) after a blank line, then the blockers and warnings.
+fn verdict(out: &mut String, title: &str, verdict: &Verdict) {
+    let state = if verdict.ready { "ready to enforce" } else { "NOT READY" };
+    let _ = writeln!(out, "\n{title}: {state}");
+    for blocker in &verdict.blockers {
+        let _ = writeln!(out, "  blocker: {blocker}");
+    }
+    for warning in &verdict.warnings {
+        let _ = writeln!(out, "  warning: {warning}");
+    }
+}
+
 /// The audit as text: one row per group, then each group's verdict, blockers,
 /// warnings and the workloads behind them.
 pub fn text(audit: &Audit) -> String {
@@ -245,45 +251,14 @@ pub fn text(audit: &Audit) -> String {
     }
     let mut out = table(&rows);
     for g in &audit.groups {
-        let _ = writeln!(
-            out,
-            "\n{} ({}): {}",
-            g.group,
-            g.mode.as_str(),
-            if g.verdict.ready {
-                "ready to enforce"
-            } else {
-                "NOT READY"
-            }
-        );
-        for blocker in &g.verdict.blockers {
-            let _ = writeln!(out, "  blocker: {blocker}");
-        }
-        for warning in &g.verdict.warnings {
-            let _ = writeln!(out, "  warning: {warning}");
-        }
+        verdict(&mut out, &format!("{} ({})", g.group, g.mode.as_str()), &g.verdict);
         findings(&mut out, "would_deny", &g.would_deny);
         findings(&mut out, "no feasible node", &g.no_feasible_node);
     }
     for r in &audit.reservations {
         let pool = r.pool_nodes.map_or_else(|| "-".to_owned(), |n| n.to_string());
-        let _ = writeln!(
-            out,
-            "\nreservation {} ({}, pool nodes: {pool}): {}",
-            r.group,
-            r.mode.as_str(),
-            if r.verdict.ready {
-                "ready to enforce"
-            } else {
-                "NOT READY"
-            }
-        );
-        for blocker in &r.verdict.blockers {
-            let _ = writeln!(out, "  blocker: {blocker}");
-        }
-        for warning in &r.verdict.warnings {
-            let _ = writeln!(out, "  warning: {warning}");
-        }
+        let title = format!("reservation {} ({}, pool nodes: {pool})", r.group, r.mode.as_str());
+        verdict(&mut out, &title, &r.verdict);
         findings(&mut out, "would_deny", &r.would_deny);
         findings(&mut out, "requester unknown", &r.requester_unknown);
         findings(&mut out, "running intruder", &r.running);

@@ -26,9 +26,9 @@
 //! otherwise every controller is `daemonSetController` (shared credentials, e.g.
 //! `system:kube-controller-manager`).
 //!
-//! **The engine.** [`decide`] and [`decide_reservation`] are the only functions here that call
-//! the engine's one entry ([`decision::decide`]): the pod type the audit lists (`k8s_openapi` `Pod`) and the
-//! one the engine decides meet in it alone.
+//! **The engine.** [`decide`] and [`decide_reservation`] are the audit's only calls of the
+//! engine's one entry ([`decision::decide`]): the pod type the audit lists (`k8s_openapi` `Pod`)
+//! and the one the engine decides meet in them alone.
 
 use std::collections::HashMap;
 
@@ -62,7 +62,6 @@ pub fn decide(
     requester: Requester,
     nodes: Option<&dyn NodeView>,
 ) -> Outcome {
-    let context = Context { requester, nodes: None }.with_nodes(nodes);
     let subject = match subject {
         Object::Pod => Decided::Pod { pod, old: None },
         Object::DaemonSet => Decided::DaemonSet {
@@ -70,12 +69,25 @@ pub fn decide(
             old: None,
         },
     };
+    decided(Webhook::Mutate, &subject, config, ns, requester, nodes)
+}
+
+/// [`decision::decide`] of `subject` in namespace `ns`, requested by `requester`.
+fn decided(
+    webhook: Webhook,
+    subject: &Decided<'_>,
+    config: &Config,
+    ns: &Namespace<'_>,
+    requester: Requester,
+    nodes: Option<&dyn NodeView>,
+) -> Outcome {
+    let context = Context { requester, nodes: None }.with_nodes(nodes);
     let view = View {
         config,
         namespace: ns,
         context: &context,
     };
-    decision::decide(Webhook::Mutate, &subject, &view)
+    decision::decide(webhook, subject, &view)
 }
 
 /// The `/validate-reservation` decision enforce would take for `pod`'s re-creation by
@@ -88,7 +100,6 @@ pub fn decide_reservation(
     requester: Requester,
     nodes: Option<&dyn NodeView>,
 ) -> Outcome {
-    let context = Context { requester, nodes: None }.with_nodes(nodes);
     let unbound;
     let pod = match pod.spec.as_ref().and_then(|s| s.node_name.as_ref()) {
         Some(_) => {
@@ -101,25 +112,26 @@ pub fn decide_reservation(
         }
         None => pod,
     };
-    let view = View {
-        config,
-        namespace: ns,
-        context: &context,
-    };
-    decision::decide(Webhook::ValidateReservation, &Decided::Pod { pod, old: None }, &view)
+    let subject = Decided::Pod { pod, old: None };
+    decided(Webhook::ValidateReservation, &subject, config, ns, requester, nodes)
 }
 
 /// A DaemonSet's template pod as the DaemonSet controller creates it: controlled by the DaemonSet.
 pub fn owned_by_daemon_set(pod: &Pod, name: &str) -> Pod {
     let mut owned = pod.clone();
-    owned.metadata.owner_references = Some(vec![OwnerReference {
-        api_version: "apps/v1".to_owned(),
-        kind: "DaemonSet".to_owned(),
+    owned.metadata.owner_references = Some(vec![controller("apps/v1", "DaemonSet", name)]);
+    owned
+}
+
+/// The owner reference of the controller `kind/name` (its uid unknown: the pod is not created yet).
+fn controller(api_version: &str, kind: &str, name: &str) -> OwnerReference {
+    OwnerReference {
+        api_version: api_version.to_owned(),
+        kind: kind.to_owned(),
         name: name.to_owned(),
         controller: Some(true),
         ..OwnerReference::default()
-    }]);
-    owned
+    }
 }
 
 /// A workload template as the pod its controller creates: its metadata and spec,
@@ -127,13 +139,7 @@ pub fn owned_by_daemon_set(pod: &Pod, name: &str) -> Pod {
 pub fn template_pod(template: &PodTemplateSpec, owner: Option<(&str, &str, &str)>) -> Pod {
     let mut pod = placement::template_pod(template);
     if let Some((api_version, kind, name)) = owner {
-        pod.metadata.owner_references = Some(vec![OwnerReference {
-            api_version: api_version.to_owned(),
-            kind: kind.to_owned(),
-            name: name.to_owned(),
-            controller: Some(true),
-            ..OwnerReference::default()
-        }]);
+        pod.metadata.owner_references = Some(vec![controller(api_version, kind, name)]);
     }
     pod
 }

@@ -74,6 +74,14 @@ pub fn record(
         if group_of_namespace == Some(audit.group.as_str()) {
             continue;
         }
+        let entry = super::workloads::Entry {
+            namespace,
+            workload,
+            policy: &audit.group,
+            rule: super::workloads::Rule::Reservation,
+            mode: audit.mode,
+            pod: source == Source::Pods,
+        };
         let intrusion: Option<&Intrusion> = outcome.reservation.iter().find(|i| i.group == audit.group);
         if let Some(intrusion) = intrusion {
             if intrusion.exempt.is_some() {
@@ -92,14 +100,6 @@ pub fn record(
                 )
             };
             let known = requester_known || !allows_requesters(config, &audit.group);
-            let entry = super::workloads::Entry {
-                namespace,
-                workload,
-                policy: &audit.group,
-                rule: super::workloads::Rule::Reservation,
-                mode: audit.mode,
-                pod: source == Source::Pods,
-            };
             // A bare pod whose creator the audit cannot know is a warning, not a refusal.
             let (verdict, why) = match known {
                 true => (super::workloads::Verdict::WouldDeny, reason()),
@@ -144,14 +144,6 @@ pub fn record(
                 "runs on pool node {node} without a toleration of a reserved taint (bound by spec.nodeName, or the \
                  node was tainted after it started)"
             ),
-        };
-        let entry = super::workloads::Entry {
-            namespace,
-            workload,
-            policy: &audit.group,
-            rule: super::workloads::Rule::Reservation,
-            mode: audit.mode,
-            pod: source == Source::Pods,
         };
         audit
             .workloads
