@@ -20,6 +20,7 @@
 pub mod report;
 pub mod requester;
 pub mod reservation;
+pub mod tally;
 pub mod verdict;
 pub mod workloads;
 
