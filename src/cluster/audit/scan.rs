@@ -270,6 +270,13 @@ pub(crate) async fn scan(
         reservations: Vec::new(),
     };
     let total = selected.len();
+    let at = |done: usize, a: &Audit| Progress {
+        namespaces_done: done,
+        namespaces_total: total,
+        pods: a.pods_scanned,
+        templates: a.templates_scanned,
+        elapsed: started.elapsed(),
+    };
     for (done, (namespace, labels, group_name)) in selected.iter().enumerate() {
         let mut group = group_name.as_ref().and_then(|name| groups.get_mut(name));
         if let Some(group) = group.as_mut() {
@@ -292,25 +299,11 @@ pub(crate) async fn scan(
             },
             options,
             &mut audit,
-            &mut |a: &Audit| {
-                progress(Progress {
-                    namespaces_done: done,
-                    namespaces_total: total,
-                    pods: a.pods_scanned,
-                    templates: a.templates_scanned,
-                    elapsed: started.elapsed(),
-                })
-            },
+            &mut |a: &Audit| progress(at(done, a)),
         )
         .await?;
         audit.namespaces_scanned += 1;
-        progress(Progress {
-            namespaces_done: done + 1,
-            namespaces_total: total,
-            pods: audit.pods_scanned,
-            templates: audit.templates_scanned,
-            elapsed: started.elapsed(),
-        });
+        progress(at(done + 1, &audit));
     }
     for mut group in groups.into_values() {
         group.conclude(config, nodes, audit.nodes);
