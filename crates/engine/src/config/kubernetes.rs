@@ -300,12 +300,11 @@ pub struct PodAffinityTerm {
     namespace_selector: LabelSelector,
     #[serde(default)]
     namespaces: Vec<NamespaceName>,
-    #[schemars(length(min = 1))]
-    topology_key: String,
+    topology_key: LabelKey,
     #[serde(default)]
-    match_label_keys: Vec<String>,
+    match_label_keys: Vec<LabelKey>,
     #[serde(default)]
-    mismatch_label_keys: Vec<String>,
+    mismatch_label_keys: Vec<LabelKey>,
 }
 
 /// core/v1 WeightedPodAffinityTerm.

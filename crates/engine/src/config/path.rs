@@ -31,6 +31,14 @@ impl Path {
         segments.push(Segment::Index(index));
         Self(segments)
     }
+
+    /// The key holding the list or mapping whose item this is (`matchFields` of `matchFields[0]`).
+    pub fn parent_key(&self) -> Option<&str> {
+        match self.0.iter().rev().nth(1) {
+            Some(Segment::Key(key)) => Some(key),
+            _ => None,
+        }
+    }
 }
 
 fn is_plain(key: &str) -> bool {
@@ -60,24 +68,4 @@ impl fmt::Display for Path {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn paths_render_like_yaml_paths() {
-        let p = Path::root()
-            .key("groups")
-            .key("ci")
-            .key("tolerations")
-            .index(0)
-            .key("operator");
-        assert_eq!(p.to_string(), "groups.ci.tolerations[0].operator");
-        let p = Path::root()
-            .key("groups")
-            .key("ci")
-            .key("nodeSelector")
-            .key("kubernetes.io/os");
-        assert_eq!(p.to_string(), r#"groups.ci.nodeSelector["kubernetes.io/os"]"#);
-        assert_eq!(Path::root().to_string(), "(top level)");
-    }
-}
+mod tests;
