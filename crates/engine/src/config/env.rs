@@ -1,22 +1,7 @@
-//! Environment overrides: any scalar setting of the file can be replaced by an
-//! environment variable, which wins over the file.
-//!
-//! Naming rule: `POD_DIRECTOR__` followed by the path of the setting, its
-//! segments joined by `__`. A segment matches a key when both are equal after
-//! lower-casing and dropping `_` and `-`, so camelCase keys can be written in
-//! the usual upper snake case:
-//!
-//! | setting | variable |
-//! |---|---|
-//! | `defaultMode` | `POD_DIRECTOR__DEFAULT_MODE` |
-//! | `groups.ci.mode` | `POD_DIRECTOR__GROUPS__CI__MODE` |
-//! | `groups.gpu-a100.onConflict` | `POD_DIRECTOR__GROUPS__GPU_A100__ON_CONFLICT` |
-//! | `groups.ci.tolerations[0].value` | `POD_DIRECTOR__GROUPS__CI__TOLERATIONS__0__VALUE` |
-//! | `excludedNamespaces` | `POD_DIRECTOR__EXCLUDED_NAMESPACES=kube-system,monitoring` |
-//!
-//! Group names and map keys (nodeSelector) are matched against the ones the
-//! file defines; a variable cannot invent a group. `POD_DIRECTOR_CONFIG`
-//! (single underscore) names the file and is not an override.
+//! Environment overrides (`POD_DIRECTOR__GROUPS__CI__MODE=enforce`): any scalar setting of the file
+//! can be replaced by a variable, which wins over the file. The naming rule is the user's
+//! reference's (docs/src/configuration.md): segments joined by `__`, each matching a key when both
+//! are equal after lower-casing and dropping `_` and `-`; a variable cannot invent a group.
 
 use serde_json::{Map, Value};
 
@@ -43,38 +28,21 @@ fn schema_at(path: &[String]) -> Option<Node> {
     })
 }
 
-/// The keys a mapping may have at `path` (canonical keys so far), beyond those present:
-/// those of a mapping of fixed shape (a group's settings, not its nodeSelector's labels).
-fn known_keys(path: &[String]) -> Vec<&'static str> {
-    schema_at(path).map(|node| node.keys()).unwrap_or_default()
-}
-
+/// The key of `map` (at `path`, canonical keys so far) that `segment` names: one the file has, or
+/// one of a mapping of fixed shape (a group's settings, not its nodeSelector's labels).
 fn resolve_key(map: &Map<String, Value>, path: &[String], segment: &str) -> Result<String, String> {
-    let wanted = normalize(segment);
-    let mut candidates: Vec<String> = map.keys().filter(|k| normalize(k) == wanted).cloned().collect();
-    for known in &known_keys(path) {
-        if normalize(known) == wanted && !candidates.iter().any(|c| c == known) {
-            candidates.push((*known).to_owned());
+    let mut names: Vec<&str> = map.keys().map(String::as_str).collect();
+    for known in schema_at(path).map(|node| node.keys()).unwrap_or_default() {
+        if !names.contains(&known) {
+            names.push(known);
         }
     }
-    match candidates.len() {
-        1 => Ok(candidates.remove(0)),
-        0 => {
-            let mut names: Vec<&str> = map.keys().map(String::as_str).collect();
-            for known in known_keys(path) {
-                if !names.contains(&known) {
-                    names.push(known);
-                }
-            }
-            Err(format!(
-                "{segment:?} matches no key here (keys: {})",
-                if names.is_empty() {
-                    "none".to_owned()
-                } else {
-                    names.join(", ")
-                }
-            ))
-        }
+    let wanted = normalize(segment);
+    let candidates: Vec<&str> = names.iter().copied().filter(|k| normalize(k) == wanted).collect();
+    match candidates[..] {
+        [one] => Ok(one.to_owned()),
+        [] if names.is_empty() => Err(format!("{segment:?} matches no key here (keys: none)")),
+        [] => Err(format!("{segment:?} matches no key here (keys: {})", names.join(", "))),
         _ => Err(format!(
             "{segment:?} is ambiguous: it matches {}",
             candidates.join(", ")
@@ -125,22 +93,24 @@ fn typed_value(key: &str, schema: Option<Node>, existing: Option<&Value>, raw: &
 }
 
 fn apply_one(document: &mut Value, name: &str, raw: &str) -> Result<String, String> {
-    let rest = &name[PREFIX.len()..];
-    let segments: Vec<&str> = rest.split("__").collect();
+    let segments: Vec<&str> = name[PREFIX.len()..].split("__").collect();
     if segments.iter().any(|s| s.is_empty()) {
         return Err("has an empty path segment; join segments with exactly two underscores".to_owned());
     }
     let mut canonical: Vec<String> = Vec::new();
     let mut node = document;
-    let (last, parents) = segments.split_last().ok_or("names no setting")?;
-    for segment in parents {
+    for (i, segment) in segments.iter().enumerate() {
+        let last = i + 1 == segments.len();
         node = match node {
             Value::Object(map) => {
                 let key = resolve_key(map, &canonical, segment)?;
                 // A top-level mapping of fixed shape (namespaceGuard) may be set key by key
                 // even when the file leaves it out; groups and lists cannot be invented.
-                if canonical.is_empty() && schema_at(std::slice::from_ref(&key)).is_some_and(|n| n.is_fixed_mapping()) {
-                    map.entry(key.clone()).or_insert_with(|| Value::Object(Map::new()));
+                let fixed =
+                    canonical.is_empty() && schema_at(std::slice::from_ref(&key)).is_some_and(|n| n.is_fixed_mapping());
+                if last || fixed {
+                    map.entry(key.clone())
+                        .or_insert_with(|| if last { Value::Null } else { Value::Object(Map::new()) });
                 }
                 canonical.push(key.clone());
                 map.get_mut(&key).ok_or_else(|| {
@@ -163,24 +133,8 @@ fn apply_one(document: &mut Value, name: &str, raw: &str) -> Result<String, Stri
             _ => return Err(format!("{} is a scalar, it has no {segment:?}", canonical.join("."))),
         };
     }
-    match node {
-        Value::Object(map) => {
-            let key = resolve_key(map, &canonical, last)?;
-            canonical.push(key.clone());
-            let value = typed_value(&key, schema_at(&canonical), map.get(&key), raw)?;
-            map.insert(key, value);
-        }
-        Value::Array(items) => {
-            let index: usize = last.parse().map_err(|_| format!("{last:?} is not a list index"))?;
-            let len = items.len();
-            let slot = items
-                .get_mut(index)
-                .ok_or_else(|| format!("index {index} is out of range (the list has {len} items)"))?;
-            canonical.push(index.to_string());
-            *slot = typed_value("", schema_at(&canonical), Some(slot), raw)?;
-        }
-        _ => return Err(format!("{} is a scalar, it has no {last:?}", canonical.join("."))),
-    }
+    let key = canonical.last().cloned().unwrap_or_default();
+    *node = typed_value(&key, schema_at(&canonical), Some(&*node).filter(|v| !v.is_null()), raw)?;
     Ok(canonical.join("."))
 }
 

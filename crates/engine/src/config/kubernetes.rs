@@ -80,20 +80,6 @@ string_schema!(RequesterName, "requesterName", {
     "pattern": "^\\S+$"
 });
 
-/// A list of user or group names, each once.
-pub(crate) struct RequesterNames;
-impl JsonSchema for RequesterNames {
-    fn inline_schema() -> bool {
-        true
-    }
-    fn schema_name() -> Cow<'static, str> {
-        "requesterNames".into()
-    }
-    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
-        json_schema!({"type": "array", "uniqueItems": true, "items": generator.subschema_for::<RequesterName>()})
-    }
-}
-
 /// A ServiceAccount as `namespace/name`.
 #[derive(Default, Deserialize)]
 pub(crate) struct ServiceAccountName(String);
@@ -138,18 +124,13 @@ pub enum TaintEffect {
 
 /// core/v1 Toleration.
 #[derive(Default, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 #[schemars(rename = "toleration", transform = toleration_rules, transform = super::schema::ordered::<Toleration>)]
 pub struct Toleration {
-    #[serde(default)]
     key: TolerationKey,
-    #[serde(default)]
     operator: TolerationOperator,
-    #[serde(default)]
     value: LabelValue,
-    #[serde(default)]
     effect: TaintEffect,
-    #[serde(default)]
     toleration_seconds: i64,
 }
 
@@ -209,12 +190,10 @@ pub struct NodeSelectorRequirement {
 
 /// core/v1 NodeSelectorTerm: its requirements are ANDed.
 #[derive(Default, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 #[schemars(rename = "nodeSelectorTerm", transform = super::schema::ordered::<NodeSelectorTerm>)]
 pub struct NodeSelectorTerm {
-    #[serde(default)]
     match_expressions: Vec<NodeSelectorRequirement>,
-    #[serde(default)]
     match_fields: Vec<NodeSelectorRequirement>,
 }
 
@@ -239,12 +218,10 @@ pub struct PreferredSchedulingTerm {
 
 /// core/v1 NodeAffinity.
 #[derive(Default, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 #[schemars(rename = "nodeAffinity", transform = super::schema::ordered::<NodeAffinity>)]
 pub struct NodeAffinity {
-    #[serde(default)]
     required_during_scheduling_ignored_during_execution: NodeSelector,
-    #[serde(default)]
     preferred_during_scheduling_ignored_during_execution: Vec<PreferredSchedulingTerm>,
 }
 
@@ -261,13 +238,11 @@ pub(crate) struct LabelSelectorRequirement {
 
 /// metav1 LabelSelector.
 #[derive(Default, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 #[schemars(rename = "labelSelector", transform = super::schema::ordered::<LabelSelector>)]
 pub struct LabelSelector {
-    #[serde(default)]
     #[schemars(with = "Labels")]
     match_labels: (),
-    #[serde(default)]
     match_expressions: Vec<LabelSelectorRequirement>,
 }
 
@@ -319,24 +294,19 @@ pub struct WeightedPodAffinityTerm {
 
 /// core/v1 PodAffinity and PodAntiAffinity (the same shape).
 #[derive(Default, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 #[schemars(rename = "podAffinity", transform = super::schema::ordered::<PodAffinity>)]
 pub(crate) struct PodAffinity {
-    #[serde(default)]
     required_during_scheduling_ignored_during_execution: Vec<PodAffinityTerm>,
-    #[serde(default)]
     preferred_during_scheduling_ignored_during_execution: Vec<WeightedPodAffinityTerm>,
 }
 
 /// core/v1 Affinity.
 #[derive(Default, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 #[schemars(rename = "affinity", transform = super::schema::ordered::<Affinity>)]
 pub struct Affinity {
-    #[serde(default)]
     node_affinity: NodeAffinity,
-    #[serde(default)]
     pod_affinity: PodAffinity,
-    #[serde(default)]
     pod_anti_affinity: PodAffinity,
 }

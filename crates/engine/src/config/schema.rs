@@ -1,18 +1,12 @@
-//! The configuration's schema, derived once from the Rust types (`schemars`, serde).
-//!
-//! Everything that needs the shape of `Config` reads it from here: validation takes the
-//! keys each mapping allows (in declaration order, as its messages list them) and the
-//! values of each enumeration; environment overrides take the keys a path may name and
-//! the type of each setting; `pod-director config-schema` prints the JSON Schema that
-//! `chart/values.schema.json` embeds as `config` (a drift check in the tests and the
-//! chart tests keeps the two equal).
+//! The configuration's schema, derived once from the Rust types (`schemars`, serde): what
+//! validation and environment overrides read the shape of `Config` from, and what
+//! `check-config --print-schema` prints (`chart/values.schema.json` embeds it as `config`).
 
-use std::fmt;
 use std::sync::LazyLock;
 
 use schemars::generate::SchemaSettings;
 use schemars::{Schema, SchemaGenerator};
-use serde::de::{self, Deserialize, Deserializer, Visitor};
+use serde::de::{Deserialize, Deserializer, Error, Visitor, value};
 use serde_json::Value;
 
 use super::Config;
@@ -32,26 +26,11 @@ pub fn names<'de, T: Deserialize<'de>>() -> &'static [&'static str] {
 
 struct Names<'a>(&'a mut Option<&'static [&'static str]>);
 
-#[derive(Debug)]
-struct Recorded;
-
-impl fmt::Display for Recorded {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("names recorded")
-    }
-}
-impl std::error::Error for Recorded {}
-impl de::Error for Recorded {
-    fn custom<T: fmt::Display>(_: T) -> Self {
-        Recorded
-    }
-}
-
 impl<'de> Deserializer<'de> for Names<'_> {
-    type Error = Recorded;
+    type Error = value::Error;
 
-    fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Recorded> {
-        Err(Recorded)
+    fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, value::Error> {
+        Err(value::Error::custom("names recorded"))
     }
 
     fn deserialize_struct<V: Visitor<'de>>(
@@ -59,9 +38,9 @@ impl<'de> Deserializer<'de> for Names<'_> {
         _: &'static str,
         fields: &'static [&'static str],
         _: V,
-    ) -> Result<V::Value, Recorded> {
+    ) -> Result<V::Value, value::Error> {
         *self.0 = Some(fields);
-        Err(Recorded)
+        Err(value::Error::custom("names recorded"))
     }
 
     fn deserialize_enum<V: Visitor<'de>>(
@@ -69,9 +48,9 @@ impl<'de> Deserializer<'de> for Names<'_> {
         _: &'static str,
         variants: &'static [&'static str],
         _: V,
-    ) -> Result<V::Value, Recorded> {
+    ) -> Result<V::Value, value::Error> {
         *self.0 = Some(variants);
-        Err(Recorded)
+        Err(value::Error::custom("names recorded"))
     }
 
     serde::forward_to_deserialize_any! {

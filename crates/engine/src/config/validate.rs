@@ -37,36 +37,13 @@ fn one_of(allowed: &[&str]) -> String {
         .join(", ")
 }
 
-/// Edit distance between `a` and `b` (optimal string alignment: insertions,
-/// deletions, substitutions and swaps of adjacent characters each cost 1),
-/// ignoring ASCII case.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let a: Vec<char> = a.chars().map(|c| c.to_ascii_lowercase()).collect();
-    let b: Vec<char> = b.chars().map(|c| c.to_ascii_lowercase()).collect();
-    // rows[i][j]: distance between a[..i] and b[..j]; three rows are enough.
-    let mut before: Vec<usize> = Vec::new();
-    let mut previous: Vec<usize> = (0..=b.len()).collect();
-    for i in 1..=a.len() {
-        let mut current = vec![i; b.len() + 1];
-        for j in 1..=b.len() {
-            let cost = usize::from(a[i - 1] != b[j - 1]);
-            let mut best = (previous[j] + 1).min(current[j - 1] + 1).min(previous[j - 1] + cost);
-            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
-                best = best.min(before[j - 2] + 1);
-            }
-            current[j] = best;
-        }
-        before = std::mem::replace(&mut previous, current);
-    }
-    previous[b.len()]
-}
-
-/// The allowed key a misspelt `key` most likely meant: the nearest by edit
-/// distance, when it is near enough (a third of its length, at least 1, at most 3).
+/// The allowed key a misspelt `key` most likely meant: the nearest by edit distance (optimal
+/// string alignment, ignoring case), when it is near enough (a third of its length, 1 to 3).
 fn closest<'a>(key: &str, allowed: &[&'a str]) -> Option<&'a str> {
+    let key = key.to_ascii_lowercase();
     allowed
         .iter()
-        .map(|candidate| (edit_distance(key, candidate), *candidate))
+        .map(|candidate| (strsim::osa_distance(&key, &candidate.to_ascii_lowercase()), *candidate))
         .filter(|(distance, candidate)| *distance <= (candidate.chars().count() / 3).clamp(1, 3))
         .min_by_key(|(distance, _)| *distance)
         .map(|(_, candidate)| candidate)
