@@ -1,31 +1,20 @@
-//! The one typed configuration: loaded from YAML, overridden by environment
-//! variables, validated completely, then frozen.
-//!
-//! | file | what |
-//! |---|---|
-//! | `mod.rs` | the types ([`Config`], [`Group`], …), loading, the revision |
-//! | `schema.rs` | the schema derived from the types: keys, values, types; `check-config --print-schema` |
-//! | `kubernetes.rs` | the Kubernetes shapes a group embeds (tolerations, affinity, label keys…), for the schema |
-//! | `validate.rs` | every rule beyond the shape, every error in one run with its path |
-//! | `env.rs` | environment overrides and their naming rule |
-//! | `path.rs` | paths as errors name them (`groups.ci.tolerations[0].operator`) |
-//! | `syntax.rs` | Kubernetes name syntax (label keys and values, DNS names) |
+//! The one typed configuration: loaded from YAML, overridden by environment variables
+//! (`env.rs`), validated completely against its schema (`schema.rs`, `kubernetes.rs`,
+//! `validate.rs`), then frozen.
 
 mod env;
 mod kubernetes;
 mod path;
 mod reserve;
 pub mod schema;
-pub mod syntax;
 mod validate;
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path as FsPath, PathBuf};
 
 use k8s_openapi::api::core::v1::{Affinity, Toleration};
-use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -105,13 +94,10 @@ named_enum! {
     #[serde(rename_all = "camelCase")]
     #[schemars(rename = "enforceWith", transform = schema::variants_as_enum)]
     pub enum EnforceWith {
-        /// pod-director's webhook entries (failurePolicy Fail): every rule, but no pod of the group
-        /// can be created while pod-director is unreachable.
+        /// pod-director's webhook entries (failurePolicy Fail): every rule, but none while it is down.
         #[default]
         Webhook => "webhook",
-        /// A MutatingAdmissionPolicy and a ValidatingAdmissionPolicy compiled from the group, run by the
-        /// API server itself: pods are placed while pod-director is down. Takes effect in enforce; pods
-        /// naming `spec.nodeName`, pod updates and DaemonSets stay on the webhook.
+        /// Admission policies compiled from the group, run by the API server even while pod-director is down.
         Policy => "policy",
     }
 }
@@ -279,7 +265,8 @@ pub struct Config {
     /// Which pods of groups enforced by admission policies are still sent to the webhook to be logged.
     #[serde(skip_serializing_if = "is_default")]
     pub policy_observation: PolicyObservation,
-    #[schemars(with = "Groups")]
+    /// Groups by name (the namespace label value)
+    #[schemars(with = "kubernetes::MapOf<kubernetes::GroupName, Group>")]
     pub groups: BTreeMap<String, Group>,
 }
 
@@ -354,26 +341,6 @@ impl ConfigError {
     }
 }
 
-/// The `groups` mapping: group names (namespace label values) to groups.
-struct Groups;
-
-impl JsonSchema for Groups {
-    fn inline_schema() -> bool {
-        true
-    }
-    fn schema_name() -> Cow<'static, str> {
-        "groups".into()
-    }
-    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
-        json_schema!({
-            "type": "object",
-            "description": "Groups by name (the namespace label value)",
-            "propertyNames": generator.subschema_for::<kubernetes::GroupName>(),
-            "additionalProperties": generator.subschema_for::<Group>()
-        })
-    }
-}
-
 /// A validated configuration and where it came from.
 #[derive(Debug, Clone)]
 pub struct Loaded {
@@ -444,7 +411,6 @@ impl Config {
         if !errors.is_empty() {
             return Err(invalid(errors));
         }
-        let mut warnings: Vec<String> = Vec::new();
         let config: Config = serde_json::from_value(document).map_err(|e| {
             invalid(vec![FieldError {
                 path: "(document)".to_owned(),
@@ -455,10 +421,8 @@ impl Config {
         if !errors.is_empty() {
             return Err(invalid(errors));
         }
+        let warnings = Vec::from_iter(config.groups.is_empty().then(|| NO_GROUPS_WARNING.to_owned()));
         let revision = config.revision();
-        if config.groups.is_empty() {
-            warnings.push(NO_GROUPS_WARNING.to_owned());
-        }
         Ok(Loaded {
             config,
             revision,

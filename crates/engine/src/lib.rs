@@ -5,6 +5,8 @@
 //! - [`decision`]: the one entry, `decide(webhook, subject, view)`: an object decided as a webhook would.
 //! - [`placement`]: the pure engine (plan, verify, decide).
 //! - [`namespace_guard`]: who may change a namespace's group label (`/validate-namespace`).
+//! - [`syntax`]: Kubernetes name syntax (label keys and values, DNS names), for the configuration and
+//!   the admission requests alike.
 //! - `testing` (hidden; the `testing` feature, and the engine's unit tests): what the tests build their
 //!   inputs with (a test config, a node, a toleration, a JSON edit, `assert_contains`, the scheduler
 //!   oracle); not an API.
@@ -46,6 +48,7 @@ pub mod config;
 pub mod decision;
 pub mod namespace_guard;
 pub mod placement;
+pub mod syntax;
 #[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 pub mod testing;

@@ -49,11 +49,11 @@ fn an_entry_with_nothing_to_serve_selects_a_name_no_namespace_can_have() {
         json!({"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["none.pod-director.io"]})
     );
     assert!(
-        pod_director_engine::config::syntax::label_value(NO_NAMESPACE).is_none(),
+        pod_director_engine::syntax::label_value(NO_NAMESPACE).is_none(),
         "a valid label value"
     );
     assert!(
-        pod_director_engine::config::syntax::dns1123_label(NO_NAMESPACE).is_some(),
+        pod_director_engine::syntax::dns1123_label(NO_NAMESPACE).is_some(),
         "but never a namespace's name"
     );
     let none = namespace_selectors(&config("groups: {}"), &BTreeSet::new());

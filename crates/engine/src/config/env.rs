@@ -64,11 +64,10 @@ fn typed_value(key: &str, schema: Option<Node>, existing: Option<&Value>, raw: &
     let is_int = matches!(existing, Some(Value::Number(_))) || is("integer");
     let is_list = matches!(existing, Some(Value::Array(_))) || schema.is_some_and(|s| s.is_string_list());
     if is_bool {
-        return match raw.to_ascii_lowercase().as_str() {
-            "true" => Ok(Value::Bool(true)),
-            "false" => Ok(Value::Bool(false)),
-            _ => Err(format!("{raw:?} is not true or false")),
-        };
+        let parsed = raw.to_ascii_lowercase().parse::<bool>();
+        return parsed
+            .map(Value::Bool)
+            .map_err(|_| format!("{raw:?} is not true or false"));
     }
     if is_int {
         return raw
@@ -78,13 +77,12 @@ fn typed_value(key: &str, schema: Option<Node>, existing: Option<&Value>, raw: &
             .map_err(|_| format!("{raw:?} is not an integer"));
     }
     if is_list {
-        return Ok(Value::Array(
-            raw.split(',')
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(|s| Value::String(s.to_owned()))
-                .collect(),
-        ));
+        return Ok(raw
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .collect::<Vec<_>>()
+            .into());
     }
     if schema.is_some_and(|s| s.is_nullable()) && (raw.is_empty() || raw == "null") {
         return Ok(Value::Null);

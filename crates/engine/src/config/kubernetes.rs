@@ -1,23 +1,20 @@
-//! The Kubernetes shapes a group embeds — core/v1 `Toleration` and `Affinity`, label
-//! keys and values, namespace and user names — as types the schema is derived from.
-//!
-//! The server deserializes a group's tolerations and affinity into `k8s_openapi`'s types
-//! (what the engine works on); these mirror types exist for their shape only: the keys
-//! of each mapping (in the order error messages list them), the operators and effects
-//! Kubernetes allows, and the JSON Schema the chart validates values with. The rules
-//! the API server applies beyond the shape (operator ↔ value counts, label syntax in
-//! full) are in `validate.rs`.
+//! The Kubernetes shapes a group embeds (core/v1 `Toleration` and `Affinity`, label keys and
+//! values, namespace and user names) as types the schema is derived from: the server reads a
+//! group into `k8s_openapi`'s types; these mirror types exist for their shape only.
 
 #![allow(dead_code)] // Fields are read through serde and schemars, never in code.
 
 use std::borrow::Cow;
+use std::marker::PhantomData;
 
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::Deserialize;
 
-/// A JSON Schema for a string type, registered once under `name` in the definitions.
+/// A string type whose JSON Schema (with its description) is registered once under `name`.
 macro_rules! string_schema {
     ($type:ident, $name:literal, $schema:tt) => {
+        #[derive(Default, Deserialize)]
+        pub(crate) struct $type(String);
         impl JsonSchema for $type {
             fn schema_name() -> Cow<'static, str> {
                 $name.into()
@@ -29,9 +26,6 @@ macro_rules! string_schema {
     };
 }
 
-/// A label key (qualified name): optional DNS-subdomain prefix and `/`, then a name.
-#[derive(Default, Deserialize)]
-pub(crate) struct LabelKey(String);
 string_schema!(LabelKey, "labelKey", {
     "type": "string",
     "description": "A Kubernetes label key: optional DNS-subdomain prefix and '/', then a name of at most 63 characters of [A-Za-z0-9-_.] starting and ending with an alphanumeric character",
@@ -39,9 +33,6 @@ string_schema!(LabelKey, "labelKey", {
     "maxLength": 317
 });
 
-/// A label value: empty, or at most 63 characters.
-#[derive(Default, Deserialize)]
-pub(crate) struct LabelValue(String);
 string_schema!(LabelValue, "labelValue", {
     "type": "string",
     "description": "A Kubernetes label value: empty, or at most 63 characters of [A-Za-z0-9-_.] starting and ending with an alphanumeric character",
@@ -49,9 +40,6 @@ string_schema!(LabelValue, "labelValue", {
     "maxLength": 63
 });
 
-/// A group name: a namespace label value, not empty.
-#[derive(Default, Deserialize)]
-pub(crate) struct GroupName(String);
 string_schema!(GroupName, "groupName", {
     "type": "string",
     "description": "A group name: the value of the namespace label (a label value, not empty)",
@@ -60,9 +48,6 @@ string_schema!(GroupName, "groupName", {
     "pattern": "^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$"
 });
 
-/// A namespace name (DNS-1123 label).
-#[derive(Default, Deserialize)]
-pub(crate) struct NamespaceName(String);
 string_schema!(NamespaceName, "namespaceName", {
     "type": "string",
     "description": "A namespace name (DNS-1123 label)",
@@ -70,9 +55,6 @@ string_schema!(NamespaceName, "namespaceName", {
     "maxLength": 63
 });
 
-/// A Kubernetes user or group name, as `request.userInfo` carries it.
-#[derive(Default, Deserialize)]
-pub(crate) struct RequesterName(String);
 string_schema!(RequesterName, "requesterName", {
     "type": "string",
     "description": "A Kubernetes user or group name, as request.userInfo carries it",
@@ -80,9 +62,6 @@ string_schema!(RequesterName, "requesterName", {
     "pattern": "^\\S+$"
 });
 
-/// A ServiceAccount as `namespace/name`.
-#[derive(Default, Deserialize)]
-pub(crate) struct ServiceAccountName(String);
 string_schema!(ServiceAccountName, "serviceAccountName", {
     "type": "string",
     "description": "namespace/name of a ServiceAccount",
@@ -246,23 +225,26 @@ pub struct LabelSelector {
     match_expressions: Vec<LabelSelectorRequirement>,
 }
 
-/// A label map: label keys to label values.
-pub struct Labels;
-impl JsonSchema for Labels {
+/// A mapping whose keys are of the string type `K` and values of type `V` (labels, groups).
+pub(crate) struct MapOf<K, V>(PhantomData<(K, V)>);
+impl<K: JsonSchema, V: JsonSchema> JsonSchema for MapOf<K, V> {
     fn inline_schema() -> bool {
         true
     }
     fn schema_name() -> Cow<'static, str> {
-        "labels".into()
+        format!("{}To{}", K::schema_name(), V::schema_name()).into()
     }
     fn json_schema(generator: &mut SchemaGenerator) -> Schema {
         json_schema!({
             "type": "object",
-            "propertyNames": generator.subschema_for::<LabelKey>(),
-            "additionalProperties": generator.subschema_for::<LabelValue>()
+            "propertyNames": generator.subschema_for::<K>(),
+            "additionalProperties": generator.subschema_for::<V>()
         })
     }
 }
+
+/// A label map: label keys to label values.
+pub(crate) type Labels = MapOf<LabelKey, LabelValue>;
 
 /// core/v1 PodAffinityTerm.
 #[derive(Default, Deserialize, JsonSchema)]

@@ -3,67 +3,36 @@
 
 use std::fmt;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Segment {
-    Key(String),
-    Index(usize),
-}
-
-/// A position in the configuration document.
+/// A position in the configuration document, as errors name it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Path(Vec<Segment>);
+pub struct Path(String);
 
 impl Path {
     pub fn root() -> Self {
         Self::default()
     }
 
+    /// The value under `key`: `.key`, or `["key"]` when the key is not a plain word.
     #[must_use]
     pub fn key(&self, key: &str) -> Self {
-        let mut segments = self.0.clone();
-        segments.push(Segment::Key(key.to_owned()));
-        Self(segments)
+        let plain = key.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        Self(match (plain, self.0.is_empty()) {
+            (true, true) => key.to_owned(),
+            (true, false) => format!("{}.{key}", self.0),
+            (false, _) => format!("{}[{key:?}]", self.0),
+        })
     }
 
     #[must_use]
     pub fn index(&self, index: usize) -> Self {
-        let mut segments = self.0.clone();
-        segments.push(Segment::Index(index));
-        Self(segments)
+        Self(format!("{}[{index}]", self.0))
     }
-
-    /// The key holding the list or mapping whose item this is (`matchFields` of `matchFields[0]`).
-    pub fn parent_key(&self) -> Option<&str> {
-        match self.0.iter().rev().nth(1) {
-            Some(Segment::Key(key)) => Some(key),
-            _ => None,
-        }
-    }
-}
-
-fn is_plain(key: &str) -> bool {
-    key.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
 }
 
 impl fmt::Display for Path {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.0.is_empty() {
-            return f.write_str("(top level)");
-        }
-        for (i, segment) in self.0.iter().enumerate() {
-            match segment {
-                Segment::Key(key) if is_plain(key) => {
-                    if i > 0 {
-                        f.write_str(".")?;
-                    }
-                    f.write_str(key)?;
-                }
-                Segment::Key(key) => write!(f, "[{key:?}]")?,
-                Segment::Index(index) => write!(f, "[{index}]")?,
-            }
-        }
-        Ok(())
+        f.write_str(if self.0.is_empty() { "(top level)" } else { &self.0 })
     }
 }
 

@@ -10,7 +10,8 @@ use serde_json::{Map, Value};
 
 use super::path::Path;
 use super::schema::{Node, names};
-use super::{FieldError, kubernetes as k8s, syntax};
+use super::{FieldError, kubernetes as k8s};
+use crate::syntax;
 
 struct Checker {
     errors: Vec<FieldError>,
@@ -116,21 +117,18 @@ impl Checker {
     }
 
     fn string<'v>(&mut self, v: &'v Value, path: &Path) -> Option<&'v str> {
+        let got = describe(v);
         match v {
-            Value::String(s) => Some(s),
+            Value::String(s) => return Some(s),
             Value::Number(_) | Value::Bool(_) => {
-                let got = describe(v);
                 self.err(
                     path,
                     format!("expected a string, got {got} ({v}); quote it in YAML so it stays text"),
                 );
-                None
             }
-            other => {
-                self.err(path, format!("expected a string, got {}", describe(other)));
-                None
-            }
+            _ => self.err(path, format!("expected a string, got {got}")),
         }
+        None
     }
 
     /// Checks `v` against the schema `node` at `path`; returns whether it is valid.
@@ -247,9 +245,10 @@ impl Checker {
         let count = |key: &str| map.get(key).and_then(Value::as_array).map_or(0, Vec::len);
         match name {
             "config" => self.default_group(map, path),
-            "namespaceGuard" if !map.contains_key("allowedGroups") => {}
+            // allowedGroups left out allows system:masters.
             "namespaceGuard"
-                if count("allowedUsers") + count("allowedGroups") + count("allowedServiceAccounts") == 0 =>
+                if map.contains_key("allowedGroups")
+                    && count("allowedUsers") + count("allowedGroups") + count("allowedServiceAccounts") == 0 =>
             {
                 self.err(
                     path,
@@ -259,15 +258,22 @@ impl Checker {
             }
             "group" => self.reserve(map, path),
             "toleration" => self.toleration(map, path),
-            "nodeSelectorTerm" if count("matchExpressions") + count("matchFields") == 0 => {
-                self.err(
-                    path,
-                    "a term without requirements matches no node: add matchExpressions or matchFields",
-                );
+            "nodeSelectorTerm" => {
+                if count("matchExpressions") + count("matchFields") == 0 {
+                    self.err(
+                        path,
+                        "a term without requirements matches no node: add matchExpressions or matchFields",
+                    );
+                }
+                for (key, field) in [("matchExpressions", false), ("matchFields", true)] {
+                    for (i, item) in map.get(key).and_then(Value::as_array).into_iter().flatten().enumerate() {
+                        if let Some(requirement) = item.as_object() {
+                            self.requirement(requirement, &path.key(key).index(i), Some(field));
+                        }
+                    }
+                }
             }
-            "nodeSelectorRequirement" | "labelSelectorRequirement" => {
-                self.requirement(map, path, name == "nodeSelectorRequirement");
-            }
+            "labelSelectorRequirement" => self.requirement(map, path, None),
             _ => {}
         }
     }
@@ -336,11 +342,12 @@ impl Checker {
         }
     }
 
-    /// A node (`node`) or label selector requirement: its values as its operator wants them;
-    /// a node one's key a label key, or in `matchFields` `metadata.name`.
-    fn requirement(&mut self, map: &Map<String, Value>, path: &Path, node: bool) {
-        let field = node && path.parent_key() == Some("matchFields");
-        if let (true, Some(Value::String(key))) = (node, map.get("key")) {
+    /// A requirement of a node selector term (`matchFields`: `Some(true)`) or of a label selector
+    /// (`None`): its values as its operator wants them; a node one's key a label key, or a field's
+    /// `metadata.name`.
+    fn requirement(&mut self, map: &Map<String, Value>, path: &Path, node: Option<bool>) {
+        let field = node == Some(true);
+        if let (Some(_), Some(Value::String(key))) = (node, map.get("key")) {
             let p = path.key("key");
             if !field && let Some(message) = invalid(key, "label key", syntax::label_key(key)) {
                 self.err(&p, message);
@@ -386,10 +393,10 @@ impl Checker {
             "Exists" | "DoesNotExist" if !values.is_empty() => {
                 self.err(&vp, format!("must be empty when operator is {operator}"));
             }
-            "Gt" | "Lt" if node && values.len() != 1 => {
+            "Gt" | "Lt" if node.is_some() && values.len() != 1 => {
                 self.err(&vp, format!("must have exactly one value when operator is {operator}"));
             }
-            "Gt" | "Lt" if node && values[0].parse::<i64>().is_err() => {
+            "Gt" | "Lt" if node.is_some() && values[0].parse::<i64>().is_err() => {
                 let message = format!("{:?} is not an integer, as {operator} requires", values[0]);
                 self.err(&vp.index(0), message);
             }
