@@ -204,11 +204,11 @@ impl Checker {
             let child = node.child(key);
             let variants = child.map(|c| c.variants()).unwrap_or_default();
             let range = child.and_then(|c| c.get("minimum").zip(c.get("maximum")));
-            let hint = match range {
-                _ if !variants.is_empty() => format!(": one of {}", one_of(&variants)),
-                Some((min, max)) => format!(": an integer from {min} to {max}"),
-                None if child.is_some_and(|c| c.is("array")) => ": list at least one".to_owned(),
-                None => String::new(),
+            let hint = match (variants.is_empty(), range, child.and_then(|c| c.item())) {
+                (false, ..) => format!(": one of {}", one_of(&variants)),
+                (_, Some((min, max)), _) => format!(": an integer from {min} to {max}"),
+                (_, _, Some(item)) => format!(": list at least one {}", item.name()),
+                _ => String::new(),
             };
             self.err(&path.key(key), format!("is required{hint}"));
         }
@@ -236,7 +236,7 @@ impl Checker {
         if let Some(min) = node.get("minItems").and_then(Value::as_u64)
             && (items.len() as u64) < min
         {
-            self.err(path, format!("must list at least {min}"));
+            self.err(path, format!("must list at least {min} {}", item.name()));
         }
     }
 
