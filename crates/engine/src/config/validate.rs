@@ -56,7 +56,7 @@ fn invalid(s: &str, what: &str, reason: Option<String>) -> Option<String> {
 }
 
 /// The rule of a named string type of the schema (`kubernetes.rs`): what is wrong with `s`.
-fn format(name: &str) -> Option<fn(&str) -> Option<String>> {
+fn string_rule(name: &str) -> Option<fn(&str) -> Option<String>> {
     let rule: fn(&str) -> Option<String> = match name {
         "labelKey" => |s| invalid(s, "label key", syntax::label_key(s)),
         "labelValue" => |s| invalid(s, "label value", syntax::label_value(s)),
@@ -146,7 +146,7 @@ impl Checker {
             {
                 self.err(path, format!("{s:?} is not one of {}", one_of(&variants)));
             }
-        } else if let Some(rule) = format(node.name()) {
+        } else if let Some(rule) = string_rule(node.name()) {
             if let Some(message) = self.string(v, path).and_then(rule) {
                 self.err(path, message);
             }
@@ -180,7 +180,7 @@ impl Checker {
     fn mapping(&mut self, map: &Map<String, Value>, path: &Path, node: Node) {
         let fields = node.keys();
         if fields.is_empty() {
-            let names = node.property_names().and_then(|n| format(n.name()));
+            let names = node.property_names().and_then(|n| string_rule(n.name()));
             for (key, v) in map {
                 let p = path.key(key);
                 if let Some(message) = names.and_then(|rule| rule(key)) {
