@@ -10,6 +10,8 @@
 //!   ledger the reports consume, and the report as text or JSON (the product lists the cluster).
 //! - [`webhook_entries`]: the webhook entries pod-director owns, compiled from the configuration,
 //!   and the JSON Patch that brings a live webhook configuration to them (the product applies it).
+//! - [`syntax`]: Kubernetes name syntax (label keys and values, DNS names), for the configuration and
+//!   the admission requests alike.
 //! - `testing` (hidden; the `testing` feature, and the engine's unit tests): what the tests build their
 //!   inputs with (a test config, a node, a toleration, a JSON edit, `assert_contains`, the scheduler
 //!   oracle); not an API.
@@ -52,6 +54,7 @@ pub mod config;
 pub mod decision;
 pub mod namespace_guard;
 pub mod placement;
+pub mod syntax;
 #[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 pub mod testing;

@@ -45,11 +45,11 @@ fn an_entry_with_nothing_to_serve_selects_a_name_no_namespace_can_have() {
         json!({"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["none.pod-director.io"]})
     );
     assert!(
-        crate::config::syntax::label_value(NO_NAMESPACE).is_none(),
+        crate::syntax::label_value(NO_NAMESPACE).is_none(),
         "a valid label value"
     );
     assert!(
-        crate::config::syntax::dns1123_label(NO_NAMESPACE).is_some(),
+        crate::syntax::dns1123_label(NO_NAMESPACE).is_some(),
         "but never a namespace's name"
     );
     let none = namespace_selectors(&config("groups: {}"), &BTreeSet::new());
