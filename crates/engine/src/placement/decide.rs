@@ -469,14 +469,7 @@ pub fn validate(config: &Config, ns: &Namespace<'_>, pod: &Pod, old: Option<&Pod
 pub fn validate_binding(config: &Config, ns: &Namespace<'_>, pod: &Pod, target: &str, ctx: &Context) -> Outcome {
     match binding_skipped(config, ns, ctx) {
         Some(skipped) => skipped,
-        None => validate_object(
-            config,
-            ns,
-            &super::reservation::bound_to(pod, target),
-            Some(pod),
-            Object::Binding,
-            ctx,
-        ),
+        None => validate_object(config, ns, &pod.bound_to(target), Some(pod), Object::Binding, ctx),
     }
 }
 
