@@ -6,7 +6,7 @@ use json_patch::{AddOperation, PatchOperation, TestOperation};
 use serde_json::{Value, json};
 
 use super::{BOUND, Fights, WINDOW, Yield};
-use crate::cluster::webhooks::pointer;
+use pod_director_engine::webhook_entries::pointer;
 
 const WANT: &str = "want";
 
