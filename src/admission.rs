@@ -189,8 +189,8 @@ impl Admission {
         let write;
         let subject = match &parsed.subject {
             Reviewed::NotApplicable(why) => return Ok(decision::skipped(webhook, why)),
-            Reviewed::Binding(object) if webhook == Webhook::ValidateReservation => {
-                return self.binding(config, request, object.as_deref()).await;
+            Reviewed::Binding(object) if matches!(webhook, Webhook::Validate | Webhook::ValidateReservation) => {
+                return self.binding(webhook, config, request, object.as_deref()).await;
             }
             Reviewed::Binding(_) => return Ok(decision::skipped(webhook, decision::BINDING_ELSEWHERE)),
             Reviewed::Pod { pod, old } => Decided::Pod {

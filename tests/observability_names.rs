@@ -74,6 +74,9 @@ fn emitted() -> Emitted {
     for result in ReconcileResult::ALL {
         others.reconciles.webhook_reconciled(result);
     }
+    others
+        .reconciles
+        .conflict("enforce.validate.pd.pod-director.io", "namespaceSelector");
     others.nodes.set_node_cache_size(2);
     others.nodes.set_group_nodes(&[("shadow".to_owned(), 1)]);
     others

@@ -112,15 +112,37 @@ block pods, so they share the "observe" entry (failurePolicy Ignore).
 {{- end }}
 
 {{/*
+The matchCondition `binding-not-by-a-trusted-scheduler` of the /validate entries and the
+reservation entry: it lets through only bindings (pods/binding) that a trusted scheduler does
+not send — system:kube-scheduler and config.trustedSchedulers (users, and serviceAccounts as
+system:serviceaccount:NS:NAME) — and every other request. The server renders the same
+(src/cluster/webhooks/reservation.rs); the goldens hold the two equal.
+*/}}
+{{- define "pod-director.bindingExpression" -}}
+{{- $binding := "has(request.subResource) && request.subResource == 'binding'" }}
+{{- $trusted := .Values.config.trustedSchedulers | default dict }}
+{{- $schedulers := list "system:kube-scheduler" }}
+{{- range $user := $trusted.users | default list }}
+{{- $schedulers = append $schedulers $user }}
+{{- end }}
+{{- range $sa := $trusted.serviceAccounts | default list }}
+{{- $schedulers = append $schedulers (printf "system:serviceaccount:%s" (replace "/" ":" $sa)) }}
+{{- end }}
+{{- $quoted := list }}
+{{- range $name := $schedulers | uniq | sortAlpha }}
+{{- $quoted = append $quoted (printf "'%s'" $name) }}
+{{- end }}
+{{- printf "!(%s) || !(request.userInfo.username in [%s])" $binding ($quoted | join ", ") }}
+{{- end }}
+
+{{/*
 The reservation entry (`reservation.<fullname>.pod-director.io`, /validate-reservation), as
 JSON {failurePolicy, expression, bindingExpression}, or "" when no group reserves its nodes
 (then it is not rendered). The expression is the matchCondition that lets the API server send
 only pods that may intrude: a spec.nodeName the request sets, or a toleration without a key or
 with a key the groups reserve (tolerations of effect NoSchedule, NoExecute or every effect; not
 the node lifecycle keys node.kubernetes.io/*, node.cloudprovider.kubernetes.io/*); a binding
-passes it. The bindingExpression lets through only bindings (pods/binding) that a trusted
-scheduler does not send: system:kube-scheduler and config.trustedSchedulers (users, and
-serviceAccounts as system:serviceaccount:NS:NAME). The server renders the same
+passes it. The bindingExpression is "pod-director.bindingExpression". The server renders the same
 (src/cluster/webhooks/reservation.rs); the goldens hold the two equal.
 */}}
 {{- define "pod-director.reservationEntry" -}}
@@ -149,19 +171,7 @@ serviceAccounts as system:serviceaccount:NS:NAME). The server renders the same
 {{- if $reserving }}
 {{- $binding := "has(request.subResource) && request.subResource == 'binding'" }}
 {{- $expression := printf "(%s) || (has(object.spec.nodeName) && (oldObject == null || !has(oldObject.spec.nodeName))) || (has(object.spec.tolerations) && object.spec.tolerations.exists(t, !has(t.key) || t.key == '' || t.key in [%s]))" $binding ($keys | uniq | sortAlpha | join ", ") }}
-{{- $trusted := .Values.config.trustedSchedulers | default dict }}
-{{- $schedulers := list "system:kube-scheduler" }}
-{{- range $user := $trusted.users | default list }}
-{{- $schedulers = append $schedulers $user }}
-{{- end }}
-{{- range $sa := $trusted.serviceAccounts | default list }}
-{{- $schedulers = append $schedulers (printf "system:serviceaccount:%s" (replace "/" ":" $sa)) }}
-{{- end }}
-{{- $quoted := list }}
-{{- range $name := $schedulers | uniq | sortAlpha }}
-{{- $quoted = append $quoted (printf "'%s'" $name) }}
-{{- end }}
-{{- $bindingExpression := printf "!(%s) || !(request.userInfo.username in [%s])" $binding ($quoted | join ", ") }}
+{{- $bindingExpression := include "pod-director.bindingExpression" . }}
 {{- dict "failurePolicy" (ternary .Values.webhook.failurePolicy.enforce "Ignore" $enforced) "expression" $expression "bindingExpression" $bindingExpression | toJson }}
 {{- end }}
 {{- end }}

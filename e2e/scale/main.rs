@@ -35,11 +35,13 @@
 //! | `E2E_SCALE_AUDIT_INTERVAL` | 30 (seconds; 0: the continuous audit off) |
 //! | `E2E_SCALE_ROUND_TIMEOUT` | 900 (seconds, per round) |
 //! | `E2E_SCALE_REPORT` | a file to write the table to (Markdown) |
+//! | `E2E_SCALE_MODE` | `simulation` (this), or `reports`: what the OpenReports reports cost ([`reports`]) |
 
 use pod_director_e2e::harness;
 
 mod procfs;
 mod prom;
+mod reports;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -519,8 +521,27 @@ fn ratio(a: Option<f64>, b: Option<f64>) -> String {
     }
 }
 
+/// `E2E_SCALE_MODE`: which of the target's benchmarks runs (`simulation`, the default, or `reports`).
+fn mode_is(mode: &str) -> bool {
+    let wanted = env_var("E2E_SCALE_MODE").unwrap_or_else(|| "simulation".to_owned());
+    if wanted != mode {
+        println!("{mode}: skipped (E2E_SCALE_MODE={wanted})");
+    }
+    wanted == mode
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reports_at_scale() {
+    if mode_is("reports") {
+        reports::run().await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn simulation() {
+    if !mode_is("simulation") {
+        return;
+    }
     let settings = Settings::from_env();
     let started = Instant::now();
     println!("scale simulation: {settings:?}");

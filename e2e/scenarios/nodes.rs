@@ -12,13 +12,13 @@ use serde_json::{Value, json};
 use crate::harness::k8s::{create_pod, eventually, impersonating};
 use crate::harness::{Decision, Env, Target, notice, pod, suffix};
 
-const POOL_LABEL: &str = "e2e.pod-director.io/nodes-pool";
+pub(crate) const POOL_LABEL: &str = "e2e.pod-director.io/nodes-pool";
 const TAINT_KEY: &str = "e2e.pod-director.io/nodes";
 /// The tenant the nodeName pods are created as (impersonated).
 const TENANT: &str = "e2e-tenant";
 
 /// A Node object: labels, taints, cordon.
-fn node(name: &str, pool: &str, taints: Value, unschedulable: bool) -> Node {
+pub(crate) fn node(name: &str, pool: &str, taints: Value, unschedulable: bool) -> Node {
     serde_json::from_value(json!({
         "apiVersion": "v1",
         "kind": "Node",
@@ -29,7 +29,7 @@ fn node(name: &str, pool: &str, taints: Value, unschedulable: bool) -> Node {
 }
 
 /// The pool's own taint, which the group tolerates.
-fn pool_taint() -> Value {
+pub(crate) fn pool_taint() -> Value {
     json!({"key": TAINT_KEY, "value": "teal", "effect": "NoSchedule"})
 }
 

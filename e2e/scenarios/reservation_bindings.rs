@@ -17,7 +17,7 @@ use crate::harness::k8s::{IMAGE, eventually, impersonating, pod_from};
 use crate::harness::{Env, suffix};
 
 /// A pod no scheduler picks up (a scheduler name nobody runs): pending until bound by hand.
-fn held(name: &str) -> Pod {
+pub(crate) fn held(name: &str) -> Pod {
     pod_from(json!({
         "metadata": {"name": name},
         "spec": {"schedulerName": "e2e-binds-by-hand", "containers": [{"name": "app", "image": IMAGE}]}
@@ -25,7 +25,7 @@ fn held(name: &str) -> Pod {
 }
 
 /// A client acting as `user`, allowed to create and read pods and to bind them in `namespace`.
-async fn binder(env: &Env, user: &str, namespace: &str) -> Client {
+pub(crate) async fn binder(env: &Env, user: &str, namespace: &str) -> Client {
     let name = format!("e2e-binder-{user}");
     env.apply_rbac(vec![
         json!({
@@ -48,7 +48,7 @@ async fn binder(env: &Env, user: &str, namespace: &str) -> Client {
 }
 
 /// POSTs a Binding of pod `namespace/pod` to `node` as `client`: the HTTP status and the answer.
-async fn bind(client: &Client, namespace: &str, pod: &str, node: &str) -> (http::StatusCode, Value) {
+pub(crate) async fn bind(client: &Client, namespace: &str, pod: &str, node: &str) -> (http::StatusCode, Value) {
     let binding = json!({
         "apiVersion": "v1", "kind": "Binding",
         "metadata": {"name": pod},
@@ -79,7 +79,7 @@ async fn bind(client: &Client, namespace: &str, pod: &str, node: &str) -> (http:
     .await
 }
 
-fn node_of(pod: &Pod) -> Option<&str> {
+pub(crate) fn node_of(pod: &Pod) -> Option<&str> {
     pod.spec.as_ref().and_then(|s| s.node_name.as_deref())
 }
 

@@ -1,14 +1,16 @@
-//! `pods/binding` at `/validate-reservation`: a Binding puts a pending pod on a node without the
-//! scheduler's taint check, so the reservation decides the bindings of reserved nodes.
+//! `pods/binding` at `/validate` and `/validate-reservation`: a Binding puts a pending pod on a
+//! node without the scheduler, so `/validate` decides whether the node is one of the pod's
+//! group (as it decides a `spec.nodeName` at CREATE) and the reservation whether it intrudes on
+//! a reserved pool.
 //!
 //! The Binding names the pod (the request's `name`) and the node (`target.name`), nothing else:
-//! when the engine cannot skip the binding without them ([`reservation::binding_skipped`]: no
-//! group reserves, an excluded namespace, a trusted scheduler binds), the pod is read from the
+//! when the engine cannot skip the binding without them ([`decision::binding_skipped`]: no
+//! group, no reservation, an excluded namespace, a trusted scheduler binds), the pod is read from the
 //! API server (bounded and counted, [`crate::cluster::pods`]) and the node from the Node cache,
 //! and the engine's one entry decides the binding like an UPDATE that sets the pod's `spec.nodeName`
 //! (`decision::decide` of a `Subject::Binding`). A pod that cannot be read makes the binding undecidable:
-//! HTTP 503, so the API server applies the entry's failurePolicy (Fail while a reservation is in
-//! enforce). At `/mutate` and `/validate` a binding is admitted untouched, whatever its object.
+//! HTTP 503, so the API server applies the entry's failurePolicy (Fail for a group, or a
+//! reservation, in enforce). At `/mutate` a binding is admitted untouched, whatever its object.
 
 use std::sync::Arc;
 
@@ -23,7 +25,6 @@ use super::{Admission, AdmissionError};
 use crate::cluster::pods::{self, PodLookupError, PodMetrics, PodSource};
 use pod_director_engine::config::Config;
 use pod_director_engine::decision::{self, Subject as Decided, View};
-use pod_director_engine::placement::reservation;
 use pod_director_engine::placement::{self, Context, Decision, NodeView, Outcome, Webhook};
 
 /// What [`AdmissionError::InvalidObject`] calls the object of a binding.
@@ -50,9 +51,10 @@ impl Admission {
         self
     }
 
-    /// The `/validate-reservation` decision of a Binding (see the module's text).
+    /// `webhook`'s decision of a Binding (see the module's text).
     pub(super) async fn binding(
         &self,
+        webhook: Webhook,
         config: &Config,
         request: &AdmissionRequest<DynamicObject>,
         object: Option<&RawValue>,
@@ -67,7 +69,7 @@ impl Admission {
             labels: &labels,
         };
         let ctx = Context::from_user_info(&request.user_info);
-        if let Some(skipped) = reservation::binding_skipped(config, &namespace, &ctx) {
+        if let Some(skipped) = decision::binding_skipped(webhook, config, &namespace, &ctx) {
             return Ok(skipped);
         }
         let Some((source, metrics)) = &self.pods else {
@@ -83,17 +85,14 @@ impl Admission {
         .await?;
         let Some(pod) = found else {
             // The API server refuses a binding of a pod that does not exist.
-            return Ok(decision::skipped(
-                Webhook::ValidateReservation,
-                "the bound pod does not exist",
-            ));
+            return Ok(decision::skipped(webhook, "the bound pod does not exist"));
         };
         let subject = Decided::Binding {
             pod: &pod,
             target: &target,
         };
         let named = decision::node_to_look_up(
-            Webhook::ValidateReservation,
+            webhook,
             &subject,
             &View {
                 config,
@@ -112,7 +111,7 @@ impl Admission {
             namespace: &namespace,
             context: &ctx,
         };
-        let outcome = decision::decide(Webhook::ValidateReservation, &subject, &view);
+        let outcome = decision::decide(webhook, &subject, &view);
         if outcome.decision == Decision::Error {
             return Err(AdmissionError::Node(
                 outcome

@@ -34,7 +34,7 @@ pub enum Reviewed {
         namespace: Box<NamespaceObject>,
         old: Option<Box<NamespaceObject>>,
     },
-    /// A `pods/binding` CREATE: its Binding object, decoded at `/validate-reservation` only.
+    /// A `pods/binding` CREATE: its Binding object, decoded at `/validate` and `/validate-reservation`.
     Binding(Option<Box<RawValue>>),
     /// Not a pod CREATE/UPDATE: admitted untouched, for this reason.
     NotApplicable(String),

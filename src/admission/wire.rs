@@ -251,7 +251,7 @@ fn how(resource: Option<&GroupVersionResource>, sub: Option<&str>, operation: Op
         sub.unwrap_or_default(),
     ) {
         ("", "v1", "pods", "") => Read::Pod,
-        // The Binding of `pods/binding`: the reservation decides the node it targets.
+        // The Binding of `pods/binding`: /validate and the reservation decide the node it targets.
         ("", "v1", "pods", "binding") => Read::Raw,
         ("apps", "v1", "daemonsets", "") => Read::Raw,
         ("", "v1", "namespaces", sub) if DECIDED_NAMESPACE_SUBRESOURCES.contains(&sub) => Read::Raw,

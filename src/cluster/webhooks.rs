@@ -9,6 +9,7 @@
 //! admission or readiness. `clientConfig` is not pod-director's: where it is
 //! served and the CA bundle belong to the installation (Service or URL,
 //! cert-manager's injection), and a wrong one shows at once as failed calls.
+//! Another writer that keeps changing a field back is not fought forever ([`fights`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -75,16 +76,20 @@ pub struct Reconciler {
     /// The admission policies of groups on `enforceWith: policy` (`--admission-policies`);
     /// `None`: not reconciled, every group stays on the webhook.
     pub policies: Option<Arc<admission_policies::PolicySync>>,
+    /// The fields re-asserted so far, to yield to a writer that keeps changing one back.
+    pub fights: std::sync::Mutex<fights::Fights>,
 }
+
+/// What one configuration's reconciliation changed: the entries patched, the fields yielded.
+type Reconciled = (Vec<String>, Vec<fights::Yield>);
 
 async fn reconcile_one<K>(
     api: Api<K>,
     kind: Kind,
     name: &str,
-    config: &Config,
-    entries: &EntrySettings,
-    on_policy: &BTreeSet<String>,
-) -> Result<Vec<String>, ReconcileError>
+    loaded: (&Config, &EntrySettings, &BTreeSet<String>),
+    fights: &std::sync::Mutex<fights::Fights>,
+) -> Result<Reconciled, ReconcileError>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + fmt::Debug,
 {
@@ -95,9 +100,18 @@ where
     })?;
     let json = serde_json::to_value(&object).unwrap_or(Value::Null);
     let webhooks = json["webhooks"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let (config, entries, on_policy) = loaded;
     let (operations, changed) = plan_patch(kind, name, webhooks, config, entries, on_policy)?;
+    let settled = fights.lock().unwrap_or_else(std::sync::PoisonError::into_inner).settle(
+        name,
+        &json,
+        operations,
+        changed,
+        std::time::Instant::now(),
+    );
+    let (operations, changed) = (settled.operations, settled.changed);
     if operations.is_empty() {
-        return Ok(changed);
+        return Ok((changed, settled.yielded));
     }
     let params = PatchParams {
         field_manager: Some(FIELD_MANAGER.to_owned()),
@@ -110,7 +124,7 @@ where
             name: name.to_owned(),
             source,
         })?;
-    Ok(changed)
+    Ok((changed, settled.yielded))
 }
 
 impl Reconciler {
@@ -140,17 +154,44 @@ impl Reconciler {
                 sync.set_pending(sync.pending(&wanted, &on_policy));
             }
             self.metrics.policy_groups.set(crate::metrics::gauge(on_policy.len()));
+            let yielded = || {
+                self.fights
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .yielded()
+            };
             for (kind, name) in &self.targets {
+                let wants = (&loaded.config, &self.entries, &on_policy);
                 let result = match kind {
                     Kind::Mutating => {
                         let api: Api<MutatingWebhookConfiguration> = Api::all(self.client.clone());
-                        reconcile_one(api, *kind, name, &loaded.config, &self.entries, &on_policy).await
+                        reconcile_one(api, *kind, name, wants, &self.fights).await
                     }
                     Kind::Validating => {
                         let api: Api<ValidatingWebhookConfiguration> = Api::all(self.client.clone());
-                        reconcile_one(api, *kind, name, &loaded.config, &self.entries, &on_policy).await
+                        reconcile_one(api, *kind, name, wants, &self.fights).await
                     }
                 };
+                let result = result.map(|(changed, yielded)| {
+                    for y in &yielded {
+                        self.metrics.conflict(&y.entry, &y.field);
+                        warn!(
+                            configuration = name.as_str(),
+                            kind = kind.as_str(),
+                            entry = y.entry.as_str(),
+                            field = y.field.as_str(),
+                            writers = y.writers.join(",").as_str(),
+                            patches = fights::BOUND,
+                            window_seconds = fights::WINDOW.as_secs(),
+                            "another writer keeps changing back a webhook entry field pod-director owns: pod-director \
+                             stops re-asserting it and leaves the other writer's value until the configuration wants \
+                             another one, the value changes again, or pod-director restarts; a namespaceSelector or \
+                             matchCondition narrowed by the other writer leaves pods undecided — stop that writer (on \
+                             AKS, keep the annotation admissions.enforcer/disabled: \"true\")"
+                        );
+                    }
+                    changed
+                });
                 match result {
                     Ok(changed) if changed.is_empty() => debug!(
                         configuration = name.as_str(),
@@ -171,6 +212,7 @@ impl Reconciler {
                     Err(err) => errors.push(err),
                 }
             }
+            self.metrics.yielded.set(crate::metrics::gauge(yielded()));
             // Deleted only once the webhook entries enforce every group that left the policies.
             if let Some(sync) = &self.policies
                 && served
@@ -256,10 +298,18 @@ named_enum! {
     }
 }
 
-/// `pod_director_webhook_reconciles_total`.
+crate::metrics::label_set! {
+    /// `entry`, `field`: a field of a webhook entry pod-director owns.
+    FieldLabels { entry: String, field: String }
+}
+
+/// `pod_director_webhook_reconciles_total`, the fights with another writer, the policy groups.
 #[derive(Debug, Clone)]
 pub struct ReconcileMetrics {
     webhook_reconciles: Family<ResultLabels, Counter>,
+    conflicts: Family<FieldLabels, Counter>,
+    /// `pod_director_webhook_reconcile_yielded`: fields left to another writer now.
+    pub yielded: Gauge,
     /// `pod_director_policy_groups`: groups whose pods are handed over to their admission policies.
     pub policy_groups: Gauge,
 }
@@ -279,10 +329,36 @@ impl ReconcileMetrics {
              from the webhook)",
             Gauge::default(),
         );
+        let conflicts = register(
+            r,
+            "webhook_reconcile_conflicts",
+            "Times the reconciler stopped re-asserting a field of a webhook entry pod-director owns because another \
+             writer kept changing it back (bounded re-asserts per window), by entry and field",
+            Family::default(),
+        );
+        let yielded = register(
+            r,
+            "webhook_reconcile_yielded",
+            "Fields of the webhook entries pod-director owns that the reconciler leaves to another writer now (it \
+             stopped re-asserting them)",
+            Gauge::default(),
+        );
         Self {
             webhook_reconciles,
+            conflicts,
+            yielded,
             policy_groups,
         }
+    }
+
+    /// Counts a field yielded to another writer.
+    pub fn conflict(&self, entry: &str, field: &str) {
+        self.conflicts
+            .get_or_create(&FieldLabels {
+                entry: entry.to_owned(),
+                field: field.to_owned(),
+            })
+            .inc();
     }
 
     /// Exports every result at 0 before the first reconciliation.
@@ -304,6 +380,7 @@ impl ReconcileMetrics {
 }
 
 pub(crate) mod admission_policies;
+pub(crate) mod fights;
 
 #[cfg(test)]
 mod reconciler_tests;

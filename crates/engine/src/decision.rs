@@ -10,7 +10,8 @@
 //! | `validate-reservation` | does the pod intrude on another group's reserved nodes | not decided (explain and audit report intruding DaemonSets) | not decided |
 //! | `validate-namespace` | not decided | not decided | the group label guard |
 //!
-//! A `pods/binding` CREATE is decided at `validate-reservation` only, like an UPDATE that sets the
+//! A `pods/binding` CREATE is decided at `validate` (does the bound pod's node satisfy its group)
+//! and `validate-reservation` (does it intrude on a reserved pool), like an UPDATE that sets the
 //! pod's `spec.nodeName` to the binding's target (skipped when a trusted scheduler binds).
 //!
 //! "Not decided" is an [`Outcome`] skipped as `not_applicable`, with the reason:
@@ -44,7 +45,7 @@ pub struct View<'a> {
     pub context: &'a Context<'a>,
 }
 
-/// Why a `pods/binding` CREATE is not decided anywhere but at `/validate-reservation`.
+/// Why a `pods/binding` CREATE is not decided anywhere but at `/validate` and `/validate-reservation`.
 pub const BINDING_ELSEWHERE: &str = "subresource pods/binding";
 
 /// Why `webhook` does not decide `subject`, if it does not: it is then admitted untouched.
@@ -52,7 +53,7 @@ pub fn not_decided(webhook: Webhook, subject: &Subject<'_>) -> Option<&'static s
     match (subject, webhook) {
         (Subject::Namespace(_), Webhook::ValidateNamespace) => None,
         (Subject::Namespace(_), _) => Some("namespaces are decided at /validate-namespace"),
-        (Subject::Binding { .. }, Webhook::ValidateReservation) => None,
+        (Subject::Binding { .. }, Webhook::ValidateReservation | Webhook::Validate) => None,
         (Subject::Binding { .. }, _) => Some(BINDING_ELSEWHERE),
         (_, Webhook::ValidateNamespace) => Some("/validate-namespace decides namespaces only"),
         (Subject::DaemonSet { .. }, Webhook::ValidateReservation) => {
@@ -73,6 +74,13 @@ pub fn node_to_look_up<'p>(webhook: Webhook, subject: &Subject<'p>, view: &View<
         (Webhook::ValidateReservation, Subject::Pod { pod, old }) => {
             reservation::needs_named_node(view.config, pod, *old)
         }
+        (Webhook::Validate, Subject::Binding { pod, target }) => placement::needs_bound_node(
+            view.config,
+            view.namespace,
+            &reservation::bound_to(pod, target),
+            Some(*pod),
+        )
+        .map(|_| *target),
         (Webhook::ValidateReservation, Subject::Binding { pod, target }) => {
             reservation::needs_named_node(view.config, &reservation::bound_to(pod, target), Some(*pod)).map(|_| *target)
         }
@@ -89,6 +97,9 @@ pub fn decide(webhook: Webhook, subject: &Subject<'_>, view: &View<'_>) -> Outco
     let (config, ns, ctx) = (view.config, view.namespace, view.context);
     match (subject, webhook) {
         (Subject::Namespace(write), _) => namespace_guard::decide(config, write, ctx),
+        (Subject::Binding { pod, target }, Webhook::Validate) => {
+            placement::validate_binding(config, ns, pod, target, ctx)
+        }
         (Subject::Binding { pod, target }, _) => reservation::decide_binding(config, ns, pod, target, ctx),
         (Subject::Pod { pod, .. }, Webhook::Mutate) => placement::mutate(config, ns, pod, ctx),
         (Subject::Pod { pod, old }, Webhook::ValidateReservation) => reservation::decide(config, ns, pod, *old, ctx),
@@ -97,6 +108,18 @@ pub fn decide(webhook: Webhook, subject: &Subject<'_>, view: &View<'_>) -> Outco
             placement::mutate_daemon_set(config, ns, template, *old, ctx)
         }
         (Subject::DaemonSet { template, old }, _) => placement::validate_daemon_set(config, ns, template, *old, ctx),
+    }
+}
+
+/// `webhook`'s decision of a Binding that needs neither its pod nor its node (so the caller
+/// reads neither): skipped when the webhook does not decide bindings, when a trusted scheduler
+/// binds, or when nothing the webhook checks applies (no group, an excluded namespace, no
+/// reservation). `None`: read the pod and decide the [`Subject::Binding`] with [`decide`].
+pub fn binding_skipped(webhook: Webhook, config: &Config, ns: &Namespace<'_>, ctx: &Context) -> Option<Outcome> {
+    match webhook {
+        Webhook::ValidateReservation => reservation::binding_skipped(config, ns, ctx),
+        Webhook::Validate => placement::binding_skipped(config, ns, ctx),
+        _ => Some(skipped(webhook, BINDING_ELSEWHERE)),
     }
 }
 

@@ -319,6 +319,29 @@ pub fn rule(group: &str, resources: &[&str], operations: &[&str], scope: &str) -
     })
 }
 
+/// The rules of a pod entry: pods (`operations`), DaemonSets, and at `/validate` (`Validating`)
+/// the bindings of pods to nodes (`pods/binding` CREATE), which set a pending pod's node without
+/// a pod write (the group's nodes are decided like a `spec.nodeName` at CREATE).
+fn pod_rules(kind: Kind, operations: &[&str]) -> Vec<Value> {
+    let mut rules = vec![
+        rule("", &["pods"], operations, "Namespaced"),
+        rule("apps", &["daemonsets"], &["CREATE", "UPDATE"], "Namespaced"),
+    ];
+    if kind == Kind::Validating {
+        rules.push(rule("", &["pods/binding"], &["CREATE"], "Namespaced"));
+    }
+    rules
+}
+
+/// The matchCondition that keeps a trusted scheduler's bindings (`trustedSchedulers`) away
+/// from an entry: they never reach pod-director ([`reservation::binding_expression`]).
+fn binding_condition(config: &Config) -> Value {
+    serde_json::json!({
+        "name": reservation::BINDING_CONDITION,
+        "expression": reservation::binding_expression(config),
+    })
+}
+
 /// Every entry pod-director owns in configuration `name` of `kind`, each with every field
 /// the chart renders for it except `clientConfig` (where the webhook is served and the CA
 /// bundle are the installation's: a Service or URL, cert-manager's injection), in the
@@ -340,10 +363,7 @@ pub fn owned_entries(
         Kind::Mutating => &["CREATE"],
         Kind::Validating => &["CREATE", "UPDATE"],
     };
-    let pod_rules = Value::Array(vec![
-        rule("", &["pods"], pod_operations, "Namespaced"),
-        rule("apps", &["daemonsets"], &["CREATE", "UPDATE"], "Namespaced"),
-    ]);
+    let rules = Value::Array(pod_rules(kind, pod_operations));
     let common = |entry_name: String, policy: &str| {
         let mut entry = serde_json::json!({
             "name": entry_name,
@@ -370,7 +390,10 @@ pub fn owned_entries(
             };
             let mut value = common(entry.name(kind.webhook(), name), policy);
             value["namespaceSelector"] = serde_json::to_value(&selectors[&entry]).unwrap_or(Value::Null);
-            value["rules"] = pod_rules.clone();
+            value["rules"] = rules.clone();
+            if kind == Kind::Validating {
+                value["matchConditions"] = serde_json::json!([binding_condition(config)]);
+            }
             value
         })
         .collect();
@@ -393,8 +416,16 @@ pub fn owned_entries(
             excluded_names.clone(),
         ]))
         .unwrap_or(Value::Null);
-        value["matchConditions"] = serde_json::json!([{ "name": entry.condition_name(), "expression": condition }]);
-        value["rules"] = pod_rules.clone();
+        value["rules"] = rules.clone();
+        value["matchConditions"] = if kind == Kind::Validating {
+            // The policies decide no binding: the webhook does (the object of a Binding has no spec).
+            serde_json::json!([
+                { "name": entry.condition_name(), "expression": format!("({}) || ({condition})", reservation::IS_BINDING) },
+                binding_condition(config),
+            ])
+        } else {
+            serde_json::json!([{ "name": entry.condition_name(), "expression": condition }])
+        };
         out.push(value);
     }
     if kind == Kind::Validating {

@@ -1,6 +1,6 @@
-//! Bindings at `/validate-reservation`: the pod read from its source, the target from the Node
-//! cache, the decision the engine's; the scheduler's bindings cost no read; a pod that cannot be
-//! read is a 503.
+//! Bindings at `/validate-reservation` and `/validate`: the pod read from its source, the target
+//! from the Node cache, the decision the engine's; the scheduler's bindings cost no read; a pod
+//! that cannot be read is a 503.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -219,13 +219,117 @@ async fn a_binding_without_a_target_is_refused_as_unreadable() {
     )
     .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
-    // At /mutate and /validate a binding is admitted untouched, whatever its object.
-    for webhook in [Webhook::Mutate, Webhook::Validate] {
-        let (status, value) = answer(&admission, webhook, &serde_json::to_vec(&body).unwrap_or_default()).await;
-        assert_eq!(
-            (status, value["response"]["allowed"].clone()),
-            (StatusCode::OK, json!(true)),
-            "{webhook:?}"
-        );
+    let (status, _) = answer(
+        &admission,
+        Webhook::Validate,
+        &serde_json::to_vec(&body).unwrap_or_default(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "/validate reads the target too");
+    // At /mutate a binding is admitted untouched, whatever its object.
+    let (status, value) = answer(
+        &admission,
+        Webhook::Mutate,
+        &serde_json::to_vec(&body).unwrap_or_default(),
+    )
+    .await;
+    assert_eq!(
+        (status, value["response"]["allowed"].clone()),
+        (StatusCode::OK, json!(true))
+    );
+}
+
+/// Groups without reservations: `ci` in enforce (namespace `batch`), `web` in dryRun (`dry`).
+const GROUPS: &str = "trustedSchedulers: {users: [second-scheduler]}\ngroups:\n  \
+                      ci:\n    mode: enforce\n    nodeSelector: {pool: ci}\n  \
+                      web:\n    mode: dryRun\n    nodeSelector: {pool: web}\n";
+
+/// The admission path on [`GROUPS`], nodes `ci-1` and `web-1`, pending pods `batch/p`, `dry/p`.
+fn validating() -> (Admission, Metrics, Arc<Pods>) {
+    let (admission, metrics) = crate::testing::admission(GROUPS, &[("batch", "ci"), ("dry", "web")]);
+    let nodes = StaticNodes::new();
+    nodes.insert(node("ci-1", &[("pool", "ci")], &[], false));
+    nodes.insert(node("web-1", &[("pool", "web")], &[], false));
+    let pods = Arc::new(Pods::default());
+    pods.pods
+        .lock()
+        .expect("not poisoned")
+        .extend([("batch/p".to_owned(), pending("p")), ("dry/p".to_owned(), pending("p"))]);
+    let admission = admission
+        .with_nodes(Arc::new(Nodes::new(Arc::new(nodes))), metrics.nodes.clone())
+        .with_pods(pods.clone(), metrics.pods.clone());
+    (admission, metrics, pods)
+}
+
+/// [`binding`] in namespace `namespace`.
+fn binding_in(namespace: &str, pod: &str, target: &str, user: &str) -> Vec<u8> {
+    let mut body: Value = serde_json::from_slice(&binding(pod, target, user)).expect("JSON");
+    body["request"]["namespace"] = json!(namespace);
+    body["request"]["object"]["metadata"]["namespace"] = json!(namespace);
+    serde_json::to_vec(&body).unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_tenant_s_binding_outside_its_group_s_nodes_is_denied_at_validate() {
+    let (admission, metrics, pods) = validating();
+    let (status, value) = answer(
+        &admission,
+        Webhook::Validate,
+        &binding_in("batch", "p", "web-1", "tenant"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{value}");
+    assert_eq!(value["response"]["allowed"], false, "{value}");
+    assert_eq!(value["response"]["status"]["code"], 403);
+    assert_contains(
+        message(&value),
+        r#"the binding does not satisfy placement group "ci": binding target: node "web-1" is not a node of the group"#,
+    );
+    assert_contains(message(&value), "bind the pod to a node of the group");
+    let (_, value) = answer(
+        &admission,
+        Webhook::Validate,
+        &binding_in("batch", "p", "gone-1", "tenant"),
+    )
+    .await;
+    assert_eq!(value["response"]["allowed"], false, "{value}");
+    assert_contains(message(&value), r#"binding target: node "gone-1" does not exist"#);
+    let (_, value) = answer(
+        &admission,
+        Webhook::Validate,
+        &binding_in("batch", "p", "ci-1", "tenant"),
+    )
+    .await;
+    assert_eq!(value["response"]["allowed"], true, "a node of the group: {value}");
+    let (_, value) = answer(&admission, Webhook::Validate, &binding_in("dry", "p", "ci-1", "tenant")).await;
+    assert_eq!(value["response"]["allowed"], true, "dryRun admits: {value}");
+    assert_eq!(*pods.reads.lock().expect("not poisoned"), 4);
+    let text = metrics.encode();
+    for sample in [
+        r#"pod_director_decisions_total{group="ci",mode="enforce",decision="denied",webhook="validate"} 2"#,
+        r#"pod_director_decisions_total{group="ci",mode="enforce",decision="noop",webhook="validate"} 1"#,
+        r#"pod_director_decisions_total{group="web",mode="dryRun",decision="would_deny",webhook="validate"} 1"#,
+    ] {
+        assert_contains(&text, sample);
     }
+}
+
+#[tokio::test]
+async fn at_validate_a_trusted_scheduler_s_binding_and_one_outside_any_group_read_no_pod() {
+    let (admission, _, pods) = validating();
+    for (namespace, user) in [
+        ("batch", "system:kube-scheduler"),
+        ("batch", "second-scheduler"),
+        ("elsewhere", "tenant"),
+    ] {
+        let (status, value) = answer(
+            &admission,
+            Webhook::Validate,
+            &binding_in(namespace, "p", "web-1", user),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(value["response"]["allowed"], true, "{namespace}, {user}: {value}");
+    }
+    assert_eq!(*pods.reads.lock().expect("not poisoned"), 0, "no pod read");
 }

@@ -114,6 +114,7 @@ fn reconciler(api: &FakeApi, yaml: &str) -> (Reconciler, Arc<ArcSwap<Loaded>>, M
         live: live.clone(),
         metrics: metrics.reconciles.clone(),
         policies: None,
+        fights: Default::default(),
     };
     (reconciler, live, metrics)
 }
@@ -247,4 +248,48 @@ async fn several_replicas_reconcile_to_the_same_state_and_then_patch_nothing() {
         patches,
         "in step: no replica patches again"
     );
+}
+
+#[tokio::test]
+async fn a_second_writer_s_selector_term_is_re_asserted_a_bounded_number_of_times_and_its_annotation_kept() {
+    let api = FakeApi::with(GROUPS);
+    let (reconciler, _, metrics) = reconciler(&api, GROUPS);
+    assert!(reconciler.reconcile().await);
+    let patches = || api.requests().into_iter().filter(|r| r.starts_with("PATCH")).count();
+    assert_eq!(patches(), 0, "in step");
+    // A second writer (AKS's Admissions Enforcer, say) marks the configuration and adds a term to
+    // the enforce entry's namespaceSelector before every pass.
+    let term = json!({"key": "control-plane", "operator": "DoesNotExist"});
+    for _ in 0..12 {
+        {
+            let mut objects = api.objects.lock().unwrap();
+            let object = objects.get_mut(VALIDATING_PATH).expect("stored");
+            object["metadata"]["annotations"] = json!({"admissions.enforcer/disabled": "true"});
+            let terms = object["webhooks"][0]["namespaceSelector"]["matchExpressions"]
+                .as_array_mut()
+                .expect("terms");
+            if !terms.contains(&term) {
+                terms.push(term.clone());
+            }
+        }
+        assert!(reconciler.reconcile().await);
+    }
+    assert_eq!(patches(), fights::BOUND, "bounded: then the reconciler settles");
+    let object = api.objects.lock().unwrap()[VALIDATING_PATH].clone();
+    assert_eq!(
+        object["metadata"]["annotations"]["admissions.enforcer/disabled"], "true",
+        "not stripped"
+    );
+    let text = metrics.encode();
+    assert_contains(
+        &text,
+        r#"pod_director_webhook_reconcile_conflicts_total{entry="enforce.validate.pd.pod-director.io",field="namespaceSelector"} 1"#,
+    );
+    assert_contains(&text, "pod_director_webhook_reconcile_yielded 1");
+    // The other writer is gone and the term removed by hand: in step, nothing left to another writer.
+    let want = namespace_selectors(&config(GROUPS), &BTreeSet::new());
+    api.objects.lock().unwrap().get_mut(VALIDATING_PATH).expect("stored")["webhooks"][0]["namespaceSelector"] =
+        serde_json::to_value(&want[&Entry::Enforce]).unwrap();
+    assert!(reconciler.reconcile().await);
+    assert_contains(&metrics.encode(), "pod_director_webhook_reconcile_yielded 0");
 }

@@ -20,6 +20,8 @@ pub const MIRROR_POD_ANNOTATION: &str = "kubernetes.io/config.mirror";
 enum Object {
     Pod,
     DaemonSet,
+    /// A pod being bound (`pods/binding`) to a node: its `spec.nodeName` is the Binding's target.
+    Binding,
 }
 
 impl Object {
@@ -28,6 +30,21 @@ impl Object {
         match self {
             Object::Pod => "the pod",
             Object::DaemonSet => "the DaemonSet's pod template",
+            Object::Binding => "the binding",
+        }
+    }
+
+    /// How messages name the node the object names, and what to do instead.
+    fn node_field(self) -> (&'static str, &'static str) {
+        match self {
+            Object::Binding => (
+                "binding target",
+                "bind the pod to a node of the group, or leave it to the scheduler",
+            ),
+            _ => (
+                "spec.nodeName",
+                "remove spec.nodeName to let the scheduler choose a node of the group, or name one",
+            ),
         }
     }
 }
@@ -444,6 +461,32 @@ pub fn validate(config: &Config, ns: &Namespace<'_>, pod: &Pod, old: Option<&Pod
     validate_object(config, ns, pod, old, Object::Pod, ctx)
 }
 
+/// The /validate decision for a Binding (`pods/binding` CREATE) of `pod` (as stored, pending) to
+/// node `target`, its requester in `ctx`: skipped as [`binding_skipped`] says; otherwise decided
+/// as [`validate`] decides an UPDATE that sets `spec.nodeName` to `target` — the node is all a
+/// binding introduces, so only a target that is not a node of the group can deny. Look the
+/// node up first ([`needs_bound_node`] of the bound pod).
+pub fn validate_binding(config: &Config, ns: &Namespace<'_>, pod: &Pod, target: &str, ctx: &Context) -> Outcome {
+    match binding_skipped(config, ns, ctx) {
+        Some(skipped) => skipped,
+        None => validate_object(config, ns, &pod.bound_to(target), Some(pod), Object::Binding, ctx),
+    }
+}
+
+/// The /validate decision of a Binding that needs neither its pod nor its node: skipped in an
+/// excluded namespace or one in no group, and when a trusted scheduler binds (it places pods by
+/// their nodeSelector, affinity and tolerations, which /mutate and /validate already decided).
+/// `None`: decide it with [`validate_binding`].
+pub fn binding_skipped(config: &Config, ns: &Namespace<'_>, ctx: &Context) -> Option<Outcome> {
+    let reason = match select_group(config, ns) {
+        Selection::Excluded => SkipReason::ExcludedNamespace,
+        Selection::NoGroup => SkipReason::NoGroup,
+        _ if config.trusted_schedulers.trusts(&ctx.requester.username) => SkipReason::TrustedScheduler,
+        _ => return None,
+    };
+    Some(skipped(Outcome::new(Webhook::Validate, Decision::Noop), reason))
+}
+
 /// The /validate decision for a DaemonSet's final pod template (made into a pod,
 /// [`super::template_pod`]); on UPDATE only the violations the update introduces deny.
 pub fn validate_daemon_set(
@@ -497,37 +540,32 @@ fn validate_object(
             patched_spec(&spec, &planned_patch)
         };
         let effective = effective.as_ref().unwrap_or(&spec);
+        let (field, instead) = object.node_field();
         match ctx.nodes.map(|n| n.node(node_name)) {
-            None => unchecked = Some(format!("spec.nodeName {node_name} not checked: no node data")),
+            None => unchecked = Some(format!("{field} {node_name} not checked: no node data")),
             Some(NodeLookup::Found(node)) => {
                 if let Some(why) = unmet_by_bound_pod(&Placement::of_spec(effective), &node) {
                     violations.push(Violation {
-                        field: "spec.nodeName".to_owned(),
-                        message: format!(
-                            "node {node_name:?} is not a node of the group: {why}; remove spec.nodeName to let \
-                             the scheduler choose a node of the group, or name one"
-                        ),
+                        field: field.to_owned(),
+                        message: format!("node {node_name:?} is not a node of the group: {why}; {instead}"),
                     });
                 }
             }
             Some(NodeLookup::Unknown) => violations.push(Violation {
-                field: "spec.nodeName".to_owned(),
-                message: format!(
-                    "node {node_name:?} does not exist; remove spec.nodeName to let the scheduler choose a \
-                     node of the group, or name an existing one"
-                ),
+                field: field.to_owned(),
+                message: format!("node {node_name:?} does not exist; {instead}"),
             }),
             Some(NodeLookup::Unavailable(reason)) => {
                 if enforce {
                     let mut error = Outcome::undecidable(
                         Webhook::Validate,
-                        format!("cannot check spec.nodeName {node_name:?}: {reason}"),
+                        format!("cannot check {field} {node_name:?}: {reason}"),
                     );
                     error.group = out.group;
                     error.mode = out.mode;
                     return error;
                 }
-                unchecked = Some(format!("spec.nodeName {node_name} not checked: {reason}"));
+                unchecked = Some(format!("{field} {node_name} not checked: {reason}"));
             }
         }
     }

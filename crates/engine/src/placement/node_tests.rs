@@ -421,3 +421,43 @@ fn skipped_pods_with_a_node_name_are_not_checked() {
     assert_eq!(out.decision, Decision::Skipped);
     assert_eq!(needs_bound_node(&config(), &ns, &pod(bound("ghost")), None), None);
 }
+
+/// A Binding of a pending pod (as stored: the group's placement, no node) to `target`, by `user`.
+fn bind_in(group: &str, target: &str, user: &str, nodes: &dyn NodeView) -> Outcome {
+    let mut pending = plain();
+    pending["nodeSelector"] = json!({"node-pool": "ci"});
+    pending["tolerations"] = json!([{"key": "dedicated", "operator": "Equal", "value": "ci", "effect": "NoSchedule"}]);
+    let ctx = Context {
+        requester: Requester::new(user, &["system:authenticated"]),
+        nodes: Some(nodes),
+    };
+    in_group(group, |ns| validate_binding(&config(), ns, &pod(pending), target, &ctx))
+}
+
+#[test]
+fn a_binding_is_validated_like_a_spec_node_name_at_create_but_a_trusted_scheduler_s_is_skipped() {
+    let nodes = cluster();
+    let out = bind_in("ci", "gpu-1", "tenant", &nodes);
+    assert_eq!((out.decision, out.allowed()), (Decision::Denied, false));
+    let message = out.message.expect("a message");
+    assert_contains(
+        &message,
+        r#"the binding does not satisfy placement group "ci": binding target: node "gpu-1" is not a node of the group: nodeSelector node-pool=ci"#,
+    );
+    assert_contains(
+        &message,
+        "bind the pod to a node of the group, or leave it to the scheduler",
+    );
+    assert_eq!(bind_in("ci", "ci-1", "tenant", &nodes).decision, Decision::Noop);
+    let unknown = bind_in("ci", "ci-9", "tenant", &nodes);
+    assert_eq!(unknown.decision, Decision::Denied);
+    assert_contains(
+        &unknown.message.unwrap_or_default(),
+        r#"binding target: node "ci-9" does not exist"#,
+    );
+    let shadow = bind_in("shadow", "gpu-1", "tenant", &nodes);
+    assert_eq!((shadow.decision, shadow.allowed()), (Decision::WouldDeny, true));
+    let trusted = bind_in("ci", "gpu-1", crate::config::KUBE_SCHEDULER, &nodes);
+    assert_eq!(trusted.decision, Decision::Skipped);
+    assert_eq!(trusted.skip_reason, Some(SkipReason::TrustedScheduler));
+}

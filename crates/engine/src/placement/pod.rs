@@ -91,6 +91,13 @@ impl From<&k8s_openapi::api::core::v1::Pod> for Pod {
 }
 
 impl Pod {
+    /// This pod with `spec.nodeName` set to `target`: the pod a Binding (`pods/binding`) makes.
+    pub fn bound_to(&self, target: &str) -> Pod {
+        let mut bound = self.clone();
+        bound.spec.get_or_insert_with(Default::default).node_name = Some(target.to_owned());
+        bound
+    }
+
     /// A pod template (a DaemonSet's, a workload's) as the pod the engine
     /// decides: the template's metadata and spec (the pods created from it carry both).
     pub(crate) fn from_template(template: &PodTemplateSpec) -> Self {

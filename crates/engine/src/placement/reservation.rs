@@ -373,11 +373,9 @@ pub fn binding_skipped(config: &Config, ns: &Namespace<'_>, ctx: &Context) -> Op
     Some(out)
 }
 
-/// `pod` with `spec.nodeName` set to `target`: the pod a Binding makes.
+/// `pod` with `spec.nodeName` set to `target`: the pod a Binding makes ([`Pod::bound_to`]).
 pub fn bound_to(pod: &Pod, target: &str) -> Pod {
-    let mut bound = pod.clone();
-    bound.spec.get_or_insert_with(Default::default).node_name = Some(target.to_owned());
-    bound
+    pod.bound_to(target)
 }
 
 /// [`decide`]; `binding`: the request is a Binding ([`decide_binding`]).

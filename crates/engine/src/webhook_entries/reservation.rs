@@ -16,10 +16,10 @@ use crate::placement::reservation::{any_reservation, reserved_keys};
 pub const PATH: &str = "/validate-reservation";
 /// The name of the entry's matchCondition on pods.
 pub const MATCH_CONDITION: &str = "may-intrude-on-a-reservation";
-/// The name of the entry's matchCondition on bindings.
+/// The name of the matchCondition on bindings (this entry's and the `/validate` entries').
 pub const BINDING_CONDITION: &str = "binding-not-by-a-trusted-scheduler";
 /// CEL: the request is a Binding (`pods/binding`; the API server omits an empty subResource).
-const IS_BINDING: &str = "has(request.subResource) && request.subResource == 'binding'";
+pub(super) const IS_BINDING: &str = "has(request.subResource) && request.subResource == 'binding'";
 
 /// `reservation.pod-director.pod-director.io`.
 pub fn entry_name(configuration: &str) -> String {
@@ -45,8 +45,9 @@ pub fn match_expression(config: &Config) -> String {
     )
 }
 
-/// The CEL expression of the entry's matchCondition on bindings: a Binding's requester is not
-/// a trusted scheduler ([`crate::config::TrustedSchedulers::usernames`]); every other request
+/// The CEL expression of the matchCondition on bindings (this entry's and the `/validate`
+/// entries'): a Binding's requester is not a trusted scheduler
+/// ([`crate::config::TrustedSchedulers::usernames`]); every other request
 /// passes.
 pub fn binding_expression(config: &Config) -> String {
     let names: Vec<String> = config
