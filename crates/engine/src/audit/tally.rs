@@ -34,6 +34,41 @@ impl Scanned<'_> {
     /// Decides the template of `workload` (`Kind/name`), made into `pod`, as `requester` would
     /// create its pods (a DaemonSet's: decided as the object is at `/mutate`).
     pub fn template(&mut self, workload: &str, pod: &Pod, subject: Object, requester: Requester) {
+        self.decide(
+            workload,
+            (Source::Template, workload, None),
+            pod,
+            subject,
+            requester,
+            true,
+        );
+    }
+
+    /// Decides running `pod` as its re-creation would be (`controllers`: the namespace's, listed).
+    pub fn pod(&mut self, pod: &Pod, controllers: &Controllers) {
+        let found = requester::recreation(self.config, pod, controllers, self.nodes);
+        let name = pod.metadata.name.as_deref().unwrap_or_default();
+        let node = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .filter(|n| !n.is_empty());
+        let known = found.requester.is_known();
+        let what = (Source::Pods, name, node);
+        self.decide(&found.workload, what, pod, Object::Pod, found.requester, known);
+    }
+
+    /// Decides `pod` of `workload` (`what`: pods or template, an example's name, the node it runs
+    /// on) into the reservations (`known`: whether its requester is) and into the group.
+    fn decide(
+        &mut self,
+        workload: &str,
+        (source, example, node): (Source, &str, Option<&str>),
+        pod: &Pod,
+        subject: Object,
+        requester: Requester,
+        known: bool,
+    ) {
         let (config, ns, nodes) = (self.config, self.namespace, self.nodes);
         if self.reserving() {
             // A DaemonSet's pods are created by the DaemonSet controller, whoever writes the object,
@@ -46,51 +81,23 @@ impl Scanned<'_> {
                 }
                 Object::Pod => requester::decide_reservation(config, ns, pod, requester.clone(), nodes),
             };
+            let on = node.zip(nodes);
+            let (reservations, own) = (&mut *self.reservations, self.own);
             reservation::record(
-                self.reservations,
-                self.own,
+                reservations,
+                own,
                 config,
                 ns.name,
                 workload,
-                (Source::Template, true),
-                workload,
-                None,
+                (source, known),
+                example,
+                on,
                 &outcome,
             );
         }
         if let Some(group) = self.group.as_mut() {
             let outcome = requester::decide(config, ns, pod, subject, requester, nodes);
-            group.record(ns.name, workload, Source::Template, workload, None, &outcome);
-        }
-    }
-
-    /// Decides running `pod` as its re-creation would be (`controllers`: the namespace's, listed).
-    pub fn pod(&mut self, pod: &Pod, controllers: &Controllers) {
-        let (config, ns, nodes) = (self.config, self.namespace, self.nodes);
-        let found = requester::recreation(config, pod, controllers, nodes);
-        let pod_name = pod.metadata.name.as_deref().unwrap_or_default();
-        let node = pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.node_name.as_deref())
-            .filter(|n| !n.is_empty());
-        if self.reserving() {
-            let outcome = requester::decide_reservation(config, ns, pod, found.requester.clone(), nodes);
-            reservation::record(
-                self.reservations,
-                self.own,
-                config,
-                ns.name,
-                &found.workload,
-                (Source::Pods, found.requester.is_known()),
-                pod_name,
-                node.zip(nodes),
-                &outcome,
-            );
-        }
-        if let Some(group) = self.group.as_mut() {
-            let outcome = requester::decide(config, ns, pod, Object::Pod, found.requester, nodes);
-            group.record(ns.name, &found.workload, Source::Pods, pod_name, node, &outcome);
+            group.record(ns.name, workload, source, example, node, &outcome);
         }
     }
 }
