@@ -35,7 +35,7 @@ use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{Namespace as CoreNamespace, Node, Pod, PodTemplateSpec};
-use kube::api::{Api, ListParams, ObjectMeta};
+use kube::api::{ListParams, ObjectMeta};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 

@@ -114,7 +114,7 @@ impl PagedCluster {
         let bare = i < BARE_PODS;
         let deployment = i % self.deployments.max(1);
         let (name, owners, refused) = if bare {
-            (format!("debug-{i}"), json!([]), i % 2 == 0)
+            (format!("debug-{i}"), json!([]), i.is_multiple_of(2))
         } else {
             (
                 format!("web-{deployment}-5f7c9d-{i:06}"),
