@@ -49,7 +49,13 @@ async fn a_scan_pages_through_every_pod_and_attributes_each_refusal_to_its_workl
     // The generator refuses every other bare pod and every replica of Deployment web-0.
     let refused = |n: usize| {
         (0..n)
-            .filter(|i| if *i < BARE_PODS { i.is_multiple_of(2) } else { i.is_multiple_of(5) })
+            .filter(|i| {
+                if *i < BARE_PODS {
+                    i.is_multiple_of(2)
+                } else {
+                    i.is_multiple_of(5)
+                }
+            })
             .count()
     };
     assert_eq!(scanned.would_deny_pods, (refused(34) + refused(33) * 2) as u64);
@@ -68,6 +74,9 @@ async fn a_scan_pages_through_every_pod_and_attributes_each_refusal_to_its_workl
         .iter()
         .find(|f| f.namespace == "pd-audit-000" && f.workload == "Deployment/web-0" && f.source == Source::Pods)
         .expect("web-0's pods are refused under their Deployment");
-    assert_eq!(web0.pods, (BARE_PODS..34).filter(|i| i.is_multiple_of(5)).count() as u64);
+    assert_eq!(
+        web0.pods,
+        (BARE_PODS..34).filter(|i| i.is_multiple_of(5)).count() as u64
+    );
     assert!(web0.reason.contains("node-pool"), "{web0:?}");
 }
