@@ -1,6 +1,6 @@
 //! The audit's peak heap against the number of pods: one scan, as `pod-director audit` and the
 //! continuous audit run it, over an in-process API server that generates the lists page by page
-//! (`pod_director::testing::paged`: 20 namespaces of 5 Deployments and 10 bare pods each, the
+//! (`pod_director::testing::PagedCluster`: 20 namespaces of 5 Deployments and 10 bare pods each, the
 //! pods spread over them, each ≈ 4 KB of JSON as the API server sends a running pod), measured
 //! with the test kit's counting allocator: the highest bytes live during the scan, above what
 //! was live before it.
@@ -17,7 +17,7 @@
 
 use std::time::Instant;
 
-use pod_director::testing::paged::{CONFIG, PagedCluster};
+use pod_director::testing::PagedCluster;
 use pod_director_testkit::alloc;
 
 #[global_allocator]
@@ -87,7 +87,11 @@ fn main() {
         alloc::reset_peak();
         let started = Instant::now();
         let scanned = runtime
-            .block_on(pod_director::testing::audit_scan(&client, CONFIG, args.page_size))
+            .block_on(pod_director::testing::audit_scan(
+                &client,
+                PagedCluster::CONFIG,
+                args.page_size,
+            ))
             .unwrap_or_else(|e| panic!("the audit scan failed: {e}"));
         let elapsed = started.elapsed();
         let peak = alloc::peak() - before.live;

@@ -6,10 +6,11 @@
 //! one copy of it. Never used by pod-director itself, not compiled into its release build.
 
 mod floor;
-pub mod paged;
+mod paged;
 mod sources;
 
 pub use floor::{CannedServer, start_canned};
+pub use paged::PagedCluster;
 pub use sources::{StaticNamespaces, StaticNodes};
 
 use std::sync::Arc;

@@ -5,7 +5,7 @@
 //!
 //! The cluster it serves: `namespaces` namespaces `pd-audit-NNN` selecting the group `bench`, each
 //! with `deployments` Deployments (one ReplicaSet each, owning the namespace's replicas),
-//! [`BARE_PODS`] bare pods, and `pods` pods in all spread evenly over the namespaces. Each pod is
+//! [`PagedCluster::BARE_PODS`] bare pods, and `pods` pods in all spread evenly over the namespaces. Each pod is
 //! as the API server sends a scheduled, running pod: two containers, status, managed fields
 //! (≈ 4 KB of JSON). Deployment 0 of each namespace and every other bare pod ask for another pool
 //! (enforce would refuse them); the rest lack the group's placement (enforce would patch them).
@@ -17,18 +17,7 @@ use http_body_util::Full;
 use serde_json::{Value, json};
 
 /// Bare pods per namespace (each its own workload), whatever the pod count.
-pub const BARE_PODS: usize = 10;
-
-/// The configuration the generated cluster is audited with.
-pub const CONFIG: &str = "\
-namespaceLabel: pod-director/group
-groups:
-  bench:
-    mode: dryRun
-    nodeSelector: {node-pool: bench}
-    tolerations:
-      - {key: dedicated, operator: Equal, value: bench, effect: NoSchedule}
-";
+const BARE_PODS: usize = PagedCluster::BARE_PODS;
 
 /// The shape of the generated cluster.
 #[derive(Debug, Clone, Copy)]
@@ -40,6 +29,20 @@ pub struct PagedCluster {
 }
 
 impl PagedCluster {
+    /// Bare pods per namespace (each its own workload), whatever the pod count.
+    pub const BARE_PODS: usize = 10;
+
+    /// The configuration the generated cluster is audited with.
+    pub const CONFIG: &str = "\
+namespaceLabel: pod-director/group
+groups:
+  bench:
+    mode: dryRun
+    nodeSelector: {node-pool: bench}
+    tolerations:
+      - {key: dedicated, operator: Equal, value: bench, effect: NoSchedule}
+";
+
     /// A client whose every request this cluster answers in-process.
     pub fn client(self) -> kube::Client {
         let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {

@@ -35,7 +35,9 @@ fn a_group_label_written_through_the_status_subresource_is_named_with_its_writer
 
 #[tokio::test]
 async fn a_scan_pages_through_every_pod_and_attributes_each_refusal_to_its_workload() {
-    use crate::testing::paged::{BARE_PODS, CONFIG, PagedCluster};
+    use crate::testing::PagedCluster;
+    const BARE_PODS: usize = PagedCluster::BARE_PODS;
+    const CONFIG: &str = PagedCluster::CONFIG;
     let cluster = PagedCluster {
         namespaces: 3,
         deployments: 5,
