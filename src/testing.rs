@@ -66,11 +66,11 @@ pub struct Scanned {
 /// the configuration `config_yaml` (a test's, valid) and `page_size` objects per list request.
 pub async fn audit_scan(client: &kube::Client, config_yaml: &str, page_size: u32) -> Result<Scanned, String> {
     let config = pod_director_engine::testing::config(config_yaml);
-    let options = crate::cluster::audit::ScanOptions {
+    let options = crate::cluster::audit::scan::ScanOptions {
         page_size,
         ..Default::default()
     };
-    let audit = crate::cluster::audit::scan(client, &config, None, &options, &mut |_| {})
+    let audit = crate::cluster::audit::scan::scan(client, &config, None, &options, &mut |_| {})
         .await
         .map_err(|e| e.to_string())?;
     Ok(Scanned {

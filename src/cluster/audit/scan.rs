@@ -1,8 +1,90 @@
 //! The scan: every namespace of the groups listed page by page (`limit` / `continue`), each
 //! running pod and workload template decided as enforce would decide its re-creation, the
-//! tallies aggregated as the pages arrive. Every request bounded by a timeout.
+//! tallies aggregated as the pages arrive (into the engine's [`Audit`]): a scan holds one page
+//! of objects and one namespace's controllers, never all pods. Every request is bounded by a
+//! timeout: an API server that stops answering ends the scan with [`AuditError::Timeout`].
 
-use super::*;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::batch::v1::{CronJob, Job};
+use k8s_openapi::api::core::v1::{Namespace as CoreNamespace, Node, Pod, PodTemplateSpec};
+use kube::api::{ListParams, ObjectMeta};
+use kube::{Client, Resource};
+use serde::de::DeserializeOwned;
+
+use pod_director_engine::audit::requester::{self, ControllerKind, Controllers, Object};
+use pod_director_engine::audit::reservation::{self, ReservationAudit};
+use pod_director_engine::audit::{Audit, GroupAudit, Source, verdict};
+use pod_director_engine::config::Config;
+use pod_director_engine::placement::{Namespace, NodeView, Placement, Requester, Selection, select_group};
+
+/// Objects per list request (the `limit` of each page), as kubectl's default chunk size.
+pub(crate) const DEFAULT_PAGE_SIZE: u32 = 500;
+/// Longest wait for one list request.
+pub(crate) const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Why a scan could not complete.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum AuditError {
+    #[error(
+        "the API server did not answer within {timeout:?} while listing {what}: check that it is reachable \
+         (KUBECONFIG or the in-cluster service account), or raise --request-timeout"
+    )]
+    Timeout { what: String, timeout: Duration },
+    #[error("cannot list {what}: {}{hint}", chain(source))]
+    List {
+        what: String,
+        #[source]
+        source: kube::Error,
+        hint: &'static str,
+    },
+    #[error("cannot list {what}: the API server sent the same continue token twice")]
+    Pagination { what: String },
+    #[error("cannot configure a Kubernetes client (KUBECONFIG or the in-cluster service account): {0}")]
+    Client(String),
+    #[error("--group {0:?} is not a group of the configuration (groups: {1})")]
+    UnknownGroup(String, String),
+}
+
+/// An error with its causes, `outer: inner: innermost` (kube's own text stops at the outer one).
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// How one scan lists.
+#[derive(Debug, Clone)]
+pub struct ScanOptions {
+    /// Only this group (all groups when `None`).
+    pub group: Option<String>,
+    /// `limit` of each list request.
+    pub page_size: u32,
+    /// Longest wait for one list request.
+    pub request_timeout: Duration,
+}
+
+impl Default for ScanOptions {
+    fn default() -> Self {
+        Self {
+            group: None,
+            page_size: DEFAULT_PAGE_SIZE,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+        }
+    }
+}
 
 /// How far a scan has come (for progress lines).
 #[derive(Debug, Clone, Copy)]

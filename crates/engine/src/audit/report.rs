@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use super::{Audit, Counts, Finding, Findings, GroupAudit};
-use pod_director_engine::placement::FEASIBILITY_SCOPE;
+use crate::placement::FEASIBILITY_SCOPE;
 
 #[derive(Debug, Serialize)]
 struct JsonAudit<'a> {
@@ -84,7 +84,7 @@ struct JsonScanned {
 }
 
 /// The audit as pretty-printed JSON.
-pub(crate) fn json(audit: &Audit) -> Result<String, serde_json::Error> {
+pub fn json(audit: &Audit) -> Result<String, serde_json::Error> {
     let groups = audit
         .groups
         .iter()
@@ -205,7 +205,7 @@ fn nodes(group: &GroupAudit, total: Option<usize>) -> String {
 
 /// The audit as text: one row per group, then each group's verdict, blockers,
 /// warnings and the workloads behind them.
-pub(crate) fn text(audit: &Audit) -> String {
+pub fn text(audit: &Audit) -> String {
     if audit.groups.is_empty() {
         return "no groups in the configuration: nothing to audit\n".to_owned();
     }
@@ -315,9 +315,9 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::cluster::audit::{AuditDecision, Source, Verdict};
-    use pod_director_engine::config::Mode;
-    use pod_director_engine::testing::assert_contains;
+    use crate::audit::{AuditDecision, Source, Verdict};
+    use crate::config::Mode;
+    use crate::testing::assert_contains;
 
     fn audit() -> Audit {
         let mut g = GroupAudit::new("ci".to_owned(), Mode::DryRun);
@@ -384,8 +384,8 @@ mod tests {
         assert_eq!(group["would_deny"][0].get("nodes"), None, "no node: left out");
     }
 
-    fn would_patch() -> pod_director_engine::placement::Outcome {
-        use pod_director_engine::placement::{Decision, Outcome, Webhook};
+    fn would_patch() -> crate::placement::Outcome {
+        use crate::placement::{Decision, Outcome, Webhook};
         Outcome {
             webhook: Webhook::Mutate,
             group: Some("ci".to_owned()),
@@ -461,7 +461,7 @@ mod tests {
             );
         }
         let found = g.would_patch.iter().next().expect("a finding");
-        assert_eq!(found.nodes.len(), crate::cluster::audit::MAX_FINDING_NODES);
+        assert_eq!(found.nodes.len(), crate::audit::MAX_FINDING_NODES);
         assert_eq!(found.nodes_omitted, 5);
         assert_eq!(found.pods, 25);
     }
