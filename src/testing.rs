@@ -1,14 +1,16 @@
 //! The test helpers whose types are the product's own (the `testing` feature, and the unit tests):
 //! in-memory namespace and node sources (`sources.rs`) implementing the product's source traits,
 //! the admission path built on them, and the load harness's floor server on the admission port's
-//! stack (`floor.rs`). `tests/`, `benches/` and `e2e/` use them with the `testing` feature; the
+//! stack (`floor.rs`), and an in-process API server paging the lists the audit reads (`paged.rs`). `tests/`, `benches/` and `e2e/` use them with the `testing` feature; the
 //! test kit (`crates/testkit`) names none of the product's types, so the product's unit tests link
 //! one copy of it. Never used by pod-director itself, not compiled into its release build.
 
 mod floor;
+mod paged;
 mod sources;
 
 pub use floor::{CannedServer, start_canned};
+pub use paged::PagedCluster;
 pub use sources::{StaticNamespaces, StaticNodes};
 
 use std::sync::Arc;
@@ -48,4 +50,33 @@ pub fn admission_on(config_yaml: &str, namespaces: Arc<dyn NamespaceSource>) -> 
     let live = Arc::new(ArcSwap::from_pointee(loaded(config_yaml)));
     let admission = Admission::new(live, namespaces, metrics.admission.clone(), Duration::from_secs(5));
     (admission, metrics)
+}
+
+/// What one audit scan saw: pods, templates, namespaces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Scanned {
+    pub pods: u64,
+    pub templates: u64,
+    pub namespaces: usize,
+    /// Pods counted would_deny, all groups.
+    pub would_deny_pods: u64,
+}
+
+/// One audit scan (as `pod-director audit` runs it, without node data) through `client` with
+/// the configuration `config_yaml` (a test's, valid) and `page_size` objects per list request.
+pub async fn audit_scan(client: &kube::Client, config_yaml: &str, page_size: u32) -> Result<Scanned, String> {
+    let config = pod_director_engine::testing::config(config_yaml);
+    let options = crate::cluster::audit::scan::ScanOptions {
+        page_size,
+        ..Default::default()
+    };
+    let audit = crate::cluster::audit::scan::scan(client, &config, None, &options, &mut |_| {})
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(Scanned {
+        pods: audit.pods_scanned,
+        templates: audit.templates_scanned,
+        namespaces: audit.namespaces_scanned,
+        would_deny_pods: audit.groups.iter().map(|g| g.pods.would_deny).sum(),
+    })
 }

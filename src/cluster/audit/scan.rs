@@ -12,7 +12,7 @@ use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
 use k8s_openapi::api::batch::v1::{CronJob, Job};
 use k8s_openapi::api::core::v1::{Namespace as CoreNamespace, Node, Pod, PodTemplateSpec};
-use kube::api::{Api, ListParams, ObjectMeta};
+use kube::api::{ListParams, ObjectMeta};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 
@@ -97,35 +97,63 @@ pub(crate) struct Progress {
     pub elapsed: Duration,
 }
 
-/// Lists `api` page by page (`limit` / `continue`), handing every object to
-/// `each`; `after_page` is told how many objects each page had.
-pub(crate) async fn for_each_page<K>(
-    api: &Api<K>,
+/// One page of a list, as far as the audit reads it: the items decoded as `T` (a lean type
+/// skips every field it does not name, unbuilt) and the continue token.
+#[derive(serde::Deserialize)]
+#[serde(bound = "T: DeserializeOwned")]
+struct Page<T> {
+    #[serde(default)]
+    metadata: PageMeta,
+    #[serde(default)]
+    items: Vec<T>,
+}
+
+#[derive(Default, serde::Deserialize)]
+struct PageMeta {
+    #[serde(default, rename = "continue")]
+    continue_: Option<String>,
+}
+
+/// Lists the collection at `url` (a `K::url_path`) page by page (`limit` / `continue`), handing
+/// every object, decoded as `T`, to `each`; `after_page` is told how many objects each page had.
+///
+/// No `resourceVersion` is sent: each list is a consistent read with a `limit`, which the API
+/// server answers from its watch cache (consistent reads from the cache: on by default since
+/// 1.31, given etcd's progress notifications) and the continuations from the cache's snapshots
+/// (`ListFromCacheSnapshot`, on by default since 1.34; older servers read those from etcd).
+/// `resourceVersion=0` is no cheaper and is unbounded: the watch cache ignores `limit` with it
+/// and sends the whole collection in one page (k8s.io/apiserver `computeListLimit`, 1.37 too).
+pub(crate) async fn for_each_page<T: DeserializeOwned>(
+    client: &Client,
+    url: &str,
     what: &str,
     options: &ScanOptions,
-    mut each: impl FnMut(K),
+    mut each: impl FnMut(T),
     mut after_page: impl FnMut(u64),
-) -> Result<(), AuditError>
-where
-    K: Resource + Clone + DeserializeOwned + fmt::Debug,
-{
+) -> Result<(), AuditError> {
+    let request = kube::core::Request::new(url);
+    let list_error = |source: kube::Error| AuditError::List {
+        what: what.to_owned(),
+        hint: forbidden_hint(&source),
+        source,
+    };
     let mut token: Option<String> = None;
     loop {
         let mut params = ListParams::default().limit(options.page_size.max(1));
         if let Some(token) = &token {
             params = params.continue_token(token);
         }
-        let page = tokio::time::timeout(options.request_timeout, api.list(&params))
+        let mut http = request
+            .list(&params)
+            .map_err(|e| list_error(kube::Error::BuildRequest(e)))?;
+        http.extensions_mut().insert("list");
+        let page: Page<T> = tokio::time::timeout(options.request_timeout, client.request(http))
             .await
             .map_err(|_| AuditError::Timeout {
                 what: what.to_owned(),
                 timeout: options.request_timeout,
             })?
-            .map_err(|source| AuditError::List {
-                what: what.to_owned(),
-                hint: forbidden_hint(&source),
-                source,
-            })?;
+            .map_err(list_error)?;
         let next = page.metadata.continue_.filter(|t| !t.is_empty());
         let count = page.items.len() as u64;
         page.items.into_iter().for_each(&mut each);
@@ -157,10 +185,11 @@ pub(crate) async fn list_nodes(
 ) -> Result<Vec<pod_director_engine::placement::NodeInfo>, AuditError> {
     let mut nodes = Vec::new();
     for_each_page(
-        &Api::<Node>::all(client.clone()),
+        client,
+        &Node::url_path(&(), None),
         "nodes",
         options,
-        |node| {
+        |node: Node| {
             nodes.push(pod_director_engine::placement::NodeInfo::from_node(&node));
         },
         |_| {},
@@ -217,10 +246,11 @@ pub(crate) async fn scan(
     let mut undefined: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut side_doors: Vec<String> = Vec::new();
     for_each_page(
-        &Api::<CoreNamespace>::all(client.clone()),
+        client,
+        &CoreNamespace::url_path(&(), None),
         "namespaces",
         options,
-        |namespace| {
+        |namespace: CoreNamespace| {
             let name = name_of(&namespace.metadata).to_owned();
             side_doors.extend(tally::side_door(config, &namespace.metadata));
             let labels = namespace.metadata.labels.unwrap_or_default();
@@ -426,14 +456,7 @@ async fn scan_workloads<K: Workload>(
         }
     };
     let what = format!("{} in namespace {name}", K::PLURAL);
-    for_each_page(
-        &Api::<K>::namespaced(client.clone(), name),
-        &what,
-        options,
-        each,
-        |_| {},
-    )
-    .await
+    for_each_page(client, &K::url_path(&(), Some(name)), &what, options, each, |_| {}).await
 }
 
 /// Lists the workloads and the pods of one namespace, each decided into its group and the
@@ -462,11 +485,14 @@ async fn scan_namespace(
     audit.templates_scanned += templates;
 
     // Pods: page by page, each decided as its re-creation would be.
+    // Decoded straight into the engine's pod (metadata and placement fields): a pod's
+    // containers, status and managed fields are skipped as the page is read, never built.
     for_each_page(
-        &Api::<Pod>::namespaced(client.clone(), name),
+        client,
+        &Pod::url_path(&(), Some(name)),
         &format!("pods in namespace {name}"),
         options,
-        |pod| scanned.pod(&pod_director_engine::placement::Pod::from(&pod), &controllers),
+        |pod: pod_director_engine::placement::Pod| scanned.pod(&pod, &controllers),
         |count| {
             audit.pods_scanned += count;
             progress(audit);
@@ -474,3 +500,6 @@ async fn scan_namespace(
     )
     .await
 }
+
+#[cfg(test)]
+mod tests;
