@@ -11,6 +11,7 @@
 //! | `path.rs` | paths as errors name them (`groups.ci.tolerations[0].operator`) |
 //! | `syntax.rs` | Kubernetes name syntax (label keys and values, DNS names) |
 
+mod alternatives;
 mod env;
 mod kubernetes;
 mod path;
@@ -30,6 +31,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+pub use alternatives::{Alternative, DEFAULT_ALTERNATIVE, DEFAULT_PLACEMENT_LABEL, MAX_ALTERNATIVES};
 pub use env::PREFIX as ENV_PREFIX;
 pub use reserve::{Allow, KUBE_SCHEDULER, Reserve, TrustedSchedulers};
 
@@ -167,6 +169,10 @@ pub struct Group {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "kubernetes::Affinity")]
     pub affinity: Option<Affinity>,
+    /// Other placements a pod may choose with the placement label (`podPlacementLabel`), by name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(with = "alternatives::Alternatives")]
+    pub alternatives: BTreeMap<String, Alternative>,
     /// Keep everyone else's pods off the group's nodes (absent: nobody is kept off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reserve: Option<Reserve>,
@@ -297,6 +303,10 @@ pub struct Config {
     #[serde(default = "default_exclusion_label")]
     #[schemars(with = "kubernetes::LabelKey")]
     pub pod_exclusion_label: String,
+    /// Pod label naming the alternative of its group the pod chooses (absent: the group's own placement).
+    #[serde(default = "alternatives::default_placement_label", skip_serializing_if = "alternatives::is_default_placement_label")]
+    #[schemars(with = "kubernetes::LabelKey")]
+    pub pod_placement_label: String,
     /// When no node could take a pod after the patch: `warn` (default) or `deny`.
     #[serde(default, skip_serializing_if = "is_default")]
     pub on_no_feasible_node: OnNoFeasibleNode,
@@ -328,6 +338,7 @@ impl Default for Config {
             unknown_group: UnknownGroup::default(),
             default_mode: Mode::default(),
             pod_exclusion_label: default_exclusion_label(),
+            pod_placement_label: alternatives::default_placement_label(),
             on_no_feasible_node: OnNoFeasibleNode::default(),
             daemon_set_controller: default_daemon_set_controller(),
             namespace_guard: NamespaceGuard::default(),
@@ -485,7 +496,8 @@ impl Config {
                 message: e.to_string(),
             }])
         })?;
-        let errors = config.policy_errors();
+        let mut errors = config.policy_errors();
+        errors.extend(config.alternative_errors());
         if !errors.is_empty() {
             return Err(invalid(errors));
         }
@@ -584,6 +596,9 @@ impl Config {
                     .to_owned(),
             );
         }
+        if !group.alternatives.is_empty() {
+            out.push("alternatives: the pod's choice is not compiled into CEL".to_owned());
+        }
         if self.on_no_feasible_node_of(group) == OnNoFeasibleNode::Deny {
             out.push("onNoFeasibleNode: deny counts the cluster's nodes, which only the webhook can".to_owned());
         }
@@ -653,6 +668,9 @@ impl Config {
                         kinds.push("podAnti");
                     }
                     parts.push(format!("affinity={}", kinds.join("+")));
+                }
+                if !g.alternatives.is_empty() {
+                    parts.push(format!("alternatives={}", g.alternatives.keys().cloned().collect::<Vec<_>>().join(",")));
                 }
                 if g.allow_pod_exclusion {
                     parts.push("allowPodExclusion".to_owned());

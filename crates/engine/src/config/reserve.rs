@@ -61,11 +61,17 @@ pub struct Allow {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(with = "Vec<kubernetes::ServiceAccountName>", extend("uniqueItems" = true))]
     pub service_accounts: Vec<String>,
+    /// pod-director groups whose namespaces' pods may land on the pool (e.g. groups that offer it
+    /// as an alternative).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(with = "Vec<kubernetes::GroupName>", extend("uniqueItems" = true))]
+    pub placement_groups: Vec<String>,
 }
 
 impl Allow {
     fn is_empty(&self) -> bool {
-        self.namespaces.is_empty()
+        self.placement_groups.is_empty()
+            && self.namespaces.is_empty()
             && self.users.is_empty()
             && self.groups.is_empty()
             && self.service_accounts.is_empty()

@@ -19,7 +19,7 @@ fn allowed<'de, T: serde::Deserialize<'de>>() -> &'static [&'static str] {
     schema::names::<T>()
 }
 
-struct Checker {
+pub(super) struct Checker {
     errors: Vec<FieldError>,
 }
 
@@ -74,7 +74,7 @@ pub(crate) fn closest<'a>(key: &str, allowed: &[&'a str]) -> Option<&'a str> {
 }
 
 impl Checker {
-    fn err(&mut self, path: &Path, message: impl Into<String>) {
+    pub(super) fn err(&mut self, path: &Path, message: impl Into<String>) {
         self.errors.push(FieldError {
             path: path.to_string(),
             message: message.into(),
@@ -82,7 +82,7 @@ impl Checker {
     }
 
     /// A mapping whose keys must all be in `fields`.
-    fn object<'v>(&mut self, v: &'v Value, path: &Path, fields: &[&str]) -> Option<&'v Map<String, Value>> {
+    pub(super) fn object<'v>(&mut self, v: &'v Value, path: &Path, fields: &[&str]) -> Option<&'v Map<String, Value>> {
         let Value::Object(map) = v else {
             self.err(path, format!("expected a mapping, got {}", describe(v)));
             return None;
@@ -118,7 +118,7 @@ impl Checker {
     }
 
     /// A mapping with free keys.
-    fn map<'v>(&mut self, v: &'v Value, path: &Path) -> Option<&'v Map<String, Value>> {
+    pub(super) fn map<'v>(&mut self, v: &'v Value, path: &Path) -> Option<&'v Map<String, Value>> {
         match v {
             Value::Object(map) => Some(map),
             Value::Null => None,
@@ -304,8 +304,10 @@ impl Checker {
         if let Some(v) = map.get("namespaceLabel") {
             self.label_key(v, &root.key("namespaceLabel"));
         }
-        if let Some(v) = map.get("podExclusionLabel") {
-            self.label_key(v, &root.key("podExclusionLabel"));
+        for key in ["podExclusionLabel", "podPlacementLabel"] {
+            if let Some(v) = map.get(key) {
+                self.label_key(v, &root.key(key));
+            }
         }
         if let Some(v) = map.get("daemonSetController") {
             self.username(v, &root.key("daemonSetController"));
@@ -371,12 +373,9 @@ impl Checker {
             return;
         };
         self.settings(map, path, node);
-        if let Some(v) = map.get("nodeSelector") {
-            self.label_map(v, &path.key("nodeSelector"));
-        }
-        self.each(map, "tolerations", path, Self::toleration);
-        if let Some(v) = map.get("affinity") {
-            self.affinity(v, &path.key("affinity"));
+        self.placement(map, path);
+        if let (Some(v), Some(node)) = (map.get("alternatives"), node.child("alternatives")) {
+            self.alternatives(v, &path.key("alternatives"), node);
         }
         if let (Some(v), Some(node)) = (map.get("reserve"), node.child("reserve")) {
             self.reserve(v, map, &path.key("reserve"), node);
@@ -386,6 +385,17 @@ impl Checker {
             if let Some(nodes) = self.object(v, &path, &node.keys()) {
                 self.settings(nodes, &path, node);
             }
+        }
+    }
+
+    /// A placement: nodeSelector, tolerations, affinity (a group's own, or an alternative).
+    pub(super) fn placement(&mut self, map: &Map<String, Value>, path: &Path) {
+        if let Some(v) = map.get("nodeSelector") {
+            self.label_map(v, &path.key("nodeSelector"));
+        }
+        self.each(map, "tolerations", path, Self::toleration);
+        if let Some(v) = map.get("affinity") {
+            self.affinity(v, &path.key("affinity"));
         }
     }
 
@@ -405,6 +415,7 @@ impl Checker {
                 self.each_once(allow_map, "namespaces", &ap, Self::namespace_name);
                 self.each_once(allow_map, "users", &ap, Self::username);
                 self.each_once(allow_map, "groups", &ap, Self::username);
+                self.each_once(allow_map, "placementGroups", &ap, |c, v, p| c.string(v, p).map(str::to_owned));
                 self.each_once(allow_map, "serviceAccounts", &ap, Self::service_account);
             }
         }

@@ -1,0 +1,165 @@
+//! A group's alternatives (`groups.NAME.alternatives`): named placements beside the default that
+//! a pod chooses with one label (`podPlacementLabel`, value the alternative's name). The choice
+//! is the engine's (`placement/choice.rs`); this is its configuration and its rules.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Affinity, Toleration};
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::validate::Checker;
+use super::{Config, FieldError, Group, kubernetes, path::Path, schema, syntax};
+
+/// The name of a group's own placement: a pod without the label, or labelled so, gets it.
+pub const DEFAULT_ALTERNATIVE: &str = "default";
+/// The most alternatives a group may offer (each is a metric label value).
+pub const MAX_ALTERNATIVES: usize = 8;
+/// The pod label naming the chosen alternative, unless `podPlacementLabel` says otherwise.
+pub const DEFAULT_PLACEMENT_LABEL: &str = "pod-director/placement";
+
+pub(super) fn default_placement_label() -> String {
+    DEFAULT_PLACEMENT_LABEL.to_owned()
+}
+pub(super) fn is_default_placement_label(label: &str) -> bool {
+    label == DEFAULT_PLACEMENT_LABEL
+}
+
+/// A placement a group's pods may choose instead of the group's own: the same three fields,
+/// planned, patched and checked exactly as the group's own would be (its `onConflict` too).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(rename = "alternative", transform = schema::ordered::<Alternative>)]
+pub struct Alternative {
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(with = "kubernetes::Labels")]
+    pub node_selector: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(with = "Vec<kubernetes::Toleration>")]
+    pub tolerations: Vec<Toleration>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "kubernetes::Affinity")]
+    pub affinity: Option<Affinity>,
+}
+
+/// The `alternatives` mapping: names (DNS labels, not `default`) to placements.
+pub(super) struct Alternatives;
+
+impl JsonSchema for Alternatives {
+    fn inline_schema() -> bool {
+        true
+    }
+    fn schema_name() -> Cow<'static, str> {
+        "alternatives".into()
+    }
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "type": "object",
+            "description": "Placements a pod of the group may choose with the placement label, by name (a DNS label, not 'default')",
+            "maxProperties": MAX_ALTERNATIVES,
+            "propertyNames": {"pattern": "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$", "not": {"const": DEFAULT_ALTERNATIVE}},
+            "additionalProperties": generator.subschema_for::<Alternative>()
+        })
+    }
+}
+
+impl Group {
+    /// The group as planned for a pod that chose alternative `name`: the alternative's placement in
+    /// place of the group's own, every other setting the group's. `None`: the group offers no such name.
+    pub fn with_alternative(&self, name: &str) -> Option<Cow<'_, Group>> {
+        if name == DEFAULT_ALTERNATIVE {
+            return Some(Cow::Borrowed(self));
+        }
+        let alt = self.alternatives.get(name)?;
+        // Every field named: a setting added to Group must be decided here.
+        let Group {
+            mode,
+            on_conflict,
+            allow_pod_exclusion,
+            on_no_feasible_node,
+            allow_daemon_sets,
+            node_selector: _,
+            tolerations: _,
+            affinity: _,
+            alternatives: _,
+            reserve,
+            nodes,
+            enforce_with,
+        } = self;
+        Some(Cow::Owned(Group {
+            mode: *mode,
+            on_conflict: *on_conflict,
+            allow_pod_exclusion: *allow_pod_exclusion,
+            on_no_feasible_node: *on_no_feasible_node,
+            allow_daemon_sets: *allow_daemon_sets,
+            node_selector: alt.node_selector.clone(),
+            tolerations: alt.tolerations.clone(),
+            affinity: alt.affinity.clone(),
+            alternatives: BTreeMap::new(),
+            reserve: reserve.clone(),
+            nodes: nodes.clone(),
+            enforce_with: *enforce_with,
+        }))
+    }
+
+    /// Every name a pod may choose: `default`, then the alternatives.
+    pub fn placement_names(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(DEFAULT_ALTERNATIVE).chain(self.alternatives.keys().map(String::as_str))
+    }
+}
+
+impl Checker {
+    /// `alternatives`: at most [`MAX_ALTERNATIVES`] names, each a DNS label other than `default`,
+    /// each placement checked like the group's own.
+    pub(super) fn alternatives(&mut self, v: &Value, path: &Path, node: schema::Node) {
+        let Some(map) = self.map(v, path) else { return };
+        if map.len() > MAX_ALTERNATIVES {
+            self.err(path, format!("{} alternatives; at most {MAX_ALTERNATIVES}", map.len()));
+        }
+        for (name, alt) in map {
+            let p = path.key(name);
+            if name == DEFAULT_ALTERNATIVE {
+                self.err(&p, "\"default\" names the group's own placement; name the alternative otherwise");
+            } else if let Some(reason) = syntax::dns1123_label(name) {
+                self.err(&p, format!("alternative name {name:?} {reason}"));
+            }
+            if let Some(node) = node.child(name)
+                && let Some(fields) = self.object(alt, &p, &node.keys())
+            {
+                self.placement(fields, &p);
+            }
+        }
+    }
+}
+
+impl Config {
+    /// Alternatives a pod's choice could not tell apart: one placed like the group's own placement or
+    /// like another alternative.
+    pub(super) fn alternative_errors(&self) -> Vec<FieldError> {
+        let mut out = Vec::new();
+        for (group_name, group) in &self.groups {
+            let mut seen: Vec<(&str, Cow<'_, Group>)> = vec![(DEFAULT_ALTERNATIVE, Cow::Borrowed(group))];
+            for name in group.alternatives.keys() {
+                let Some(placed) = group.with_alternative(name) else { continue };
+                let same = |other: &Group| {
+                    (&other.node_selector, &other.tolerations, &other.affinity)
+                        == (&placed.node_selector, &placed.tolerations, &placed.affinity)
+                };
+                if let Some((twin, _)) = seen.iter().find(|(_, other)| same(other)) {
+                    out.push(FieldError {
+                        path: Path::root().key("groups").key(group_name).key("alternatives").key(name).to_string(),
+                        message: format!(
+                            "places pods exactly as {twin:?} does, so choosing it changes nothing; give it its own \
+                             nodeSelector, tolerations or affinity, or remove it"
+                        ),
+                    });
+                }
+                seen.push((name, placed));
+            }
+        }
+        out
+    }
+}
+
