@@ -304,8 +304,11 @@ pub struct Config {
     #[schemars(with = "kubernetes::LabelKey")]
     pub pod_exclusion_label: String,
     /// Pod label naming the alternative of its group the pod chooses (absent: the group's own placement).
-    #[serde(default = "alternatives::default_placement_label", skip_serializing_if = "alternatives::is_default_placement_label")]
-    #[schemars(with = "kubernetes::LabelKey")]
+    #[serde(
+        default = "alternatives::default_placement_label",
+        skip_serializing_if = "alternatives::is_default_placement_label"
+    )]
+    #[schemars(with = "kubernetes::LabelKey", extend("default" = "pod-director/placement"))]
     pub pod_placement_label: String,
     /// When no node could take a pod after the patch: `warn` (default) or `deny`.
     #[serde(default, skip_serializing_if = "is_default")]
@@ -670,7 +673,10 @@ impl Config {
                     parts.push(format!("affinity={}", kinds.join("+")));
                 }
                 if !g.alternatives.is_empty() {
-                    parts.push(format!("alternatives={}", g.alternatives.keys().cloned().collect::<Vec<_>>().join(",")));
+                    parts.push(format!(
+                        "alternatives={}",
+                        g.alternatives.keys().cloned().collect::<Vec<_>>().join(",")
+                    ));
                 }
                 if g.allow_pod_exclusion {
                     parts.push("allowPodExclusion".to_owned());

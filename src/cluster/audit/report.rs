@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use super::{Audit, Counts, Finding, Findings, GroupAudit};
+use super::{AlternativeCounts, Audit, Counts, Finding, Findings, GroupAudit};
 use pod_director_engine::placement::FEASIBILITY_SCOPE;
 
 #[derive(Debug, Serialize)]
@@ -28,6 +28,9 @@ struct JsonGroup<'a> {
     nodes: JsonNodes<'a>,
     pods: Counts,
     templates: Counts,
+    /// Groups offering alternatives: the counts by the placement chosen.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    alternatives: &'a std::collections::BTreeMap<String, AlternativeCounts>,
     would_deny: Vec<&'a Finding>,
     would_deny_omitted: u64,
     would_patch: Vec<&'a Finding>,
@@ -107,6 +110,7 @@ pub(crate) fn json(audit: &Audit) -> Result<String, serde_json::Error> {
             },
             pods: g.pods,
             templates: g.templates,
+            alternatives: &g.alternatives,
             would_deny: g.would_deny.iter().collect(),
             would_deny_omitted: g.would_deny.omitted,
             would_patch: g.would_patch.iter().collect(),
@@ -262,6 +266,18 @@ pub(crate) fn text(audit: &Audit) -> String {
         for warning in &g.verdict.warnings {
             let _ = writeln!(out, "  warning: {warning}");
         }
+        for (name, c) in &g.alternatives {
+            let _ = writeln!(
+                out,
+                "  placement {name}: {} pods ({} compliant, {} would_patch, {} would_deny), {} templates ({} would_deny)",
+                c.pods.total(),
+                c.pods.compliant,
+                c.pods.would_patch,
+                c.pods.would_deny,
+                c.templates.total(),
+                c.templates.would_deny
+            );
+        }
         findings(&mut out, "would_deny", &g.would_deny);
         findings(&mut out, "no feasible node", &g.no_feasible_node);
     }
@@ -390,6 +406,7 @@ mod tests {
             webhook: Webhook::Mutate,
             group: Some("ci".to_owned()),
             mode: Some(Mode::Enforce),
+            alternative: None,
             decision: Decision::Patched,
             skip_reason: None,
             patch: json_patch::Patch(Vec::new()),

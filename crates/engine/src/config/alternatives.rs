@@ -59,7 +59,7 @@ impl JsonSchema for Alternatives {
             "type": "object",
             "description": "Placements a pod of the group may choose with the placement label, by name (a DNS label, not 'default')",
             "maxProperties": MAX_ALTERNATIVES,
-            "propertyNames": {"pattern": "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$", "not": {"const": DEFAULT_ALTERNATIVE}},
+            "propertyNames": {"type": "string", "description": "An alternative name (DNS-1123 label, not 'default')", "pattern": "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$", "not": {"const": DEFAULT_ALTERNATIVE}},
             "additionalProperties": generator.subschema_for::<Alternative>()
         })
     }
@@ -121,7 +121,10 @@ impl Checker {
         for (name, alt) in map {
             let p = path.key(name);
             if name == DEFAULT_ALTERNATIVE {
-                self.err(&p, "\"default\" names the group's own placement; name the alternative otherwise");
+                self.err(
+                    &p,
+                    "\"default\" names the group's own placement; name the alternative otherwise",
+                );
             } else if let Some(reason) = syntax::dns1123_label(name) {
                 self.err(&p, format!("alternative name {name:?} {reason}"));
             }
@@ -142,14 +145,21 @@ impl Config {
         for (group_name, group) in &self.groups {
             let mut seen: Vec<(&str, Cow<'_, Group>)> = vec![(DEFAULT_ALTERNATIVE, Cow::Borrowed(group))];
             for name in group.alternatives.keys() {
-                let Some(placed) = group.with_alternative(name) else { continue };
+                let Some(placed) = group.with_alternative(name) else {
+                    continue;
+                };
                 let same = |other: &Group| {
                     (&other.node_selector, &other.tolerations, &other.affinity)
                         == (&placed.node_selector, &placed.tolerations, &placed.affinity)
                 };
                 if let Some((twin, _)) = seen.iter().find(|(_, other)| same(other)) {
                     out.push(FieldError {
-                        path: Path::root().key("groups").key(group_name).key("alternatives").key(name).to_string(),
+                        path: Path::root()
+                            .key("groups")
+                            .key(group_name)
+                            .key("alternatives")
+                            .key(name)
+                            .to_string(),
                         message: format!(
                             "places pods exactly as {twin:?} does, so choosing it changes nothing; give it its own \
                              nodeSelector, tolerations or affinity, or remove it"
@@ -162,4 +172,3 @@ impl Config {
         out
     }
 }
-

@@ -336,7 +336,7 @@ mod tests {
             text,
             [
                 "environment variable POD_DIRECTOR__GROUPS__CI__NODE_SELECTR: \"NODE_SELECTR\" matches no key here \
-                 (keys: mode, onConflict, allowPodExclusion, onNoFeasibleNode, allowDaemonSets, nodeSelector, tolerations, affinity, reserve, nodes, enforceWith)",
+                 (keys: mode, onConflict, allowPodExclusion, onNoFeasibleNode, allowDaemonSets, nodeSelector, tolerations, affinity, alternatives, reserve, nodes, enforceWith)",
                 "environment variable POD_DIRECTOR__GROUPS__GPU__MODE: \"GPU\" matches no key here (keys: ci)",
             ]
         );

@@ -415,7 +415,9 @@ impl Checker {
                 self.each_once(allow_map, "namespaces", &ap, Self::namespace_name);
                 self.each_once(allow_map, "users", &ap, Self::username);
                 self.each_once(allow_map, "groups", &ap, Self::username);
-                self.each_once(allow_map, "placementGroups", &ap, |c, v, p| c.string(v, p).map(str::to_owned));
+                self.each_once(allow_map, "placementGroups", &ap, |c, v, p| {
+                    c.string(v, p).map(str::to_owned)
+                });
                 self.each_once(allow_map, "serviceAccounts", &ap, Self::service_account);
             }
         }

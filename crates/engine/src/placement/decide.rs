@@ -4,12 +4,11 @@
 
 use std::collections::BTreeMap;
 
-use super::feasible::{NodeLookup, NodeView, Placement, combine, group_fingerprint, unmet_by_bound_pod};
 use super::choice::choose;
+use super::feasible::{NodeLookup, NodeView, Placement, combine, group_fingerprint, unmet_by_bound_pod};
 use super::provision;
 use super::{
-    Context, Decision, MAX_SUMMARY_CHARS, Outcome, Pod, PodSpec, SkipReason, Violation, Webhook,
-    truncate_chars,
+    Context, Decision, MAX_SUMMARY_CHARS, Outcome, Pod, PodSpec, SkipReason, Violation, Webhook, truncate_chars,
 };
 use crate::config::{Config, Group, Mode, OnNoFeasibleNode, UnknownGroup};
 

@@ -27,7 +27,11 @@ groups:
 "#;
 
 fn config_with(mode: &str, on_conflict: &str) -> Config {
-    testing::config(&DATA.replacen("mode: enforce", &format!("mode: {mode}\n    onConflict: {on_conflict}"), 1))
+    testing::config(&DATA.replacen(
+        "mode: enforce",
+        &format!("mode: {mode}\n    onConflict: {on_conflict}"),
+        1,
+    ))
 }
 
 fn pod(labels: &[(&str, &str)], spec: Value) -> Pod {
@@ -39,7 +43,14 @@ fn pod(labels: &[(&str, &str)], spec: Value) -> Pod {
 
 fn in_group(config: &Config, group: &str, pod: &Pod, webhook: fn(&Config, &Namespace<'_>, &Pod) -> Outcome) -> Outcome {
     let labels = BTreeMap::from([(config.namespace_label.clone(), group.to_owned())]);
-    webhook(config, &Namespace { name: "team", labels: &labels }, pod)
+    webhook(
+        config,
+        &Namespace {
+            name: "team",
+            labels: &labels,
+        },
+        pod,
+    )
 }
 
 fn mutated(config: &Config, pod: &Pod) -> Outcome {
@@ -47,7 +58,9 @@ fn mutated(config: &Config, pod: &Pod) -> Outcome {
 }
 
 fn validated(config: &Config, pod: &Pod) -> Outcome {
-    in_group(config, "data", pod, |c, ns, p| validate(c, ns, p, None, &Context::default()))
+    in_group(config, "data", pod, |c, ns, p| {
+        validate(c, ns, p, None, &Context::default())
+    })
 }
 
 fn errors(yaml: &str) -> Vec<String> {
@@ -72,15 +85,23 @@ fn alternatives_load_and_leave_a_group_without_them_unchanged() {
     assert!(data.with_alternative("tpu").is_none());
     assert_eq!(config.pod_placement_label, "pod-director/placement");
     // A group without alternatives serializes (and so hashes into the revision) as before.
-    assert!(!serde_json::to_string(&config.groups["web"]).unwrap().contains("alternatives"));
+    assert!(
+        !serde_json::to_string(&config.groups["web"])
+            .unwrap()
+            .contains("alternatives")
+    );
     assert!(!serde_json::to_string(&config).unwrap().contains("podPlacementLabel"));
 }
 
 #[test]
 fn alternatives_that_cannot_be_told_apart_are_refused() {
-    let same_as_default = errors("groups:\n  g:\n    nodeSelector: {pool: a}\n    alternatives:\n      b: {nodeSelector: {pool: a}}\n");
+    let same_as_default =
+        errors("groups:\n  g:\n    nodeSelector: {pool: a}\n    alternatives:\n      b: {nodeSelector: {pool: a}}\n");
     assert_eq!(same_as_default.len(), 1, "{same_as_default:?}");
-    assert_contains(&same_as_default[0], "groups.g.alternatives.b: places pods exactly as \"default\" does");
+    assert_contains(
+        &same_as_default[0],
+        "groups.g.alternatives.b: places pods exactly as \"default\" does",
+    );
     let twins = errors(
         "groups:\n  g:\n    alternatives:\n      a: {nodeSelector: {pool: x}}\n      b: {nodeSelector: {pool: x}}\n",
     );
@@ -93,18 +114,47 @@ fn alternative_names_are_dns_labels_other_than_default_and_at_most_eight() {
     let found = errors(
         "groups:\n  g:\n    alternatives:\n      default: {nodeSelector: {pool: x}}\n      GPU: {nodeSelector: {pool: y}}\n",
     );
-    assert!(found.iter().any(|e| e.starts_with("groups.g.alternatives.default: \"default\" names the group's own")), "{found:?}");
-    assert!(found.iter().any(|e| e.starts_with("groups.g.alternatives.GPU: alternative name \"GPU\" must consist")), "{found:?}");
-    let nine: String = (0..9).map(|i| format!("      a{i}: {{nodeSelector: {{pool: p{i}}}}}\n")).collect();
+    assert!(
+        found
+            .iter()
+            .any(|e| e.starts_with("groups.g.alternatives.default: \"default\" names the group's own")),
+        "{found:?}"
+    );
+    assert!(
+        found
+            .iter()
+            .any(|e| e.starts_with("groups.g.alternatives.GPU: alternative name \"GPU\" must consist")),
+        "{found:?}"
+    );
+    let nine: String = (0..9)
+        .map(|i| format!("      a{i}: {{nodeSelector: {{pool: p{i}}}}}\n"))
+        .collect();
     let found = errors(&format!("groups:\n  g:\n    alternatives:\n{nine}"));
-    assert!(found.iter().any(|e| e == "groups.g.alternatives: 9 alternatives; at most 8"), "{found:?}");
+    assert!(
+        found
+            .iter()
+            .any(|e| e == "groups.g.alternatives: 9 alternatives; at most 8"),
+        "{found:?}"
+    );
 }
 
 #[test]
 fn an_alternative_is_checked_like_a_placement() {
-    let found = errors("groups:\n  g:\n    alternatives:\n      gpu:\n        mode: enforce\n        tolerations: [{key: gpu, operator: Equals}]\n");
-    assert!(found.iter().any(|e| e.starts_with("groups.g.alternatives.gpu.mode: unknown key")), "{found:?}");
-    assert!(found.iter().any(|e| e.starts_with("groups.g.alternatives.gpu.tolerations[0].operator: \"Equals\" is not one of")), "{found:?}");
+    let found = errors(
+        "groups:\n  g:\n    alternatives:\n      gpu:\n        mode: enforce\n        tolerations: [{key: gpu, operator: Equals}]\n",
+    );
+    assert!(
+        found
+            .iter()
+            .any(|e| e.starts_with("groups.g.alternatives.gpu.mode: unknown key")),
+        "{found:?}"
+    );
+    assert!(
+        found
+            .iter()
+            .any(|e| e.starts_with("groups.g.alternatives.gpu.tolerations[0].operator: \"Equals\" is not one of")),
+        "{found:?}"
+    );
 }
 
 #[test]
@@ -113,9 +163,11 @@ fn a_group_with_alternatives_names_them_as_its_policy_blocker() {
     let blockers = config.policy_blockers("data", &config.groups["data"]);
     assert!(blockers.iter().any(|b| b.starts_with("alternatives:")), "{blockers:?}");
     assert!(config.policy_blockers("web", &config.groups["web"]).is_empty());
-    assert!(errors(&DATA.replacen("mode: enforce", "mode: enforce\n    enforceWith: policy", 1))
-        .iter()
-        .any(|e| e.contains("groups.data.enforceWith: policy, but") && e.contains("alternatives")));
+    assert!(
+        errors(&DATA.replacen("mode: enforce", "mode: enforce\n    enforceWith: policy", 1))
+            .iter()
+            .any(|e| e.contains("groups.data.enforceWith: policy, but") && e.contains("alternatives"))
+    );
 }
 
 // ---- the choice and its decisions ----------------------------------------------
@@ -125,15 +177,23 @@ fn a_pod_without_the_label_gets_the_default_placement() {
     let out = mutated(&testing::config(DATA), &pod(&[], json!({})));
     assert_eq!(out.decision, Decision::Patched);
     assert_eq!(out.alternative.as_deref(), Some("default"));
-    assert_eq!(out.patch_json(), json!([{"op": "add", "path": "/spec/nodeSelector", "value": {"pool": "general"}}]));
+    assert_eq!(
+        out.patch_json(),
+        json!([{"op": "add", "path": "/spec/nodeSelector", "value": {"pool": "general"}}])
+    );
     // A group without alternatives reports none.
-    let web = in_group(&testing::config(DATA), "web", &pod(&[], json!({})), |c, ns, p| mutate(c, ns, p, &Context::default()));
+    let web = in_group(&testing::config(DATA), "web", &pod(&[], json!({})), |c, ns, p| {
+        mutate(c, ns, p, &Context::default())
+    });
     assert_eq!(web.alternative, None);
 }
 
 #[test]
 fn a_pod_choosing_an_alternative_gets_its_selector_and_toleration() {
-    let out = mutated(&testing::config(DATA), &pod(&[("pod-director/placement", "gpu")], json!({})));
+    let out = mutated(
+        &testing::config(DATA),
+        &pod(&[("pod-director/placement", "gpu")], json!({})),
+    );
     assert_eq!(out.decision, Decision::Patched);
     assert_eq!(out.alternative.as_deref(), Some("gpu"));
     assert_eq!(
@@ -149,9 +209,16 @@ fn a_pod_choosing_an_alternative_gets_its_selector_and_toleration() {
         json!({"nodeSelector": {"pool": "gpu"}, "tolerations": [{"key": "gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"}]}),
     );
     let checked = validated(&testing::config(DATA), &placed);
-    assert_eq!((checked.decision, checked.alternative.as_deref()), (Decision::Noop, Some("gpu")), "{checked:?}");
+    assert_eq!(
+        (checked.decision, checked.alternative.as_deref()),
+        (Decision::Noop, Some("gpu")),
+        "{checked:?}"
+    );
     let relabelled = pod(&[], json!({"nodeSelector": {"pool": "gpu"}}));
-    assert_eq!(validated(&testing::config(DATA), &relabelled).decision, Decision::Denied);
+    assert_eq!(
+        validated(&testing::config(DATA), &relabelled).decision,
+        Decision::Denied
+    );
 }
 
 #[test]
@@ -164,13 +231,24 @@ fn a_choice_the_group_does_not_offer_is_a_conflict_listing_the_allowed_names() {
         &message,
         r#"metadata.labels["pod-director/placement"]: pod has "tpu", group requires one of default, gpu, spot (rejected)"#,
     );
-    assert_eq!(mutated(&config_with("dryRun", "reject"), &tpu).decision, Decision::WouldDeny);
+    assert_eq!(
+        mutated(&config_with("dryRun", "reject"), &tpu).decision,
+        Decision::WouldDeny
+    );
     let checked = validated(&config_with("dryRun", "reject"), &tpu);
-    assert_eq!(checked.decision, Decision::WouldDeny, "shadow predicts enforce: {checked:?}");
+    assert_eq!(
+        checked.decision,
+        Decision::WouldDeny,
+        "shadow predicts enforce: {checked:?}"
+    );
     // override and ignore apply the default placement and record the conflict.
     for policy in ["override", "ignore"] {
         let out = mutated(&config_with("enforce", policy), &tpu);
-        assert_eq!((out.decision, out.alternative.as_deref()), (Decision::Patched, Some("default")), "{policy}");
+        assert_eq!(
+            (out.decision, out.alternative.as_deref()),
+            (Decision::Patched, Some("default")),
+            "{policy}"
+        );
         assert_eq!(out.conflicts.len(), 1);
         assert_eq!(out.patch_json()[0]["value"], json!({"pool": "general"}));
     }
@@ -178,9 +256,15 @@ fn a_choice_the_group_does_not_offer_is_a_conflict_listing_the_allowed_names() {
 
 #[test]
 fn a_pod_selecting_an_alternative_pool_without_the_label_conflicts_with_the_default() {
-    let out = mutated(&testing::config(DATA), &pod(&[], json!({"nodeSelector": {"pool": "gpu"}})));
+    let out = mutated(
+        &testing::config(DATA),
+        &pod(&[], json!({"nodeSelector": {"pool": "gpu"}})),
+    );
     assert_eq!(out.decision, Decision::Denied);
-    assert_contains(&out.message.unwrap_or_default(), r#"nodeSelector["pool"]: pod has "gpu", group requires "general""#);
+    assert_contains(
+        &out.message.unwrap_or_default(),
+        r#"nodeSelector["pool"]: pod has "gpu", group requires "general""#,
+    );
 }
 
 #[test]
@@ -195,12 +279,16 @@ fn a_reservation_admits_a_group_choosing_its_pool_only_when_it_allows_the_group(
         json!({"nodeSelector": {"pool": "gpu"}, "tolerations": [{"key": "gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"}]}),
     );
     let decide = |config: &Config| {
-        in_group(config, "data", &placed, |c, ns, p| reservation::decide(c, ns, p, None, &Context::default()))
+        in_group(config, "data", &placed, |c, ns, p| {
+            reservation::decide(c, ns, p, None, &Context::default())
+        })
     };
     let closed = reserved("");
     assert_eq!(decide(&closed).decision, Decision::Denied);
     assert!(
-        reservation::warnings(&closed).iter().any(|w| w.starts_with("groups.data.alternatives.gpu")),
+        reservation::warnings(&closed)
+            .iter()
+            .any(|w| w.starts_with("groups.data.alternatives.gpu")),
         "{:?}",
         reservation::warnings(&closed)
     );
@@ -208,7 +296,11 @@ fn a_reservation_admits_a_group_choosing_its_pool_only_when_it_allows_the_group(
     let out = decide(&open);
     assert_eq!(out.decision, Decision::Noop, "{out:?}");
     assert_eq!(out.reservation[0].exempt, Some(reservation::Exemption::PlacementGroup));
-    assert!(reservation::warnings(&open).is_empty(), "{:?}", reservation::warnings(&open));
+    assert!(
+        reservation::warnings(&open).is_empty(),
+        "{:?}",
+        reservation::warnings(&open)
+    );
 }
 
 // ---- the rule, and the plan it leads to --------------------------------------
