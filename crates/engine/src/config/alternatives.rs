@@ -27,8 +27,7 @@ pub(super) fn is_default_placement_label(label: &str) -> bool {
     label == DEFAULT_PLACEMENT_LABEL
 }
 
-/// A placement a group's pods may choose instead of the group's own: the same three fields,
-/// planned, patched and checked exactly as the group's own would be (its `onConflict` too).
+/// A placement a group's pods may choose instead of the group's own, applied exactly like it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[schemars(rename = "alternative", transform = schema::ordered::<Alternative>)]
@@ -59,7 +58,7 @@ impl JsonSchema for Alternatives {
             "type": "object",
             "description": "Placements a pod of the group may choose with the placement label, by name (a DNS label, not 'default')",
             "maxProperties": MAX_ALTERNATIVES,
-            "propertyNames": {"type": "string", "description": "An alternative name (DNS-1123 label, not 'default')", "pattern": "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$", "not": {"const": DEFAULT_ALTERNATIVE}},
+            "propertyNames": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$", "not": {"const": "default"}},
             "additionalProperties": generator.subschema_for::<Alternative>()
         })
     }
@@ -73,34 +72,12 @@ impl Group {
             return Some(Cow::Borrowed(self));
         }
         let alt = self.alternatives.get(name)?;
-        // Every field named: a setting added to Group must be decided here.
-        let Group {
-            mode,
-            on_conflict,
-            allow_pod_exclusion,
-            on_no_feasible_node,
-            allow_daemon_sets,
-            node_selector: _,
-            tolerations: _,
-            affinity: _,
-            alternatives: _,
-            reserve,
-            nodes,
-            enforce_with,
-        } = self;
         Some(Cow::Owned(Group {
-            mode: *mode,
-            on_conflict: *on_conflict,
-            allow_pod_exclusion: *allow_pod_exclusion,
-            on_no_feasible_node: *on_no_feasible_node,
-            allow_daemon_sets: *allow_daemon_sets,
             node_selector: alt.node_selector.clone(),
             tolerations: alt.tolerations.clone(),
             affinity: alt.affinity.clone(),
             alternatives: BTreeMap::new(),
-            reserve: reserve.clone(),
-            nodes: nodes.clone(),
-            enforce_with: *enforce_with,
+            ..self.clone()
         }))
     }
 
@@ -138,28 +115,20 @@ impl Checker {
 }
 
 impl Config {
-    /// Alternatives a pod's choice could not tell apart: one placed like the group's own placement or
-    /// like another alternative.
+    /// Alternatives a pod's choice could not tell apart: placed like the group's own or another one.
     pub(super) fn alternative_errors(&self) -> Vec<FieldError> {
         let mut out = Vec::new();
         for (group_name, group) in &self.groups {
-            let mut seen: Vec<(&str, Cow<'_, Group>)> = vec![(DEFAULT_ALTERNATIVE, Cow::Borrowed(group))];
-            for name in group.alternatives.keys() {
-                let Some(placed) = group.with_alternative(name) else {
-                    continue;
-                };
-                let same = |other: &Group| {
-                    (&other.node_selector, &other.tolerations, &other.affinity)
-                        == (&placed.node_selector, &placed.tolerations, &placed.affinity)
-                };
-                if let Some((twin, _)) = seen.iter().find(|(_, other)| same(other)) {
+            let mut seen = vec![(
+                DEFAULT_ALTERNATIVE,
+                (&group.node_selector, &group.tolerations, &group.affinity),
+            )];
+            for (name, alt) in &group.alternatives {
+                let placed = (&alt.node_selector, &alt.tolerations, &alt.affinity);
+                if let Some((twin, _)) = seen.iter().find(|(_, other)| *other == placed) {
+                    let path = Path::root().key("groups").key(group_name).key("alternatives").key(name);
                     out.push(FieldError {
-                        path: Path::root()
-                            .key("groups")
-                            .key(group_name)
-                            .key("alternatives")
-                            .key(name)
-                            .to_string(),
+                        path: path.to_string(),
                         message: format!(
                             "places pods exactly as {twin:?} does, so choosing it changes nothing; give it its own \
                              nodeSelector, tolerations or affinity, or remove it"

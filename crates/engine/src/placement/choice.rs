@@ -50,14 +50,14 @@ pub fn choose<'c>(config: &Config, group: &'c Group, pod: &Pod) -> Chosen<'c> {
             conflict: None,
         };
     };
-    if let Some((name, _)) = group.alternatives.get_key_value(label) {
-        if let Some(placed) = group.with_alternative(name) {
-            return Chosen {
-                group: placed,
-                name: Some(name.as_str()),
-                conflict: None,
-            };
-        }
+    if let Some((name, _)) = group.alternatives.get_key_value(label)
+        && let Some(placed) = group.with_alternative(name)
+    {
+        return Chosen {
+            group: placed,
+            name: Some(name.as_str()),
+            conflict: None,
+        };
     }
     let names: Vec<&str> = group.placement_names().collect();
     let conflict = (label != DEFAULT_ALTERNATIVE).then(|| Conflict {
