@@ -159,6 +159,7 @@ fn audit() -> Audit {
             would_patch: Default::default(),
             no_feasible_node: Default::default(),
             workloads: Default::default(),
+            alternatives: Default::default(),
             verdict: Verdict {
                 ready: false,
                 blockers: vec!["a blocker".to_owned()],

@@ -348,6 +348,7 @@ pod_director_build_info{version=\"VERSION\"} 1
                 would_patch: Default::default(),
                 no_feasible_node: Default::default(),
                 workloads: Default::default(),
+                alternatives: Default::default(),
                 verdict: crate::cluster::audit::Verdict {
                     ready,
                     blockers: if ready {
