@@ -438,7 +438,7 @@ fn the_admission_policy_lines_of_check_config_in_the_docs_are_what_the_binary_pr
 
 #[test]
 fn the_alternatives_examples_in_the_docs_are_what_the_binary_prints() {
-    // examples/alternatives.yaml and examples/manifests/data-team.yaml
+    // examples/alternatives/: config.yaml and data-team.yaml
     assert_console_examples_are_what_the_binary_prints("docs/src/alternatives.md", "check-config", 1);
     assert_console_examples_are_what_the_binary_prints("docs/src/alternatives.md", "explain", 1);
 }
