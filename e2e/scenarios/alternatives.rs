@@ -216,8 +216,9 @@ async fn a_pod_chooses_one_of_its_group_s_pools_with_a_label_and_runs_there() {
     let (_, report) = crate::audit::audit(file.path(), &["--group", GROUP]).await;
     let counted = &report["groups"][0]["alternatives"];
     assert_eq!(counted["spot"]["pods"]["compliant"], 3, "{report}");
-    assert!(
-        counted["spot"]["templates"]["compliant"].as_u64() >= Some(1),
+    // The Deployment's template itself is not patched (its pods are): enforce would patch it.
+    assert_eq!(
+        counted["spot"]["templates"]["would_patch"], 1,
         "the Deployment: {report}"
     );
     assert_eq!(counted["gpu"]["pods"]["compliant"], 1, "{report}");
