@@ -18,9 +18,9 @@ pub use self::metrics::Metrics;
 pub(crate) use self::start::start_with_nodes;
 pub use self::start::{RunningServer, start};
 use crate::cli::{ContinuousAuditArgs, ServeArgs};
-use crate::cluster::audit::ScanOptions;
 use crate::cluster::audit::continuous::AuditMetrics;
 use crate::cluster::audit::continuous::{Continuous, LeaseTarget, identity, spawn};
+use crate::cluster::audit::scan::ScanOptions;
 use crate::cluster::namespaces::KubeNamespaces;
 use crate::cluster::nodes::{KubeNodes, Nodes};
 use crate::cluster::pods::KubePods;
@@ -61,7 +61,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
             crate::cluster::webhooks::Reconciler {
                 client,
                 targets,
-                entries: args.webhooks.entries.clone(),
+                entries: args.webhooks.entries.settings(),
                 live: server.config.clone(),
                 metrics: server.metrics.reconciles.clone(),
                 policies: args

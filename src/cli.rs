@@ -115,7 +115,7 @@ pub struct AuditArgs {
     #[arg(long, value_enum)]
     pub fail_on: Option<AuditFailOn>,
     /// Objects per list request (`limit`); the next page is asked with `continue`.
-    #[arg(long, default_value_t = crate::cluster::audit::DEFAULT_PAGE_SIZE, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, default_value_t = crate::cluster::audit::scan::DEFAULT_PAGE_SIZE, value_parser = clap::value_parser!(u32).range(1..))]
     pub page_size: u32,
     /// Longest wait for each request to the API server (e.g. 30s, 5s).
     #[arg(long, default_value = "30s", value_parser = parse_duration)]

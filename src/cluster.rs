@@ -10,7 +10,13 @@
 //! Nothing here decides a placement: the engine (`pod_director_engine::placement`) does, on
 //! what these modules read.
 
-pub(crate) mod audit;
+/// The audit of the running cluster, its I/O: the scan (`audit/scan.rs`) and its continuous run
+/// on the replica holding a Lease (`audit/continuous.rs`). What it decides, tallies and reports
+/// is the engine's (`pod_director_engine::audit`).
+pub(crate) mod audit {
+    pub(crate) mod continuous;
+    pub(crate) mod scan;
+}
 pub(crate) mod namespaces;
 pub(crate) mod nodes;
 pub(crate) mod orphans;
@@ -21,15 +27,11 @@ pub(crate) mod webhooks;
 
 // What tests/, the benches and e2e use: the sources they fake or drive, the audit they read.
 pub use self::audit::continuous::{Continuous, LeaseTarget, ScanResult, spawn as spawn_audit};
-pub use self::audit::reservation::ReservationAudit;
-pub use self::audit::workloads::{Entry as WorkloadEntry, Rule as WorkloadRule, Verdict as WorkloadVerdict};
-pub use self::audit::{Audit, AuditDecision, Counts, GroupAudit, ScanOptions, Verdict};
+pub use self::audit::scan::ScanOptions;
 pub use self::namespaces::{Labels, LookupError, NamespaceSource};
 pub use self::nodes::{KubeNodes, NodeLookupResult, NodeStore, Nodes, ProvisionerStore};
 pub use self::reports::content::Settings as ReportSettings;
 pub use self::reports::{
     NOT_SERVED as REPORTS_NOT_SERVED, Options as ReportsOptions, SERVED as REPORTS_SERVED, spawn as spawn_reports,
 };
-pub use self::webhooks::{
-    Entry, EntrySettings, Kind as WebhookKind, ReconcileResult, namespace_selectors, owned_entries,
-};
+pub use self::webhooks::ReconcileResult;

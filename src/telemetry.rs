@@ -76,9 +76,7 @@ use tracing_subscriber::util::SubscriberInitExt as _;
 pub use self::batch::FieldBatch;
 pub use self::json::JsonLayer;
 pub use self::otlp::{otel_layer, provider_builder};
-pub use self::trace_context::{
-    join_caller_trace, record_trace_ids, set_bounded_attribute, set_error_status, truncate_bytes,
-};
+pub use self::trace_context::{join_caller_trace, record_trace_ids, set_bounded_attribute, set_error_status};
 
 /// The target of the decision span and of the one-per-decision log event.
 pub const DECISION_TARGET: &str = "pod_director::decision";

@@ -193,7 +193,7 @@ no defaultGroup) selects `kubernetes.io/metadata.name In [none.pod-director.io]`
 no namespace can match (the API server sets that label to the namespace's name, and
 names have no dots). So the server, which keeps these selectors in step with its live
 configuration (webhook.reconcile), never needs an entry that does not exist. The
-server computes the same function (src/cluster/webhooks.rs); tests/webhook_selectors/ holds
+server computes the same function (crates/engine/src/webhook_entries.rs); tests/webhook_selectors/ holds
 the goldens both are checked against (scripts/chart-test.sh selectors).
 */}}
 {{- define "pod-director.webhookEntries" -}}
@@ -257,7 +257,7 @@ new labels match the objectSelector, so:
   observe  the other labelled ones, Ignore unless namespaceGuard.mode is enforce.
 So only namespaces of enforce groups become unwritable while pod-director is down. An
 entry with nothing to serve selects `kubernetes.io/metadata.name In [none.pod-director.io]`.
-The server computes the same (src/cluster/webhooks.rs guard_object_selectors) and reconciles it.
+The server computes the same (crates/engine/src/webhook_entries.rs guard_object_selectors) and reconciles it.
 */}}
 {{- define "pod-director.guardEntries" -}}
 {{- $label := .Values.config.namespaceLabel }}

@@ -427,8 +427,9 @@ async fn the_audit_writes_a_report_per_grouped_namespace_only_when_it_changes() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_report_writer_refused_by_rbac_keeps_running_and_writes_nothing() {
     use pod_director::cluster::spawn_reports as spawn;
-    use pod_director::cluster::{Audit, GroupAudit, ReportSettings as Settings, ReportsOptions as Writer};
-    use pod_director::cluster::{WorkloadEntry as Entry, WorkloadRule as Rule, WorkloadVerdict as Verdict};
+    use pod_director::cluster::{ReportSettings as Settings, ReportsOptions as Writer};
+    use pod_director_engine::audit::workloads::{Entry, Rule, Verdict};
+    use pod_director_engine::audit::{Audit, GroupAudit};
 
     if Target::Cluster == crate::harness::Settings::from_env().target {
         notice("SKIPPED reports RBAC in cluster mode: it installs and removes the OpenReports CRDs");

@@ -242,7 +242,7 @@ pub(super) fn namespace_error(request: &AdmissionRequest<DynamicObject>) -> Opti
     if namespace.is_empty() {
         return Some(AdmissionError::MissingNamespace);
     }
-    pod_director_engine::config::syntax::dns1123_label(namespace).map(|reason| AdmissionError::InvalidNamespace {
+    pod_director_engine::syntax::dns1123_label(namespace).map(|reason| AdmissionError::InvalidNamespace {
         namespace: namespace.to_owned(),
         reason,
     })

@@ -10,7 +10,6 @@ use serde_json::Value;
 
 use super::AdmissionError;
 use super::wire;
-use crate::telemetry;
 use pod_director_engine::placement::Outcome;
 
 /// Longest audit annotation value, in bytes.
@@ -62,7 +61,10 @@ fn annotations<'a>(outcome: &'a Outcome, revision: &'a str, patch: &'a str) -> V
         let value = if value.len() <= MAX_ANNOTATION_BYTES {
             value
         } else {
-            Cow::Owned(telemetry::truncate_bytes(&value, MAX_ANNOTATION_BYTES))
+            Cow::Owned(pod_director_engine::placement::truncate_bytes(
+                &value,
+                MAX_ANNOTATION_BYTES,
+            ))
         };
         annotations.push((key, value));
     };

@@ -325,19 +325,19 @@ pod_director_build_info{version=\"VERSION\"} 1
         assert!(!metrics.encode().contains("pod_director_orphaned_group_namespaces{"));
     }
 
-    fn audited(group: &str, ready: bool) -> crate::cluster::audit::Audit {
-        crate::cluster::audit::Audit {
-            groups: vec![crate::cluster::audit::GroupAudit {
+    fn audited(group: &str, ready: bool) -> pod_director_engine::audit::Audit {
+        pod_director_engine::audit::Audit {
+            groups: vec![pod_director_engine::audit::GroupAudit {
                 group: group.to_owned(),
                 mode: Mode::DryRun,
                 namespaces: 2,
-                pods: crate::cluster::audit::Counts {
+                pods: pod_director_engine::audit::Counts {
                     compliant: 4,
                     would_patch: 3,
                     would_deny: 2,
                     skipped: 1,
                 },
-                templates: crate::cluster::audit::Counts {
+                templates: pod_director_engine::audit::Counts {
                     would_deny: 1,
                     ..Default::default()
                 },
@@ -349,7 +349,7 @@ pod_director_build_info{version=\"VERSION\"} 1
                 no_feasible_node: Default::default(),
                 workloads: Default::default(),
                 alternatives: Default::default(),
-                verdict: crate::cluster::audit::Verdict {
+                verdict: pod_director_engine::audit::Verdict {
                     ready,
                     blockers: if ready {
                         Vec::new()

@@ -10,8 +10,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{AuditArgs, AuditFailOn, OutputFormat};
-use crate::cluster::audit::{self, Audit, AuditError, Progress, ScanOptions};
+use crate::cluster::audit::scan::{self, AuditError, Progress, ScanOptions};
 use crate::cluster::nodes::{NodeStore, Nodes, ProvisionerStore};
+use pod_director_engine::audit::{Audit, report};
 use pod_director_engine::config::{Config, ConfigError};
 use pod_director_engine::placement::NodeView;
 
@@ -40,12 +41,12 @@ pub fn run(args: &AuditArgs) -> ExitCode {
         .and_then(|runtime| runtime.block_on(audit(args)));
     let rendered = result.and_then(|audit| {
         let text = match args.output {
-            OutputFormat::Json => format!("{}\n", audit::report::json(&audit)?),
+            OutputFormat::Json => format!("{}\n", report::json(&audit)?),
             OutputFormat::Yaml => {
-                let value: serde_json::Value = serde_json::from_str(&audit::report::json(&audit)?)?;
+                let value: serde_json::Value = serde_json::from_str(&report::json(&audit)?)?;
                 serde_saphyr::to_string(&value).map_err(|e| CliError::Yaml(e.to_string()))?
             }
-            OutputFormat::Text => audit::report::text(&audit),
+            OutputFormat::Text => report::text(&audit),
         };
         Ok((audit, text))
     });
@@ -96,12 +97,12 @@ async fn audit(args: &AuditArgs) -> Result<Audit, CliError> {
     };
     let client = client(args.request_timeout).await?;
     let store = NodeStore::new();
-    for node in audit::list_nodes(&client, &options).await? {
+    for node in scan::list_nodes(&client, &options).await? {
         store.apply(node);
     }
     let provisioners = crate::cluster::provisioners::list(&client)
         .await
-        .map_err(|source| audit::AuditError::List {
+        .map_err(|source| AuditError::List {
             what: "provisioners (Karpenter NodePools, Cluster API node groups)".to_owned(),
             source,
             hint: "",
@@ -125,5 +126,5 @@ async fn audit(args: &AuditArgs) -> Result<Audit, CliError> {
             p.elapsed.as_secs_f64()
         );
     };
-    Ok(audit::scan(&client, &config, Some(&view as &dyn NodeView), &options, &mut progress).await?)
+    Ok(scan::scan(&client, &config, Some(&view as &dyn NodeView), &options, &mut progress).await?)
 }

@@ -21,7 +21,7 @@ use serde_json::Value;
 
 use self::render::render_text;
 use super::{ExplainArgs, FailOn, OutputFormat};
-use pod_director_engine::config::{Config, Mode, syntax};
+use pod_director_engine::config::{Config, Mode};
 use pod_director_engine::decision::{self, Subject as Decided, View};
 use pod_director_engine::placement::provision::{Provisioner, Unusable, WithProvisioners};
 use pod_director_engine::placement::reservation;
@@ -29,6 +29,7 @@ use pod_director_engine::placement::{
     self, Context, Decision, FEASIBILITY_SCOPE, Namespace, NodeInfo, NodeView, Resolution, Selection, SkipReason,
     Webhook,
 };
+use pod_director_engine::syntax;
 
 mod render;
 

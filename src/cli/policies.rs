@@ -37,9 +37,14 @@ fn compiled(args: &ExplainArgs) -> Result<Vec<Policies>, PolicyError> {
                 let names: Vec<&str> = config.groups.keys().map(String::as_str).collect();
                 return Err(PolicyError::UnknownGroup(name.clone(), names.join(", ")));
             };
-            policy::compile(&config, name, group, &webhooks::excluded(&config))
-                .map(|p| vec![p])
-                .map_err(|reasons| PolicyError::NotCompilable(name.clone(), reasons.join("; ")))
+            policy::compile(
+                &config,
+                name,
+                group,
+                &pod_director_engine::webhook_entries::excluded(&config),
+            )
+            .map(|p| vec![p])
+            .map_err(|reasons| PolicyError::NotCompilable(name.clone(), reasons.join("; ")))
         }
         None => Ok(webhooks::admission_policies::wanted(&config).into_values().collect()),
     }

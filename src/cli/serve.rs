@@ -7,10 +7,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::parse_duration;
-use crate::cluster::webhooks::Kind;
 use crate::server::{Settings, Timeouts, TlsFiles};
 use crate::telemetry::LogFormat;
 use pod_director_engine::config::Config;
+use pod_director_engine::webhook_entries::{EntrySettings, Kind};
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeArgs {
@@ -86,7 +86,7 @@ pub struct ServeArgs {
 }
 
 /// The webhook configurations to keep in step (`serve` flags; the chart sets them).
-#[derive(Debug, Clone, Default, clap::Args)]
+#[derive(Debug, Clone, clap::Args)]
 pub struct ReconcileArgs {
     /// Name of the MutatingWebhookConfiguration whose pod entries pod-director keeps in
     /// step with its live configuration (the chart sets it; empty: not reconciled).
@@ -105,7 +105,36 @@ pub struct ReconcileArgs {
     #[arg(long, env = "POD_DIRECTOR_ADMISSION_POLICIES", default_value_t = false, action = clap::ArgAction::Set)]
     pub admission_policies: bool,
     #[command(flatten)]
-    pub entries: crate::cluster::webhooks::EntrySettings,
+    pub entries: EntryArgs,
+}
+
+/// The chart values that shape the entries besides the configuration ([`EntrySettings`]): the
+/// serve flags the chart passes (`webhook.timeoutSeconds`, `webhook.failurePolicy.*`), defaulting
+/// to the chart's defaults.
+#[derive(Debug, Clone, clap::Args)]
+pub struct EntryArgs {
+    /// timeoutSeconds of every entry pod-director owns (the chart's `webhook.timeoutSeconds`).
+    #[arg(long, env = "POD_DIRECTOR_WEBHOOK_TIMEOUT_SECONDS", default_value_t = 5,
+          value_parser = clap::value_parser!(u8).range(1..=30))]
+    pub webhook_timeout_seconds: u8,
+    /// failurePolicy of the entries for groups in enforce (`webhook.failurePolicy.enforce`).
+    #[arg(long, env = "POD_DIRECTOR_WEBHOOK_FAILURE_POLICY_ENFORCE", default_value = "Fail",
+          value_parser = ["Fail", "Ignore"])]
+    pub webhook_failure_policy_enforce: String,
+    /// failurePolicy of the entry for labels naming no group (`webhook.failurePolicy.unknownGroup`).
+    #[arg(long, env = "POD_DIRECTOR_WEBHOOK_FAILURE_POLICY_UNKNOWN_GROUP", default_value = "Ignore",
+          value_parser = ["Fail", "Ignore"])]
+    pub webhook_failure_policy_unknown_group: String,
+}
+
+impl EntryArgs {
+    pub fn settings(&self) -> EntrySettings {
+        EntrySettings {
+            webhook_timeout_seconds: self.webhook_timeout_seconds,
+            webhook_failure_policy_enforce: self.webhook_failure_policy_enforce.clone(),
+            webhook_failure_policy_unknown_group: self.webhook_failure_policy_unknown_group.clone(),
+        }
+    }
 }
 
 impl ReconcileArgs {
@@ -231,5 +260,35 @@ mod tests {
         let settings = Settings::from_args(&args);
         assert_eq!(settings.tls, None);
         assert_eq!(settings.own_namespace.as_deref(), Some("pd"));
+    }
+
+    #[test]
+    fn serve_flags_name_the_configurations_to_reconcile() {
+        let parse = |args: &[&str]| {
+            let cli = crate::cli::Cli::try_parse_from([&["pod-director", "serve"], args].concat()).expect("parses");
+            let crate::cli::Command::Serve(args) = cli.command else {
+                panic!("serve expected");
+            };
+            args.webhooks
+        };
+        let off = parse(&[]);
+        assert!(off.targets().is_empty());
+        assert_eq!(
+            off.entries.settings(),
+            EntrySettings::default(),
+            "the flags' defaults are Default's"
+        );
+        assert_eq!(off.webhook_resync_interval, std::time::Duration::from_secs(60));
+        let on = parse(&[
+            "--mutating-webhook-configuration",
+            "pd",
+            "--validating-webhook-configuration=pd",
+            "--webhook-resync-interval=5s",
+        ]);
+        assert_eq!(
+            on.targets(),
+            [(Kind::Mutating, "pd".to_owned()), (Kind::Validating, "pd".to_owned())]
+        );
+        assert_eq!(on.webhook_resync_interval, std::time::Duration::from_secs(5));
     }
 }

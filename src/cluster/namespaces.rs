@@ -268,7 +268,7 @@ impl NamespaceSource for KubeNamespaces {
 
     fn fetch<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<Labels>, LookupError>> {
         Box::pin(async move {
-            if let Some(reason) = pod_director_engine::config::syntax::dns1123_label(name) {
+            if let Some(reason) = pod_director_engine::syntax::dns1123_label(name) {
                 // Never put into a URL; admission refuses such names before looking them up.
                 return Err(LookupError::Unavailable {
                     name: name.to_owned(),

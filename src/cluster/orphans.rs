@@ -263,7 +263,7 @@ mod tests {
         assert!(!out.contains_key("g000"));
         assert_eq!(bounded(&BTreeMap::from([("a".to_owned(), 1)])).len(), 1);
         assert!(
-            pod_director_engine::config::syntax::label_value(OTHER_GROUPS).is_some(),
+            pod_director_engine::syntax::label_value(OTHER_GROUPS).is_some(),
             "no group can be named so"
         );
     }

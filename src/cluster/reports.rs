@@ -33,7 +33,7 @@ use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
 
 use self::content::{API_GROUP, API_VERSION, DIGEST_ANNOTATION, MANAGED_BY, MANAGED_BY_LABEL, Report, Settings};
-use crate::cluster::audit::Audit;
+use pod_director_engine::audit::Audit;
 use pod_director_engine::config::Config;
 
 /// The field manager of the reports' server-side applies.
@@ -51,7 +51,7 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone, PartialEq)]
 pub struct Wanted {
     pub reports: BTreeMap<String, Report>,
-    pub ledger: Arc<crate::cluster::audit::workloads::Ledger>,
+    pub ledger: Arc<pod_director_engine::audit::workloads::Ledger>,
 }
 
 /// What the writer does.
@@ -75,7 +75,7 @@ pub struct Publisher {
 impl Publisher {
     /// Builds the reports of `audit` and hands them to the writer (replacing any not yet written).
     pub fn publish(&self, audit: &Audit, config: &Config) {
-        let ledger = Arc::new(crate::cluster::audit::workloads::of_audit(audit));
+        let ledger = Arc::new(pod_director_engine::audit::workloads::of_audit(audit));
         let reports = if self.enabled {
             content::desired(&ledger, config, &self.settings)
         } else {

@@ -1,35 +1,6 @@
-//! The webhook entries pod-director owns as a function of the live
-//! configuration, and the reconciler that keeps the chart's webhook
-//! configurations equal to it.
-//!
-//! The chart renders, in its MutatingWebhookConfiguration and its
-//! ValidatingWebhookConfiguration (both named after the release), four pod
-//! entries, `<entry>.<mutate|validate>.<configuration>.pod-director.io`:
-//!
-//! | entry | selects namespaces | failurePolicy |
-//! |---|---|---|
-//! | `enforce` | label In [groups in enforce] | `webhook.failurePolicy.enforce` (Fail) |
-//! | `observe` | label In [groups in dryRun/warn] | Ignore |
-//! | `default-group` | label DoesNotExist (with `defaultGroup`) | the default group's entry's |
-//! | `unknown-group` | label Exists, NotIn [every group] | `webhook.failurePolicy.unknownGroup` |
-//!
-//! and every entry also has `kubernetes.io/metadata.name NotIn [excluded]`. An
-//! entry with nothing to serve (no group in that mode, no `defaultGroup`) is
-//! still rendered, selecting [`NO_NAMESPACE`], so that a reload never needs an
-//! entry that does not exist. The ValidatingWebhookConfiguration also has the
-//! namespace label guard's two entries, `<enforce|observe>.namespace-guard.<configuration>.pod-director.io`
-//! (namespaces, `namespaces/status`, `namespaces/finalize`), split by the groups'
-//! modes with objectSelectors ([`guard_object_selectors`]) so that only namespaces
-//! of enforce groups become unwritable while pod-director is down. While a group reserves
-//! its nodes, it ends with the reservation entry (`reservation.<configuration>.pod-director.io`,
-//! [`reservation`]): the only entry rendered only when needed, so the reconciler adds and
-//! removes it as the live configuration starts or stops reserving.
-//!
-//! [`owned_entries`] is every field of those entries but `clientConfig`; the
-//! chart's `templates/webhooks.yaml` renders the same, held equal by the goldens
-//! in `tests/webhook_selectors/` (checked against `helm template` by
-//! `scripts/chart-test.sh selectors` and against this code by
-//! `tests/webhook_selectors.rs`).
+//! The reconciler that keeps the chart's webhook configurations equal to the entries
+//! pod-director owns as a function of the live configuration (the engine's
+//! [`pod_director_engine::webhook_entries`] compiles them and plans the patch).
 //!
 //! [`spawn`] patches every field that differs from them — a namespaceSelector
 //! after a mode change, a failurePolicy or timeout edited by hand, a rule or
@@ -45,10 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use json_patch::jsonptr::PointerBuf;
-use json_patch::{AddOperation, PatchOperation, RemoveOperation, TestOperation};
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, Resource};
 use prometheus_client::metrics::counter::Counter;
@@ -62,10 +30,15 @@ use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
 use crate::metrics::{ResultLabels, register};
-use pod_director_engine::config::{Config, Loaded, Mode};
-use pod_director_engine::placement::policy;
+use pod_director_engine::config::{Config, Loaded};
 
-pub use self::entries::*;
+use pod_director_engine::webhook_entries::{EntrySettings, FIELD_MANAGER, Kind, PlanError, plan_patch};
+
+/// Longest time one reconciliation (reads and patches) may take.
+const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
+/// First and largest wait before retrying a failed reconciliation.
+const RETRY_FIRST: Duration = Duration::from_secs(1);
+const RETRY_MAX: Duration = Duration::from_secs(30);
 
 /// Why a webhook configuration could not be reconciled.
 #[derive(Debug, thiserror::Error)]
@@ -77,21 +50,8 @@ pub(crate) enum ReconcileError {
         #[source]
         source: kube::Error,
     },
-    #[error(
-        "{kind} {name} has no webhook entry {entry:?}; pod-director only patches the entries the chart renders \
-         (upgrade the chart, or turn webhook.reconcile off)"
-    )]
-    MissingEntry {
-        kind: &'static str,
-        name: String,
-        entry: String,
-    },
-    #[error(
-        "cannot add entry {entry:?} to ValidatingWebhookConfiguration {name}: its clientConfig is copied from entry \
-         {from:?}, which has neither a Service nor a URL ending in /validate (install the chart's webhook \
-         configuration, or turn webhook.reconcile off and add the entry by hand)"
-    )]
-    NoClientConfig { name: String, entry: String, from: String },
+    #[error(transparent)]
+    Plan(#[from] PlanError),
     #[error("cannot patch {kind} {name}: {source}")]
     Patch {
         kind: &'static str,
@@ -344,10 +304,6 @@ impl ReconcileMetrics {
 }
 
 pub(crate) mod admission_policies;
-mod entries;
-pub(crate) mod reservation;
 
 #[cfg(test)]
 mod reconciler_tests;
-#[cfg(test)]
-mod tests;

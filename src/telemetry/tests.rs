@@ -5,6 +5,7 @@ use serde_json::Value;
 use super::filter::env_filter;
 use super::otlp::{otlp_enabled, provider_builder_with_env};
 use super::*;
+use pod_director_engine::placement::truncate_bytes;
 
 type Buffer = pod_director_testkit::LogCapture;
 

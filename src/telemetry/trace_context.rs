@@ -5,6 +5,7 @@ use opentelemetry_http::HeaderExtractor;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 
 use super::MAX_ATTRIBUTE_BYTES;
+use pod_director_engine::placement::truncate_bytes;
 
 /// Reads W3C trace context (`traceparent`, `tracestate`) from request headers
 /// and makes it the span's parent, sampled or not. A no-op when traces are not
@@ -55,19 +56,4 @@ pub fn set_error_status(span: &tracing::Span, description: &str) {
 pub fn set_bounded_attribute(span: &tracing::Span, key: &'static str, value: &str) {
     use tracing_opentelemetry::OpenTelemetrySpanExt as _;
     span.set_attribute(key, truncate_bytes(value, MAX_ATTRIBUTE_BYTES));
-}
-
-/// Cuts `text` to at most `max` bytes on a character boundary, marking the cut with `…`.
-pub fn truncate_bytes(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_owned();
-    }
-    let marker = '…';
-    let mut end = max.saturating_sub(marker.len_utf8());
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    let mut out = text[..end].to_owned();
-    out.push(marker);
-    out
 }

@@ -1,15 +1,6 @@
-//! The one typed configuration: loaded from YAML, overridden by environment
-//! variables, validated completely, then frozen.
-//!
-//! | file | what |
-//! |---|---|
-//! | `mod.rs` | the types ([`Config`], [`Group`], …), loading, the revision |
-//! | `schema.rs` | the schema derived from the types: keys, values, types; `check-config --print-schema` |
-//! | `kubernetes.rs` | the Kubernetes shapes a group embeds (tolerations, affinity, label keys…), for the schema |
-//! | `validate.rs` | every rule beyond the shape, every error in one run with its path |
-//! | `env.rs` | environment overrides and their naming rule |
-//! | `path.rs` | paths as errors name them (`groups.ci.tolerations[0].operator`) |
-//! | `syntax.rs` | Kubernetes name syntax (label keys and values, DNS names) |
+//! The one typed configuration: loaded from YAML, overridden by environment variables
+//! (`env.rs`), validated completely against its schema (`schema.rs`, `kubernetes.rs`,
+//! `validate.rs`), then frozen.
 
 mod alternatives;
 mod env;
@@ -17,16 +8,14 @@ mod kubernetes;
 mod path;
 mod reserve;
 pub mod schema;
-pub mod syntax;
 mod validate;
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path as FsPath, PathBuf};
 
 use k8s_openapi::api::core::v1::{Affinity, Toleration};
-use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -107,13 +96,10 @@ named_enum! {
     #[serde(rename_all = "camelCase")]
     #[schemars(rename = "enforceWith", transform = schema::variants_as_enum)]
     pub enum EnforceWith {
-        /// pod-director's webhook entries (failurePolicy Fail): every rule, but no pod of the group
-        /// can be created while pod-director is unreachable.
+        /// pod-director's webhook entries (failurePolicy Fail): every rule, but none while it is down.
         #[default]
         Webhook => "webhook",
-        /// A MutatingAdmissionPolicy and a ValidatingAdmissionPolicy compiled from the group, run by the
-        /// API server itself: pods are placed while pod-director is down. Takes effect in enforce; pods
-        /// naming `spec.nodeName`, pod updates and DaemonSets stay on the webhook.
+        /// Admission policies compiled from the group, run by the API server even while pod-director is down.
         Policy => "policy",
     }
 }
@@ -140,121 +126,89 @@ named_enum! {
 
 /// One group: the placement its pods must carry.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 #[schemars(rename = "group", transform = schema::ordered::<Group>)]
 pub struct Group {
     /// Overrides `defaultMode` for this group.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Mode")]
     pub mode: Option<Mode>,
-    #[serde(default)]
     pub on_conflict: OnConflict,
     /// Honour the pod exclusion label for pods of this group.
-    #[serde(default)]
     pub allow_pod_exclusion: bool,
     /// Overrides the top-level `onNoFeasibleNode` for this group.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(with = "OnNoFeasibleNode")]
     pub on_no_feasible_node: Option<OnNoFeasibleNode>,
     /// Leave this group's DaemonSets alone: their objects are not decided, and
     /// the pods the DaemonSet controller creates for them are skipped.
-    #[serde(default)]
     pub allow_daemon_sets: bool,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(with = "kubernetes::Labels")]
     pub node_selector: BTreeMap<String, String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     #[schemars(with = "Vec<kubernetes::Toleration>")]
     pub tolerations: Vec<Toleration>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(with = "kubernetes::Affinity")]
     pub affinity: Option<Affinity>,
     /// Other placements a pod may choose with the placement label (`podPlacementLabel`), by name.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(with = "alternatives::Alternatives")]
     pub alternatives: BTreeMap<String, Alternative>,
     /// Keep everyone else's pods off the group's nodes (absent: nobody is kept off).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub reserve: Option<Reserve>,
     /// Where the group's nodes come from, when they need not all exist yet.
-    #[serde(default, skip_serializing_if = "is_default")]
+    #[serde(skip_serializing_if = "is_default")]
     pub nodes: GroupNodes,
     /// The admission path that enforces the group in enforce.
-    #[serde(default, skip_serializing_if = "is_default")]
+    #[serde(skip_serializing_if = "is_default")]
     pub enforce_with: EnforceWith,
 }
 
 /// Where a group's nodes come from (`groups.NAME.nodes`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 #[schemars(rename = "groupNodes", transform = schema::ordered::<GroupNodes>)]
 pub struct GroupNodes {
     /// An autoscaler pod-director cannot read creates the group's nodes when its pods need them
     /// (cluster-autoscaler node groups scaled to zero, GKE node auto-provisioning): no node now is
     /// "0 now, provisioned on demand", not a blocker, and `onNoFeasibleNode: deny` does not deny.
     /// Karpenter NodePools need no declaration: they are read.
-    #[serde(default)]
     pub provisioned_on_demand: bool,
 }
 
-fn default_namespace_label() -> String {
-    "pod-director/group".to_owned()
-}
-fn default_exclusion_label() -> String {
-    "pod-director/exclude".to_owned()
-}
-fn default_excluded_namespaces() -> Vec<String> {
-    ["kube-system", "kube-public", "kube-node-lease"]
-        .into_iter()
-        .map(str::to_owned)
-        .collect()
-}
-fn yes() -> bool {
-    true
-}
 fn is_default<T: Default + PartialEq>(value: &T) -> bool {
     *value == T::default()
-}
-
-fn default_daemon_set_controller() -> String {
-    DEFAULT_DAEMON_SET_CONTROLLER.to_owned()
 }
 
 /// The username kube-controller-manager's DaemonSet controller creates pods as
 /// (with `--use-service-account-credentials`, as kubeadm, kind and managed clusters run it).
 pub(crate) const DEFAULT_DAEMON_SET_CONTROLLER: &str = "system:serviceaccount:kube-system:daemon-set-controller";
-/// The group allowed to change namespace group labels by default.
-pub(crate) const DEFAULT_GUARD_GROUP: &str = "system:masters";
 
 /// Who may set, change or remove a namespace's group label (the namespace label guard,
 /// `/validate-namespace`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 #[schemars(rename = "namespaceGuard", transform = schema::ordered::<NamespaceGuard>)]
 pub struct NamespaceGuard {
     /// Unset (default): follow the groups — a change that takes a namespace into or out of a group in
     /// enforce (its label, or `defaultGroup` without one) is decided in enforce, any other in dryRun.
     /// Set, it decides every change: dryRun reports would-be denials; warn also warns the client;
     /// enforce denies.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(with = "Mode")]
     pub mode: Option<Mode>,
     /// Usernames allowed to change the label, as `request.userInfo.username` names them.
-    #[serde(default)]
-    #[schemars(with = "kubernetes::RequesterNames")]
+    #[schemars(with = "Vec<kubernetes::RequesterName>", extend("uniqueItems" = true))]
     pub allowed_users: Vec<String>,
     /// Groups whose members may change the label (default `system:masters`).
-    #[serde(default = "default_guard_groups")]
-    #[schemars(with = "kubernetes::RequesterNames")]
+    #[schemars(with = "Vec<kubernetes::RequesterName>", extend("uniqueItems" = true))]
     pub allowed_groups: Vec<String>,
     /// Service accounts allowed to change the label, as `namespace/name`.
-    #[serde(default)]
     #[schemars(with = "Vec<kubernetes::ServiceAccountName>", extend("uniqueItems" = true))]
     pub allowed_service_accounts: Vec<String>,
-}
-
-fn default_guard_groups() -> Vec<String> {
-    vec![DEFAULT_GUARD_GROUP.to_owned()]
 }
 
 impl Default for NamespaceGuard {
@@ -262,7 +216,7 @@ impl Default for NamespaceGuard {
         Self {
             mode: None,
             allowed_users: Vec::new(),
-            allowed_groups: default_guard_groups(),
+            allowed_groups: vec!["system:masters".to_owned()],
             allowed_service_accounts: Vec::new(),
         }
     }
@@ -271,79 +225,75 @@ impl Default for NamespaceGuard {
 impl NamespaceGuard {
     /// The usernames of `allowedServiceAccounts` (`system:serviceaccount:NS:NAME`).
     pub(crate) fn service_account_usernames(&self) -> impl Iterator<Item = String> + '_ {
-        self.allowed_service_accounts.iter().filter_map(|sa| {
-            sa.split_once('/')
-                .map(|(ns, name)| format!("system:serviceaccount:{ns}:{name}"))
-        })
+        self.allowed_service_accounts
+            .iter()
+            .filter_map(|sa| service_account_username(sa))
     }
+}
+
+/// The username a ServiceAccount written `namespace/name` acts as (`system:serviceaccount:NS:NAME`).
+fn service_account_username(sa: &str) -> Option<String> {
+    sa.split_once('/')
+        .map(|(ns, name)| format!("system:serviceaccount:{ns}:{name}"))
 }
 
 /// pod-director's configuration: the server's config file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 #[schemars(rename = "config", transform = schema::ordered::<Config>)]
 pub struct Config {
     /// The namespace label whose value names the group.
-    #[serde(default = "default_namespace_label")]
     #[schemars(with = "kubernetes::LabelKey")]
     pub namespace_label: String,
     /// Group for namespaces without the label; none when absent.
-    #[serde(default)]
     #[schemars(with = "Option<kubernetes::GroupName>")]
     pub default_group: Option<String>,
     /// Namespaces never touched (pod-director's own namespace is added at run time).
-    #[serde(default = "default_excluded_namespaces")]
     #[schemars(with = "Vec<kubernetes::NamespaceName>", extend("uniqueItems" = true))]
     pub excluded_namespaces: Vec<String>,
-    #[serde(default)]
     pub unknown_group: UnknownGroup,
-    #[serde(default)]
     pub default_mode: Mode,
     /// Pod label that exempts a pod (value `"true"`) in groups with `allowPodExclusion`.
-    #[serde(default = "default_exclusion_label")]
     #[schemars(with = "kubernetes::LabelKey")]
     pub pod_exclusion_label: String,
     /// Pod label naming the alternative of its group the pod chooses (absent: the group's own placement).
-    #[serde(
-        default = "alternatives::default_placement_label",
-        skip_serializing_if = "alternatives::is_default_placement_label"
-    )]
+    #[serde(skip_serializing_if = "alternatives::is_default_placement_label")]
     #[schemars(with = "kubernetes::LabelKey", extend("default" = "pod-director/placement"))]
     pub pod_placement_label: String,
     /// When no node could take a pod after the patch: `warn` (default) or `deny`.
-    #[serde(default, skip_serializing_if = "is_default")]
+    #[serde(skip_serializing_if = "is_default")]
     pub on_no_feasible_node: OnNoFeasibleNode,
     /// The username of the DaemonSet controller: pods it creates in groups with
     /// `allowDaemonSets` are skipped.
-    #[serde(default = "default_daemon_set_controller")]
     #[schemars(with = "kubernetes::RequesterName")]
     pub daemon_set_controller: String,
     /// Who may change namespace group labels.
-    #[serde(default)]
     pub namespace_guard: NamespaceGuard,
     /// Schedulers whose bindings of pods to nodes (`pods/binding`) reservations trust.
-    #[serde(default, skip_serializing_if = "is_default")]
+    #[serde(skip_serializing_if = "is_default")]
     pub trusted_schedulers: TrustedSchedulers,
     /// Which pods of groups enforced by admission policies are still sent to the webhook to be logged.
-    #[serde(default, skip_serializing_if = "is_default")]
+    #[serde(skip_serializing_if = "is_default")]
     pub policy_observation: PolicyObservation,
-    #[serde(default)]
-    #[schemars(with = "Groups")]
+    /// Groups by name (the namespace label value)
+    #[schemars(with = "kubernetes::MapOf<kubernetes::GroupName, Group>")]
     pub groups: BTreeMap<String, Group>,
 }
 
 impl Default for Config {
     fn default() -> Self {
         Self {
-            namespace_label: default_namespace_label(),
+            namespace_label: "pod-director/group".to_owned(),
             default_group: None,
-            excluded_namespaces: default_excluded_namespaces(),
+            excluded_namespaces: ["kube-system", "kube-public", "kube-node-lease"]
+                .map(str::to_owned)
+                .to_vec(),
             unknown_group: UnknownGroup::default(),
             default_mode: Mode::default(),
-            pod_exclusion_label: default_exclusion_label(),
-            pod_placement_label: alternatives::default_placement_label(),
+            pod_exclusion_label: "pod-director/exclude".to_owned(),
+            pod_placement_label: DEFAULT_PLACEMENT_LABEL.to_owned(),
             on_no_feasible_node: OnNoFeasibleNode::default(),
-            daemon_set_controller: default_daemon_set_controller(),
+            daemon_set_controller: DEFAULT_DAEMON_SET_CONTROLLER.to_owned(),
             namespace_guard: NamespaceGuard::default(),
             trusted_schedulers: TrustedSchedulers::default(),
             policy_observation: PolicyObservation::default(),
@@ -399,26 +349,6 @@ impl ConfigError {
             ConfigError::Invalid { errors, .. } => errors,
             _ => &[],
         }
-    }
-}
-
-/// The `groups` mapping: group names (namespace label values) to groups.
-struct Groups;
-
-impl JsonSchema for Groups {
-    fn inline_schema() -> bool {
-        true
-    }
-    fn schema_name() -> Cow<'static, str> {
-        "groups".into()
-    }
-    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
-        json_schema!({
-            "type": "object",
-            "description": "Groups by name (the namespace label value)",
-            "propertyNames": generator.subschema_for::<kubernetes::GroupName>(),
-            "additionalProperties": generator.subschema_for::<Group>()
-        })
     }
 }
 
@@ -492,7 +422,6 @@ impl Config {
         if !errors.is_empty() {
             return Err(invalid(errors));
         }
-        let mut warnings: Vec<String> = Vec::new();
         let config: Config = serde_json::from_value(document).map_err(|e| {
             invalid(vec![FieldError {
                 path: "(document)".to_owned(),
@@ -504,10 +433,8 @@ impl Config {
         if !errors.is_empty() {
             return Err(invalid(errors));
         }
+        let warnings = Vec::from_iter(config.groups.is_empty().then(|| NO_GROUPS_WARNING.to_owned()));
         let revision = config.revision();
-        if config.groups.is_empty() {
-            warnings.push(NO_GROUPS_WARNING.to_owned());
-        }
         Ok(Loaded {
             config,
             revision,
@@ -648,52 +575,35 @@ impl Config {
         self.groups
             .iter()
             .map(|(name, g)| {
-                let mut parts = vec![
-                    format!("mode={}", self.mode_of(g)),
-                    format!("onConflict={}", g.on_conflict.as_str()),
+                let selector: Vec<String> = g.node_selector.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                let affinity = g.affinity.as_ref().map(|a| {
+                    let kinds = [
+                        (a.node_affinity.is_some(), "node"),
+                        (a.pod_affinity.is_some(), "pod"),
+                        (a.pod_anti_affinity.is_some(), "podAnti"),
+                    ];
+                    let kinds: Vec<&str> = kinds.into_iter().filter_map(|(on, kind)| on.then_some(kind)).collect();
+                    format!("affinity={}", kinds.join("+"))
+                });
+                let parts = [
+                    Some(format!("mode={}", self.mode_of(g))),
+                    Some(format!("onConflict={}", g.on_conflict)),
+                    (!selector.is_empty()).then(|| format!("nodeSelector={}", selector.join(","))),
+                    (!g.tolerations.is_empty()).then(|| format!("tolerations={}", g.tolerations.len())),
+                    affinity,
+                    (!g.alternatives.is_empty()).then(|| {
+                        format!(
+                            "alternatives={}",
+                            g.placement_names().skip(1).collect::<Vec<_>>().join(",")
+                        )
+                    }),
+                    g.allow_pod_exclusion.then(|| "allowPodExclusion".to_owned()),
+                    self.allows_daemon_sets(g).then(|| "allowDaemonSets".to_owned()),
+                    g.reserve.as_ref().map(|reserve| format!("reserve={}", reserve.mode)),
+                    (self.default_group.as_deref() == Some(name.as_str())).then(|| "default".to_owned()),
+                    (g.enforce_with == EnforceWith::Policy).then(|| "enforceWith=policy".to_owned()),
                 ];
-                if !g.node_selector.is_empty() {
-                    let sel: Vec<String> = g.node_selector.iter().map(|(k, v)| format!("{k}={v}")).collect();
-                    parts.push(format!("nodeSelector={}", sel.join(",")));
-                }
-                if !g.tolerations.is_empty() {
-                    parts.push(format!("tolerations={}", g.tolerations.len()));
-                }
-                if let Some(a) = &g.affinity {
-                    let mut kinds = Vec::new();
-                    if a.node_affinity.is_some() {
-                        kinds.push("node");
-                    }
-                    if a.pod_affinity.is_some() {
-                        kinds.push("pod");
-                    }
-                    if a.pod_anti_affinity.is_some() {
-                        kinds.push("podAnti");
-                    }
-                    parts.push(format!("affinity={}", kinds.join("+")));
-                }
-                if !g.alternatives.is_empty() {
-                    parts.push(format!(
-                        "alternatives={}",
-                        g.alternatives.keys().cloned().collect::<Vec<_>>().join(",")
-                    ));
-                }
-                if g.allow_pod_exclusion {
-                    parts.push("allowPodExclusion".to_owned());
-                }
-                if self.allows_daemon_sets(g) {
-                    parts.push("allowDaemonSets".to_owned());
-                }
-                if let Some(reserve) = &g.reserve {
-                    parts.push(format!("reserve={}", reserve.mode));
-                }
-                if self.default_group.as_deref() == Some(name.as_str()) {
-                    parts.push("default".to_owned());
-                }
-                if g.enforce_with == EnforceWith::Policy {
-                    parts.push("enforceWith=policy".to_owned());
-                }
-                format!("{name}: {}", parts.join(" "))
+                format!("{name}: {}", parts.into_iter().flatten().collect::<Vec<_>>().join(" "))
             })
             .collect()
     }

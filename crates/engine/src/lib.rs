@@ -5,6 +5,13 @@
 //! - [`decision`]: the one entry, `decide(webhook, subject, view)`: an object decided as a webhook would.
 //! - [`placement`]: the pure engine (plan, verify, decide).
 //! - [`namespace_guard`]: who may change a namespace's group label (`/validate-namespace`).
+//! - [`audit`]: the audit's pure half: a running pod or template decided as its re-creation
+//!   would be, the tallies, findings and verdicts per group and reservation, the workload
+//!   ledger the reports consume, and the report as text or JSON (the product lists the cluster).
+//! - [`webhook_entries`]: the webhook entries pod-director owns, compiled from the configuration,
+//!   and the JSON Patch that brings a live webhook configuration to them (the product applies it).
+//! - [`syntax`]: Kubernetes name syntax (label keys and values, DNS names), for the configuration and
+//!   the admission requests alike.
 //! - `testing` (hidden; the `testing` feature, and the engine's unit tests): what the tests build their
 //!   inputs with (a test config, a node, a toleration, a JSON edit, `assert_contains`, the scheduler
 //!   oracle); not an API.
@@ -42,10 +49,13 @@ macro_rules! named_enum {
     };
 }
 
+pub mod audit;
 pub mod config;
 pub mod decision;
 pub mod namespace_guard;
 pub mod placement;
+pub mod syntax;
 #[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 pub mod testing;
+pub mod webhook_entries;

@@ -341,6 +341,21 @@ pub(crate) fn truncate_chars(mut text: String, max: usize) -> String {
     text
 }
 
+/// Cuts `text` to at most `max` bytes on a character boundary, marking the cut with `…`.
+pub fn truncate_bytes(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let marker = '…';
+    let mut end = max.saturating_sub(marker.len_utf8());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut out = text[..end].to_owned();
+    out.push(marker);
+    out
+}
+
 #[cfg(test)]
 mod node_tests;
 #[cfg(test)]

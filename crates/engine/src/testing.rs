@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use crate::config::{Config, Loaded};
 use crate::placement::{NodeInfo, NodeLookup, NodeTaint, NodeView, Placement};
+use crate::webhook_entries::{EntrySettings, Kind};
 /// A test's configuration file `yaml`, loaded without environment overrides; it must be valid.
 pub fn loaded(yaml: &str) -> Loaded {
     Config::from_yaml(yaml, "test", Vec::new()).unwrap_or_else(|e| panic!("test config: {e}"))
@@ -88,4 +89,45 @@ impl NodeView for DownNodes {
     fn count_where(&self, _: &dyn Fn(&NodeInfo) -> bool) -> Option<usize> {
         None
     }
+}
+
+/// Three groups, one per mode, as the entries tests use them.
+pub const ENTRY_GROUPS: &str = "
+groups:
+  ci: {mode: enforce}
+  gpu: {mode: warn}
+  batch: {}
+";
+
+/// The `webhooks` list of a configuration as the chart renders it for `yaml` and the
+/// API server stores it (clientConfig set, objectSelector defaulted to `{}`), with a
+/// foreign entry (another feature's) at index 2, and `settings`.
+pub fn rendered_entries_with(kind: Kind, name: &str, yaml: &str, settings: &EntrySettings) -> Vec<Value> {
+    let mut out: Vec<Value> = crate::webhook_entries::owned_entries(
+        kind,
+        name,
+        &config(yaml),
+        settings,
+        &std::collections::BTreeSet::new(),
+    )
+    .into_iter()
+    .map(|mut w| {
+        w["clientConfig"] =
+            serde_json::json!({"url": format!("https://127.0.0.1:8443/{}", kind.webhook()), "caBundle": "Q0E="});
+        if w.get("objectSelector").is_none() {
+            w["objectSelector"] = serde_json::json!({});
+        }
+        w
+    })
+    .collect();
+    out.insert(
+        2,
+        serde_json::json!({"name": format!("other.{}.{name}.example.com", kind.webhook()), "failurePolicy": "Fail", "namespaceSelector": {}}),
+    );
+    out
+}
+
+/// [`rendered_entries_with`] the default settings.
+pub fn rendered_entries(kind: Kind, name: &str, yaml: &str) -> Vec<Value> {
+    rendered_entries_with(kind, name, yaml, &EntrySettings::default())
 }

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::{Candidate, decide};
-use crate::cluster::audit::requester::{self, Object};
 use crate::testing::{admission, answer};
+use pod_director_engine::audit::requester::{self, Object};
 use pod_director_engine::placement::{self, Namespace, Requester, Webhook};
 use pod_director_engine::testing::config;
 use pod_director_testkit::fixtures::{Review, decoded_patch};

@@ -36,9 +36,10 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
-use super::{Audit, AuditDecision, ScanOptions};
+use super::scan::ScanOptions;
 use crate::cluster::nodes::Nodes;
 use crate::metrics::{GroupLabels, ResultLabels, gauge, label_set, register};
+use pod_director_engine::audit::{Audit, AuditDecision, Findings};
 use pod_director_engine::config::Loaded;
 
 /// How soon a failed scan is tried again (at most the interval).
@@ -106,7 +107,7 @@ struct Election {
 /// replicas take the Lease at once. Cut to the API server's 128 bytes (a pod name is
 /// at most 63, so the replica's part stays whole in practice).
 fn field_manager(identity: &str) -> String {
-    crate::telemetry::truncate_bytes(&format!("pod-director-audit-{identity}"), 128)
+    pod_director_engine::placement::truncate_bytes(&format!("pod-director-audit-{identity}"), 128)
 }
 
 /// Joins the election (retrying until the Lease can be set up), or `None` on shutdown.
@@ -233,7 +234,7 @@ async fn scan_once(c: &Continuous) -> Duration {
     let loaded = c.config.load_full();
     let view = c.nodes.view(None);
     let started = Instant::now();
-    let result = super::scan(
+    let result = super::scan::scan(
         &c.client,
         &loaded.config,
         Some(&view as &dyn pod_director_engine::placement::NodeView),
@@ -422,7 +423,7 @@ impl AuditMetrics {
                 .set(gauge(g.verdict.blockers.len()));
         }
         for r in &audit.reservations {
-            let pods = |f: &super::Findings| f.iter().map(|f| f.pods.max(1)).sum::<u64>() + f.omitted;
+            let pods = |f: &Findings| f.iter().map(|f| f.pods.max(1)).sum::<u64>() + f.omitted;
             for (state, n) in [
                 ("would_deny", pods(&r.would_deny)),
                 ("requester_unknown", pods(&r.requester_unknown)),

@@ -1,8 +1,91 @@
 //! The scan: every namespace of the groups listed page by page (`limit` / `continue`), each
-//! running pod and workload template decided as enforce would decide its re-creation, the
-//! tallies aggregated as the pages arrive. Every request bounded by a timeout.
+//! running pod and workload template handed to the engine's tally ([`tally::Scanned`]: decided
+//! as enforce would decide its re-creation, counted as the pages arrive): a scan holds one page
+//! of objects and one namespace's controllers, never all pods. Every request is bounded by a
+//! timeout: an API server that stops answering ends the scan with [`AuditError::Timeout`].
 
-use super::*;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
+use k8s_openapi::api::batch::v1::{CronJob, Job};
+use k8s_openapi::api::core::v1::{Namespace as CoreNamespace, Node, Pod, PodTemplateSpec};
+use kube::api::{Api, ListParams, ObjectMeta};
+use kube::{Client, Resource};
+use serde::de::DeserializeOwned;
+
+use pod_director_engine::audit::requester::{self, ControllerKind, Controllers, Object};
+use pod_director_engine::audit::reservation::ReservationAudit;
+use pod_director_engine::audit::tally::{self, Scanned};
+use pod_director_engine::audit::{Audit, GroupAudit};
+use pod_director_engine::config::Config;
+use pod_director_engine::placement::{Namespace, NodeView, Requester, Selection, select_group};
+
+/// Objects per list request (the `limit` of each page), as kubectl's default chunk size.
+pub(crate) const DEFAULT_PAGE_SIZE: u32 = 500;
+/// Longest wait for one list request.
+pub(crate) const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Why a scan could not complete.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum AuditError {
+    #[error(
+        "the API server did not answer within {timeout:?} while listing {what}: check that it is reachable \
+         (KUBECONFIG or the in-cluster service account), or raise --request-timeout"
+    )]
+    Timeout { what: String, timeout: Duration },
+    #[error("cannot list {what}: {}{hint}", chain(source))]
+    List {
+        what: String,
+        #[source]
+        source: kube::Error,
+        hint: &'static str,
+    },
+    #[error("cannot list {what}: the API server sent the same continue token twice")]
+    Pagination { what: String },
+    #[error("cannot configure a Kubernetes client (KUBECONFIG or the in-cluster service account): {0}")]
+    Client(String),
+    #[error("--group {0:?} is not a group of the configuration (groups: {1})")]
+    UnknownGroup(String, String),
+}
+
+/// An error with its causes, `outer: inner: innermost` (kube's own text stops at the outer one).
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// How one scan lists.
+#[derive(Debug, Clone)]
+pub struct ScanOptions {
+    /// Only this group (all groups when `None`).
+    pub group: Option<String>,
+    /// `limit` of each list request.
+    pub page_size: u32,
+    /// Longest wait for one list request.
+    pub request_timeout: Duration,
+}
+
+impl Default for ScanOptions {
+    fn default() -> Self {
+        Self {
+            group: None,
+            page_size: DEFAULT_PAGE_SIZE,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+        }
+    }
+}
 
 /// How far a scan has come (for progress lines).
 #[derive(Debug, Clone, Copy)]
@@ -87,41 +170,6 @@ pub(crate) async fn list_nodes(
 }
 
 /// The controlling owner of an object, as `Kind/name`.
-/// A write of a namespace's group label through a subresource, as its managed fields record it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct SubresourceWrite {
-    pub subresource: String,
-    /// `field manager M at T`.
-    pub by: String,
-}
-
-/// Whether the namespace's `label` is owned (server-side apply's managed fields) by a write
-/// through its `status` or `finalize` subresource: the API server persists the labels such a
-/// write carries, and the label guard only decides those paths since its entries list them.
-pub(crate) fn label_written_through_subresource(meta: &ObjectMeta, label: &str) -> Option<SubresourceWrite> {
-    let key = format!("f:{label}");
-    meta.managed_fields.iter().flatten().find_map(|entry| {
-        let sub = entry
-            .subresource
-            .as_deref()
-            .filter(|s| matches!(*s, "status" | "finalize"))?;
-        let owns = entry
-            .fields_v1
-            .as_ref()
-            .and_then(|f| f.0.pointer("/f:metadata/f:labels"))
-            .and_then(|labels| labels.get(&key))
-            .is_some();
-        owns.then(|| SubresourceWrite {
-            subresource: sub.to_owned(),
-            by: match (&entry.manager, &entry.time) {
-                (Some(manager), Some(time)) => format!("field manager {manager:?} at {}", time.0),
-                (Some(manager), None) => format!("field manager {manager:?}"),
-                _ => "an unnamed field manager".to_owned(),
-            },
-        })
-    })
-}
-
 fn controlling_owner(meta: &ObjectMeta) -> Option<(&str, &str)> {
     meta.owner_references
         .iter()
@@ -174,15 +222,7 @@ pub(crate) async fn scan(
         options,
         |namespace| {
             let name = name_of(&namespace.metadata).to_owned();
-            if let Some(write) = label_written_through_subresource(&namespace.metadata, &config.namespace_label) {
-                side_doors.push(format!(
-                    "namespace {name:?}: its group label {} was last written through the {} subresource ({}): a path \
-                     the namespace label guard did not decide before its entries matched namespaces/status and \
-                     namespaces/finalize; check that a guard decision was logged for it, or have an allowed \
-                     requester set the label again",
-                    config.namespace_label, write.subresource, write.by
-                ));
-            }
+            side_doors.extend(tally::side_door(config, &namespace.metadata));
             let labels = namespace.metadata.labels.unwrap_or_default();
             let choice = select_group(
                 config,
@@ -224,24 +264,19 @@ pub(crate) async fn scan(
         elapsed: Duration::ZERO,
         warnings: undefined
             .iter()
-            .map(|(group, namespaces)| {
-                format!(
-                    "{} namespace(s) select group {group:?}, which the configuration does not define ({}): their \
-                     pods are decided by unknownGroup ({}): {}",
-                    namespaces.len(),
-                    config.namespace_label,
-                    match config.unknown_group {
-                        pod_director_engine::config::UnknownGroup::Allow => "allow: admitted unplaced",
-                        pod_director_engine::config::UnknownGroup::Deny => "deny: refused",
-                    },
-                    namespaces.join(", ")
-                )
-            })
+            .map(|(group, namespaces)| tally::undefined_group(config, group, namespaces))
             .chain(side_doors)
             .collect(),
         reservations: Vec::new(),
     };
     let total = selected.len();
+    let at = |done: usize, a: &Audit| Progress {
+        namespaces_done: done,
+        namespaces_total: total,
+        pods: a.pods_scanned,
+        templates: a.templates_scanned,
+        elapsed: started.elapsed(),
+    };
     for (done, (namespace, labels, group_name)) in selected.iter().enumerate() {
         let mut group = group_name.as_ref().and_then(|name| groups.get_mut(name));
         if let Some(group) = group.as_mut() {
@@ -254,68 +289,28 @@ pub(crate) async fn scan(
         };
         scan_namespace(
             client,
-            config,
-            &ns,
             Scanned {
+                config,
+                namespace: &ns,
+                nodes,
                 group,
                 own: group_name.as_deref(),
                 reservations: &mut reservations,
             },
-            nodes,
             options,
             &mut audit,
-            &mut |a: &Audit| {
-                progress(Progress {
-                    namespaces_done: done,
-                    namespaces_total: total,
-                    pods: a.pods_scanned,
-                    templates: a.templates_scanned,
-                    elapsed: started.elapsed(),
-                })
-            },
+            &mut |a: &Audit| progress(at(done, a)),
         )
         .await?;
         audit.namespaces_scanned += 1;
-        progress(Progress {
-            namespaces_done: done + 1,
-            namespaces_total: total,
-            pods: audit.pods_scanned,
-            templates: audit.templates_scanned,
-            elapsed: started.elapsed(),
-        });
+        progress(at(done + 1, &audit));
     }
-    for (name, mut group) in groups {
-        if let (Some(nodes), Some(definition)) = (nodes, config.groups.get(&name)) {
-            group.feasible_nodes = nodes.feasible(&Placement::of_group(definition));
-            if group.feasible_nodes == Some(0) {
-                let spec = pod_director_engine::placement::PodSpec {
-                    node_selector: (!definition.node_selector.is_empty()).then(|| definition.node_selector.clone()),
-                    tolerations: Some(definition.tolerations.clone()),
-                    affinity: definition.affinity.clone(),
-                    ..Default::default()
-                };
-                for pool in nodes.node_pools_for(&spec) {
-                    match pool {
-                        Ok(by) => group.provisionable_by.push(by),
-                        Err(not) => group.not_provisionable_by.push(not),
-                    }
-                }
-                if definition.nodes.provisioned_on_demand {
-                    group
-                        .provisionable_by
-                        .push(pod_director_engine::placement::provision::DECLARED_PROVISIONER.to_owned());
-                }
-            }
-        }
-        group.verdict = verdict::verdict(config, &group, audit.nodes);
+    for mut group in groups.into_values() {
+        group.conclude(config, nodes, audit.nodes);
         audit.groups.push(group);
     }
     for mut reservation in reservations {
-        if let (Some(nodes), Some(definition)) = (nodes, config.groups.get(&reservation.group)) {
-            reservation.pool_nodes =
-                nodes.count_where(&|n| pod_director_engine::placement::reservation::in_pool(definition, n));
-        }
-        reservation.verdict = reservation::verdict(&reservation);
+        reservation.conclude(config, nodes);
         audit.reservations.push(reservation);
     }
     audit.elapsed = started.elapsed();
@@ -441,68 +436,22 @@ async fn scan_workloads<K: Workload>(
     .await
 }
 
-/// What one namespace's decisions go into: its audited group (if it selects one) and the
-/// reservations (of the other groups) its pods may intrude on.
-struct Scanned<'a> {
-    group: Option<&'a mut GroupAudit>,
-    /// The group the namespace selects, if audited.
-    own: Option<&'a str>,
-    reservations: &'a mut [ReservationAudit],
-}
-
-/// Decides the workload templates and the pods of one namespace into its group and the reservations.
-#[allow(clippy::too_many_arguments)]
+/// Lists the workloads and the pods of one namespace, each decided into its group and the
+/// reservations.
 async fn scan_namespace(
     client: &Client,
-    config: &Config,
-    ns: &Namespace<'_>,
-    scanned: Scanned<'_>,
-    nodes: Option<&dyn NodeView>,
+    mut scanned: Scanned<'_>,
     options: &ScanOptions,
     audit: &mut Audit,
     progress: &mut (dyn FnMut(&Audit) + Send),
 ) -> Result<(), AuditError> {
-    let name = ns.name;
+    let (config, name) = (scanned.config, scanned.namespace.name);
     let mut controllers = Controllers::default();
     let mut templates = 0u64;
-    let Scanned {
-        mut group,
-        own,
-        reservations,
-    } = scanned;
-    let reserving = reservations.iter().any(|r| Some(r.group.as_str()) != own);
-    let mut decide =
-        |workload: String, pod: &pod_director_engine::placement::Pod, subject: Object, requester: Requester| {
-            if reserving {
-                // A DaemonSet's pods are created by the DaemonSet controller, whoever writes the object,
-                // and name the DaemonSet as their controller.
-                let outcome = match subject {
-                    Object::DaemonSet => {
-                        let creator = requester::controller_requester(config, ControllerKind::DaemonSet);
-                        let owned = requester::owned_by_daemon_set(pod, workload.trim_start_matches("DaemonSet/"));
-                        requester::decide_reservation(config, ns, &owned, creator, nodes)
-                    }
-                    Object::Pod => requester::decide_reservation(config, ns, pod, requester.clone(), nodes),
-                };
-                let source = Source::Template;
-                reservation::record(
-                    reservations,
-                    own,
-                    config,
-                    name,
-                    &workload,
-                    (source, true),
-                    &workload,
-                    None,
-                    &outcome,
-                );
-            }
-            if let Some(group) = group.as_mut() {
-                let outcome = requester::decide(config, ns, pod, subject, requester, nodes);
-                group.record(name, &workload, Source::Template, &workload, None, &outcome);
-            }
-            templates += 1;
-        };
+    let mut decide = |workload: String, pod: &pod_director_engine::placement::Pod, subject, requester| {
+        scanned.template(&workload, pod, subject, requester);
+        templates += 1;
+    };
     let c = &mut controllers;
     scan_workloads::<Deployment>(client, config, name, options, c, &mut decide).await?;
     scan_workloads::<ReplicaSet>(client, config, name, options, c, &mut decide).await?;
@@ -517,36 +466,7 @@ async fn scan_namespace(
         &Api::<Pod>::namespaced(client.clone(), name),
         &format!("pods in namespace {name}"),
         options,
-        |pod| {
-            let pod = pod_director_engine::placement::Pod::from(&pod);
-            let found = requester::recreation(config, &pod, &controllers, nodes);
-            let pod_name = pod.metadata.name.as_deref().unwrap_or_default();
-            let node = pod
-                .spec
-                .as_ref()
-                .and_then(|s| s.node_name.as_deref())
-                .filter(|n| !n.is_empty());
-            if reserving {
-                let outcome = requester::decide_reservation(config, ns, &pod, found.requester.clone(), nodes);
-                let on = node.zip(nodes);
-                let workload = found.workload.as_str();
-                reservation::record(
-                    reservations,
-                    own,
-                    config,
-                    name,
-                    workload,
-                    (Source::Pods, found.requester.is_known()),
-                    pod_name,
-                    on,
-                    &outcome,
-                );
-            }
-            if let Some(group) = group.as_mut() {
-                let outcome = requester::decide(config, ns, &pod, Object::Pod, found.requester, nodes);
-                group.record(name, &found.workload, Source::Pods, pod_name, node, &outcome);
-            }
-        },
+        |pod| scanned.pod(&pod_director_engine::placement::Pod::from(&pod), &controllers),
         |count| {
             audit.pods_scanned += count;
             progress(audit);
@@ -554,6 +474,3 @@ async fn scan_namespace(
     )
     .await
 }
-
-#[cfg(test)]
-mod tests;

@@ -26,7 +26,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
 
-use crate::cluster::audit::workloads::{Ledger, NamespaceOutcomes, Rule, Verdict, WorkloadOutcome};
+use pod_director_engine::audit::workloads::{Ledger, NamespaceOutcomes, Rule, Verdict, WorkloadOutcome};
 use pod_director_engine::config::{Config, Mode};
 
 /// `apiVersion` of the reports.
@@ -148,7 +148,7 @@ fn api_version_of(kind: &str) -> &'static str {
 }
 
 fn property(text: &str) -> String {
-    crate::telemetry::truncate_bytes(text, MAX_PROPERTY_BYTES)
+    pod_director_engine::placement::truncate_bytes(text, MAX_PROPERTY_BYTES)
 }
 
 fn result_of(namespace: &str, workload: &str, o: &WorkloadOutcome) -> ReportResult {

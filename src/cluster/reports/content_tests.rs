@@ -1,7 +1,7 @@
 use serde_json::json;
 
 use super::*;
-use crate::cluster::audit::workloads::{Entry, PatchSummary};
+use pod_director_engine::audit::workloads::{Entry, PatchSummary};
 
 fn config(guard: Option<&str>) -> Config {
     let mut c = json!({

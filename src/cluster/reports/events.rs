@@ -23,7 +23,7 @@ use kube::Client;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use tracing::{info, warn};
 
-use crate::cluster::audit::workloads::{Ledger, Rule, Verdict};
+use pod_director_engine::audit::workloads::{Ledger, Rule, Verdict};
 
 /// Most Events published per scan.
 pub const MAX_EVENTS_PER_SCAN: usize = 20;
@@ -105,7 +105,7 @@ impl Baseline {
                     workload: key.1,
                     type_,
                     reason,
-                    note: crate::telemetry::truncate_bytes(&note, MAX_NOTE_BYTES),
+                    note: pod_director_engine::placement::truncate_bytes(&note, MAX_NOTE_BYTES),
                 })
             })
             .collect()
@@ -184,7 +184,7 @@ pub fn recorder(client: Client, controller: &str) -> Recorder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::audit::workloads::Entry;
+    use pod_director_engine::audit::workloads::Entry;
     use pod_director_engine::config::Mode;
 
     fn ledger(verdicts: &[(&str, Verdict)]) -> Ledger {

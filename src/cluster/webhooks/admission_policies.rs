@@ -23,8 +23,8 @@ use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind,
 use serde_json::Value;
 use tracing::{info, warn};
 
-use super::FIELD_MANAGER;
 use pod_director_engine::placement::policy::{self, API_VERSION, GROUP_LABEL, MANAGED_BY, MANAGED_BY_LABEL, Policies};
+use pod_director_engine::webhook_entries::FIELD_MANAGER;
 
 /// How long a group's policies are in place before its pods leave the webhook.
 pub const HANDOVER_DELAY: Duration = Duration::from_secs(2);
@@ -234,5 +234,5 @@ async fn apply_group(client: &Client, policies: &Policies) -> Result<(), PolicyE
 
 /// The compiled policies of the groups enforced by policies in `config`.
 pub(crate) fn wanted(config: &pod_director_engine::config::Config) -> BTreeMap<String, Policies> {
-    policy::compile_all(config, &super::excluded(config))
+    policy::compile_all(config, &pod_director_engine::webhook_entries::excluded(config))
 }

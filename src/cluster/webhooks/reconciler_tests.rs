@@ -6,10 +6,12 @@ use http::{Request, Response, StatusCode};
 use kube::client::Body;
 use serde_json::json;
 
-use super::tests::{GROUPS, rendered};
 use super::*;
 use crate::app::Metrics;
-use pod_director_engine::testing::{assert_contains, config, loaded};
+use pod_director_engine::testing::{
+    ENTRY_GROUPS as GROUPS, assert_contains, config, loaded, rendered_entries as rendered,
+};
+use pod_director_engine::webhook_entries::{Entry, namespace_selectors};
 use pod_director_testkit::until;
 
 // ---- the reconciler against a fake API server ----------------------------------

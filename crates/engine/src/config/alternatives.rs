@@ -10,8 +10,7 @@ use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::validate::Checker;
-use super::{Config, FieldError, Group, kubernetes, path::Path, schema, syntax};
+use super::{Config, FieldError, Group, kubernetes, path::Path, schema};
 
 /// The name of a group's own placement: a pod without the label, or labelled so, gets it.
 pub const DEFAULT_ALTERNATIVE: &str = "default";
@@ -20,9 +19,6 @@ pub const MAX_ALTERNATIVES: usize = 8;
 /// The pod label naming the chosen alternative, unless `podPlacementLabel` says otherwise.
 pub const DEFAULT_PLACEMENT_LABEL: &str = "pod-director/placement";
 
-pub(super) fn default_placement_label() -> String {
-    DEFAULT_PLACEMENT_LABEL.to_owned()
-}
 pub(super) fn is_default_placement_label(label: &str) -> bool {
     label == DEFAULT_PLACEMENT_LABEL
 }
@@ -58,7 +54,7 @@ impl JsonSchema for Alternatives {
             "type": "object",
             "description": "Placements a pod of the group may choose with the placement label, by name (a DNS label, not 'default')",
             "maxProperties": MAX_ALTERNATIVES,
-            "propertyNames": {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$", "not": {"const": "default"}},
+            "propertyNames": generator.subschema_for::<kubernetes::AlternativeName>(),
             "additionalProperties": generator.subschema_for::<Alternative>()
         })
     }
@@ -87,31 +83,23 @@ impl Group {
     }
 }
 
-impl Checker {
-    /// `alternatives`: at most [`MAX_ALTERNATIVES`] names, each a DNS label other than `default`,
-    /// each placement checked like the group's own.
-    pub(super) fn alternatives(&mut self, v: &Value, path: &Path, node: schema::Node) {
-        let Some(map) = self.map(v, path) else { return };
-        if map.len() > MAX_ALTERNATIVES {
-            self.err(path, format!("{} alternatives; at most {MAX_ALTERNATIVES}", map.len()));
+/// What is wrong with `s` as an alternative's name (`alternativeName`): a DNS label, not `default`.
+pub(super) fn name_rule(s: &str) -> Option<String> {
+    match crate::syntax::dns1123_label(s) {
+        _ if s == DEFAULT_ALTERNATIVE => {
+            Some("\"default\" names the group's own placement; name the alternative otherwise".to_owned())
         }
-        for (name, alt) in map {
-            let p = path.key(name);
-            if name == DEFAULT_ALTERNATIVE {
-                self.err(
-                    &p,
-                    "\"default\" names the group's own placement; name the alternative otherwise",
-                );
-            } else if let Some(reason) = syntax::dns1123_label(name) {
-                self.err(&p, format!("alternative name {name:?} {reason}"));
-            }
-            if let Some(node) = node.child(name)
-                && let Some(fields) = self.object(alt, &p, &node.keys())
-            {
-                self.placement(fields, &p);
-            }
-        }
+        reason => reason.map(|reason| format!("alternative name {s:?} {reason}")),
     }
+}
+
+/// A group offering more than [`MAX_ALTERNATIVES`] alternatives: why that is refused.
+pub(super) fn too_many(group: &serde_json::Map<String, Value>) -> Option<String> {
+    let count = group
+        .get("alternatives")
+        .and_then(Value::as_object)
+        .map_or(0, |a| a.len());
+    (count > MAX_ALTERNATIVES).then(|| format!("{count} alternatives; at most {MAX_ALTERNATIVES}"))
 }
 
 impl Config {

@@ -1,23 +1,20 @@
-//! The Kubernetes shapes a group embeds — core/v1 `Toleration` and `Affinity`, label
-//! keys and values, namespace and user names — as types the schema is derived from.
-//!
-//! The server deserializes a group's tolerations and affinity into `k8s_openapi`'s types
-//! (what the engine works on); these mirror types exist for their shape only: the keys
-//! of each mapping (in the order error messages list them), the operators and effects
-//! Kubernetes allows, and the JSON Schema the chart validates values with. The rules
-//! the API server applies beyond the shape (operator ↔ value counts, label syntax in
-//! full) are in `validate.rs`.
+//! The Kubernetes shapes a group embeds (core/v1 `Toleration` and `Affinity`, label keys and
+//! values, namespace and user names) as types the schema is derived from: the server reads a
+//! group into `k8s_openapi`'s types; these mirror types exist for their shape only.
 
 #![allow(dead_code)] // Fields are read through serde and schemars, never in code.
 
 use std::borrow::Cow;
+use std::marker::PhantomData;
 
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::Deserialize;
 
-/// A JSON Schema for a string type, registered once under `name` in the definitions.
+/// A string type whose JSON Schema (with its description) is registered once under `name`.
 macro_rules! string_schema {
     ($type:ident, $name:literal, $schema:tt) => {
+        #[derive(Default, Deserialize)]
+        pub(crate) struct $type(String);
         impl JsonSchema for $type {
             fn schema_name() -> Cow<'static, str> {
                 $name.into()
@@ -29,9 +26,6 @@ macro_rules! string_schema {
     };
 }
 
-/// A label key (qualified name): optional DNS-subdomain prefix and `/`, then a name.
-#[derive(Default, Deserialize)]
-pub(crate) struct LabelKey(String);
 string_schema!(LabelKey, "labelKey", {
     "type": "string",
     "description": "A Kubernetes label key: optional DNS-subdomain prefix and '/', then a name of at most 63 characters of [A-Za-z0-9-_.] starting and ending with an alphanumeric character",
@@ -39,9 +33,6 @@ string_schema!(LabelKey, "labelKey", {
     "maxLength": 317
 });
 
-/// A label value: empty, or at most 63 characters.
-#[derive(Default, Deserialize)]
-pub(crate) struct LabelValue(String);
 string_schema!(LabelValue, "labelValue", {
     "type": "string",
     "description": "A Kubernetes label value: empty, or at most 63 characters of [A-Za-z0-9-_.] starting and ending with an alphanumeric character",
@@ -49,9 +40,6 @@ string_schema!(LabelValue, "labelValue", {
     "maxLength": 63
 });
 
-/// A group name: a namespace label value, not empty.
-#[derive(Default, Deserialize)]
-pub(crate) struct GroupName(String);
 string_schema!(GroupName, "groupName", {
     "type": "string",
     "description": "A group name: the value of the namespace label (a label value, not empty)",
@@ -60,9 +48,13 @@ string_schema!(GroupName, "groupName", {
     "pattern": "^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$"
 });
 
-/// A namespace name (DNS-1123 label).
-#[derive(Default, Deserialize)]
-pub(crate) struct NamespaceName(String);
+string_schema!(AlternativeName, "alternativeName", {
+    "type": "string",
+    "description": "An alternative's name: a DNS-1123 label other than 'default'",
+    "pattern": "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$",
+    "not": {"const": "default"}
+});
+
 string_schema!(NamespaceName, "namespaceName", {
     "type": "string",
     "description": "A namespace name (DNS-1123 label)",
@@ -70,9 +62,6 @@ string_schema!(NamespaceName, "namespaceName", {
     "maxLength": 63
 });
 
-/// A Kubernetes user or group name, as `request.userInfo` carries it.
-#[derive(Default, Deserialize)]
-pub(crate) struct RequesterName(String);
 string_schema!(RequesterName, "requesterName", {
     "type": "string",
     "description": "A Kubernetes user or group name, as request.userInfo carries it",
@@ -80,23 +69,6 @@ string_schema!(RequesterName, "requesterName", {
     "pattern": "^\\S+$"
 });
 
-/// A list of user or group names, each once.
-pub(crate) struct RequesterNames;
-impl JsonSchema for RequesterNames {
-    fn inline_schema() -> bool {
-        true
-    }
-    fn schema_name() -> Cow<'static, str> {
-        "requesterNames".into()
-    }
-    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
-        json_schema!({"type": "array", "uniqueItems": true, "items": generator.subschema_for::<RequesterName>()})
-    }
-}
-
-/// A ServiceAccount as `namespace/name`.
-#[derive(Default, Deserialize)]
-pub(crate) struct ServiceAccountName(String);
 string_schema!(ServiceAccountName, "serviceAccountName", {
     "type": "string",
     "description": "namespace/name of a ServiceAccount",
@@ -138,18 +110,13 @@ pub enum TaintEffect {
 
 /// core/v1 Toleration.
 #[derive(Default, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 #[schemars(rename = "toleration", transform = toleration_rules, transform = super::schema::ordered::<Toleration>)]
 pub struct Toleration {
-    #[serde(default)]
     key: TolerationKey,
-    #[serde(default)]
     operator: TolerationOperator,
-    #[serde(default)]
     value: LabelValue,
-    #[serde(default)]
     effect: TaintEffect,
-    #[serde(default)]
     toleration_seconds: i64,
 }
 
@@ -209,12 +176,10 @@ pub struct NodeSelectorRequirement {
 
 /// core/v1 NodeSelectorTerm: its requirements are ANDed.
 #[derive(Default, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 #[schemars(rename = "nodeSelectorTerm", transform = super::schema::ordered::<NodeSelectorTerm>)]
 pub struct NodeSelectorTerm {
-    #[serde(default)]
     match_expressions: Vec<NodeSelectorRequirement>,
-    #[serde(default)]
     match_fields: Vec<NodeSelectorRequirement>,
 }
 
@@ -239,12 +204,10 @@ pub struct PreferredSchedulingTerm {
 
 /// core/v1 NodeAffinity.
 #[derive(Default, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 #[schemars(rename = "nodeAffinity", transform = super::schema::ordered::<NodeAffinity>)]
 pub struct NodeAffinity {
-    #[serde(default)]
     required_during_scheduling_ignored_during_execution: NodeSelector,
-    #[serde(default)]
     preferred_during_scheduling_ignored_during_execution: Vec<PreferredSchedulingTerm>,
 }
 
@@ -261,33 +224,34 @@ pub(crate) struct LabelSelectorRequirement {
 
 /// metav1 LabelSelector.
 #[derive(Default, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 #[schemars(rename = "labelSelector", transform = super::schema::ordered::<LabelSelector>)]
 pub struct LabelSelector {
-    #[serde(default)]
     #[schemars(with = "Labels")]
     match_labels: (),
-    #[serde(default)]
     match_expressions: Vec<LabelSelectorRequirement>,
 }
 
-/// A label map: label keys to label values.
-pub struct Labels;
-impl JsonSchema for Labels {
+/// A mapping whose keys are of the string type `K` and values of type `V` (labels, groups).
+pub(crate) struct MapOf<K, V>(PhantomData<(K, V)>);
+impl<K: JsonSchema, V: JsonSchema> JsonSchema for MapOf<K, V> {
     fn inline_schema() -> bool {
         true
     }
     fn schema_name() -> Cow<'static, str> {
-        "labels".into()
+        format!("{}To{}", K::schema_name(), V::schema_name()).into()
     }
     fn json_schema(generator: &mut SchemaGenerator) -> Schema {
         json_schema!({
             "type": "object",
-            "propertyNames": generator.subschema_for::<LabelKey>(),
-            "additionalProperties": generator.subschema_for::<LabelValue>()
+            "propertyNames": generator.subschema_for::<K>(),
+            "additionalProperties": generator.subschema_for::<V>()
         })
     }
 }
+
+/// A label map: label keys to label values.
+pub(crate) type Labels = MapOf<LabelKey, LabelValue>;
 
 /// core/v1 PodAffinityTerm.
 #[derive(Default, Deserialize, JsonSchema)]
@@ -300,12 +264,11 @@ pub struct PodAffinityTerm {
     namespace_selector: LabelSelector,
     #[serde(default)]
     namespaces: Vec<NamespaceName>,
-    #[schemars(length(min = 1))]
-    topology_key: String,
+    topology_key: LabelKey,
     #[serde(default)]
-    match_label_keys: Vec<String>,
+    match_label_keys: Vec<LabelKey>,
     #[serde(default)]
-    mismatch_label_keys: Vec<String>,
+    mismatch_label_keys: Vec<LabelKey>,
 }
 
 /// core/v1 WeightedPodAffinityTerm.
@@ -320,24 +283,19 @@ pub struct WeightedPodAffinityTerm {
 
 /// core/v1 PodAffinity and PodAntiAffinity (the same shape).
 #[derive(Default, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 #[schemars(rename = "podAffinity", transform = super::schema::ordered::<PodAffinity>)]
 pub(crate) struct PodAffinity {
-    #[serde(default)]
     required_during_scheduling_ignored_during_execution: Vec<PodAffinityTerm>,
-    #[serde(default)]
     preferred_during_scheduling_ignored_during_execution: Vec<WeightedPodAffinityTerm>,
 }
 
 /// core/v1 Affinity.
 #[derive(Default, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 #[schemars(rename = "affinity", transform = super::schema::ordered::<Affinity>)]
 pub struct Affinity {
-    #[serde(default)]
     node_affinity: NodeAffinity,
-    #[serde(default)]
     pod_affinity: PodAffinity,
-    #[serde(default)]
     pod_anti_affinity: PodAffinity,
 }

@@ -3,81 +3,38 @@
 
 use std::fmt;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Segment {
-    Key(String),
-    Index(usize),
-}
-
-/// A position in the configuration document.
+/// A position in the configuration document, as errors name it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Path(Vec<Segment>);
+pub struct Path(String);
 
 impl Path {
     pub fn root() -> Self {
         Self::default()
     }
 
+    /// The value under `key`: `.key`, or `["key"]` when the key is not a plain word.
     #[must_use]
     pub fn key(&self, key: &str) -> Self {
-        let mut segments = self.0.clone();
-        segments.push(Segment::Key(key.to_owned()));
-        Self(segments)
+        let plain = key.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        Self(match (plain, self.0.is_empty()) {
+            (true, true) => key.to_owned(),
+            (true, false) => format!("{}.{key}", self.0),
+            (false, _) => format!("{}[{key:?}]", self.0),
+        })
     }
 
     #[must_use]
     pub fn index(&self, index: usize) -> Self {
-        let mut segments = self.0.clone();
-        segments.push(Segment::Index(index));
-        Self(segments)
+        Self(format!("{}[{index}]", self.0))
     }
-}
-
-fn is_plain(key: &str) -> bool {
-    key.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
 }
 
 impl fmt::Display for Path {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.0.is_empty() {
-            return f.write_str("(top level)");
-        }
-        for (i, segment) in self.0.iter().enumerate() {
-            match segment {
-                Segment::Key(key) if is_plain(key) => {
-                    if i > 0 {
-                        f.write_str(".")?;
-                    }
-                    f.write_str(key)?;
-                }
-                Segment::Key(key) => write!(f, "[{key:?}]")?,
-                Segment::Index(index) => write!(f, "[{index}]")?,
-            }
-        }
-        Ok(())
+        f.write_str(if self.0.is_empty() { "(top level)" } else { &self.0 })
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn paths_render_like_yaml_paths() {
-        let p = Path::root()
-            .key("groups")
-            .key("ci")
-            .key("tolerations")
-            .index(0)
-            .key("operator");
-        assert_eq!(p.to_string(), "groups.ci.tolerations[0].operator");
-        let p = Path::root()
-            .key("groups")
-            .key("ci")
-            .key("nodeSelector")
-            .key("kubernetes.io/os");
-        assert_eq!(p.to_string(), r#"groups.ci.nodeSelector["kubernetes.io/os"]"#);
-        assert_eq!(Path::root().to_string(), "(top level)");
-    }
-}
+mod tests;

@@ -12,19 +12,17 @@ use super::{Mode, kubernetes, schema};
 /// pool in `spec.nodeName`, is an intruder — reported in dryRun, warned in warn, denied in
 /// enforce. Requesters, never pod fields, are exempt.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 #[schemars(rename = "reserve", transform = schema::ordered::<Reserve>)]
 pub struct Reserve {
     /// The reservation's own mode, independent of the group's placement mode (default dryRun:
     /// watch who would be refused before refusing anyone).
-    #[serde(default)]
     pub mode: Mode,
     /// Pods the DaemonSet controller creates for a DaemonSet may land on the pool (node agents
     /// run on every node). The requester is the controller; an owner reference alone exempts nothing.
-    #[serde(default = "super::yes")]
     pub allow_daemon_sets: bool,
     /// Who else may land on the pool.
-    #[serde(default, skip_serializing_if = "Allow::is_empty")]
+    #[serde(skip_serializing_if = "super::is_default")]
     pub allow: Allow,
 }
 
@@ -41,52 +39,41 @@ impl Default for Reserve {
 /// The explicit allow-list of a reservation: pods of these namespaces, or created by these
 /// requesters (`request.userInfo`), may land on the pool.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 #[schemars(rename = "reserveAllow", transform = schema::ordered::<Allow>)]
 pub struct Allow {
     /// Namespaces whose pods may land on the pool.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     #[schemars(with = "Vec<kubernetes::NamespaceName>", extend("uniqueItems" = true))]
     pub namespaces: Vec<String>,
     /// Usernames whose pods may land on the pool, as `request.userInfo.username` names them.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(with = "kubernetes::RequesterNames")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[schemars(with = "Vec<kubernetes::RequesterName>", extend("uniqueItems" = true))]
     pub users: Vec<String>,
     /// Groups whose members' pods may land on the pool.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(with = "kubernetes::RequesterNames")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[schemars(with = "Vec<kubernetes::RequesterName>", extend("uniqueItems" = true))]
     pub groups: Vec<String>,
     /// Service accounts whose pods may land on the pool, as `namespace/name` (the requester:
     /// e.g. a controller's service account that creates the pods).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     #[schemars(with = "Vec<kubernetes::ServiceAccountName>", extend("uniqueItems" = true))]
     pub service_accounts: Vec<String>,
     /// pod-director groups whose namespaces' pods may land on the pool (e.g. groups that offer it
     /// as an alternative).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     #[schemars(with = "Vec<kubernetes::GroupName>", extend("uniqueItems" = true))]
     pub placement_groups: Vec<String>,
 }
 
 impl Allow {
-    fn is_empty(&self) -> bool {
-        self.placement_groups.is_empty()
-            && self.namespaces.is_empty()
-            && self.users.is_empty()
-            && self.groups.is_empty()
-            && self.service_accounts.is_empty()
-    }
-
     /// Whether `username` is one of `serviceAccounts` (`system:serviceaccount:NS:NAME`).
     pub(crate) fn has_service_account(&self, username: &str) -> bool {
-        username
-            .strip_prefix("system:serviceaccount:")
-            .and_then(|rest| rest.split_once(':'))
-            .is_some_and(|(ns, name)| {
-                self.service_accounts
-                    .iter()
-                    .any(|sa| sa.split_once('/') == Some((ns, name)))
-            })
+        let mut usernames = self
+            .service_accounts
+            .iter()
+            .filter_map(|sa| super::service_account_username(sa));
+        usernames.any(|sa| sa == username)
     }
 }
 
@@ -97,15 +84,15 @@ pub const KUBE_SCHEDULER: &str = "system:kube-scheduler";
 /// the pool's taints, so their bindings need no decision. kube-scheduler (`system:kube-scheduler`)
 /// is always trusted; list a secondary scheduler here only when it honours taints.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 #[schemars(rename = "trustedSchedulers", transform = schema::ordered::<TrustedSchedulers>)]
 pub struct TrustedSchedulers {
     /// Usernames of schedulers, as `request.userInfo.username` names them (besides `system:kube-scheduler`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(with = "kubernetes::RequesterNames")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[schemars(with = "Vec<kubernetes::RequesterName>", extend("uniqueItems" = true))]
     pub users: Vec<String>,
     /// Service accounts schedulers run as, as `namespace/name`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     #[schemars(with = "Vec<kubernetes::ServiceAccountName>", extend("uniqueItems" = true))]
     pub service_accounts: Vec<String>,
 }
@@ -120,8 +107,7 @@ impl TrustedSchedulers {
             .chain(
                 self.service_accounts
                     .iter()
-                    .filter_map(|sa| sa.split_once('/'))
-                    .map(|(ns, name)| format!("system:serviceaccount:{ns}:{name}")),
+                    .filter_map(|sa| super::service_account_username(sa)),
             )
             .collect();
         names.sort();

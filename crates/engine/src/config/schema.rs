@@ -1,18 +1,12 @@
-//! The configuration's schema, derived once from the Rust types (`schemars`, serde).
-//!
-//! Everything that needs the shape of `Config` reads it from here: validation takes the
-//! keys each mapping allows (in declaration order, as its messages list them) and the
-//! values of each enumeration; environment overrides take the keys a path may name and
-//! the type of each setting; `pod-director config-schema` prints the JSON Schema that
-//! `chart/values.schema.json` embeds as `config` (a drift check in the tests and the
-//! chart tests keeps the two equal).
+//! The configuration's schema, derived once from the Rust types (`schemars`, serde): what
+//! validation and environment overrides read the shape of `Config` from, and what
+//! `check-config --print-schema` prints (`chart/values.schema.json` embeds it as `config`).
 
-use std::fmt;
 use std::sync::LazyLock;
 
 use schemars::generate::SchemaSettings;
 use schemars::{Schema, SchemaGenerator};
-use serde::de::{self, Deserialize, Deserializer, Visitor};
+use serde::de::{Deserialize, Deserializer, Error, Visitor, value};
 use serde_json::Value;
 
 use super::Config;
@@ -32,26 +26,11 @@ pub fn names<'de, T: Deserialize<'de>>() -> &'static [&'static str] {
 
 struct Names<'a>(&'a mut Option<&'static [&'static str]>);
 
-#[derive(Debug)]
-struct Recorded;
-
-impl fmt::Display for Recorded {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("names recorded")
-    }
-}
-impl std::error::Error for Recorded {}
-impl de::Error for Recorded {
-    fn custom<T: fmt::Display>(_: T) -> Self {
-        Recorded
-    }
-}
-
 impl<'de> Deserializer<'de> for Names<'_> {
-    type Error = Recorded;
+    type Error = value::Error;
 
-    fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Recorded> {
-        Err(Recorded)
+    fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, value::Error> {
+        Err(value::Error::custom("names recorded"))
     }
 
     fn deserialize_struct<V: Visitor<'de>>(
@@ -59,9 +38,9 @@ impl<'de> Deserializer<'de> for Names<'_> {
         _: &'static str,
         fields: &'static [&'static str],
         _: V,
-    ) -> Result<V::Value, Recorded> {
+    ) -> Result<V::Value, value::Error> {
         *self.0 = Some(fields);
-        Err(Recorded)
+        Err(value::Error::custom("names recorded"))
     }
 
     fn deserialize_enum<V: Visitor<'de>>(
@@ -69,9 +48,9 @@ impl<'de> Deserializer<'de> for Names<'_> {
         _: &'static str,
         variants: &'static [&'static str],
         _: V,
-    ) -> Result<V::Value, Recorded> {
+    ) -> Result<V::Value, value::Error> {
         *self.0 = Some(variants);
-        Err(Recorded)
+        Err(value::Error::custom("names recorded"))
     }
 
     serde::forward_to_deserialize_any! {
@@ -124,24 +103,24 @@ fn strip(value: &mut Value, keyword: &str) {
     }
 }
 
-/// A node of the schema, `$ref`s resolved.
+/// A node of the schema, `$ref`s resolved, with the name of the definition it is (if any).
 #[derive(Clone, Copy)]
-pub(super) struct Node(&'static Value);
+pub(super) struct Node(&'static Value, &'static str);
 
 impl Node {
     pub fn root() -> Self {
-        Node(&SCHEMA)
+        Node(&SCHEMA, "config")
     }
 
     fn resolve(value: &'static Value) -> Self {
-        let mut value = value;
+        let (mut value, mut name) = (value, "");
         // `$ref` (possibly under a one-element allOf, draft-07's way to keep siblings).
         loop {
             if let Some(Value::String(reference)) = value.get("$ref") {
-                let name = reference.rsplit('/').next().unwrap_or_default();
-                match SCHEMA.get("definitions").and_then(|d| d.get(name)) {
-                    Some(target) => value = target,
-                    None => return Node(value),
+                let target = reference.rsplit('/').next().unwrap_or_default();
+                match SCHEMA.get("definitions").and_then(|d| d.get(target)) {
+                    Some(definition) => (value, name) = (definition, target),
+                    None => return Node(value, name),
                 }
             } else if let Some(Value::Array(all)) = value.get("allOf")
                 && let [only] = all.as_slice()
@@ -149,20 +128,26 @@ impl Node {
             {
                 value = only;
             } else {
-                return Node(value);
+                return Node(value, name);
             }
         }
     }
 
-    fn get(&self, keyword: &str) -> Option<&'static Value> {
-        self.0.get(keyword)
+    /// The name of the definition this node is (`labelKey`, `toleration`), or "" for an inline one.
+    pub fn name(&self) -> &'static str {
+        self.non_null().1
+    }
+
+    /// A keyword of this node (of its non-null branch).
+    pub fn get(&self, keyword: &str) -> Option<&'static Value> {
+        self.non_null().0.get(keyword)
     }
 
     fn types(&self) -> Vec<&'static str> {
-        match self.get("type") {
+        match self.0.get("type") {
             Some(Value::String(t)) => vec![t.as_str()],
             Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect(),
-            _ => match self.get("anyOf") {
+            _ => match self.0.get("anyOf") {
                 Some(Value::Array(branches)) => branches.iter().flat_map(|b| Node::resolve(b).types()).collect(),
                 _ => Vec::new(),
             },
@@ -171,8 +156,8 @@ impl Node {
 
     /// The non-null branch of a nullable schema (`anyOf: [T, null]`), or itself.
     fn non_null(self) -> Self {
-        match self.get("anyOf") {
-            Some(Value::Array(branches)) => branches
+        match self.0.get("anyOf") {
+            Some(Value::Array(branches)) if self.is_nullable() => branches
                 .iter()
                 .map(Node::resolve)
                 .find(|b| !b.types().contains(&"null"))
@@ -183,8 +168,7 @@ impl Node {
 
     /// The keys of a mapping of fixed shape, in declaration order; empty for other nodes.
     pub fn keys(&self) -> Vec<&'static str> {
-        let node = self.non_null();
-        match (node.get(KEYS), node.get("properties")) {
+        match (self.get(KEYS), self.get("properties")) {
             (Some(Value::Array(keys)), _) => keys.iter().filter_map(Value::as_str).collect(),
             (None, Some(Value::Object(properties))) => properties.keys().map(String::as_str).collect(),
             _ => Vec::new(),
@@ -193,19 +177,23 @@ impl Node {
 
     /// The node a key of this mapping holds: a fixed key, or any key of a free mapping.
     pub fn child(&self, key: &str) -> Option<Node> {
-        let node = self.non_null();
-        if let Some(Value::Object(properties)) = node.get("properties") {
+        if let Some(Value::Object(properties)) = self.get("properties") {
             return properties.get(key).map(Node::resolve);
         }
-        match node.get("additionalProperties") {
+        match self.get("additionalProperties") {
             Some(schema @ Value::Object(_)) => Some(Node::resolve(schema)),
             _ => None,
         }
     }
 
+    /// The node of a free mapping's keys (`propertyNames`).
+    pub fn property_names(&self) -> Option<Node> {
+        self.get("propertyNames").map(Node::resolve)
+    }
+
     /// The node an item of this list holds.
     pub fn item(&self) -> Option<Node> {
-        self.non_null().get("items").map(Node::resolve)
+        self.get("items").map(Node::resolve)
     }
 
     /// A mapping of fixed shape: its keys are the schema's, not the file's.
@@ -228,7 +216,7 @@ impl Node {
 
     /// The values of an enumeration (`enum`), in declaration order.
     pub(crate) fn variants(&self) -> Vec<&'static str> {
-        match self.non_null().get("enum") {
+        match self.get("enum") {
             Some(Value::Array(values)) => values.iter().filter_map(Value::as_str).collect(),
             _ => Vec::new(),
         }
@@ -236,40 +224,4 @@ impl Node {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::config::Group;
-    use crate::config::{Mode, NamespaceGuard};
-
-    #[test]
-    fn serde_names_come_in_declaration_order_as_written_in_the_file() {
-        assert_eq!(names::<Mode>(), ["dryRun", "warn", "enforce"]);
-        assert_eq!(
-            names::<NamespaceGuard>(),
-            ["mode", "allowedUsers", "allowedGroups", "allowedServiceAccounts"]
-        );
-        assert_eq!(names::<Group>()[..3], ["mode", "onConflict", "allowPodExclusion"]);
-    }
-
-    #[test]
-    fn the_schema_knows_each_setting_s_type_and_values() {
-        let root = Node::root();
-        assert_eq!(root.keys().first(), Some(&"namespaceLabel"));
-        let group = root.child("groups").and_then(|g| g.child("any-name")).unwrap();
-        assert_eq!(group.keys(), names::<Group>());
-        assert_eq!(group.child("mode").unwrap().variants(), ["dryRun", "warn", "enforce"]);
-        assert!(group.child("allowDaemonSets").unwrap().is("boolean"));
-        let toleration = group.child("tolerations").and_then(|t| t.item()).unwrap();
-        assert!(toleration.child("tolerationSeconds").unwrap().is("integer"));
-        assert!(root.child("excludedNamespaces").unwrap().is_string_list());
-        assert!(root.child("defaultGroup").unwrap().is_nullable());
-        assert!(!root.child("defaultMode").unwrap().is_nullable());
-        assert!(root.child("namespaceGuard").unwrap().is_fixed_mapping());
-        assert!(!root.child("groups").unwrap().is_fixed_mapping());
-    }
-
-    #[test]
-    fn the_printed_schema_has_no_internal_keywords() {
-        assert!(!schema_json().to_string().contains(KEYS));
-    }
-}
+mod tests;

@@ -1,25 +1,19 @@
-//! Strict, complete validation of a configuration document.
+//! Strict, complete validation of a configuration document, walked as untyped JSON before it
+//! is deserialized so that every problem is reported in one run, each with its path.
 //!
-//! The document is walked as untyped JSON *before* it is deserialized, so that
-//! every problem is reported in one run, each with its path and what to write
-//! instead. The shape — which keys each mapping allows, which settings are
-//! enumerations or booleans and their values — comes from the schema of the Rust
-//! types (`schema.rs`, `kubernetes.rs`); what is written here are the rules beyond
-//! the shape: everything the API server itself would refuse in a label, a
-//! nodeSelector, a toleration or an affinity, and the rules between settings.
+//! The walk follows the schema of the Rust types (`schema.rs`, `kubernetes.rs`): keys, types,
+//! enumerations, ranges, required and unique items, and the name syntax of each named string
+//! type. What is written here are the rules beyond the schema: those between settings, and
+//! those the API server applies to a toleration or a selector requirement.
 
 use serde_json::{Map, Value};
 
 use super::path::Path;
-use super::schema::{self, Node};
-use super::{FieldError, kubernetes as k8s, syntax};
+use super::schema::{Node, names};
+use super::{FieldError, kubernetes as k8s};
+use crate::syntax;
 
-/// The names Kubernetes allows for an enumeration of `kubernetes.rs` (operators, effects).
-fn allowed<'de, T: serde::Deserialize<'de>>() -> &'static [&'static str] {
-    schema::names::<T>()
-}
-
-pub(super) struct Checker {
+struct Checker {
     errors: Vec<FieldError>,
 }
 
@@ -34,399 +28,292 @@ fn describe(v: &Value) -> &'static str {
     }
 }
 
+/// The allowed values, as messages list them (the empty taint effect goes unnamed).
 fn one_of(allowed: &[&str]) -> String {
-    allowed.join(", ")
-}
-
-/// Edit distance between `a` and `b` (optimal string alignment: insertions,
-/// deletions, substitutions and swaps of adjacent characters each cost 1),
-/// ignoring ASCII case.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let a: Vec<char> = a.chars().map(|c| c.to_ascii_lowercase()).collect();
-    let b: Vec<char> = b.chars().map(|c| c.to_ascii_lowercase()).collect();
-    // rows[i][j]: distance between a[..i] and b[..j]; three rows are enough.
-    let mut before: Vec<usize> = Vec::new();
-    let mut previous: Vec<usize> = (0..=b.len()).collect();
-    for i in 1..=a.len() {
-        let mut current = vec![i; b.len() + 1];
-        for j in 1..=b.len() {
-            let cost = usize::from(a[i - 1] != b[j - 1]);
-            let mut best = (previous[j] + 1).min(current[j - 1] + 1).min(previous[j - 1] + cost);
-            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
-                best = best.min(before[j - 2] + 1);
-            }
-            current[j] = best;
-        }
-        before = std::mem::replace(&mut previous, current);
-    }
-    previous[b.len()]
-}
-
-/// The allowed key a misspelt `key` most likely meant: the nearest by edit
-/// distance, when it is near enough (a third of its length, at least 1, at most 3).
-pub(crate) fn closest<'a>(key: &str, allowed: &[&'a str]) -> Option<&'a str> {
     allowed
         .iter()
-        .map(|candidate| (edit_distance(key, candidate), *candidate))
+        .filter(|a| !a.is_empty())
+        .copied()
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The allowed key a misspelt `key` most likely meant: the nearest by edit distance (optimal
+/// string alignment, ignoring case), when it is near enough (a third of its length, 1 to 3).
+fn closest<'a>(key: &str, allowed: &[&'a str]) -> Option<&'a str> {
+    let key = key.to_ascii_lowercase();
+    allowed
+        .iter()
+        .map(|candidate| (strsim::osa_distance(&key, &candidate.to_ascii_lowercase()), *candidate))
         .filter(|(distance, candidate)| *distance <= (candidate.chars().count() / 3).clamp(1, 3))
         .min_by_key(|(distance, _)| *distance)
         .map(|(_, candidate)| candidate)
 }
 
+/// `s` is not a valid `what`, and why, when `reason` says it is not.
+fn invalid(s: &str, what: &str, reason: Option<String>) -> Option<String> {
+    reason.map(|reason| format!("{s:?} is not a valid {what}: {reason}"))
+}
+
+/// The rule of a named string type of the schema (`kubernetes.rs`): what is wrong with `s`.
+fn string_rule(name: &str) -> Option<fn(&str) -> Option<String>> {
+    let rule: fn(&str) -> Option<String> = match name {
+        "labelKey" => |s| invalid(s, "label key", syntax::label_key(s)),
+        "labelValue" => |s| invalid(s, "label value", syntax::label_value(s)),
+        "namespaceName" => |s| invalid(s, "namespace name", syntax::dns1123_label(s)),
+        "tolerationKey" => |s| invalid(s, "taint key", syntax::label_key(s).filter(|_| !s.is_empty())),
+        "groupName" => |s| match syntax::label_value(s) {
+            _ if s.is_empty() => Some("a group name must not be empty".to_owned()),
+            reason => reason.map(|reason| format!("group name {s:?} cannot be a namespace label value: {reason}")),
+        },
+        // A Kubernetes username (`request.userInfo.username`) or group name: non-empty, no whitespace.
+        "requesterName" => |s| match s {
+            "" => Some("must not be empty".to_owned()),
+            _ if s.chars().any(char::is_whitespace) => Some(format!(
+                "{s:?} contains whitespace; Kubernetes user and group names have none"
+            )),
+            _ => None,
+        },
+        "serviceAccountName" => service_account,
+        "alternativeName" => super::alternatives::name_rule,
+        _ => return None,
+    };
+    Some(rule)
+}
+
+/// What is wrong with `s` as the `namespace/name` of a ServiceAccount.
+fn service_account(s: &str) -> Option<String> {
+    if let Some(rest) = s.strip_prefix("system:serviceaccount:") {
+        let hint = rest.replacen(':', "/", 1);
+        return Some(format!(
+            "{s:?} is a username: write the service account as {hint:?} (namespace/name), or list the username in allowedUsers"
+        ));
+    }
+    let Some((namespace, name)) = s.split_once('/') else {
+        return Some(format!(
+            "{s:?} is not namespace/name (e.g. argocd/argocd-application-controller); to allow every service \
+             account of a namespace, list the group system:serviceaccounts:NAMESPACE in allowedGroups"
+        ));
+    };
+    (syntax::dns1123_label(namespace).map(|reason| (namespace, "namespace name", reason)))
+        .or_else(|| syntax::dns1123_subdomain(name).map(|reason| (name, "service account name", reason)))
+        .map(|(part, what, reason)| format!("{part:?} (in {s:?}) is not a valid {what}: {reason}"))
+}
+
+/// A string setting of `map` as the rules between settings read it: `absent` when it is not
+/// there (or null), `None` when it is not a string (an error already).
+fn text<'v>(map: &'v Map<String, Value>, key: &str, absent: &'v str) -> Option<&'v str> {
+    match map.get(key) {
+        None | Some(Value::Null) => Some(absent),
+        Some(v) => v.as_str(),
+    }
+}
+
 impl Checker {
-    pub(super) fn err(&mut self, path: &Path, message: impl Into<String>) {
+    fn err(&mut self, path: &Path, message: impl Into<String>) {
         self.errors.push(FieldError {
             path: path.to_string(),
             message: message.into(),
         });
     }
 
-    /// A mapping whose keys must all be in `fields`.
-    pub(super) fn object<'v>(&mut self, v: &'v Value, path: &Path, fields: &[&str]) -> Option<&'v Map<String, Value>> {
-        let Value::Object(map) = v else {
-            self.err(path, format!("expected a mapping, got {}", describe(v)));
-            return None;
-        };
-        for key in map.keys() {
-            if !fields.contains(&key.as_str()) {
-                let hint = closest(key, fields)
-                    .map(|f| format!(" (did you mean {f}?)"))
-                    .unwrap_or_default();
-                self.err(
-                    &path.key(key),
-                    format!("unknown key{hint}; allowed keys are {}", one_of(fields)),
-                );
-            }
-        }
-        Some(map)
-    }
-
-    /// The settings of one of pod-director's own mappings that the schema types
-    /// completely: enumerations and booleans.
-    fn settings(&mut self, map: &Map<String, Value>, path: &Path, node: Node) {
-        for key in node.keys() {
-            let (Some(v), Some(setting)) = (map.get(key), node.child(key)) else {
-                continue;
-            };
-            let variants = setting.variants();
-            if !variants.is_empty() {
-                self.enumerated(v, &path.key(key), &variants);
-            } else if setting.is("boolean") {
-                self.boolean(v, &path.key(key));
-            }
-        }
-    }
-
-    /// A mapping with free keys.
-    pub(super) fn map<'v>(&mut self, v: &'v Value, path: &Path) -> Option<&'v Map<String, Value>> {
-        match v {
-            Value::Object(map) => Some(map),
-            Value::Null => None,
-            other => {
-                self.err(path, format!("expected a mapping, got {}", describe(other)));
-                None
-            }
-        }
-    }
-
-    fn list<'v>(&mut self, v: &'v Value, path: &Path) -> Option<&'v [Value]> {
-        match v {
-            Value::Array(items) => Some(items),
-            Value::Null => None,
-            other => {
-                self.err(path, format!("expected a list, got {}", describe(other)));
-                None
-            }
-        }
-    }
-
     fn string<'v>(&mut self, v: &'v Value, path: &Path) -> Option<&'v str> {
+        let got = describe(v);
         match v {
-            Value::String(s) => Some(s),
+            Value::String(s) => return Some(s),
             Value::Number(_) | Value::Bool(_) => {
                 self.err(
                     path,
-                    format!(
-                        "expected a string, got {} ({v}); quote it in YAML so it stays text",
-                        describe(v)
-                    ),
+                    format!("expected a string, got {got} ({v}); quote it in YAML so it stays text"),
                 );
-                None
             }
-            other => {
-                self.err(path, format!("expected a string, got {}", describe(other)));
-                None
-            }
+            _ => self.err(path, format!("expected a string, got {got}")),
         }
+        None
     }
 
-    fn boolean(&mut self, v: &Value, path: &Path) {
-        if !v.is_boolean() {
-            self.err(path, format!("expected true or false, got {}", describe(v)));
+    /// Checks `v` against the schema `node` at `path`; returns whether it is valid.
+    fn value(&mut self, v: &Value, path: &Path, node: Node) -> bool {
+        if v.is_null() && node.is_nullable() {
+            return true;
         }
-    }
-
-    fn integer(&mut self, v: &Value, path: &Path) -> Option<i64> {
-        match v.as_i64() {
-            Some(n) => Some(n),
-            None => {
-                self.err(path, format!("expected an integer, got {}", describe(v)));
-                None
-            }
-        }
-    }
-
-    fn enumerated(&mut self, v: &Value, path: &Path, allowed: &[&str]) -> Option<String> {
-        let s = self.string(v, path)?;
-        if allowed.contains(&s) {
-            Some(s.to_owned())
-        } else {
-            self.err(path, format!("{s:?} is not one of {}", one_of(allowed)));
-            None
-        }
-    }
-
-    /// Whether `s` passes the `syntax` rule `rule`; if not, an error at `path` says it is
-    /// not a valid `what`, and why.
-    fn valid(&mut self, path: &Path, s: &str, what: &str, rule: fn(&str) -> Option<String>) -> bool {
-        let reason = rule(s);
-        if let Some(reason) = &reason {
-            self.err(path, format!("{s:?} is not a valid {what}: {reason}"));
-        }
-        reason.is_none()
-    }
-
-    fn label_key(&mut self, v: &Value, path: &Path) -> Option<String> {
-        let s = self.string(v, path)?;
-        self.valid(path, s, "label key", syntax::label_key)
-            .then(|| s.to_owned())
-    }
-
-    fn label_value(&mut self, v: &Value, path: &Path) {
-        if let Some(s) = self.string(v, path) {
-            self.valid(path, s, "label value", syntax::label_value);
-        }
-    }
-
-    fn namespace_name(&mut self, v: &Value, path: &Path) -> Option<String> {
-        let s = self.string(v, path)?;
-        self.valid(path, s, "namespace name", syntax::dns1123_label)
-            .then(|| s.to_owned())
-    }
-
-    fn label_map(&mut self, v: &Value, path: &Path) {
-        if let Some(map) = self.map(v, path) {
-            for (k, val) in map {
-                let p = path.key(k);
-                self.valid(&p, k, "label key", syntax::label_key);
-                self.label_value(val, &p);
-            }
-        }
-    }
-
-    /// Checks each item of the list under `key`, when there is one; returns how many items it has.
-    fn each(
-        &mut self,
-        map: &Map<String, Value>,
-        key: &str,
-        path: &Path,
-        mut check: impl FnMut(&mut Self, &Value, &Path),
-    ) -> usize {
-        let Some(v) = map.get(key) else { return 0 };
-        let p = path.key(key);
-        let Some(items) = self.list(v, &p) else { return 0 };
-        for (i, item) in items.iter().enumerate() {
-            check(self, item, &p.index(i));
-        }
-        items.len()
-    }
-
-    /// [`Checker::each`] for a list of names, each listed once (`check` gives a valid item's name).
-    fn each_once(
-        &mut self,
-        map: &Map<String, Value>,
-        key: &str,
-        path: &Path,
-        check: fn(&mut Self, &Value, &Path) -> Option<String>,
-    ) -> usize {
-        let mut seen = Vec::new();
-        self.each(map, key, path, |checker, item, p| {
-            if let Some(name) = check(checker, item, p) {
-                if seen.contains(&name) {
-                    checker.err(p, format!("{name:?} is listed twice"));
-                }
-                seen.push(name);
-            }
-        })
-    }
-
-    /// A weighted term: `weight`, from 1 to 100, and the term under `term`.
-    fn weighted(&mut self, v: &Value, path: &Path, fields: &[&str], term: &str, check: fn(&mut Self, &Value, &Path)) {
-        let Some(map) = self.object(v, path, fields) else {
-            return;
-        };
-        let p = path.key("weight");
-        match map.get("weight") {
-            None => self.err(&p, "is required: an integer from 1 to 100"),
-            Some(w) => {
-                if let Some(n) = self.integer(w, &p)
-                    && !(1..=100).contains(&n)
-                {
-                    self.err(&p, format!("{n} is not in the range 1 to 100"));
-                }
-            }
-        }
-        match map.get(term) {
-            Some(t) => check(self, t, &path.key(term)),
-            None => self.err(&path.key(term), "is required"),
-        }
-    }
-
-    /// The `operator` of a requirement, which must be there.
-    fn operator(&mut self, map: &Map<String, Value>, path: &Path, allowed: &[&str]) -> Option<String> {
-        let p = path.key("operator");
-        match map.get("operator") {
-            None => {
-                self.err(&p, format!("is required: one of {}", one_of(allowed)));
-                None
-            }
-            Some(op) => self.enumerated(op, &p, allowed),
-        }
-    }
-
-    fn root(&mut self, v: &Value) {
-        let root = Path::root();
-        let node = Node::root();
-        let Some(map) = self.object(v, &root, &node.keys()) else {
-            return;
-        };
-        self.settings(map, &root, node);
-        if let Some(v) = map.get("namespaceLabel") {
-            self.label_key(v, &root.key("namespaceLabel"));
-        }
-        for key in ["podExclusionLabel", "podPlacementLabel"] {
-            if let Some(v) = map.get(key) {
-                self.label_key(v, &root.key(key));
-            }
-        }
-        if let Some(v) = map.get("daemonSetController") {
-            self.username(v, &root.key("daemonSetController"));
-        }
-        if let (Some(v), Some(node)) = (map.get("namespaceGuard"), node.child("namespaceGuard")) {
-            self.namespace_guard(v, &root.key("namespaceGuard"), node);
-        }
-        if let (Some(v), Some(node)) = (map.get("trustedSchedulers"), node.child("trustedSchedulers")) {
-            let path = root.key("trustedSchedulers");
-            if let Some(map) = self.object(v, &path, &node.keys()) {
-                self.each_once(map, "users", &path, Self::username);
-                self.each_once(map, "serviceAccounts", &path, Self::service_account);
-            }
-        }
-        self.each_once(map, "excludedNamespaces", &root, Self::namespace_name);
-        let groups = map.get("groups").and_then(|g| {
-            let p = root.key("groups");
-            let groups = self.map(g, &p)?;
-            for (name, group) in groups {
-                let gp = p.key(name);
-                if name.is_empty() {
-                    self.err(&gp, "a group name must not be empty");
-                } else if let Some(reason) = syntax::label_value(name) {
-                    self.err(
-                        &gp,
-                        format!("group name {name:?} cannot be a namespace label value: {reason}"),
-                    );
-                }
-                if let Some(node) = node.child("groups").and_then(|groups| groups.child(name)) {
-                    self.group(group, &gp, node);
-                }
-            }
-            Some(groups)
-        });
-        if let Some(v) = map.get("defaultGroup") {
-            let p = root.key("defaultGroup");
-            if !v.is_null()
-                && let Some(name) = self.string(v, &p)
+        let before = self.errors.len();
+        let variants = node.variants();
+        let int = |keyword| node.get(keyword).and_then(Value::as_i64);
+        let expected = |what: &str| format!("expected {what}, got {}", describe(v));
+        if !variants.is_empty() {
+            if let Some(s) = self.string(v, path)
+                && !variants.contains(&s)
             {
-                let defined = groups.is_some_and(|g| g.contains_key(name));
-                if !defined {
-                    let names: Vec<&str> = groups
-                        .map(|g| g.keys().map(String::as_str).collect())
-                        .unwrap_or_default();
-                    self.err(
-                        &p,
-                        format!(
-                            "{name:?} is not a defined group (defined: {})",
-                            if names.is_empty() {
-                                "none".to_owned()
-                            } else {
-                                names.join(", ")
-                            }
-                        ),
-                    );
+                self.err(path, format!("{s:?} is not one of {}", one_of(&variants)));
+            }
+        } else if let Some(rule) = string_rule(node.name()) {
+            if let Some(message) = self.string(v, path).and_then(rule) {
+                self.err(path, message);
+            }
+        } else if node.is("object") {
+            match v {
+                Value::Object(map) => self.mapping(map, path, node),
+                _ => self.err(path, expected("a mapping")),
+            }
+        } else if node.is("array") {
+            match (v, node.item()) {
+                (Value::Array(items), Some(item)) => self.list(items, path, node, item),
+                _ => self.err(path, expected("a list")),
+            }
+        } else if node.is("boolean") && !v.is_boolean() {
+            self.err(path, expected("true or false"));
+        } else if node.is("integer") {
+            match (v.as_i64(), int("minimum"), int("maximum")) {
+                (None, ..) => self.err(path, expected("an integer")),
+                (Some(n), Some(min), Some(max)) if !(min..=max).contains(&n) => {
+                    self.err(path, format!("{n} is not in the range {min} to {max}"));
+                }
+                _ => {}
+            }
+        } else if node.is("string") {
+            self.string(v, path);
+        }
+        self.errors.len() == before
+    }
+
+    /// A mapping: of fixed keys (with their hint when one is misspelt), or free keys of a type.
+    fn mapping(&mut self, map: &Map<String, Value>, path: &Path, node: Node) {
+        let fields = node.keys();
+        if fields.is_empty() {
+            let names = node.property_names().and_then(|n| string_rule(n.name()));
+            for (key, v) in map {
+                let p = path.key(key);
+                if let Some(message) = names.and_then(|rule| rule(key)) {
+                    self.err(&p, message);
+                }
+                if let Some(child) = node.child(key) {
+                    self.value(v, &p, child);
                 }
             }
-        }
-    }
-
-    fn group(&mut self, v: &Value, path: &Path, node: Node) {
-        let Some(map) = self.object(v, path, &node.keys()) else {
             return;
-        };
-        self.settings(map, path, node);
-        self.placement(map, path);
-        if let (Some(v), Some(node)) = (map.get("alternatives"), node.child("alternatives")) {
-            self.alternatives(v, &path.key("alternatives"), node);
         }
-        if let (Some(v), Some(node)) = (map.get("reserve"), node.child("reserve")) {
-            self.reserve(v, map, &path.key("reserve"), node);
+        for key in map.keys().filter(|key| !fields.contains(&key.as_str())) {
+            let hint = closest(key, &fields)
+                .map(|f| format!(" (did you mean {f}?)"))
+                .unwrap_or_default();
+            let message = format!("unknown key{hint}; allowed keys are {}", fields.join(", "));
+            self.err(&path.key(key), message);
         }
-        if let (Some(v), Some(node)) = (map.get("nodes"), node.child("nodes")) {
-            let path = path.key("nodes");
-            if let Some(nodes) = self.object(v, &path, &node.keys()) {
-                self.settings(nodes, &path, node);
+        let required = node.get("required").and_then(Value::as_array).into_iter().flatten();
+        for key in required.filter_map(Value::as_str).filter(|key| !map.contains_key(*key)) {
+            let child = node.child(key);
+            let variants = child.map(|c| c.variants()).unwrap_or_default();
+            let range = child.and_then(|c| c.get("minimum").zip(c.get("maximum")));
+            let hint = match (variants.is_empty(), range, child.and_then(|c| c.item())) {
+                (false, ..) => format!(": one of {}", one_of(&variants)),
+                (_, Some((min, max)), _) => format!(": an integer from {min} to {max}"),
+                (_, _, Some(item)) => format!(": list at least one {}", item.name()),
+                _ => String::new(),
+            };
+            self.err(&path.key(key), format!("is required{hint}"));
+        }
+        for key in fields {
+            if let (Some(v), Some(child)) = (map.get(key), node.child(key)) {
+                self.value(v, &path.key(key), child);
             }
         }
+        self.rules(node.name(), map, path);
     }
 
-    /// A placement: nodeSelector, tolerations, affinity (a group's own, or an alternative).
-    pub(super) fn placement(&mut self, map: &Map<String, Value>, path: &Path) {
-        if let Some(v) = map.get("nodeSelector") {
-            self.label_map(v, &path.key("nodeSelector"));
+    /// A list: each item, each once when the schema says so, at least `minItems` of them.
+    fn list(&mut self, items: &[Value], path: &Path, node: Node, item: Node) {
+        let unique = node.get("uniqueItems") == Some(&Value::Bool(true));
+        let mut seen = Vec::new();
+        for (i, v) in items.iter().enumerate() {
+            let p = path.index(i);
+            if self.value(v, &p, item) && unique {
+                if seen.contains(&v) {
+                    self.err(&p, format!("{v} is listed twice"));
+                }
+                seen.push(v);
+            }
         }
-        self.each(map, "tolerations", path, Self::toleration);
-        if let Some(v) = map.get("affinity") {
-            self.affinity(v, &path.key("affinity"));
+        if let Some(min) = node.get("minItems").and_then(Value::as_u64)
+            && (items.len() as u64) < min
+        {
+            self.err(path, format!("must list at least {min} {}", item.name()));
         }
     }
 
-    /// `reserve`: its settings and allow-list, and a group whose tolerations can name the
-    /// taints it reserves (a toleration of every taint reserves every node of the cluster).
-    fn reserve(&mut self, v: &Value, group: &Map<String, Value>, path: &Path, node: Node) {
-        if v.is_null() {
-            return;
+    /// The rules beyond the schema of the mapping `map` of the definition `name`.
+    fn rules(&mut self, name: &str, map: &Map<String, Value>, path: &Path) {
+        let count = |key: &str| map.get(key).and_then(Value::as_array).map_or(0, Vec::len);
+        match name {
+            "config" => self.default_group(map, path),
+            // allowedGroups left out allows system:masters.
+            "namespaceGuard"
+                if map.contains_key("allowedGroups")
+                    && count("allowedUsers") + count("allowedGroups") + count("allowedServiceAccounts") == 0 =>
+            {
+                self.err(
+                    path,
+                    "allows nobody to change namespace group labels (allowedUsers, allowedGroups and \
+                     allowedServiceAccounts are all empty): list at least one, e.g. allowedGroups: [system:masters]",
+                );
+            }
+            "group" => {
+                self.reserve(map, path);
+                if let Some(message) = super::alternatives::too_many(map) {
+                    self.err(&path.key("alternatives"), message);
+                }
+            }
+            "toleration" => self.toleration(map, path),
+            "nodeSelectorTerm" => {
+                if count("matchExpressions") + count("matchFields") == 0 {
+                    self.err(
+                        path,
+                        "a term without requirements matches no node: add matchExpressions or matchFields",
+                    );
+                }
+                for (key, field) in [("matchExpressions", false), ("matchFields", true)] {
+                    for (i, item) in map.get(key).and_then(Value::as_array).into_iter().flatten().enumerate() {
+                        if let Some(requirement) = item.as_object() {
+                            self.requirement(requirement, &path.key(key).index(i), Some(field));
+                        }
+                    }
+                }
+            }
+            "labelSelectorRequirement" => self.requirement(map, path, None),
+            _ => {}
         }
-        let Some(map) = self.object(v, path, &node.keys()) else {
+    }
+
+    /// `defaultGroup` names a defined group.
+    fn default_group(&mut self, map: &Map<String, Value>, path: &Path) {
+        let Some(Value::String(name)) = map.get("defaultGroup") else {
             return;
         };
-        self.settings(map, path, node);
-        if let (Some(v), Some(allow)) = (map.get("allow"), node.child("allow")) {
-            let ap = path.key("allow");
-            if let Some(allow_map) = self.object(v, &ap, &allow.keys()) {
-                self.each_once(allow_map, "namespaces", &ap, Self::namespace_name);
-                self.each_once(allow_map, "users", &ap, Self::username);
-                self.each_once(allow_map, "groups", &ap, Self::username);
-                self.each_once(allow_map, "placementGroups", &ap, |c, v, p| {
-                    c.string(v, p).map(str::to_owned)
-                });
-                self.each_once(allow_map, "serviceAccounts", &ap, Self::service_account);
-            }
+        let groups = map.get("groups").and_then(Value::as_object);
+        if !groups.is_some_and(|g| g.contains_key(name)) {
+            let names: Vec<&str> = groups.into_iter().flat_map(|g| g.keys()).map(String::as_str).collect();
+            let defined = if names.is_empty() {
+                "none".to_owned()
+            } else {
+                names.join(", ")
+            };
+            let message = format!("{name:?} is not a defined group (defined: {defined})");
+            self.err(&path.key("defaultGroup"), message);
+        }
+    }
+
+    /// A group with `reserve` whose tolerations can name the taints it reserves (a toleration of
+    /// every taint reserves every node of the cluster).
+    fn reserve(&mut self, group: &Map<String, Value>, path: &Path) {
+        if group.get("reserve").is_none_or(Value::is_null) {
+            return;
         }
         let tolerations = group.get("tolerations").and_then(Value::as_array);
         for (i, t) in tolerations.into_iter().flatten().enumerate() {
             let key = t.get("key").and_then(Value::as_str).unwrap_or_default();
             if key.is_empty() && t.get("operator").and_then(Value::as_str) == Some("Exists") {
                 self.err(
-                    path,
+                    &path.key("reserve"),
                     format!(
                         "cannot reserve: tolerations[{i}] (empty key, operator Exists) tolerates every taint, so the \
                          group's pool is every tainted node of the cluster; give the toleration the key of the pool's \
@@ -437,349 +324,87 @@ impl Checker {
         }
     }
 
-    /// A Kubernetes username (`request.userInfo.username`) or group name: non-empty, no whitespace.
-    fn username(&mut self, v: &Value, path: &Path) -> Option<String> {
-        let s = self.string(v, path)?;
-        if s.is_empty() {
-            self.err(path, "must not be empty");
-            return None;
+    /// A toleration's key, operator, value and effect together, as the API server checks them.
+    fn toleration(&mut self, map: &Map<String, Value>, path: &Path) {
+        let operator = text(map, "operator", "Equal");
+        if text(map, "key", "") == Some("") && operator == Some("Equal") {
+            let message = "must be Exists when key is empty (an empty key with Exists tolerates every taint)";
+            self.err(&path.key("operator"), message);
         }
-        if s.chars().any(char::is_whitespace) {
-            self.err(
-                path,
-                format!("{s:?} contains whitespace; Kubernetes user and group names have none"),
-            );
-            return None;
+        if let Some(value) = text(map, "value", "").filter(|v| !v.is_empty())
+            && operator == Some("Exists")
+        {
+            let message = format!("must be empty when operator is Exists (got {value:?})");
+            self.err(&path.key("value"), message);
         }
-        Some(s.to_owned())
-    }
-
-    fn namespace_guard(&mut self, v: &Value, path: &Path, node: Node) {
-        let Some(map) = self.object(v, path, &node.keys()) else {
-            return;
-        };
-        self.settings(map, path, node);
-        // allowedGroups defaults to [system:masters].
-        let mut allowed = usize::from(!map.contains_key("allowedGroups"));
-        allowed += self.each_once(map, "allowedUsers", path, Self::username);
-        allowed += self.each_once(map, "allowedGroups", path, Self::username);
-        allowed += self.each_once(map, "allowedServiceAccounts", path, Self::service_account);
-        if allowed == 0 {
-            self.err(
-                path,
-                "allows nobody to change namespace group labels (allowedUsers, allowedGroups and \
-                 allowedServiceAccounts are all empty): list at least one, e.g. allowedGroups: [system:masters]",
-            );
+        if let Some(effect) = text(map, "effect", "")
+            && names::<k8s::TaintEffect>().contains(&effect)
+            && effect != "NoExecute"
+            && map.get("tolerationSeconds").is_some_and(Value::is_i64)
+        {
+            let effect = if effect.is_empty() { "empty" } else { effect };
+            let message = format!("only allowed with effect NoExecute (effect is {effect})");
+            self.err(&path.key("tolerationSeconds"), message);
         }
     }
 
-    /// `namespace/name` of a ServiceAccount.
-    fn service_account(&mut self, v: &Value, path: &Path) -> Option<String> {
-        let s = self.string(v, path)?;
-        if let Some(rest) = s.strip_prefix("system:serviceaccount:") {
-            let hint = rest.replacen(':', "/", 1);
-            self.err(
-                path,
-                format!("{s:?} is a username: write the service account as {hint:?} (namespace/name), or list the username in allowedUsers"),
-            );
-            return None;
-        }
-        let Some((namespace, name)) = s.split_once('/') else {
-            self.err(
-                path,
-                format!(
-                    "{s:?} is not namespace/name (e.g. argocd/argocd-application-controller); \
-                     to allow every service account of a namespace, list the group \
-                     system:serviceaccounts:NAMESPACE in allowedGroups"
-                ),
-            );
-            return None;
-        };
-        if let Some(reason) = syntax::dns1123_label(namespace) {
-            self.err(
-                path,
-                format!("{namespace:?} (in {s:?}) is not a valid namespace name: {reason}"),
-            );
-            return None;
-        }
-        if let Some(reason) = syntax::dns1123_subdomain(name) {
-            self.err(
-                path,
-                format!("{name:?} (in {s:?}) is not a valid service account name: {reason}"),
-            );
-            return None;
-        }
-        Some(s.to_owned())
-    }
-
-    fn optional_string(&mut self, map: &Map<String, Value>, key: &str, path: &Path) -> Option<String> {
-        match map.get(key) {
-            None | Some(Value::Null) => Some(String::new()),
-            Some(v) => self.string(v, &path.key(key)).map(str::to_owned),
-        }
-    }
-
-    fn toleration(&mut self, v: &Value, path: &Path) {
-        let Some(map) = self.object(v, path, allowed::<k8s::Toleration>()) else {
-            return;
-        };
-        let key = self.optional_string(map, "key", path);
-        let value = self.optional_string(map, "value", path);
-        let operator = match map.get("operator") {
-            None | Some(Value::Null) => Some("Equal".to_owned()),
-            Some(v) => self.enumerated(v, &path.key("operator"), allowed::<k8s::TolerationOperator>()),
-        };
-        let effect = match map.get("effect") {
-            None | Some(Value::Null) => Some(String::new()),
-            Some(Value::String(s)) if s.is_empty() => Some(String::new()),
-            Some(v) => {
-                // The empty effect (every effect) is taken above; the message lists the named ones.
-                let effects: Vec<&str> = allowed::<k8s::TaintEffect>()
-                    .iter()
-                    .copied()
-                    .filter(|e| !e.is_empty())
-                    .collect();
-                self.enumerated(v, &path.key("effect"), &effects)
-            }
-        };
-        if let Some(key) = &key {
-            if key.is_empty() {
-                if operator.as_deref() == Some("Equal") {
-                    self.err(
-                        &path.key("operator"),
-                        "must be Exists when key is empty (an empty key with Exists tolerates every taint)",
-                    );
-                }
-            } else {
-                self.valid(&path.key("key"), key, "taint key", syntax::label_key);
-            }
-        }
-        if let (Some(op), Some(value)) = (&operator, &value) {
-            match op.as_str() {
-                "Exists" if !value.is_empty() => self.err(
-                    &path.key("value"),
-                    format!("must be empty when operator is Exists (got {value:?})"),
-                ),
-                "Equal" => {
-                    self.valid(&path.key("value"), value, "taint value", syntax::label_value);
-                }
-                _ => {}
-            }
-        }
-        if let Some(seconds) = map.get("tolerationSeconds").filter(|v| !v.is_null()) {
-            let p = path.key("tolerationSeconds");
-            if self.integer(seconds, &p).is_some()
-                && let Some(effect) = &effect
-                && effect != "NoExecute"
-            {
+    /// A requirement of a node selector term (`matchFields`: `Some(true)`) or of a label selector
+    /// (`None`): its values as its operator wants them; a node one's key a label key, or a field's
+    /// `metadata.name`.
+    fn requirement(&mut self, map: &Map<String, Value>, path: &Path, node: Option<bool>) {
+        let field = node == Some(true);
+        if let (Some(_), Some(Value::String(key))) = (node, map.get("key")) {
+            let p = path.key("key");
+            if !field && let Some(message) = invalid(key, "label key", syntax::label_key(key)) {
+                self.err(&p, message);
+            } else if field && key != "metadata.name" {
                 self.err(
                     &p,
-                    format!(
-                        "only allowed with effect NoExecute (effect is {})",
-                        if effect.is_empty() { "empty" } else { effect.as_str() }
-                    ),
+                    format!("{key:?} is not a supported field selector; only metadata.name is"),
                 );
             }
         }
-    }
-
-    fn affinity(&mut self, v: &Value, path: &Path) {
-        let Some(map) = self.object(v, path, allowed::<k8s::Affinity>()) else {
+        let Some(operator) = map.get("operator").and_then(Value::as_str) else {
             return;
         };
-        if let Some(v) = map.get("nodeAffinity") {
-            self.node_affinity(v, &path.key("nodeAffinity"));
-        }
-        for key in ["podAffinity", "podAntiAffinity"] {
-            if let Some(v) = map.get(key) {
-                self.pod_affinity(v, &path.key(key));
-            }
-        }
-    }
-
-    fn node_affinity(&mut self, v: &Value, path: &Path) {
-        const REQUIRED: &str = "requiredDuringSchedulingIgnoredDuringExecution";
-        const PREFERRED: &str = "preferredDuringSchedulingIgnoredDuringExecution";
-        let Some(map) = self.object(v, path, allowed::<k8s::NodeAffinity>()) else {
-            return;
-        };
-        if let Some(v) = map.get(REQUIRED) {
-            let p = path.key(REQUIRED);
-            if let Some(selector) = self.object(v, &p, allowed::<k8s::NodeSelector>()) {
-                let tp = p.key("nodeSelectorTerms");
-                match selector.get("nodeSelectorTerms") {
-                    None => self.err(&tp, "is required: list at least one term"),
-                    Some(terms) => {
-                        if let Some(terms) = self.list(terms, &tp) {
-                            if terms.is_empty() {
-                                self.err(&tp, "must list at least one term");
-                            }
-                            for (i, term) in terms.iter().enumerate() {
-                                self.node_selector_term(term, &tp.index(i));
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        self.each(map, PREFERRED, path, |checker, item, p| {
-            let fields = allowed::<k8s::PreferredSchedulingTerm>();
-            checker.weighted(item, p, fields, "preference", Self::node_selector_term);
-        });
-    }
-
-    fn node_selector_term(&mut self, v: &Value, path: &Path) {
-        let Some(map) = self.object(v, path, allowed::<k8s::NodeSelectorTerm>()) else {
-            return;
-        };
-        let count = self.each(map, "matchExpressions", path, |checker, item, p| {
-            checker.node_selector_requirement(item, p, false)
-        }) + self.each(map, "matchFields", path, |checker, item, p| {
-            checker.node_selector_requirement(item, p, true)
-        });
-        if count == 0 {
-            self.err(
-                path,
-                "a term without requirements matches no node: add matchExpressions or matchFields",
-            );
-        }
-    }
-
-    fn node_selector_requirement(&mut self, v: &Value, path: &Path, field: bool) {
-        let Some(map) = self.object(v, path, allowed::<k8s::NodeSelectorRequirement>()) else {
-            return;
-        };
-        let kp = path.key("key");
-        match map.get("key") {
-            None => self.err(&kp, "is required"),
-            Some(k) if field => {
-                if let Some(k) = self.string(k, &kp)
-                    && k != "metadata.name"
-                {
-                    self.err(
-                        &kp,
-                        format!("{k:?} is not a supported field selector; only metadata.name is"),
-                    );
-                }
-            }
-            Some(k) => {
-                self.label_key(k, &kp);
-            }
-        }
-        let allowed: &[&str] = if field {
-            &["In", "NotIn"]
-        } else {
-            allowed::<k8s::NodeSelectorOperator>()
-        };
-        let operator = self.operator(map, path, allowed);
-        let mut values = Vec::new();
-        self.each(map, "values", path, |checker, item, p| {
-            values.extend(checker.string(item, p).map(str::to_owned));
-        });
+        let values: Vec<&str> = map
+            .get("values")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
         let vp = path.key("values");
-        let Some(operator) = operator else { return };
-        match operator.as_str() {
+        match operator {
+            "Exists" | "DoesNotExist" | "Gt" | "Lt" if field => {
+                self.err(&path.key("operator"), format!("{operator:?} is not one of In, NotIn"));
+            }
             "In" | "NotIn" if field && values.len() != 1 => {
+                let got = values.len();
                 self.err(
                     &vp,
-                    format!(
-                        "must have exactly one value for a field selector (got {})",
-                        values.len()
-                    ),
+                    format!("must have exactly one value for a field selector (got {got})"),
                 );
             }
             "In" | "NotIn" if values.is_empty() => {
                 self.err(&vp, format!("must be non-empty when operator is {operator}"));
             }
-            "In" | "NotIn" => {
+            "In" | "NotIn" if !field => {
                 for (i, value) in values.iter().enumerate() {
-                    self.valid(&vp.index(i), value, "label value", syntax::label_value);
+                    if let Some(message) = invalid(value, "label value", syntax::label_value(value)) {
+                        self.err(&vp.index(i), message);
+                    }
                 }
             }
             "Exists" | "DoesNotExist" if !values.is_empty() => {
                 self.err(&vp, format!("must be empty when operator is {operator}"));
             }
-            "Gt" | "Lt" => {
-                if values.len() != 1 {
-                    self.err(&vp, format!("must have exactly one value when operator is {operator}"));
-                } else if values[0].parse::<i64>().is_err() {
-                    self.err(
-                        &vp.index(0),
-                        format!("{:?} is not an integer, as {operator} requires", values[0]),
-                    );
-                }
+            "Gt" | "Lt" if node.is_some() && values.len() != 1 => {
+                self.err(&vp, format!("must have exactly one value when operator is {operator}"));
             }
-            _ => {}
-        }
-    }
-
-    fn pod_affinity(&mut self, v: &Value, path: &Path) {
-        const REQUIRED: &str = "requiredDuringSchedulingIgnoredDuringExecution";
-        const PREFERRED: &str = "preferredDuringSchedulingIgnoredDuringExecution";
-        let Some(map) = self.object(v, path, allowed::<k8s::PodAffinity>()) else {
-            return;
-        };
-        self.each(map, REQUIRED, path, Self::pod_affinity_term);
-        self.each(map, PREFERRED, path, |checker, item, p| {
-            let fields = allowed::<k8s::WeightedPodAffinityTerm>();
-            checker.weighted(item, p, fields, "podAffinityTerm", Self::pod_affinity_term);
-        });
-    }
-
-    fn pod_affinity_term(&mut self, v: &Value, path: &Path) {
-        let Some(map) = self.object(v, path, allowed::<k8s::PodAffinityTerm>()) else {
-            return;
-        };
-        match map.get("topologyKey") {
-            None => self.err(&path.key("topologyKey"), "is required (e.g. kubernetes.io/hostname)"),
-            Some(k) => {
-                self.label_key(k, &path.key("topologyKey"));
-            }
-        }
-        for key in ["labelSelector", "namespaceSelector"] {
-            if let Some(v) = map.get(key) {
-                self.label_selector(v, &path.key(key));
-            }
-        }
-        self.each(map, "namespaces", path, |checker, item, p| {
-            checker.namespace_name(item, p);
-        });
-        for key in ["matchLabelKeys", "mismatchLabelKeys"] {
-            self.each(map, key, path, |checker, item, p| {
-                checker.label_key(item, p);
-            });
-        }
-    }
-
-    fn label_selector(&mut self, v: &Value, path: &Path) {
-        let Some(map) = self.object(v, path, allowed::<k8s::LabelSelector>()) else {
-            return;
-        };
-        if let Some(v) = map.get("matchLabels") {
-            self.label_map(v, &path.key("matchLabels"));
-        }
-        self.each(map, "matchExpressions", path, Self::label_selector_requirement);
-    }
-
-    fn label_selector_requirement(&mut self, v: &Value, path: &Path) {
-        let Some(map) = self.object(v, path, allowed::<k8s::LabelSelectorRequirement>()) else {
-            return;
-        };
-        match map.get("key") {
-            None => self.err(&path.key("key"), "is required"),
-            Some(k) => {
-                self.label_key(k, &path.key("key"));
-            }
-        }
-        let op = self.operator(map, path, allowed::<k8s::LabelSelectorOperator>());
-        let count = self.each(map, "values", path, Self::label_value);
-        let vp = path.key("values");
-        match op.as_deref() {
-            Some(op @ ("In" | "NotIn")) if count == 0 => {
-                self.err(&vp, format!("must be non-empty when operator is {op}"));
-            }
-            Some(op @ ("Exists" | "DoesNotExist")) if count > 0 => {
-                self.err(&vp, format!("must be empty when operator is {op}"));
+            "Gt" | "Lt" if node.is_some() && values[0].parse::<i64>().is_err() => {
+                let message = format!("{:?} is not an integer, as {operator} requires", values[0]);
+                self.err(&vp.index(0), message);
             }
             _ => {}
         }
@@ -789,6 +414,6 @@ impl Checker {
 /// Every problem in the document, in document order. Empty means valid.
 pub fn check(document: &Value) -> Vec<FieldError> {
     let mut checker = Checker { errors: Vec::new() };
-    checker.root(document);
+    checker.value(document, &Path::root(), Node::root());
     checker.errors
 }

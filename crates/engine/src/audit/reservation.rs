@@ -15,9 +15,9 @@
 //! | the pool has no node now | warning | decided from the tolerations alone until it has |
 
 use super::{Findings, Source, Verdict};
-use pod_director_engine::config::Mode;
-use pod_director_engine::placement::reservation::{Intrusion, Via, in_pool};
-use pod_director_engine::placement::{Decision, NodeLookup, NodeView, Outcome, SkipReason};
+use crate::config::Mode;
+use crate::placement::reservation::{Intrusion, Via, in_pool};
+use crate::placement::{Decision, NodeLookup, NodeView, Outcome, SkipReason};
 
 /// The audit of one reservation.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -43,7 +43,7 @@ pub struct ReservationAudit {
 }
 
 impl ReservationAudit {
-    pub(crate) fn new(group: String, mode: Mode) -> Self {
+    pub fn new(group: String, mode: Mode) -> Self {
         Self {
             group,
             mode,
@@ -59,10 +59,10 @@ impl ReservationAudit {
 /// user's — its refusal is [`ReservationAudit::requester_unknown`] where the reservation allows
 /// requesters.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn record(
+pub fn record(
     audits: &mut [ReservationAudit],
     group_of_namespace: Option<&str>,
-    config: &pod_director_engine::config::Config,
+    config: &crate::config::Config,
     namespace: &str,
     workload: &str,
     (source, requester_known): (Source, bool),
@@ -74,6 +74,14 @@ pub(crate) fn record(
         if group_of_namespace == Some(audit.group.as_str()) {
             continue;
         }
+        let entry = super::workloads::Entry {
+            namespace,
+            workload,
+            policy: &audit.group,
+            rule: super::workloads::Rule::Reservation,
+            mode: audit.mode,
+            pod: source == Source::Pods,
+        };
         let intrusion: Option<&Intrusion> = outcome.reservation.iter().find(|i| i.group == audit.group);
         if let Some(intrusion) = intrusion {
             if intrusion.exempt.is_some() {
@@ -92,14 +100,6 @@ pub(crate) fn record(
                 )
             };
             let known = requester_known || !allows_requesters(config, &audit.group);
-            let entry = super::workloads::Entry {
-                namespace,
-                workload,
-                policy: &audit.group,
-                rule: super::workloads::Rule::Reservation,
-                mode: audit.mode,
-                pod: source == Source::Pods,
-            };
             // A bare pod whose creator the audit cannot know is a warning, not a refusal.
             let (verdict, why) = match known {
                 true => (super::workloads::Verdict::WouldDeny, reason()),
@@ -145,14 +145,6 @@ pub(crate) fn record(
                  node was tainted after it started)"
             ),
         };
-        let entry = super::workloads::Entry {
-            namespace,
-            workload,
-            policy: &audit.group,
-            rule: super::workloads::Rule::Reservation,
-            mode: audit.mode,
-            pod: source == Source::Pods,
-        };
         audit
             .workloads
             .record(&entry, super::workloads::Verdict::RunsOnPool, &reason(), None);
@@ -166,7 +158,7 @@ pub(crate) fn record(
 /// accounts): then who created a bare pod decides whether its re-creation is admitted, and the
 /// audit cannot know it (the API server records no creator on the object; `managedFields` names
 /// a field manager, which any client chooses freely).
-fn allows_requesters(config: &pod_director_engine::config::Config, group: &str) -> bool {
+fn allows_requesters(config: &crate::config::Config, group: &str) -> bool {
     let allow = config
         .groups
         .get(group)
@@ -184,7 +176,7 @@ fn its_nodes_own(outcome: &Outcome) -> bool {
 }
 
 /// The verdict of a reservation (see the module's table).
-pub(crate) fn verdict(audit: &ReservationAudit) -> Verdict {
+pub fn verdict(audit: &ReservationAudit) -> Verdict {
     let mut blockers = Vec::new();
     let mut warnings = Vec::new();
     if !audit.would_deny.is_empty() {
@@ -231,9 +223,9 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use pod_director_engine::config::Config;
-    use pod_director_engine::placement::NodeInfo;
-    use pod_director_engine::placement::reservation::Exemption;
+    use crate::config::Config;
+    use crate::placement::NodeInfo;
+    use crate::placement::reservation::Exemption;
 
     fn config() -> Config {
         serde_json::from_value(serde_json::json!({
@@ -246,10 +238,7 @@ mod tests {
     }
 
     fn intruded(exempt: Option<Exemption>) -> Outcome {
-        let mut out = Outcome::new(
-            pod_director_engine::placement::Webhook::ValidateReservation,
-            Decision::WouldDeny,
-        );
+        let mut out = Outcome::new(crate::placement::Webhook::ValidateReservation, Decision::WouldDeny);
         out.reservation = vec![Intrusion {
             group: "ci".to_owned(),
             mode: Mode::DryRun,
@@ -265,18 +254,13 @@ mod tests {
 
     fn nodes() -> Vec<Arc<NodeInfo>> {
         vec![
-            Arc::new(pod_director_engine::testing::node(
+            Arc::new(crate::testing::node(
                 "ci-1",
                 &[("pool", "ci")],
                 &[("dedicated", "ci", "NoSchedule")],
                 false,
             )),
-            Arc::new(pod_director_engine::testing::node(
-                "w-1",
-                &[("pool", "web")],
-                &[],
-                false,
-            )),
+            Arc::new(crate::testing::node("w-1", &[("pool", "web")], &[], false)),
         ]
     }
 
@@ -396,10 +380,7 @@ mod tests {
         let nodes = nodes();
         let view: &dyn NodeView = &nodes;
         let mut audits = vec![ReservationAudit::new("ci".to_owned(), Mode::DryRun)];
-        let mut mirror = Outcome::new(
-            pod_director_engine::placement::Webhook::ValidateReservation,
-            Decision::Skipped,
-        );
+        let mut mirror = Outcome::new(crate::placement::Webhook::ValidateReservation, Decision::Skipped);
         mirror.skip_reason = Some(SkipReason::MirrorPod);
         record(
             &mut audits,
@@ -417,10 +398,7 @@ mod tests {
         assert!(audit.running.is_empty(), "{:?}", audit.running);
         assert!(audit.verdict.warnings.is_empty(), "{:?}", audit.verdict);
         assert!(its_nodes_own(&mirror));
-        let other = Outcome::new(
-            pod_director_engine::placement::Webhook::ValidateReservation,
-            Decision::Skipped,
-        );
+        let other = Outcome::new(crate::placement::Webhook::ValidateReservation, Decision::Skipped);
         assert!(!its_nodes_own(&other), "other skips are no node's own");
     }
 
@@ -430,10 +408,7 @@ mod tests {
         let nodes = nodes();
         let view: &dyn NodeView = &nodes;
         let mut audits = vec![ReservationAudit::new("ci".to_owned(), Mode::DryRun)];
-        let compliant = Outcome::new(
-            pod_director_engine::placement::Webhook::ValidateReservation,
-            Decision::Noop,
-        );
+        let compliant = Outcome::new(crate::placement::Webhook::ValidateReservation, Decision::Noop);
         record(
             &mut audits,
             None,

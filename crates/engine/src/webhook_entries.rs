@@ -1,25 +1,57 @@
 //! The entries pod-director owns, as a function of the configuration: their namespaceSelectors
 //! ([`namespace_selectors`]), the guard's objectSelectors, every field but `clientConfig`
 //! ([`owned_entries`]), and the JSON Patch that makes a live configuration equal to them
-//! ([`plan_patch`]). Pure: the reconciler (`webhooks.rs`) reads and patches.
+//! ([`plan_patch`]). Pure: the product's reconciler (`cluster/webhooks.rs`) reads and patches.
+//!
+//! The chart renders, in its MutatingWebhookConfiguration and its
+//! ValidatingWebhookConfiguration (both named after the release), four pod
+//! entries, `<entry>.<mutate|validate>.<configuration>.pod-director.io`:
+//!
+//! | entry | selects namespaces | failurePolicy |
+//! |---|---|---|
+//! | `enforce` | label In [groups in enforce] | `webhook.failurePolicy.enforce` (Fail) |
+//! | `observe` | label In [groups in dryRun/warn] | Ignore |
+//! | `default-group` | label DoesNotExist (with `defaultGroup`) | the default group's entry's |
+//! | `unknown-group` | label Exists, NotIn [every group] | `webhook.failurePolicy.unknownGroup` |
+//!
+//! and every entry also has `kubernetes.io/metadata.name NotIn [excluded]`. An
+//! entry with nothing to serve (no group in that mode, no `defaultGroup`) is
+//! still rendered, selecting [`NO_NAMESPACE`], so that a reload never needs an
+//! entry that does not exist. The ValidatingWebhookConfiguration also has the
+//! namespace label guard's two entries, `<enforce|observe>.namespace-guard.<configuration>.pod-director.io`
+//! (namespaces, `namespaces/status`, `namespaces/finalize`), split by the groups'
+//! modes with objectSelectors ([`guard_object_selectors`]) so that only namespaces
+//! of enforce groups become unwritable while pod-director is down. While a group reserves
+//! its nodes, it ends with the reservation entry (`reservation.<configuration>.pod-director.io`,
+//! [`reservation`]): the only entry rendered only when needed, so the reconciler adds and
+//! removes it as the live configuration starts or stops reserving.
+//!
+//! [`owned_entries`] is every field of those entries but `clientConfig`; the
+//! chart's `templates/webhooks.yaml` renders the same, held equal by the goldens
+//! in `tests/webhook_selectors/` (checked against `helm template` by
+//! `scripts/chart-test.sh selectors` and against this code by
+//! `tests/webhook_selectors.rs`).
 
-use super::*;
+use std::collections::{BTreeMap, BTreeSet};
+
+use json_patch::jsonptr::PointerBuf;
+use json_patch::{AddOperation, PatchOperation, RemoveOperation, TestOperation};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
+use serde_json::Value;
+
+use crate::config::{Config, Mode};
+use crate::placement::policy;
 
 /// The label the API server sets on every namespace to the namespace's name.
-pub(crate) const METADATA_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+pub const METADATA_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 /// Excluded by every entry in addition to `excludedNamespaces` (as the chart does).
-pub(crate) const ALWAYS_EXCLUDED: &str = "kube-system";
+pub const ALWAYS_EXCLUDED: &str = "kube-system";
 /// What an entry with nothing to serve selects: `kubernetes.io/metadata.name In
 /// [none.pod-director.io]`. A valid label value that no namespace carries there —
 /// the API server sets that label to the namespace's name, and a namespace name has no dots.
-pub(crate) const NO_NAMESPACE: &str = "none.pod-director.io";
+pub const NO_NAMESPACE: &str = "none.pod-director.io";
 /// Field manager of the reconciler's patches.
 pub const FIELD_MANAGER: &str = "pod-director";
-/// Longest time one reconciliation (reads and patches) may take.
-pub(super) const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
-/// First and largest wait before retrying a failed reconciliation.
-pub(super) const RETRY_FIRST: Duration = Duration::from_secs(1);
-pub(super) const RETRY_MAX: Duration = Duration::from_secs(30);
 
 named_enum! {
     /// One of the chart's pod webhook entries.
@@ -40,7 +72,7 @@ impl Entry {
     }
 }
 
-pub(super) fn requirement(key: &str, operator: &str, values: Option<Vec<String>>) -> LabelSelectorRequirement {
+pub fn requirement(key: &str, operator: &str, values: Option<Vec<String>>) -> LabelSelectorRequirement {
     LabelSelectorRequirement {
         key: key.to_owned(),
         operator: operator.to_owned(),
@@ -48,7 +80,7 @@ pub(super) fn requirement(key: &str, operator: &str, values: Option<Vec<String>>
     }
 }
 
-pub(super) fn selector(requirements: Vec<LabelSelectorRequirement>) -> LabelSelector {
+pub fn selector(requirements: Vec<LabelSelectorRequirement>) -> LabelSelector {
     LabelSelector {
         match_expressions: Some(requirements),
         match_labels: None,
@@ -171,25 +203,20 @@ impl Kind {
     }
 }
 
-pub(super) fn pointer(tokens: &[&str]) -> PointerBuf {
+pub fn pointer(tokens: &[&str]) -> PointerBuf {
     PointerBuf::from_tokens(tokens.iter().copied())
 }
 
 /// The chart values that shape the entries besides the configuration: the serve flags the
 /// chart passes (`webhook.timeoutSeconds`, `webhook.failurePolicy.*`), defaulting to the chart's defaults.
-#[derive(Debug, Clone, PartialEq, Eq, clap::Args)]
+/// (The product's `serve` flags fill it: `cli/serve.rs`.)
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EntrySettings {
     /// timeoutSeconds of every entry pod-director owns (the chart's `webhook.timeoutSeconds`).
-    #[arg(long, env = "POD_DIRECTOR_WEBHOOK_TIMEOUT_SECONDS", default_value_t = 5,
-          value_parser = clap::value_parser!(u8).range(1..=30))]
     pub webhook_timeout_seconds: u8,
     /// failurePolicy of the entries for groups in enforce (`webhook.failurePolicy.enforce`).
-    #[arg(long, env = "POD_DIRECTOR_WEBHOOK_FAILURE_POLICY_ENFORCE", default_value = "Fail",
-          value_parser = ["Fail", "Ignore"])]
     pub webhook_failure_policy_enforce: String,
     /// failurePolicy of the entry for labels naming no group (`webhook.failurePolicy.unknownGroup`).
-    #[arg(long, env = "POD_DIRECTOR_WEBHOOK_FAILURE_POLICY_UNKNOWN_GROUP", default_value = "Ignore",
-          value_parser = ["Fail", "Ignore"])]
     pub webhook_failure_policy_unknown_group: String,
 }
 
@@ -274,7 +301,7 @@ pub fn guard_object_selectors(config: &Config) -> BTreeMap<GuardEntry, LabelSele
 
 /// The failurePolicy of a guard entry: `enforce`'s is the enforce policy unless
 /// `namespaceGuard.mode` is set to observe; `observe`'s is Ignore unless it is set to enforce.
-pub(super) fn guard_failure_policy<'s>(config: &Config, entry: GuardEntry, settings: &'s EntrySettings) -> &'s str {
+pub fn guard_failure_policy<'s>(config: &Config, entry: GuardEntry, settings: &'s EntrySettings) -> &'s str {
     let enforce = settings.webhook_failure_policy_enforce.as_str();
     match (entry, config.namespace_guard.mode) {
         (GuardEntry::Enforce, None | Some(Mode::Enforce)) | (GuardEntry::Observe, Some(Mode::Enforce)) => enforce,
@@ -282,7 +309,7 @@ pub(super) fn guard_failure_policy<'s>(config: &Config, entry: GuardEntry, setti
     }
 }
 
-pub(super) fn rule(group: &str, resources: &[&str], operations: &[&str], scope: &str) -> Value {
+pub fn rule(group: &str, resources: &[&str], operations: &[&str], scope: &str) -> Value {
     serde_json::json!({
         "apiGroups": [group],
         "apiVersions": ["v1"],
@@ -299,7 +326,7 @@ pub(super) fn rule(group: &str, resources: &[&str], operations: &[&str], scope: 
 /// `tests/webhook_selectors/` hold the two equal.
 ///
 /// `on_policy`: the groups whose pods are handed over to their admission policies
-/// ([`pod_director_engine::placement::policy`]); while there are any, the [`PolicyEntry`] entries follow.
+/// ([`crate::placement::policy`]); while there are any, the [`PolicyEntry`] entries follow.
 pub fn owned_entries(
     kind: Kind,
     name: &str,
@@ -313,6 +340,10 @@ pub fn owned_entries(
         Kind::Mutating => &["CREATE"],
         Kind::Validating => &["CREATE", "UPDATE"],
     };
+    let pod_rules = Value::Array(vec![
+        rule("", &["pods"], pod_operations, "Namespaced"),
+        rule("apps", &["daemonsets"], &["CREATE", "UPDATE"], "Namespaced"),
+    ]);
     let common = |entry_name: String, policy: &str| {
         let mut entry = serde_json::json!({
             "name": entry_name,
@@ -339,10 +370,7 @@ pub fn owned_entries(
             };
             let mut value = common(entry.name(kind.webhook(), name), policy);
             value["namespaceSelector"] = serde_json::to_value(&selectors[&entry]).unwrap_or(Value::Null);
-            value["rules"] = Value::Array(vec![
-                rule("", &["pods"], pod_operations, "Namespaced"),
-                rule("apps", &["daemonsets"], &["CREATE", "UPDATE"], "Namespaced"),
-            ]);
+            value["rules"] = pod_rules.clone();
             value
         })
         .collect();
@@ -366,10 +394,7 @@ pub fn owned_entries(
         ]))
         .unwrap_or(Value::Null);
         value["matchConditions"] = serde_json::json!([{ "name": entry.condition_name(), "expression": condition }]);
-        value["rules"] = Value::Array(vec![
-            rule("", &["pods"], pod_operations, "Namespaced"),
-            rule("apps", &["daemonsets"], &["CREATE", "UPDATE"], "Namespaced"),
-        ]);
+        value["rules"] = pod_rules.clone();
         out.push(value);
     }
     if kind == Kind::Validating {
@@ -400,6 +425,26 @@ pub fn owned_entries(
     out
 }
 
+/// Why the entries of a live configuration cannot be made equal to the owned ones.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error(
+        "{kind} {name} has no webhook entry {entry:?}; pod-director only patches the entries the chart renders \
+         (upgrade the chart, or turn webhook.reconcile off)"
+    )]
+    MissingEntry {
+        kind: &'static str,
+        name: String,
+        entry: String,
+    },
+    #[error(
+        "cannot add entry {entry:?} to ValidatingWebhookConfiguration {name}: its clientConfig is copied from entry \
+         {from:?}, which has neither a Service nor a URL ending in /validate (install the chart's webhook \
+         configuration, or turn webhook.reconcile off and add the entry by hand)"
+    )]
+    NoClientConfig { name: String, entry: String, from: String },
+}
+
 /// The JSON Patch that makes the live `webhooks` list of configuration `name`
 /// (of `kind`) agree with what pod-director owns there ([`owned_entries`]): for each
 /// drifted entry, a `test` of its name at its index (so a concurrent reorder fails the
@@ -409,14 +454,14 @@ pub fn owned_entries(
 /// `matchConditions` it does not render, which would narrow what the entry sees.
 /// `clientConfig` and entries pod-director does not own are never touched.
 /// Returns the operations and the names of the entries they change.
-pub(crate) fn plan_patch(
+pub fn plan_patch(
     kind: Kind,
     name: &str,
     webhooks: &[Value],
     config: &Config,
     settings: &EntrySettings,
     on_policy: &BTreeSet<String>,
-) -> Result<(Vec<PatchOperation>, Vec<String>), ReconcileError> {
+) -> Result<(Vec<PatchOperation>, Vec<String>), PlanError> {
     let mut operations = Vec::new();
     let mut changed = Vec::new();
     let reservation_name = reservation::entry_name(name);
@@ -441,7 +486,7 @@ pub(crate) fn plan_patch(
                 } else {
                     enforce.and_then(|w| w.get("clientConfig")).cloned()
                 };
-                let client = client.ok_or_else(|| ReconcileError::NoClientConfig {
+                let client = client.ok_or_else(|| PlanError::NoClientConfig {
                     name: name.to_owned(),
                     entry: entry_name.clone(),
                     from: Entry::Enforce.name(kind.webhook(), name),
@@ -463,7 +508,7 @@ pub(crate) fn plan_patch(
             }
         }
         let Some(index) = index else {
-            return Err(ReconcileError::MissingEntry {
+            return Err(PlanError::MissingEntry {
                 kind: kind.as_str(),
                 name: name.to_owned(),
                 entry: entry_name,
@@ -507,7 +552,7 @@ pub(crate) fn plan_patch(
 }
 
 /// The operations that make the live entry at `index` equal to `want` (but its clientConfig).
-pub(super) fn entry_operations(index: usize, live: &Value, want: &Value) -> Vec<PatchOperation> {
+pub fn entry_operations(index: usize, live: &Value, want: &Value) -> Vec<PatchOperation> {
     let i = index.to_string();
     let mut ops = Vec::new();
     let mut fields: Vec<(String, Value)> = want
@@ -537,3 +582,8 @@ pub(super) fn entry_operations(index: usize, live: &Value, want: &Value) -> Vec<
     }
     ops
 }
+
+pub mod reservation;
+
+#[cfg(test)]
+mod tests;

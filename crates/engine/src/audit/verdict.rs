@@ -12,7 +12,7 @@
 //! what its next rollouts will meet.
 
 use super::{Findings, GroupAudit, Source};
-use pod_director_engine::config::{Config, Mode};
+use crate::config::{Config, Mode};
 
 /// Ready to enforce, or why not.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
@@ -25,7 +25,7 @@ pub struct Verdict {
 /// At most this many workloads are named in one blocker's text (all are in the report).
 const NAMED: usize = 3;
 
-pub(crate) fn named(findings: &Findings) -> String {
+pub fn named(findings: &Findings) -> String {
     let mut names: Vec<String> = findings
         .iter()
         .take(NAMED)
@@ -45,7 +45,7 @@ fn plural(n: u64) -> &'static str {
     if n == 1 { "" } else { "s" }
 }
 
-pub(crate) fn counted(pods: u64, templates: u64) -> String {
+pub fn counted(pods: u64, templates: u64) -> String {
     match (pods, templates) {
         (p, 0) => format!("{p} running pod{}", plural(p)),
         (0, t) => format!("{t} workload template{}", plural(t)),
@@ -54,7 +54,7 @@ pub(crate) fn counted(pods: u64, templates: u64) -> String {
 }
 
 /// The verdict of `group`, from its counts and findings; `nodes` is how many nodes there are.
-pub(crate) fn verdict(config: &Config, group: &GroupAudit, nodes: Option<usize>) -> Verdict {
+pub fn verdict(config: &Config, group: &GroupAudit, nodes: Option<usize>) -> Verdict {
     let mut blockers = Vec::new();
     let mut warnings = Vec::new();
     let no_node = group.feasible_nodes == Some(0);
@@ -125,10 +125,10 @@ pub(crate) fn verdict(config: &Config, group: &GroupAudit, nodes: Option<usize>)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::audit::{AuditDecision, Counts};
+    use crate::audit::{AuditDecision, Counts};
 
     fn config(guard: &str) -> Config {
-        pod_director_engine::testing::config(&format!(
+        crate::testing::config(&format!(
             "namespaceGuard: {{mode: {guard}}}\ngroups:\n  ci:\n    nodeSelector: {{pool: ci}}\n"
         ))
     }
@@ -241,7 +241,7 @@ mod tests {
 
     #[test]
     fn a_guard_that_follows_the_groups_is_no_warning_a_group_about_to_be_enforced_needs() {
-        let config = pod_director_engine::testing::config("groups:\n  ci:\n    nodeSelector: {pool: ci}\n");
+        let config = crate::testing::config("groups:\n  ci:\n    nodeSelector: {pool: ci}\n");
         let v = verdict(&config, &group(), Some(5));
         assert!(v.ready, "{v:?}");
         assert!(v.warnings.is_empty(), "{v:?}");
@@ -250,17 +250,17 @@ mod tests {
     #[test]
     fn workloads_beyond_the_limit_are_counted_not_dropped() {
         let mut g = group();
-        for i in 0..(crate::cluster::audit::MAX_FINDINGS + 2) {
+        for i in 0..(crate::audit::MAX_FINDINGS + 2) {
             g.pods.add(AuditDecision::WouldDeny);
             g.would_deny.add("ns", &format!("Pod/p{i:03}"), Source::Pods, "p", || {
                 "conflict".to_owned()
             });
         }
-        assert_eq!(g.would_deny.len(), crate::cluster::audit::MAX_FINDINGS);
+        assert_eq!(g.would_deny.len(), crate::audit::MAX_FINDINGS);
         assert_eq!(g.would_deny.omitted, 2);
         let v = verdict(&config("enforce"), &g, Some(1));
         assert!(
-            v.blockers[0].ends_with(&format!("{} more", crate::cluster::audit::MAX_FINDINGS - NAMED + 2)),
+            v.blockers[0].ends_with(&format!("{} more", crate::audit::MAX_FINDINGS - NAMED + 2)),
             "{v:?}"
         );
     }

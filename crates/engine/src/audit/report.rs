@@ -4,8 +4,8 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use super::{AlternativeCounts, Audit, Counts, Finding, Findings, GroupAudit};
-use pod_director_engine::placement::FEASIBILITY_SCOPE;
+use super::{AlternativeCounts, Audit, Counts, Finding, Findings, GroupAudit, Verdict};
+use crate::placement::FEASIBILITY_SCOPE;
 
 #[derive(Debug, Serialize)]
 struct JsonAudit<'a> {
@@ -21,9 +21,8 @@ struct JsonAudit<'a> {
 struct JsonGroup<'a> {
     group: &'a str,
     mode: &'a str,
-    ready: bool,
-    blockers: &'a [String],
-    warnings: &'a [String],
+    #[serde(flatten)]
+    verdict: &'a Verdict,
     namespaces: usize,
     nodes: JsonNodes<'a>,
     pods: Counts,
@@ -44,9 +43,8 @@ struct JsonGroup<'a> {
 struct JsonReservation<'a> {
     group: &'a str,
     mode: &'a str,
-    ready: bool,
-    blockers: &'a [String],
-    warnings: &'a [String],
+    #[serde(flatten)]
+    verdict: &'a Verdict,
     /// Nodes of the pool; null without node data.
     pool_nodes: Option<usize>,
     would_deny: Vec<&'a Finding>,
@@ -87,16 +85,14 @@ struct JsonScanned {
 }
 
 /// The audit as pretty-printed JSON.
-pub(crate) fn json(audit: &Audit) -> Result<String, serde_json::Error> {
+pub fn json(audit: &Audit) -> Result<String, serde_json::Error> {
     let groups = audit
         .groups
         .iter()
         .map(|g| JsonGroup {
             group: &g.group,
             mode: g.mode.as_str(),
-            ready: g.verdict.ready,
-            blockers: &g.verdict.blockers,
-            warnings: &g.verdict.warnings,
+            verdict: &g.verdict,
             namespaces: g.namespaces,
             nodes: JsonNodes {
                 feasible: g.feasible_nodes,
@@ -125,9 +121,7 @@ pub(crate) fn json(audit: &Audit) -> Result<String, serde_json::Error> {
         .map(|r| JsonReservation {
             group: &r.group,
             mode: r.mode.as_str(),
-            ready: r.verdict.ready,
-            blockers: &r.verdict.blockers,
-            warnings: &r.verdict.warnings,
+            verdict: &r.verdict,
             pool_nodes: r.pool_nodes,
             would_deny: r.would_deny.iter().collect(),
             would_deny_omitted: r.would_deny.omitted,
@@ -207,9 +201,21 @@ fn nodes(group: &GroupAudit, total: Option<usize>) -> String {
     }
 }
 
+/// `title: ready to enforce` (or `NOT READY`) after a blank line, then the blockers and warnings.
+fn verdict(out: &mut String, title: &str, verdict: &Verdict) {
+    let state = if verdict.ready { "ready to enforce" } else { "NOT READY" };
+    let _ = writeln!(out, "\n{title}: {state}");
+    for blocker in &verdict.blockers {
+        let _ = writeln!(out, "  blocker: {blocker}");
+    }
+    for warning in &verdict.warnings {
+        let _ = writeln!(out, "  warning: {warning}");
+    }
+}
+
 /// The audit as text: one row per group, then each group's verdict, blockers,
 /// warnings and the workloads behind them.
-pub(crate) fn text(audit: &Audit) -> String {
+pub fn text(audit: &Audit) -> String {
     if audit.groups.is_empty() {
         return "no groups in the configuration: nothing to audit\n".to_owned();
     }
@@ -249,23 +255,7 @@ pub(crate) fn text(audit: &Audit) -> String {
     }
     let mut out = table(&rows);
     for g in &audit.groups {
-        let _ = writeln!(
-            out,
-            "\n{} ({}): {}",
-            g.group,
-            g.mode.as_str(),
-            if g.verdict.ready {
-                "ready to enforce"
-            } else {
-                "NOT READY"
-            }
-        );
-        for blocker in &g.verdict.blockers {
-            let _ = writeln!(out, "  blocker: {blocker}");
-        }
-        for warning in &g.verdict.warnings {
-            let _ = writeln!(out, "  warning: {warning}");
-        }
+        verdict(&mut out, &format!("{} ({})", g.group, g.mode.as_str()), &g.verdict);
         for (name, c) in &g.alternatives {
             let _ = writeln!(
                 out,
@@ -283,23 +273,8 @@ pub(crate) fn text(audit: &Audit) -> String {
     }
     for r in &audit.reservations {
         let pool = r.pool_nodes.map_or_else(|| "-".to_owned(), |n| n.to_string());
-        let _ = writeln!(
-            out,
-            "\nreservation {} ({}, pool nodes: {pool}): {}",
-            r.group,
-            r.mode.as_str(),
-            if r.verdict.ready {
-                "ready to enforce"
-            } else {
-                "NOT READY"
-            }
-        );
-        for blocker in &r.verdict.blockers {
-            let _ = writeln!(out, "  blocker: {blocker}");
-        }
-        for warning in &r.verdict.warnings {
-            let _ = writeln!(out, "  warning: {warning}");
-        }
+        let title = format!("reservation {} ({}, pool nodes: {pool})", r.group, r.mode.as_str());
+        verdict(&mut out, &title, &r.verdict);
         findings(&mut out, "would_deny", &r.would_deny);
         findings(&mut out, "requester unknown", &r.requester_unknown);
         findings(&mut out, "running intruder", &r.running);
@@ -331,9 +306,9 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::cluster::audit::{AuditDecision, Source, Verdict};
-    use pod_director_engine::config::Mode;
-    use pod_director_engine::testing::assert_contains;
+    use crate::audit::{AuditDecision, Source, Verdict};
+    use crate::config::Mode;
+    use crate::testing::assert_contains;
 
     fn audit() -> Audit {
         let mut g = GroupAudit::new("ci".to_owned(), Mode::DryRun);
@@ -400,8 +375,8 @@ mod tests {
         assert_eq!(group["would_deny"][0].get("nodes"), None, "no node: left out");
     }
 
-    fn would_patch() -> pod_director_engine::placement::Outcome {
-        use pod_director_engine::placement::{Decision, Outcome, Webhook};
+    fn would_patch() -> crate::placement::Outcome {
+        use crate::placement::{Decision, Outcome, Webhook};
         Outcome {
             webhook: Webhook::Mutate,
             group: Some("ci".to_owned()),
@@ -478,7 +453,7 @@ mod tests {
             );
         }
         let found = g.would_patch.iter().next().expect("a finding");
-        assert_eq!(found.nodes.len(), crate::cluster::audit::MAX_FINDING_NODES);
+        assert_eq!(found.nodes.len(), crate::audit::MAX_FINDING_NODES);
         assert_eq!(found.nodes_omitted, 5);
         assert_eq!(found.pods, 25);
     }

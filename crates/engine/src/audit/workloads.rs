@@ -14,8 +14,8 @@
 
 use std::collections::BTreeMap;
 
-use pod_director_engine::config::Mode;
-use pod_director_engine::placement::{Decision, Outcome};
+use crate::config::Mode;
+use crate::placement::{Decision, Outcome};
 
 /// Most workload entries kept per namespace; the others are counted.
 pub const MAX_WORKLOADS_PER_NAMESPACE: usize = 2000;
@@ -132,7 +132,7 @@ pub struct Entry<'a> {
 }
 
 fn cut(text: &str) -> String {
-    crate::telemetry::truncate_bytes(text.trim_start_matches("pod-director: "), MAX_MESSAGE_BYTES)
+    crate::placement::truncate_bytes(text.trim_start_matches("pod-director: "), MAX_MESSAGE_BYTES)
 }
 
 impl Ledger {
@@ -254,7 +254,7 @@ pub fn of_audit(audit: &super::Audit) -> Ledger {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use pod_director_engine::placement::Webhook;
+    use crate::placement::Webhook;
 
     fn entry<'a>(workload: &'a str, pod: bool) -> Entry<'a> {
         Entry {

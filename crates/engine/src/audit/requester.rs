@@ -26,20 +26,18 @@
 //! otherwise every controller is `daemonSetController` (shared credentials, e.g.
 //! `system:kube-controller-manager`).
 //!
-//! **The engine.** [`decide`] and [`decide_reservation`] are the only functions here that call
-//! the engine's one entry ([`decision::decide`]): the pod type the audit lists (`k8s_openapi` `Pod`) and the
-//! one the engine decides meet in it alone.
+//! **The engine.** [`decide`] and [`decide_reservation`] are the audit's only calls of the
+//! engine's one entry ([`decision::decide`]): the pod type the audit lists (`k8s_openapi` `Pod`)
+//! and the one the engine decides meet in them alone.
 
 use std::collections::HashMap;
 
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
-use pod_director_engine::config::Config;
-use pod_director_engine::decision::{self, Subject as Decided, View};
-use pod_director_engine::placement::{
-    self, Context, Namespace, NodeLookup, NodeView, Outcome, Pod, Requester, Webhook,
-};
+use crate::config::Config;
+use crate::decision::{self, Subject as Decided, View};
+use crate::placement::{self, Context, Namespace, NodeLookup, NodeView, Outcome, Pod, Requester, Webhook};
 
 /// The username prefix of kube-controller-manager's per-controller service accounts.
 const CONTROLLER_PREFIX: &str = "system:serviceaccount:kube-system:";
@@ -47,7 +45,7 @@ const NODES_GROUP: &str = placement::NODES_GROUP;
 
 /// What is decided: a running pod, or a workload's pod template.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Object {
+pub enum Object {
     /// A pod, or a template made into the pod its controller creates from it.
     Pod,
     /// A DaemonSet's template, decided as the DaemonSet object is at `/mutate`.
@@ -56,7 +54,7 @@ pub(crate) enum Object {
 
 /// The one call into the placement engine: the `/mutate` decision enforce
 /// would take for `pod` (or a DaemonSet's template) requested by `requester`.
-pub(crate) fn decide(
+pub fn decide(
     config: &Config,
     ns: &Namespace<'_>,
     pod: &Pod,
@@ -64,7 +62,6 @@ pub(crate) fn decide(
     requester: Requester,
     nodes: Option<&dyn NodeView>,
 ) -> Outcome {
-    let context = Context { requester, nodes: None }.with_nodes(nodes);
     let subject = match subject {
         Object::Pod => Decided::Pod { pod, old: None },
         Object::DaemonSet => Decided::DaemonSet {
@@ -72,25 +69,37 @@ pub(crate) fn decide(
             old: None,
         },
     };
+    decided(Webhook::Mutate, &subject, config, ns, requester, nodes)
+}
+
+/// [`decision::decide`] of `subject` in namespace `ns`, requested by `requester`.
+fn decided(
+    webhook: Webhook,
+    subject: &Decided<'_>,
+    config: &Config,
+    ns: &Namespace<'_>,
+    requester: Requester,
+    nodes: Option<&dyn NodeView>,
+) -> Outcome {
+    let context = Context { requester, nodes: None }.with_nodes(nodes);
     let view = View {
         config,
         namespace: ns,
         context: &context,
     };
-    decision::decide(Webhook::Mutate, &subject, &view)
+    decision::decide(webhook, subject, &view)
 }
 
 /// The `/validate-reservation` decision enforce would take for `pod`'s re-creation by
 /// `requester`: the pod as its controller (or user) would create it again — without the node
 /// the scheduler bound it to.
-pub(crate) fn decide_reservation(
+pub fn decide_reservation(
     config: &Config,
     ns: &Namespace<'_>,
     pod: &Pod,
     requester: Requester,
     nodes: Option<&dyn NodeView>,
 ) -> Outcome {
-    let context = Context { requester, nodes: None }.with_nodes(nodes);
     let unbound;
     let pod = match pod.spec.as_ref().and_then(|s| s.node_name.as_ref()) {
         Some(_) => {
@@ -103,46 +112,41 @@ pub(crate) fn decide_reservation(
         }
         None => pod,
     };
-    let view = View {
-        config,
-        namespace: ns,
-        context: &context,
-    };
-    decision::decide(Webhook::ValidateReservation, &Decided::Pod { pod, old: None }, &view)
+    let subject = Decided::Pod { pod, old: None };
+    decided(Webhook::ValidateReservation, &subject, config, ns, requester, nodes)
 }
 
 /// A DaemonSet's template pod as the DaemonSet controller creates it: controlled by the DaemonSet.
-pub(crate) fn owned_by_daemon_set(pod: &Pod, name: &str) -> Pod {
+pub fn owned_by_daemon_set(pod: &Pod, name: &str) -> Pod {
     let mut owned = pod.clone();
-    owned.metadata.owner_references = Some(vec![OwnerReference {
-        api_version: "apps/v1".to_owned(),
-        kind: "DaemonSet".to_owned(),
+    owned.metadata.owner_references = Some(vec![controller("apps/v1", "DaemonSet", name)]);
+    owned
+}
+
+/// The owner reference of the controller `kind/name` (its uid unknown: the pod is not created yet).
+fn controller(api_version: &str, kind: &str, name: &str) -> OwnerReference {
+    OwnerReference {
+        api_version: api_version.to_owned(),
+        kind: kind.to_owned(),
         name: name.to_owned(),
         controller: Some(true),
         ..OwnerReference::default()
-    }]);
-    owned
+    }
 }
 
 /// A workload template as the pod its controller creates: its metadata and spec,
 /// with the controller owner reference those pods get.
-pub(crate) fn template_pod(template: &PodTemplateSpec, owner: Option<(&str, &str, &str)>) -> Pod {
+pub fn template_pod(template: &PodTemplateSpec, owner: Option<(&str, &str, &str)>) -> Pod {
     let mut pod = placement::template_pod(template);
     if let Some((api_version, kind, name)) = owner {
-        pod.metadata.owner_references = Some(vec![OwnerReference {
-            api_version: api_version.to_owned(),
-            kind: kind.to_owned(),
-            name: name.to_owned(),
-            controller: Some(true),
-            ..OwnerReference::default()
-        }]);
+        pod.metadata.owner_references = Some(vec![controller(api_version, kind, name)]);
     }
     pod
 }
 
 /// The controllers that create pods, by the kind of their object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub(crate) enum ControllerKind {
+pub enum ControllerKind {
     ReplicaSet,
     StatefulSet,
     DaemonSet,
@@ -150,7 +154,7 @@ pub(crate) enum ControllerKind {
 }
 
 impl ControllerKind {
-    pub(crate) fn of(api_version: &str, kind: &str) -> Option<Self> {
+    pub fn of(api_version: &str, kind: &str) -> Option<Self> {
         match (api_version, kind) {
             ("apps/v1", "ReplicaSet") => Some(Self::ReplicaSet),
             ("apps/v1", "StatefulSet") => Some(Self::StatefulSet),
@@ -170,7 +174,7 @@ impl ControllerKind {
         }
     }
 
-    pub(crate) fn kind(self) -> &'static str {
+    pub fn kind(self) -> &'static str {
         match self {
             Self::ReplicaSet => "ReplicaSet",
             Self::StatefulSet => "StatefulSet",
@@ -181,7 +185,7 @@ impl ControllerKind {
 }
 
 /// The requester of the pods a controller of `kind` creates.
-pub(crate) fn controller_requester(config: &Config, kind: ControllerKind) -> Requester {
+pub fn controller_requester(config: &Config, kind: ControllerKind) -> Requester {
     let username = if kind == ControllerKind::DaemonSet || !config.daemon_set_controller.starts_with(CONTROLLER_PREFIX)
     {
         config.daemon_set_controller.clone()
@@ -205,13 +209,13 @@ struct Controller {
 /// The controllers of one namespace, as listed from the API server: what a pod's
 /// owner reference is checked against.
 #[derive(Debug, Default)]
-pub(crate) struct Controllers {
+pub struct Controllers {
     by_name: HashMap<(ControllerKind, String), Controller>,
 }
 
 impl Controllers {
     /// Records a listed controller object; `owner` is its own controlling owner (`Kind/name`).
-    pub(crate) fn insert(&mut self, kind: ControllerKind, name: &str, uid: &str, owner: Option<String>) {
+    pub fn insert(&mut self, kind: ControllerKind, name: &str, uid: &str, owner: Option<String>) {
         self.by_name.insert(
             (kind, name.to_owned()),
             Controller {
@@ -238,18 +242,13 @@ impl Controllers {
 
 /// Who would re-create a running pod, and the workload it belongs to (`Kind/name`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Recreation {
+pub struct Recreation {
     pub requester: Requester,
     pub workload: String,
 }
 
 /// The requester of `pod`'s re-creation and its workload (see the module's table).
-pub(crate) fn recreation(
-    config: &Config,
-    pod: &Pod,
-    controllers: &Controllers,
-    nodes: Option<&dyn NodeView>,
-) -> Recreation {
+pub fn recreation(config: &Config, pod: &Pod, controllers: &Controllers, nodes: Option<&dyn NodeView>) -> Recreation {
     let name = pod.metadata.name.as_deref().unwrap_or_default();
     if let Some((kind, owner, top)) = controllers.verified(pod) {
         return Recreation {
@@ -286,10 +285,10 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use pod_director_engine::placement::{Decision, NodeInfo, SkipReason};
+    use crate::placement::{Decision, NodeInfo, SkipReason};
 
     fn config() -> Config {
-        pod_director_engine::testing::config(
+        crate::testing::config(
             r#"
 groups:
   agents:

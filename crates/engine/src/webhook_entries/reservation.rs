@@ -9,8 +9,8 @@
 
 use serde_json::{Value, json};
 
-use pod_director_engine::config::{Config, Mode};
-use pod_director_engine::placement::reservation::{any_reservation, reserved_keys};
+use crate::config::{Config, Mode};
+use crate::placement::reservation::{any_reservation, reserved_keys};
 
 /// The path the entry calls.
 pub const PATH: &str = "/validate-reservation";
@@ -46,7 +46,7 @@ pub fn match_expression(config: &Config) -> String {
 }
 
 /// The CEL expression of the entry's matchCondition on bindings: a Binding's requester is not
-/// a trusted scheduler ([`pod_director_engine::config::TrustedSchedulers::usernames`]); every other request
+/// a trusted scheduler ([`crate::config::TrustedSchedulers::usernames`]); every other request
 /// passes.
 pub fn binding_expression(config: &Config) -> String {
     let names: Vec<String> = config
@@ -65,14 +65,13 @@ pub fn binding_expression(config: &Config) -> String {
 /// reservation is in enforce — its intruders must not be admitted while pod-director is
 /// down — else Ignore.
 pub fn failure_policy<'s>(config: &Config, enforce: &'s str) -> &'s str {
-    let enforced =
-        pod_director_engine::placement::reservation::reservations(config).any(|r| r.reserve.mode == Mode::Enforce);
+    let enforced = crate::placement::reservation::reservations(config).any(|r| r.reserve.mode == Mode::Enforce);
     if enforced { enforce } else { "Ignore" }
 }
 
 /// The entry's fields besides those every entry has (name, versions, timeout, policy):
 /// namespaces, rules, matchConditions; `None` when no group reserves.
-pub(super) fn fields(config: &Config, not_excluded: Value) -> Option<Vec<(&'static str, Value)>> {
+pub fn fields(config: &Config, not_excluded: Value) -> Option<Vec<(&'static str, Value)>> {
     any_reservation(config).then(|| {
         vec![
             ("namespaceSelector", not_excluded),
@@ -105,7 +104,7 @@ pub(super) fn fields(config: &Config, not_excluded: Value) -> Option<Vec<(&'stat
 
 /// The entry's clientConfig, made from another entry's (`/validate`): the same Service or
 /// URL and CA bundle, at [`PATH`]. `None` when it has neither a Service nor a URL.
-pub(super) fn client_config_from(validate: &Value) -> Option<Value> {
+pub fn client_config_from(validate: &Value) -> Option<Value> {
     let mut client = validate.get("clientConfig")?.clone();
     if let Some(service) = client.get_mut("service").and_then(Value::as_object_mut) {
         service.insert("path".to_owned(), Value::String(PATH.to_owned()));

@@ -11,49 +11,29 @@
 //! workloads behind each would_deny, counts the nodes the group can use, and gives
 //! a [`Verdict`] per group (see [`verdict`]).
 //!
-//! Lists are paginated (`limit` / `continue`) and aggregated page by page: a
-//! scan holds one page of objects and one namespace's controllers, never all
-//! pods. Every request is bounded by a timeout: an API server that stops
-//! answering ends the scan with [`AuditError::Timeout`].
-//!
-//! `pod-director audit` (src/cli/audit.rs) runs one scan; `serve` repeats it
-//! ([`continuous`]) into gauges, on the replica holding a Lease.
+//! This is the audit's pure half: what a pod or template is decided as, the tallies, findings
+//! and verdicts, the workload ledger of the reports, the report as text or JSON. The product
+//! lists the cluster and feeds it (`src/cluster/audit/scan.rs`); `pod-director audit`
+//! (`src/cli/audit.rs`) runs one scan, `serve` repeats it into gauges on the replica holding a
+//! Lease (`src/cluster/audit/continuous.rs`).
 
-pub(crate) mod continuous;
-pub(crate) mod report;
-pub(crate) mod requester;
-pub(crate) mod reservation;
-mod scan;
-pub(crate) mod verdict;
-pub(crate) mod workloads;
+pub mod report;
+pub mod requester;
+pub mod reservation;
+pub mod tally;
+pub mod verdict;
+pub mod workloads;
 
 use std::collections::BTreeMap;
-use std::fmt;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use k8s_openapi::NamespaceResourceScope;
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet, StatefulSet};
-use k8s_openapi::api::batch::v1::{CronJob, Job};
-use k8s_openapi::api::core::v1::{Namespace as CoreNamespace, Node, Pod, PodTemplateSpec};
-use kube::api::{Api, ListParams, ObjectMeta};
-use kube::{Client, Resource};
-use serde::de::DeserializeOwned;
-
-use self::requester::{ControllerKind, Controllers, Object};
 use self::reservation::ReservationAudit;
-pub(crate) use self::scan::{Progress, list_nodes, scan};
 pub use self::verdict::Verdict;
-use pod_director_engine::config::{Config, Mode};
-use pod_director_engine::placement::{
-    Decision, Namespace, NodeView, Outcome, Placement, Requester, Selection, select_group,
-};
+use crate::config::Mode;
+use crate::placement::{Decision, Outcome};
 
-/// Objects per list request (the `limit` of each page), as kubectl's default chunk size.
-pub(crate) const DEFAULT_PAGE_SIZE: u32 = 500;
-/// Longest wait for one list request.
-pub(crate) const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// Most workloads listed per group and finding kind; the others are counted.
-pub(crate) const MAX_FINDINGS: usize = 100;
+pub const MAX_FINDINGS: usize = 100;
 
 named_enum! {
     /// How a running pod or template fares under enforce (`decision` label of the audit gauges).
@@ -106,11 +86,11 @@ impl Counts {
         }
     }
 
-    pub(crate) fn get(mut self, decision: AuditDecision) -> u64 {
+    pub fn get(mut self, decision: AuditDecision) -> u64 {
         *self.slot(decision)
     }
 
-    pub(crate) fn total(&self) -> u64 {
+    pub fn total(&self) -> u64 {
         self.compliant + self.would_patch + self.would_deny + self.skipped
     }
 }
@@ -118,7 +98,7 @@ impl Counts {
 /// Whether a finding is about running pods or a workload's template.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
-pub(crate) enum Source {
+pub enum Source {
     /// Running pods of the workload.
     Pods,
     /// The workload's pod template.
@@ -126,11 +106,11 @@ pub(crate) enum Source {
 }
 
 /// Nodes named per finding (the nodes its running pods are bound to); the rest are counted.
-pub(crate) const MAX_FINDING_NODES: usize = 20;
+pub const MAX_FINDING_NODES: usize = 20;
 
 /// One workload behind a would_deny, a would_patch (or a placed pod that fits no node).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub(crate) struct Finding {
+pub struct Finding {
     pub namespace: String,
     /// `Kind/name`: `Deployment/web`, `CronJob/nightly`, `Pod/debug` for a bare pod.
     pub workload: String,
@@ -206,15 +186,15 @@ impl Findings {
         }))
     }
 
-    pub(crate) fn iter(&self) -> impl Iterator<Item = &Finding> {
+    pub fn iter(&self) -> impl Iterator<Item = &Finding> {
         self.by_workload.values()
     }
 
-    pub(crate) fn is_empty(&self) -> bool {
+    pub fn is_empty(&self) -> bool {
         self.by_workload.is_empty() && self.omitted == 0
     }
 
-    pub(crate) fn len(&self) -> usize {
+    pub fn len(&self) -> usize {
         self.by_workload.len()
     }
 }
@@ -257,7 +237,7 @@ pub struct AlternativeCounts {
 }
 
 impl GroupAudit {
-    fn new(group: String, mode: Mode) -> Self {
+    pub fn new(group: String, mode: Mode) -> Self {
         Self {
             group,
             mode,
@@ -267,7 +247,7 @@ impl GroupAudit {
 
     /// Counts one decided pod or template (a pod with the node it is bound to), and keeps its
     /// workload when it is a finding.
-    fn record(
+    pub fn record(
         &mut self,
         namespace: &str,
         workload: &str,
@@ -347,66 +327,7 @@ pub struct Audit {
 
 impl Audit {
     /// Whether every audited group, and every audited reservation, is ready to enforce.
-    pub(crate) fn all_ready(&self) -> bool {
+    pub fn all_ready(&self) -> bool {
         self.groups.iter().all(|g| g.verdict.ready) && self.reservations.iter().all(|r| r.verdict.ready)
-    }
-}
-
-/// Why a scan could not complete.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum AuditError {
-    #[error(
-        "the API server did not answer within {timeout:?} while listing {what}: check that it is reachable \
-         (KUBECONFIG or the in-cluster service account), or raise --request-timeout"
-    )]
-    Timeout { what: String, timeout: Duration },
-    #[error("cannot list {what}: {}{hint}", chain(source))]
-    List {
-        what: String,
-        #[source]
-        source: kube::Error,
-        hint: &'static str,
-    },
-    #[error("cannot list {what}: the API server sent the same continue token twice")]
-    Pagination { what: String },
-    #[error("cannot configure a Kubernetes client (KUBECONFIG or the in-cluster service account): {0}")]
-    Client(String),
-    #[error("--group {0:?} is not a group of the configuration (groups: {1})")]
-    UnknownGroup(String, String),
-}
-
-/// An error with its causes, `outer: inner: innermost` (kube's own text stops at the outer one).
-fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
-}
-
-/// How one scan lists.
-#[derive(Debug, Clone)]
-pub struct ScanOptions {
-    /// Only this group (all groups when `None`).
-    pub group: Option<String>,
-    /// `limit` of each list request.
-    pub page_size: u32,
-    /// Longest wait for one list request.
-    pub request_timeout: Duration,
-}
-
-impl Default for ScanOptions {
-    fn default() -> Self {
-        Self {
-            group: None,
-            page_size: DEFAULT_PAGE_SIZE,
-            request_timeout: DEFAULT_REQUEST_TIMEOUT,
-        }
     }
 }

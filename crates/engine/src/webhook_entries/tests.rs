@@ -1,18 +1,14 @@
 use serde_json::json;
 
 use super::*;
-use pod_director_engine::testing::{assert_contains, config};
+use crate::testing::{
+    ENTRY_GROUPS as GROUPS, assert_contains, config, rendered_entries as rendered,
+    rendered_entries_with as rendered_with,
+};
 
 fn expressions(selector: &LabelSelector) -> Value {
     serde_json::to_value(selector.match_expressions.as_ref().expect("expressions")).unwrap()
 }
-
-pub(super) const GROUPS: &str = "
-groups:
-  ci: {mode: enforce}
-  gpu: {mode: warn}
-  batch: {}
-";
 
 #[test]
 fn groups_are_selected_by_the_entry_of_their_mode() {
@@ -49,11 +45,11 @@ fn an_entry_with_nothing_to_serve_selects_a_name_no_namespace_can_have() {
         json!({"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["none.pod-director.io"]})
     );
     assert!(
-        pod_director_engine::config::syntax::label_value(NO_NAMESPACE).is_none(),
+        crate::syntax::label_value(NO_NAMESPACE).is_none(),
         "a valid label value"
     );
     assert!(
-        pod_director_engine::config::syntax::dns1123_label(NO_NAMESPACE).is_some(),
+        crate::syntax::dns1123_label(NO_NAMESPACE).is_some(),
         "but never a namespace's name"
     );
     let none = namespace_selectors(&config("groups: {}"), &BTreeSet::new());
@@ -101,32 +97,6 @@ fn excluded_namespaces_always_include_kube_system_sorted_once() {
             {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system"]},
         ])
     );
-}
-
-/// The `webhooks` list of a configuration as the chart renders it for `yaml` and the
-/// API server stores it (clientConfig set, objectSelector defaulted to `{}`), with a
-/// foreign entry (another feature's) at index 2, and `settings`.
-fn rendered_with(kind: Kind, name: &str, yaml: &str, settings: &EntrySettings) -> Vec<Value> {
-    let mut out: Vec<Value> = owned_entries(kind, name, &config(yaml), settings, &BTreeSet::new())
-        .into_iter()
-        .map(|mut w| {
-            w["clientConfig"] =
-                json!({"url": format!("https://127.0.0.1:8443/{}", kind.webhook()), "caBundle": "Q0E="});
-            if w.get("objectSelector").is_none() {
-                w["objectSelector"] = json!({});
-            }
-            w
-        })
-        .collect();
-    out.insert(
-        2,
-        json!({"name": format!("other.{}.{name}.example.com", kind.webhook()), "failurePolicy": "Fail", "namespaceSelector": {}}),
-    );
-    out
-}
-
-pub(super) fn rendered(kind: Kind, name: &str, yaml: &str) -> Vec<Value> {
-    rendered_with(kind, name, yaml, &EntrySettings::default())
 }
 
 fn plan(kind: Kind, live: &[Value], yaml: &str) -> (Vec<PatchOperation>, Vec<String>) {
@@ -476,37 +446,6 @@ fn a_service_client_config_is_copied_with_the_reservation_path() {
         reservation::client_config_from(&json!({"clientConfig": {"url": "https://x/elsewhere"}})),
         None
     );
-}
-
-#[test]
-fn serve_flags_name_the_configurations_to_reconcile() {
-    use clap::Parser as _;
-    let parse = |args: &[&str]| {
-        let cli = crate::cli::Cli::try_parse_from([&["pod-director", "serve"], args].concat()).expect("parses");
-        let crate::cli::Command::Serve(args) = cli.command else {
-            panic!("serve expected");
-        };
-        args.webhooks
-    };
-    let off = parse(&[]);
-    assert!(off.targets().is_empty());
-    assert_eq!(
-        off.entries,
-        EntrySettings::default(),
-        "the flags' defaults are Default's"
-    );
-    assert_eq!(off.webhook_resync_interval, Duration::from_secs(60));
-    let on = parse(&[
-        "--mutating-webhook-configuration",
-        "pd",
-        "--validating-webhook-configuration=pd",
-        "--webhook-resync-interval=5s",
-    ]);
-    assert_eq!(
-        on.targets(),
-        [(Kind::Mutating, "pd".to_owned()), (Kind::Validating, "pd".to_owned())]
-    );
-    assert_eq!(on.webhook_resync_interval, Duration::from_secs(5));
 }
 
 pub(super) const ON_POLICY: &str = "
