@@ -10,7 +10,7 @@ use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{Config, FieldError, Group, kubernetes, path::Path, schema};
+use super::{Config, FieldError, kubernetes, path::Path, schema};
 
 /// The name of a group's own placement: a pod without the label, or labelled so, gets it.
 pub const DEFAULT_ALTERNATIVE: &str = "default";
@@ -57,29 +57,6 @@ impl JsonSchema for Alternatives {
             "propertyNames": generator.subschema_for::<kubernetes::AlternativeName>(),
             "additionalProperties": generator.subschema_for::<Alternative>()
         })
-    }
-}
-
-impl Group {
-    /// The group as planned for a pod that chose alternative `name`: the alternative's placement in
-    /// place of the group's own, every other setting the group's. `None`: the group offers no such name.
-    pub fn with_alternative(&self, name: &str) -> Option<Cow<'_, Group>> {
-        if name == DEFAULT_ALTERNATIVE {
-            return Some(Cow::Borrowed(self));
-        }
-        let alt = self.alternatives.get(name)?;
-        Some(Cow::Owned(Group {
-            node_selector: alt.node_selector.clone(),
-            tolerations: alt.tolerations.clone(),
-            affinity: alt.affinity.clone(),
-            alternatives: BTreeMap::new(),
-            ..self.clone()
-        }))
-    }
-
-    /// Every name a pod may choose: `default`, then the alternatives.
-    pub fn placement_names(&self) -> impl Iterator<Item = &str> {
-        std::iter::once(DEFAULT_ALTERNATIVE).chain(self.alternatives.keys().map(String::as_str))
     }
 }
 

@@ -13,11 +13,35 @@
 //! server's CEL reads it in an admission policy's match condition.
 
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 
 use super::plan::{Plan, plan};
 use super::verify::verify;
 use super::{Conflict, Pod, Resolution, Violation};
 use crate::config::{Config, DEFAULT_ALTERNATIVE, Group, OnConflict};
+
+impl Group {
+    /// The group as planned for a pod that chose alternative `name`: the alternative's placement in
+    /// place of the group's own, every other setting the group's. `None`: the group offers no such name.
+    pub fn with_alternative(&self, name: &str) -> Option<Cow<'_, Group>> {
+        if name == DEFAULT_ALTERNATIVE {
+            return Some(Cow::Borrowed(self));
+        }
+        let alt = self.alternatives.get(name)?;
+        Some(Cow::Owned(Group {
+            node_selector: alt.node_selector.clone(),
+            tolerations: alt.tolerations.clone(),
+            affinity: alt.affinity.clone(),
+            alternatives: BTreeMap::new(),
+            ..self.clone()
+        }))
+    }
+
+    /// Every name a pod may choose: `default`, then the alternatives.
+    pub fn placement_names(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(DEFAULT_ALTERNATIVE).chain(self.alternatives.keys().map(String::as_str))
+    }
+}
 
 /// The placement a pod is decided with.
 #[derive(Debug, Clone)]
