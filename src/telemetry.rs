@@ -154,6 +154,8 @@ decision_fields! {
     TRACE = ["config.revision", "trace_id", "span_id"];
     /// The provisioners that could add a node for the pod.
     PROVISION = ["placement.provisionable_by"];
+    /// The group's placement the pod chose: an alternative's name, or `default` (groups offering alternatives).
+    ALTERNATIVE = ["placement.alternative"];
     /// The reservations the pod intrudes on.
     RESERVATION = [
         "reservation.groups",

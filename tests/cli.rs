@@ -437,6 +437,13 @@ fn the_admission_policy_lines_of_check_config_in_the_docs_are_what_the_binary_pr
 }
 
 #[test]
+fn the_alternatives_examples_in_the_docs_are_what_the_binary_prints() {
+    // examples/alternatives/: config.yaml and data-team.yaml
+    assert_console_examples_are_what_the_binary_prints("docs/src/alternatives.md", "check-config", 1);
+    assert_console_examples_are_what_the_binary_prints("docs/src/alternatives.md", "explain", 1);
+}
+
+#[test]
 fn the_readme_explain_example_is_what_the_binary_prints() {
     assert_console_examples_are_what_the_binary_prints("README.md", "explain", 1);
 }

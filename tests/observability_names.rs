@@ -95,6 +95,11 @@ fn emitted() -> Emitted {
         &pod_director_engine::placement::Outcome::new(Webhook::Validate, Decision::Noop),
         Duration::from_millis(1),
     );
+    // A pod of a group that offers alternatives, which chose one.
+    let mut chose = pod_director_engine::placement::Outcome::new(Webhook::Mutate, Decision::Patched);
+    chose.group = Some("data".to_owned());
+    chose.alternative = Some("gpu".to_owned());
+    others.admission.observe_decision(&chose, Duration::from_millis(1));
     others.audit.set_audit(&audit());
     for result in ScanResult::ALL {
         others.audit.audit_scanned(result);
@@ -162,6 +167,7 @@ fn audit() -> Audit {
             would_patch: Default::default(),
             no_feasible_node: Default::default(),
             workloads: Default::default(),
+            alternatives: Default::default(),
             verdict: Verdict {
                 ready: false,
                 blockers: vec!["a blocker".to_owned()],

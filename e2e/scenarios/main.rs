@@ -18,6 +18,7 @@
 use pod_director_e2e::{fixtures, harness};
 
 mod affinity;
+mod alternatives;
 mod audit;
 mod conflicts;
 mod differential;

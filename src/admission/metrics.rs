@@ -23,6 +23,7 @@ label_set! {
     GroupModeLabels { group: String, mode: &'static str, webhook: &'static str }
     WebhookLabels { webhook: &'static str }
     ReservationLabels { group: String, decision: &'static str }
+    AlternativeLabels { group: String, alternative: String, decision: &'static str, webhook: &'static str }
     /// The exemplar of a latency observation: the decision span's trace.
     TraceLabels { trace_id: String }
 }
@@ -34,7 +35,7 @@ const EXEMPT: &str = "exempt";
 
 /// `pod_director_decisions_total`, `pod_director_conflicts_total`,
 /// `pod_director_admission_duration_seconds`, `pod_director_no_feasible_node_total`,
-/// `pod_director_reservation_decisions_total`.
+/// `pod_director_reservation_decisions_total`, `pod_director_alternative_decisions_total`.
 #[derive(Debug, Clone)]
 pub struct AdmissionMetrics {
     decisions: Family<DecisionLabels, Counter>,
@@ -42,6 +43,7 @@ pub struct AdmissionMetrics {
     latency: Family<WebhookLabels, LatencyHistogram, fn() -> LatencyHistogram>,
     no_feasible_node: Family<GroupModeLabels, Counter>,
     reservations: Family<ReservationLabels, Counter>,
+    alternatives: Family<AlternativeLabels, Counter>,
 }
 
 impl AdmissionMetrics {
@@ -78,12 +80,19 @@ impl AdmissionMetrics {
             "Intruders of a group's reserved nodes, by reserving group and decision (denied, would_deny, exempt)",
             Family::default(),
         );
+        let alternatives = register(
+            r,
+            "alternative_decisions",
+            "Decisions of groups that offer alternatives, by group, chosen placement (an alternative's name or default), decision and webhook",
+            Family::default(),
+        );
         Self {
             decisions,
             conflicts,
             latency,
             no_feasible_node,
             reservations,
+            alternatives,
         }
     }
 
@@ -154,6 +163,14 @@ impl AdmissionMetrics {
                 mode: mode.as_str(),
                 webhook: Webhook::Mutate.as_str(),
             });
+            for alternative in group.placement_names().filter(|_| !group.alternatives.is_empty()) {
+                let _ = self.alternatives.get_or_create(&AlternativeLabels {
+                    group: name.clone(),
+                    alternative: alternative.to_owned(),
+                    decision: of_mode[0].as_str(),
+                    webhook: Webhook::Mutate.as_str(),
+                });
+            }
         }
         for reservation in pod_director_engine::placement::reservation::reservations(config) {
             decisions(
@@ -233,6 +250,17 @@ impl AdmissionMetrics {
                 .get_or_create(&GroupModeLabels {
                     group: group.to_owned(),
                     mode,
+                    webhook,
+                })
+                .inc();
+        }
+        if let Some(alternative) = &outcome.alternative {
+            // Bounded: the engine names only the group's own alternatives and `default`.
+            self.alternatives
+                .get_or_create(&AlternativeLabels {
+                    group: group.to_owned(),
+                    alternative: alternative.clone(),
+                    decision: outcome.decision.as_str(),
                     webhook,
                 })
                 .inc();

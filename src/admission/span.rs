@@ -162,6 +162,9 @@ pub(super) fn record_outcome(
             json_strings(&outcome.provisionable_by).as_str(),
         );
     }
+    if let Some(alternative) = &outcome.alternative {
+        span.record(fields::ALTERNATIVE[0], alternative.as_str());
+    }
     if !outcome.reservation.is_empty() {
         record_reservation(span, outcome);
     }

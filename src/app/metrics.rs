@@ -172,6 +172,7 @@ mod tests {
         let metrics = Metrics::register();
         let mut denied = outcome(Some("ci"), Some(Mode::DryRun), Decision::WouldDeny);
         denied.no_feasible_node = true;
+        denied.alternative = Some("gpu".to_owned());
         denied.conflicts = vec![
             conflict(pod_director_engine::placement::Resolution::Rejected),
             conflict(pod_director_engine::placement::Resolution::Rejected),
@@ -240,6 +241,9 @@ pod_director_admission_duration_seconds_bucket{le=\"+Inf\",webhook=\"mutate\"} 1
 # HELP pod_director_no_feasible_node Decisions whose placed pod matches no node (placement only: resources not counted), by group, mode and webhook.
 # TYPE pod_director_no_feasible_node counter
 pod_director_no_feasible_node_total{group=\"ci\",mode=\"dryRun\",webhook=\"mutate\"} 1
+# HELP pod_director_alternative_decisions Decisions of groups that offer alternatives, by group, chosen placement (an alternative's name or default), decision and webhook.
+# TYPE pod_director_alternative_decisions counter
+pod_director_alternative_decisions_total{group=\"ci\",alternative=\"gpu\",decision=\"would_deny\",webhook=\"mutate\"} 1
 # HELP pod_director_config_reloads Configuration reload attempts by result.
 # TYPE pod_director_config_reloads counter
 pod_director_config_reloads_total{result=\"error\"} 1
@@ -344,6 +348,7 @@ pod_director_build_info{version=\"VERSION\"} 1
                 would_patch: Default::default(),
                 no_feasible_node: Default::default(),
                 workloads: Default::default(),
+                alternatives: Default::default(),
                 verdict: pod_director_engine::audit::Verdict {
                     ready,
                     blockers: if ready {

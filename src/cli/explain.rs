@@ -81,6 +81,9 @@ struct Report {
     source: String,
     group: Option<String>,
     mode: Option<Mode>,
+    /// The group's placement the pod chose (groups offering alternatives): a name, or `default`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    alternative: Option<String>,
     decision: PodVerdict,
     patch: Value,
     conflicts: Vec<ConflictView>,
@@ -548,6 +551,7 @@ fn decide(
             source: c.source,
             group: None,
             mode: None,
+            alternative: None,
             decision: PodVerdict::Unresolved,
             patch: Value::Array(Vec::new()),
             conflicts: Vec::new(),
@@ -639,6 +643,7 @@ fn decide(
         source: c.source,
         group,
         mode,
+        alternative: mutation.alternative.clone(),
         decision: PodVerdict::Decided(decision),
         patch: mutation.patch_json(),
         conflicts: mutation

@@ -225,6 +225,15 @@ pub struct GroupAudit {
     pub verdict: Verdict,
     /// Every workload of the group's namespaces with its outcome (for the reports).
     pub workloads: workloads::Ledger,
+    /// Groups offering alternatives: the pods and templates by the placement they chose.
+    pub alternatives: std::collections::BTreeMap<String, AlternativeCounts>,
+}
+
+/// The pods and templates of one placement of a group (an alternative, or `default`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct AlternativeCounts {
+    pub pods: Counts,
+    pub templates: Counts,
 }
 
 impl GroupAudit {
@@ -260,6 +269,13 @@ impl GroupAudit {
         match source {
             Source::Pods => self.pods.add(decision),
             Source::Template => self.templates.add(decision),
+        }
+        if let Some(alternative) = &outcome.alternative {
+            let counts = self.alternatives.entry(alternative.clone()).or_default();
+            match source {
+                Source::Pods => counts.pods.add(decision),
+                Source::Template => counts.templates.add(decision),
+            }
         }
         let reason = || {
             outcome

@@ -2,6 +2,7 @@
 //! (`env.rs`), validated completely against its schema (`schema.rs`, `kubernetes.rs`,
 //! `validate.rs`), then frozen.
 
+mod alternatives;
 mod env;
 mod kubernetes;
 mod path;
@@ -19,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+pub use alternatives::{Alternative, DEFAULT_ALTERNATIVE, DEFAULT_PLACEMENT_LABEL, MAX_ALTERNATIVES};
 pub use env::PREFIX as ENV_PREFIX;
 pub use reserve::{Allow, KUBE_SCHEDULER, Reserve, TrustedSchedulers};
 
@@ -150,6 +152,10 @@ pub struct Group {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(with = "kubernetes::Affinity")]
     pub affinity: Option<Affinity>,
+    /// Other placements a pod may choose with the placement label (`podPlacementLabel`), by name.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(with = "alternatives::Alternatives")]
+    pub alternatives: BTreeMap<String, Alternative>,
     /// Keep everyone else's pods off the group's nodes (absent: nobody is kept off).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reserve: Option<Reserve>,
@@ -250,6 +256,10 @@ pub struct Config {
     /// Pod label that exempts a pod (value `"true"`) in groups with `allowPodExclusion`.
     #[schemars(with = "kubernetes::LabelKey")]
     pub pod_exclusion_label: String,
+    /// Pod label naming the alternative of its group the pod chooses (absent: the group's own placement).
+    #[serde(skip_serializing_if = "alternatives::is_default_placement_label")]
+    #[schemars(with = "kubernetes::LabelKey", extend("default" = "pod-director/placement"))]
+    pub pod_placement_label: String,
     /// When no node could take a pod after the patch: `warn` (default) or `deny`.
     #[serde(skip_serializing_if = "is_default")]
     pub on_no_feasible_node: OnNoFeasibleNode,
@@ -281,6 +291,7 @@ impl Default for Config {
             unknown_group: UnknownGroup::default(),
             default_mode: Mode::default(),
             pod_exclusion_label: "pod-director/exclude".to_owned(),
+            pod_placement_label: DEFAULT_PLACEMENT_LABEL.to_owned(),
             on_no_feasible_node: OnNoFeasibleNode::default(),
             daemon_set_controller: DEFAULT_DAEMON_SET_CONTROLLER.to_owned(),
             namespace_guard: NamespaceGuard::default(),
@@ -417,7 +428,8 @@ impl Config {
                 message: e.to_string(),
             }])
         })?;
-        let errors = config.policy_errors();
+        let mut errors = config.policy_errors();
+        errors.extend(config.alternative_errors());
         if !errors.is_empty() {
             return Err(invalid(errors));
         }
@@ -514,6 +526,9 @@ impl Config {
                     .to_owned(),
             );
         }
+        if !group.alternatives.is_empty() {
+            out.push("alternatives: the pod's choice is not compiled into CEL".to_owned());
+        }
         if self.on_no_feasible_node_of(group) == OnNoFeasibleNode::Deny {
             out.push("onNoFeasibleNode: deny counts the cluster's nodes, which only the webhook can".to_owned());
         }
@@ -576,6 +591,12 @@ impl Config {
                     (!selector.is_empty()).then(|| format!("nodeSelector={}", selector.join(","))),
                     (!g.tolerations.is_empty()).then(|| format!("tolerations={}", g.tolerations.len())),
                     affinity,
+                    (!g.alternatives.is_empty()).then(|| {
+                        format!(
+                            "alternatives={}",
+                            g.placement_names().skip(1).collect::<Vec<_>>().join(",")
+                        )
+                    }),
                     g.allow_pod_exclusion.then(|| "allowPodExclusion".to_owned()),
                     self.allows_daemon_sets(g).then(|| "allowDaemonSets".to_owned()),
                     g.reserve.as_ref().map(|reserve| format!("reserve={}", reserve.mode)),

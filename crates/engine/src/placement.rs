@@ -7,6 +7,7 @@
 //! outcome: one computation, many views.
 
 mod affinity;
+pub mod choice;
 mod context;
 mod decide;
 pub mod feasible;
@@ -174,6 +175,9 @@ pub struct Outcome {
     pub group: Option<String>,
     /// The mode the decision was taken in (None when no group applies).
     pub mode: Option<Mode>,
+    /// The group's placement the pod chose ([`choice`]): an alternative's name or `default`; `None`
+    /// when the group offers no alternative and the pod names none.
+    pub alternative: Option<String>,
     pub decision: Decision,
     pub skip_reason: Option<SkipReason>,
     /// The patch enforce applies; in dryRun/warn the would-be patch, byte-for-byte the same.
@@ -211,6 +215,7 @@ impl Outcome {
             webhook,
             group: None,
             mode: None,
+            alternative: None,
             decision,
             skip_reason: None,
             patch: json_patch::Patch(Vec::new()),

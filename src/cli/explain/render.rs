@@ -61,6 +61,9 @@ pub(super) fn render_text(reports: &[Report], with_nodes: bool) -> String {
             r.decision.as_str(),
             r.reason
         ));
+        if let Some(alternative) = &r.alternative {
+            out.push_str(&format!("  placement: {alternative}\n"));
+        }
         for c in &r.conflicts {
             out.push_str(&format!(
                 "  conflict: {}: pod has {}, group requires {} ({})\n",

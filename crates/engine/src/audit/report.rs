@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use super::{Audit, Counts, Finding, Findings, GroupAudit, Verdict};
+use super::{AlternativeCounts, Audit, Counts, Finding, Findings, GroupAudit, Verdict};
 use crate::placement::FEASIBILITY_SCOPE;
 
 #[derive(Debug, Serialize)]
@@ -27,6 +27,9 @@ struct JsonGroup<'a> {
     nodes: JsonNodes<'a>,
     pods: Counts,
     templates: Counts,
+    /// Groups offering alternatives: the counts by the placement chosen.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    alternatives: &'a std::collections::BTreeMap<String, AlternativeCounts>,
     would_deny: Vec<&'a Finding>,
     would_deny_omitted: u64,
     would_patch: Vec<&'a Finding>,
@@ -103,6 +106,7 @@ pub fn json(audit: &Audit) -> Result<String, serde_json::Error> {
             },
             pods: g.pods,
             templates: g.templates,
+            alternatives: &g.alternatives,
             would_deny: g.would_deny.iter().collect(),
             would_deny_omitted: g.would_deny.omitted,
             would_patch: g.would_patch.iter().collect(),
@@ -252,6 +256,18 @@ pub fn text(audit: &Audit) -> String {
     let mut out = table(&rows);
     for g in &audit.groups {
         verdict(&mut out, &format!("{} ({})", g.group, g.mode.as_str()), &g.verdict);
+        for (name, c) in &g.alternatives {
+            let _ = writeln!(
+                out,
+                "  placement {name}: {} pods ({} compliant, {} would_patch, {} would_deny), {} templates ({} would_deny)",
+                c.pods.total(),
+                c.pods.compliant,
+                c.pods.would_patch,
+                c.pods.would_deny,
+                c.templates.total(),
+                c.templates.would_deny
+            );
+        }
         findings(&mut out, "would_deny", &g.would_deny);
         findings(&mut out, "no feasible node", &g.no_feasible_node);
     }
@@ -365,6 +381,7 @@ mod tests {
             webhook: Webhook::Mutate,
             group: Some("ci".to_owned()),
             mode: Some(Mode::Enforce),
+            alternative: None,
             decision: Decision::Patched,
             skip_reason: None,
             patch: json_patch::Patch(Vec::new()),

@@ -48,6 +48,13 @@ string_schema!(GroupName, "groupName", {
     "pattern": "^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$"
 });
 
+string_schema!(AlternativeName, "alternativeName", {
+    "type": "string",
+    "description": "An alternative's name: a DNS-1123 label other than 'default'",
+    "pattern": "^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$",
+    "not": {"const": "default"}
+});
+
 string_schema!(NamespaceName, "namespaceName", {
     "type": "string",
     "description": "A namespace name (DNS-1123 label)",

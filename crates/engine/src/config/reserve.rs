@@ -59,6 +59,11 @@ pub struct Allow {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     #[schemars(with = "Vec<kubernetes::ServiceAccountName>", extend("uniqueItems" = true))]
     pub service_accounts: Vec<String>,
+    /// pod-director groups whose namespaces' pods may land on the pool (e.g. groups that offer it
+    /// as an alternative).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[schemars(with = "Vec<kubernetes::GroupName>", extend("uniqueItems" = true))]
+    pub placement_groups: Vec<String>,
 }
 
 impl Allow {

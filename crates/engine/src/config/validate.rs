@@ -75,6 +75,7 @@ fn string_rule(name: &str) -> Option<fn(&str) -> Option<String>> {
             _ => None,
         },
         "serviceAccountName" => service_account,
+        "alternativeName" => super::alternatives::name_rule,
         _ => return None,
     };
     Some(rule)
@@ -256,7 +257,12 @@ impl Checker {
                      allowedServiceAccounts are all empty): list at least one, e.g. allowedGroups: [system:masters]",
                 );
             }
-            "group" => self.reserve(map, path),
+            "group" => {
+                self.reserve(map, path);
+                if let Some(message) = super::alternatives::too_many(map) {
+                    self.err(&path.key("alternatives"), message);
+                }
+            }
             "toleration" => self.toleration(map, path),
             "nodeSelectorTerm" => {
                 if count("matchExpressions") + count("matchFields") == 0 {

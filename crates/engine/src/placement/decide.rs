@@ -4,11 +4,11 @@
 
 use std::collections::BTreeMap;
 
+use super::choice::choose;
 use super::feasible::{NodeLookup, NodeView, Placement, combine, group_fingerprint, unmet_by_bound_pod};
 use super::provision;
 use super::{
-    Context, Decision, MAX_SUMMARY_CHARS, Outcome, Pod, PodSpec, SkipReason, Violation, Webhook, plan::plan,
-    truncate_chars, verify::verify,
+    Context, Decision, MAX_SUMMARY_CHARS, Outcome, Pod, PodSpec, SkipReason, Violation, Webhook, truncate_chars,
 };
 use crate::config::{Config, Group, Mode, OnNoFeasibleNode, UnknownGroup};
 
@@ -226,17 +226,21 @@ fn mutate_object(
     object: Object,
     ctx: &Context,
 ) -> Outcome {
-    let (name, group, mut out) = match scope(config, ns, pod, object, ctx, Webhook::Mutate) {
+    let (name, scoped, mut out) = match scope(config, ns, pod, object, ctx, Webhook::Mutate) {
         Ok(scoped) => scoped,
         Err(done) => return with_feasibility(*done, pod, ctx, None),
     };
+    let group = scoped;
     let mode = config.mode_of(group);
-    let plan = plan(pod, group);
+    let chosen = choose(config, group, pod);
+    let group = chosen.group.as_ref();
+    out.alternative = chosen.name.map(str::to_owned);
+    let plan = chosen.plan(pod);
     let enforce = mode == Mode::Enforce;
     out.conflicts = plan.conflicts.clone();
     let preexisting = |plan: &super::Plan| {
         old.is_some_and(|old| {
-            let before = super::plan::plan(old, group).conflicts;
+            let before = choose(config, scoped, old).plan(old).conflicts;
             plan.conflicts
                 .iter()
                 .filter(|c| c.resolution == super::Resolution::Rejected)
@@ -507,13 +511,17 @@ fn validate_object(
     object: Object,
     ctx: &Context,
 ) -> Outcome {
-    let (name, group, mut out) = match scope(config, ns, pod, object, ctx, Webhook::Validate) {
+    let (name, scoped, mut out) = match scope(config, ns, pod, object, ctx, Webhook::Validate) {
         Ok(scoped) => scoped,
         Err(done) => return with_feasibility(*done, pod, ctx, None),
     };
-    let mode = config.mode_of(group);
+    let mode = config.mode_of(scoped);
     let enforce = mode == Mode::Enforce;
-    let planned = plan(pod, group);
+    let chosen = choose(config, scoped, pod);
+    let chosen_old = old.map(|old| choose(config, scoped, old));
+    let group = chosen.group.as_ref();
+    out.alternative = chosen.name.map(str::to_owned);
+    let planned = chosen.plan(pod);
     let planned_patch = planned.patch();
     out = with_feasibility(out, pod, ctx, Some((&planned_patch, group)));
     // Shadow predicts enforce: in dryRun and warn the pod has not been patched, so it is
@@ -526,10 +534,12 @@ fn validate_object(
         (pod, old)
     } else {
         shadowed = as_enforced(pod, &planned_patch);
-        shadowed_old = old.map(|old| as_enforced(old, &plan(old, group).patch()));
+        shadowed_old = old
+            .zip(chosen_old.as_ref())
+            .map(|(old, chosen)| as_enforced(old, &chosen.plan(old).patch()));
         (shadowed.as_ref(), shadowed_old.as_ref().map(AsRef::as_ref))
     };
-    let mut violations = verify(pod, group);
+    let mut violations = chosen.verify(pod);
     let mut unchecked = None;
     if let Some(node_name) = bound_node(pod, old) {
         let spec = super::spec_of(pod);
@@ -569,7 +579,10 @@ fn validate_object(
             }
         }
     }
-    let preexisting: Vec<Violation> = old.map(|old| verify(old, group)).unwrap_or_default();
+    let preexisting: Vec<Violation> = old
+        .zip(chosen_old.as_ref())
+        .map(|(old, chosen)| chosen.verify(old))
+        .unwrap_or_default();
     let introduced: Vec<&Violation> = violations.iter().filter(|v| !preexisting.contains(v)).collect();
     if introduced.is_empty() {
         out.decision = Decision::Noop;

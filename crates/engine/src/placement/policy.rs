@@ -293,10 +293,21 @@ fn mutation_variables(group: &Group) -> Vec<Value> {
 
 /// The ValidatingAdmissionPolicy's variables: `conflicts` and `violations`, lists of the
 /// webhook's own phrases (`nodeSelector["k"]: pod has "a", group requires "b" (rejected)`).
-fn validation_variables(name: &str, group: &Group) -> Vec<Value> {
+fn validation_variables(config: &Config, name: &str, group: &Group) -> Vec<Value> {
     let selector = "object.spec.nodeSelector";
     let mut conflicts = Vec::new();
     let mut violations = Vec::new();
+    if group.on_conflict == OnConflict::Reject {
+        // A compiled group offers no alternative: a pod naming one conflicts ([`super::choice`]).
+        let (labels, key) = ("object.metadata.labels", lit(&config.pod_placement_label));
+        conflicts.push(format!(
+            "  // {label}: a choice of placement the group does not offer\n  (has({labels}) && {key} in {labels} && \
+             {labels}[{key}] != \"default\" ? [{} + {labels}[{key}] + {}] : [])",
+            lit(&format!("metadata.labels[{key}]: pod has \"")),
+            lit("\", group requires one of default (rejected)"),
+            label = config.pod_placement_label,
+        ));
+    }
     for (key, value) in &group.node_selector {
         let k = lit(key);
         let field = format!("nodeSelector[{}]", lit(key));
@@ -450,7 +461,7 @@ pub fn compile(config: &Config, name: &str, group: &Group, excluded: &[String]) 
             "failurePolicy": "Fail",
             "matchConstraints": pod_creates(),
             "matchConditions": match_conditions(config, group),
-            "variables": validation_variables(name, group),
+            "variables": validation_variables(config, name, group),
             "validations": [
                 {
                     "expression": "size(variables.conflicts) == 0",

@@ -54,6 +54,8 @@ pub enum Exemption {
     Group,
     /// The requester is one of `allow.serviceAccounts`.
     ServiceAccount,
+    /// The pod's namespace is in a group of `allow.placementGroups`.
+    PlacementGroup,
 }
 
 impl Exemption {
@@ -64,6 +66,7 @@ impl Exemption {
             Exemption::User => "allowed_user",
             Exemption::Group => "allowed_group",
             Exemption::ServiceAccount => "allowed_service_account",
+            Exemption::PlacementGroup => "allowed_placement_group",
         }
     }
 }
@@ -261,6 +264,11 @@ fn exemption(config: &Config, reserve: &Reserve, ns: &Namespace<'_>, pod: &Pod, 
     }
     if allow.namespaces.iter().any(|n| n == ns.name) {
         return Some(Exemption::Namespace);
+    }
+    if let Selection::Group { name, .. } = select_group(config, ns)
+        && allow.placement_groups.iter().any(|g| g == name)
+    {
+        return Some(Exemption::PlacementGroup);
     }
     if requester.is_known() && allow.users.contains(&requester.username) {
         return Some(Exemption::User);
@@ -520,19 +528,32 @@ pub fn warnings(config: &Config) -> Vec<String> {
                 reservation.name, reservation.name
             ));
         }
-        for (other, group) in config.groups.iter().filter(|(n, _)| n.as_str() != reservation.name) {
-            let overlap = group.tolerations.iter().find_map(|t| {
-                reserving_tolerations(reservation.group)
-                    .find_map(|g| shared_taint(t, g))
-                    .map(|taint| (describe(t), taint.describe()))
-            });
-            if let Some((toleration, taint)) = overlap {
-                out.push(format!(
-                    "groups.{other}.tolerations: {toleration:?} tolerates {taint}, which group {:?} reserves: the \
-                     pods of group {other:?} are intruders there (denied once that reservation is in enforce); \
-                     narrow the toleration, or add group {other:?}'s namespaces to groups.{}.reserve.allow.namespaces",
-                    reservation.name, reservation.name
-                ));
+        let allowed = &reservation.reserve.allow.placement_groups;
+        let others = config
+            .groups
+            .iter()
+            .filter(|(n, _)| n.as_str() != reservation.name && !allowed.contains(n));
+        for (other, group) in others {
+            let placements = std::iter::once((format!("groups.{other}"), &group.tolerations)).chain(
+                group
+                    .alternatives
+                    .iter()
+                    .map(|(name, alt)| (format!("groups.{other}.alternatives.{name}"), &alt.tolerations)),
+            );
+            for (at, tolerations) in placements {
+                let overlap = tolerations.iter().find_map(|t| {
+                    reserving_tolerations(reservation.group)
+                        .find_map(|g| shared_taint(t, g))
+                        .map(|taint| (describe(t), taint.describe()))
+                });
+                if let Some((toleration, taint)) = overlap {
+                    out.push(format!(
+                        "{at}.tolerations: {toleration:?} tolerates {taint}, which group {:?} reserves: the pods of \
+                         group {other:?} placed so are intruders there (denied once that reservation is in enforce); \
+                         narrow the toleration, or add {other:?} to groups.{}.reserve.allow.placementGroups",
+                        reservation.name, reservation.name
+                    ));
+                }
             }
         }
     }

@@ -122,7 +122,7 @@ fn a_variable_cannot_invent_a_group_or_a_key_the_schema_does_not_have() {
         text,
         [
             "environment variable POD_DIRECTOR__GROUPS__CI__NODE_SELECTR: \"NODE_SELECTR\" matches no key here \
-             (keys: mode, onConflict, allowPodExclusion, onNoFeasibleNode, allowDaemonSets, nodeSelector, tolerations, affinity, reserve, nodes, enforceWith)",
+             (keys: mode, onConflict, allowPodExclusion, onNoFeasibleNode, allowDaemonSets, nodeSelector, tolerations, affinity, alternatives, reserve, nodes, enforceWith)",
             "environment variable POD_DIRECTOR__GROUPS__GPU__MODE: \"GPU\" matches no key here (keys: ci)",
         ]
     );

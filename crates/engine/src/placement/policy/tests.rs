@@ -255,3 +255,41 @@ fn observation_is_sampled_by_the_owner_uid_and_keeps_every_bare_pod() {
     let rarer = observation_condition(PolicyObservation::OneIn256).unwrap_or_default();
     assert!(rarer.contains(r#"uid.endsWith("00")"#), "{rarer}");
 }
+
+#[test]
+fn a_compiled_group_refuses_a_choice_of_placement_with_the_webhook_s_conflict() {
+    let yaml = GROUPS.replace("onConflict: override", "onConflict: reject");
+    let p = compiled(&yaml, "ci");
+    let conflicts = p.objects[2]["spec"]["variables"][0]["expression"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    // The webhook's conflict for a pod labelled gpu in a group that offers no alternative.
+    let config = config(&yaml);
+    let pod: crate::placement::Pod = serde_json::from_value(json!({
+        "metadata": {"labels": {"pod-director/placement": "gpu"}},
+        "spec": {"containers": [{"name": "app", "image": "busybox"}]},
+    }))
+    .expect("a pod");
+    let chosen = crate::placement::choice::choose(&config, &config.groups["ci"], &pod);
+    let webhook = chosen.conflict.expect("a conflict").to_string();
+    assert_eq!(
+        webhook,
+        r#"metadata.labels["pod-director/placement"]: pod has "gpu", group requires one of default (rejected)"#
+    );
+    // The policy builds the same text around the label's value.
+    let (before, after) = webhook.split_once("gpu").expect("the value");
+    for piece in [lit(before), lit(after)] {
+        assert!(conflicts.contains(&piece), "{piece} in {conflicts}");
+    }
+    assert!(
+        conflicts.contains(r#"object.metadata.labels["pod-director/placement"] != "default""#),
+        "{conflicts}"
+    );
+    // override and ignore apply the default: nothing to refuse.
+    assert!(
+        !compiled(GROUPS, "ci").objects[2]["spec"]["variables"][0]["expression"]
+            .to_string()
+            .contains("metadata.labels")
+    );
+}
