@@ -262,6 +262,9 @@ pod_director_webhook_reconciles_total{result=\"unchanged\"} 1
 # HELP pod_director_policy_groups Groups in enforce whose pods are enforced by their admission policies (enforceWith: policy, handed over from the webhook).
 # TYPE pod_director_policy_groups gauge
 pod_director_policy_groups 0
+# HELP pod_director_webhook_reconcile_yielded Fields of the webhook entries pod-director owns that the reconciler leaves to another writer now (it stopped re-asserting them).
+# TYPE pod_director_webhook_reconcile_yielded gauge
+pod_director_webhook_reconcile_yielded 0
 # HELP pod_director_node_cache_size Nodes held in the Node cache.
 # TYPE pod_director_node_cache_size gauge
 pod_director_node_cache_size 5
