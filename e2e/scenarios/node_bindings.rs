@@ -6,14 +6,11 @@
 //! pod runs there, dryRun admits and logs `would_deny`; kube-scheduler's bindings never reach
 //! pod-director (the entries' matchCondition), as every other scenario shows by scheduling.
 
-use k8s_openapi::api::core::v1::Node;
-use kube::Api;
 use serde_json::json;
 
 use super::nodes::{POOL_LABEL, node, pool_taint};
 use super::reservation_bindings::{bind, binder, held, node_of};
 use crate::harness::k8s::eventually;
-use crate::harness::scheduling::is_ready;
 use crate::harness::{Env, notice, suffix};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -24,7 +21,8 @@ async fn a_tenant_s_binding_outside_its_enforce_group_s_pool_is_refused_at_valid
     let sfx = suffix();
     let inside = format!("e2e-teal-bind-{sfx}");
     let outside = format!("e2e-gray-bind-{sfx}");
-    env.create_node(&node(&inside, "teal", json!([pool_taint()]), false))
+    // Ready before any binding: a fresh node's not-ready NoSchedule taint is tolerated by no group.
+    env.create_ready_node(&node(&inside, "teal", json!([pool_taint()]), false))
         .await;
     env.create_node(&node(&outside, "gray", json!([]), false)).await;
     let tenant_name = format!("node-binder-{sfx}");
@@ -85,18 +83,7 @@ async fn a_tenant_s_binding_outside_its_enforce_group_s_pool_is_refused_at_valid
         "{decided:?}"
     );
 
-    // enforce, a node of the pool: admitted, and the pod runs there. (Once kwok made the node
-    // Ready: until then the node lifecycle's not-ready NoSchedule taint is not tolerated.)
-    eventually(&format!("node {inside} Ready without the not-ready taint"), || async {
-        let node = Api::<Node>::all(env.client.clone()).get(&inside).await.ok()?;
-        let tainted = node
-            .spec
-            .as_ref()
-            .and_then(|s| s.taints.as_ref())
-            .is_some_and(|t| t.iter().any(|t| t.key.starts_with("node.kubernetes.io/")));
-        (is_ready(&node) && !tainted).then_some(())
-    })
-    .await;
+    // enforce, a node of the pool (Ready: created with create_ready_node): admitted, and the pod runs there.
     let (status, body) = bind(&tenant, &enforce, "escape", &inside).await;
     assert!(status.is_success(), "a node of the group: {status} {body}");
     assert_eq!(node_of(&env.get_pod(&enforce, "escape").await), Some(inside.as_str()));

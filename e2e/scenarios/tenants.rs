@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 
 use crate::fixtures::{Placement, controller, group_toleration, labels, workload, workload_spec};
 use crate::harness::k8s::{IMAGE, eventually, impersonating, label_namespace, required_terms};
-use crate::harness::{Decision, Env, notice, pool_labels, suffix};
+use crate::harness::{Decision, Env, notice, pool_labels, pool_node, suffix};
 
 const DAEMON_SET_CONTROLLER: &str = "system:serviceaccount:kube-system:daemon-set-controller";
 
@@ -525,8 +525,9 @@ async fn bind(env: &Env, ns: &str, name: &str, node: &str) -> Pod {
 async fn the_api_server_s_own_binding_path_is_unaffected() {
     let env = Env::start("binding").await;
     let ns = env.namespace(Some("e2e-enforce")).await;
+    // A node of the group's pool: /validate decides a binding as a pod naming that node.
     let node = format!("e2e-bind-{}", suffix());
-    create_nodes(&env, &[(&node, json!({"e2e.pod-director.io/pool": "blue"}))]).await;
+    env.create_ready_node(&pool_node(&node)).await;
     env.create_admitted_pod(&ns, &unscheduled("bound")).await;
     let bound = bind(&env, &ns, "bound", &node).await;
     assert_eq!(Placement::of(&bound), Placement::enforced());
@@ -542,7 +543,7 @@ async fn a_rule_widened_to_every_pod_subresource_does_not_break_binding() {
     let env = Env::start("widened").await;
     let ns = env.namespace(Some("e2e-enforce")).await;
     let node = format!("e2e-widened-{}", suffix());
-    create_nodes(&env, &[(&node, json!({"e2e.pod-director.io/pool": "blue"}))]).await;
+    env.create_ready_node(&pool_node(&node)).await;
     // pod-director's own enforce entries, copied into configurations of the scenario's own whose
     // rules send every pod subresource (pods/binding, pods/status, …) too, failing closed.
     let (mutating, validating) = env.webhook_configurations().await;

@@ -535,6 +535,24 @@ impl Env {
         self.create_unmanaged_node(&scheduling::kwok_node(node.clone())).await
     }
 
+    /// [`Env::create_node`], then waits until kwok made it Ready and the node lifecycle removed
+    /// its `node.kubernetes.io/*` taints: until then a binding to it is decided against a taint
+    /// no group tolerates.
+    pub async fn create_ready_node(&self, node: &Node) {
+        let name = node.metadata.name.clone().expect("a named Node");
+        self.create_node(node).await;
+        k8s::eventually(&format!("node {name} Ready without the not-ready taint"), || async {
+            let node = Api::<Node>::all(self.client.clone()).get(&name).await.ok()?;
+            let tainted = node
+                .spec
+                .as_ref()
+                .and_then(|s| s.taints.as_ref())
+                .is_some_and(|t| t.iter().any(|t| t.key.starts_with("node.kubernetes.io/")));
+            (scheduling::is_ready(&node) && !tainted).then_some(())
+        })
+        .await;
+    }
+
     /// Creates a Node object as given: without the kwok annotation no kubelet plays it, so it
     /// stays NotReady (tainted `node.kubernetes.io/not-ready`, later `unreachable`). Deleted at the end.
     pub async fn create_unmanaged_node(&self, node: &Node) -> Node {
