@@ -33,15 +33,9 @@ const CONCURRENCY: usize = 32;
 /// Longest the pod creation may take, whatever the counts.
 const CREATE_BUDGET: Duration = Duration::from_secs(1800);
 
-const CONFIG: &str = "\
-namespaceLabel: pod-director/group
-groups:
-  bench:
-    mode: dryRun
-    nodeSelector: {node-pool: bench}
-    tolerations:
-      - {key: dedicated, operator: Equal, value: bench, effect: NoSchedule}
-";
+/// The configuration audited: the in-process paged cluster's (`benches/audit_memory.rs`), one
+/// dryRun group `bench`.
+const CONFIG: &str = pod_director::testing::PagedCluster::CONFIG;
 
 struct Args {
     namespaces: usize,

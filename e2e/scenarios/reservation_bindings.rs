@@ -104,14 +104,7 @@ async fn a_binding_to_a_reserved_node_is_decided_and_the_trusted_schedulers_bind
     let entry = reservation_entry(&env).await.expect("rendered: a group reserves");
     assert_eq!(entry["rules"][1]["resources"], json!(["pods/binding"]), "{entry}");
     assert_eq!(entry["rules"][1]["operations"], json!(["CREATE"]), "{entry}");
-    let condition = &entry["matchConditions"][1];
-    assert_eq!(condition["name"], "binding-not-by-a-trusted-scheduler", "{entry}");
-    assert!(
-        condition["expression"]
-            .as_str()
-            .is_some_and(|e| e.contains("'system:kube-scheduler'")),
-        "{condition}"
-    );
+    skips_trusted_schedulers(&entry, 1);
 
     // dryRun: the binding is admitted and logged as the intrusion it is.
     env.create_admitted_pod(&free, &held("held-dry")).await;
@@ -190,5 +183,18 @@ async fn a_binding_to_a_reserved_node_is_decided_and_the_trusted_schedulers_bind
     assert!(
         sent.is_empty(),
         "the trusted scheduler's binding reached pod-director: {sent:?}"
+    );
+}
+
+/// Asserts that matchCondition `index` of `entry` is the one that keeps kube-scheduler's (and
+/// the trusted schedulers') bindings away from pod-director.
+pub(super) fn skips_trusted_schedulers(entry: &Value, index: usize) {
+    let condition = &entry["matchConditions"][index];
+    assert_eq!(condition["name"], "binding-not-by-a-trusted-scheduler", "{entry}");
+    assert!(
+        condition["expression"]
+            .as_str()
+            .is_some_and(|e| e.contains("'system:kube-scheduler'")),
+        "{condition}"
     );
 }
