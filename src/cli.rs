@@ -67,8 +67,9 @@ pub struct ExplainArgs {
     /// Manifest files or directories (YAML or JSON, multi-document); `-` reads standard input.
     #[arg(short = 'f', long = "filename", required_unless_present = "policies", num_args = 1..)]
     pub files: Vec<PathBuf>,
-    /// Print the admission policies compiled from the groups with `enforceWith: policy` in enforce
-    /// (with `--group`: that group's, whatever its mode), for review before they are applied.
+    /// Print the admission policies compiled from the groups with `enforceWith: policy` or
+    /// `webhookAndPolicy` in enforce (with `--group`: that group's, whatever its mode), for review
+    /// before they are applied.
     #[arg(long, conflicts_with_all = ["files", "nodes", "namespace", "fail_on"])]
     pub policies: bool,
     /// Namespace for objects that name none (default: "default").

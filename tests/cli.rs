@@ -302,7 +302,7 @@ fn check_config_prints_ok_and_one_line_per_group() {
     );
     // And whether each group compiles to admission policies, or why not.
     assert!(
-        lines.contains(&"policy ci: compiles to admission policies (enforceWith: policy)"),
+        lines.contains(&"policy ci: compiles to admission policies (enforceWith: policy or webhookAndPolicy)"),
         "{text}"
     );
     assert!(

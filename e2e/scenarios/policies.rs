@@ -3,7 +3,9 @@
 //! `webhook.admissionPolicies: true`), held to twins on the webhook through the real API server.
 //!
 //! Each `e2e-policy-<onConflict>` group of `e2e/scenarios/values.yaml` has a twin
-//! `e2e-twin-<onConflict>` with the same placement on the webhook. Every case — the
+//! `e2e-twin-<onConflict>` with the same placement on the webhook, and so has each
+//! `e2e-check-<onConflict>` (`enforceWith: webhookAndPolicy`: placed by `/mutate`, its final pod
+//! checked by its ValidatingAdmissionPolicy alone, one webhook call per pod). Every case — the
 //! engine's named placement cases and a seeded random corpus of pods (nodeSelectors that
 //! agree, conflict or are empty; toleration spellings that are supersets, duplicates,
 //! wildcards, other effects or seconds; required node affinity with ORed and empty terms,
@@ -28,6 +30,18 @@ const TWINS: [(&str, &str); 3] = [
     ("e2e-policy-override", "e2e-twin-override"),
     ("e2e-policy-ignore", "e2e-twin-ignore"),
 ];
+
+/// (group placed by the webhook and checked by its ValidatingAdmissionPolicy, its twin on the webhook).
+const CHECKED: [(&str, &str); 3] = [
+    ("e2e-check-reject", "e2e-twin-reject"),
+    ("e2e-check-override", "e2e-twin-override"),
+    ("e2e-check-ignore", "e2e-twin-ignore"),
+];
+
+/// Every pair the differential compares: [`TWINS`], then [`CHECKED`].
+fn pairs() -> impl Iterator<Item = (&'static str, &'static str)> {
+    TWINS.into_iter().chain(CHECKED)
+}
 
 /// Random pods per run, besides the named cases.
 const RANDOM_CASES: usize = 80;
@@ -90,42 +104,38 @@ fn selected_groups(entry: &Value, label: &str) -> Vec<String> {
         .collect()
 }
 
-/// The mutating webhook entries as JSON, by name.
-async fn mutating_entries(env: &Env) -> Vec<Value> {
-    let (mutating, _) = env.webhook_configurations().await;
-    mutating
-        .webhooks
-        .unwrap_or_default()
-        .iter()
-        .map(|w| serde_json::to_value(w).expect("serializes"))
-        .collect()
-}
-
-/// Waits until the policy groups left the webhook's `enforce` entry for its `policy` entry:
-/// their admission policies are in place.
+/// Waits until the policy groups left the webhook's `enforce` entries for its `policy` entries
+/// (their admission policies are in place), and the checked groups the validating `enforce`
+/// entry only (their ValidatingAdmissionPolicy is; `/mutate` keeps placing their pods).
 async fn wait_for_handover(env: &Env) {
     let label = env.config.namespace_label.clone();
-    let fallback = env.webhook_name("policy", "mutate");
-    let enforce = env.webhook_name("enforce", "mutate");
     eventually("the policy groups handed over to their admission policies", || async {
-        let entries = mutating_entries(env).await;
-        let groups = |name: &str| {
+        let (mutating, validating) = env.webhook_configurations().await;
+        let entries: Vec<Value> = [
+            serde_json::to_value(mutating.webhooks.unwrap_or_default()),
+            serde_json::to_value(validating.webhooks.unwrap_or_default()),
+        ]
+        .into_iter()
+        .flat_map(|list| list.ok().and_then(|v| v.as_array().cloned()).unwrap_or_default())
+        .collect();
+        let groups = |entry: &str, webhook: &str| {
+            let name = env.webhook_name(entry, webhook);
             entries
                 .iter()
-                .find(|e| e["name"] == name)
+                .find(|e| e["name"] == name.as_str())
                 .map(|e| selected_groups(e, &label))
                 .unwrap_or_default()
         };
-        let on_policy = groups(&fallback);
-        let on_webhook = groups(&enforce);
-        TWINS
-            .iter()
-            .all(|(policy, twin)| {
-                on_policy.iter().any(|g| g == policy)
-                    && !on_webhook.iter().any(|g| g == policy)
-                    && on_webhook.iter().any(|g| g == twin)
-            })
-            .then_some(())
+        let has = |list: &[String], group: &str| list.iter().any(|g| g == group);
+        let (on_policy, on_mutate) = (groups("policy", "mutate"), groups("enforce", "mutate"));
+        let (checked, on_validate) = (groups("policy", "validate"), groups("enforce", "validate"));
+        let policies = TWINS.iter().all(|(policy, twin)| {
+            has(&on_policy, policy) && !has(&on_mutate, policy) && has(&on_mutate, twin) && has(&on_validate, twin)
+        });
+        let checks = CHECKED.iter().all(|(check, _)| {
+            has(&checked, check) && !has(&on_validate, check) && has(&on_mutate, check) && !has(&on_policy, check)
+        });
+        (policies && checks).then_some(())
     })
     .await;
 }
@@ -149,10 +159,17 @@ async fn policy_objects(client: &Client) -> Vec<String> {
     out
 }
 
+/// The four objects of each policy group, and of each [`CHECKED`] group its validating two.
 fn expected_objects(groups: &[&str]) -> Vec<String> {
     let mut out: Vec<String> = groups
         .iter()
         .flat_map(|g| ADMISSION_POLICY_KINDS.map(|(kind, _)| format!("{kind}/pod-director-{g}")))
+        .chain(CHECKED.iter().flat_map(|(g, _)| {
+            ADMISSION_POLICY_KINDS
+                .iter()
+                .filter(|(kind, _)| kind.starts_with("Validating"))
+                .map(move |(kind, _)| format!("{kind}/pod-director-{g}"))
+        }))
         .collect();
     out.sort();
     out
@@ -444,10 +461,10 @@ fn named_cases() -> Vec<(&'static str, Value)> {
     ]
 }
 
-/// Namespaces per twin pair: (policy's, webhook's).
+/// Namespaces per twin pair of [`pairs`]: (policy's or checked's, webhook's).
 async fn twin_namespaces(env: &Env) -> Vec<(String, String)> {
     let mut out = Vec::new();
-    for (policy, twin) in TWINS {
+    for (policy, twin) in pairs() {
         out.push((env.namespace(Some(policy)).await, env.namespace(Some(twin)).await));
     }
     out
@@ -470,7 +487,7 @@ async fn run_case(
     }
     let typed = pod_from(named);
     let mut mismatches = Vec::new();
-    for ((policy_ns, webhook_ns), pair) in namespaces.iter().zip(TWINS) {
+    for ((policy_ns, webhook_ns), pair) in namespaces.iter().zip(pairs()) {
         let (policy, webhook) = if store {
             (
                 env.create_pod(policy_ns, &typed).await,
@@ -513,7 +530,8 @@ async fn a_pod_in_a_group_on_policies_is_stored_and_refused_exactly_as_on_the_we
     assert_eq!(
         objects,
         expected_objects(&TWINS.map(|(policy, _)| policy)),
-        "pod-director applied the four objects of each policy group, and nothing else"
+        "pod-director applied the four objects of each policy group, the validating two of each checked group, \
+         and nothing else"
     );
     let namespaces = twin_namespaces(&env).await;
     let seed = crate::harness::env_var("E2E_POLICY_SEED")
@@ -549,7 +567,7 @@ async fn a_pod_in_a_group_on_policies_is_stored_and_refused_exactly_as_on_the_we
     }
     println!(
         "policies: {cases} cases × {} twin pairs, {refused} of the random ones refused on the reject twin, {} mismatches",
-        TWINS.len(),
+        namespaces.len(),
         mismatches.len()
     );
     assert!(
@@ -563,6 +581,33 @@ async fn a_pod_in_a_group_on_policies_is_stored_and_refused_exactly_as_on_the_we
         "the corpus exercises both admission and refusal ({refused} of {RANDOM_CASES} refused)"
     );
     invalid_and_in_conflict_is_refused_by_each_path_in_its_phase(&env, &namespaces[0]).await;
+    a_checked_group_s_pod_costs_one_webhook_call(&env, &namespaces[TWINS.len()]).await;
+}
+
+/// `webhookAndPolicy`: a pod of a checked group is decided at `/mutate` and never at `/validate` (its
+/// ValidatingAdmissionPolicy checks it); its webhook twin's at both.
+async fn a_checked_group_s_pod_costs_one_webhook_call(env: &Env, pair: &(String, String)) {
+    let (checked_ns, twin_ns) = pair;
+    for ns in [checked_ns, twin_ns] {
+        let created = env.create_pod(ns, &crate::harness::k8s::pod("one-call")).await;
+        assert!(created.status.is_success(), "{} {}", created.status, created.body);
+        let decision = env.decision(ns, "one-call", "mutate").await;
+        assert_eq!(decision.decision(), "patched", "{decision:?}");
+    }
+    // The checked pod's admission ended before its twin's began: had /validate decided it, its line would be in.
+    let twin = env.decision(twin_ns, "one-call", "validate").await;
+    assert_eq!(twin.decision(), "noop", "{twin:?}");
+    let validated = env
+        .decisions_with(&[
+            ("admission.request.namespace", checked_ns),
+            ("admission.request.name", "one-call"),
+            ("webhook", "validate"),
+        ])
+        .await;
+    assert!(
+        validated.is_empty(),
+        "a checked group's pod is not sent to /validate: {validated:?}"
+    );
 }
 
 /// The difference docs/src/admission-policies.md states: a pod both invalid (the API server's validation
@@ -625,6 +670,7 @@ async fn with_pod_director_stopped_a_group_on_policies_is_still_enforced_and_one
         return;
     };
     let (policy_ns, webhook_ns) = twin_namespaces(&env).await.remove(0);
+    let checked_ns = env.namespace(Some(CHECKED[0].0)).await;
     env.pod_director().stop();
 
     let pod = |name: &str, extra: Value| {
@@ -679,6 +725,9 @@ async fn with_pod_director_stopped_a_group_on_policies_is_still_enforced_and_one
 
     let twin = env.create_pod(&webhook_ns, &pod("unplaced", json!({}))).await;
     env.assert_failed_calling(&twin, "enforce");
+    // A checked group's pods need /mutate: refused, as its twin's.
+    let checked = env.create_pod(&checked_ns, &pod("unplaced", json!({}))).await;
+    env.assert_failed_calling(&checked, "enforce");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -692,7 +741,7 @@ async fn the_admission_policies_follow_the_configuration() {
     // What `explain --policies` prints for the same config and namespace is what was applied.
     assert_eq!(
         explain::assert_explain_prints_what_is_applied(&env).await,
-        4 * all.len()
+        4 * all.len() + 2 * CHECKED.len()
     );
 
     // A group leaving enforce: its policies go once the webhook has it back, and no pod of
@@ -850,7 +899,7 @@ async fn a_toleration_stripped_by_a_later_webhook_gets_the_pod_refused_on_polici
         "spec": {"containers": [{"name": "app", "image": IMAGE}]},
     });
     let mut mismatches = run_case(&env, &namespaces, "stripped", "strip", &pod, false).await;
-    for ((policy_ns, _), (policy, _)) in namespaces.iter().zip(TWINS) {
+    for ((policy_ns, _), (policy, _)) in namespaces.iter().zip(pairs()) {
         let created = env
             .create_pod_dry_run(
                 policy_ns,

@@ -259,7 +259,7 @@ pod_director_orphaned_group_namespaces{group=\"gone\"} 2
 # HELP pod_director_webhook_reconciles Reconciliations of the webhook configurations' namespaceSelectors with the live configuration, by result.
 # TYPE pod_director_webhook_reconciles counter
 pod_director_webhook_reconciles_total{result=\"unchanged\"} 1
-# HELP pod_director_policy_groups Groups in enforce whose pods are enforced by their admission policies (enforceWith: policy, handed over from the webhook).
+# HELP pod_director_policy_groups Groups in enforce whose pods their admission policies enforce (enforceWith: policy) or check (webhookAndPolicy), handed over from the webhook.
 # TYPE pod_director_policy_groups gauge
 pod_director_policy_groups 0
 # HELP pod_director_webhook_reconcile_yielded Fields of the webhook entries pod-director owns that the reconciler leaves to another writer now (it stopped re-asserting them).

@@ -57,13 +57,29 @@ fn policy_lines(config: &Config) -> Vec<String> {
                      webhook.admissionPolicies), else by the webhook",
                     object_name(name)
                 )
+            } else if config.validated_by_policy(name, group) {
+                format!(
+                    "placed by the webhook, checked by ValidatingAdmissionPolicy {} (one webhook call per pod) where \
+                     serve runs with --admission-policies (chart: webhook.admissionPolicies), else by /validate too",
+                    object_name(name)
+                )
+            } else if group.enforce_with == EnforceWith::WebhookAndPolicy && blockers.is_empty() {
+                format!(
+                    "compiles; enforceWith: webhookAndPolicy takes effect in enforce (now {})",
+                    config.mode_of(group)
+                )
+            } else if group.enforce_with == EnforceWith::WebhookAndPolicy {
+                format!(
+                    "enforceWith: webhookAndPolicy, but /validate checks it too (two webhook calls per pod): {}",
+                    blockers.join("; ")
+                )
             } else if group.enforce_with == EnforceWith::Policy {
                 format!(
                     "compiles; enforceWith: policy takes effect in enforce (now {})",
                     config.mode_of(group)
                 )
             } else if blockers.is_empty() {
-                "compiles to admission policies (enforceWith: policy)".to_owned()
+                "compiles to admission policies (enforceWith: policy or webhookAndPolicy)".to_owned()
             } else {
                 format!("webhook only: {}", blockers.join("; "))
             };

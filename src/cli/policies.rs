@@ -1,5 +1,5 @@
 //! `pod-director explain --policies`: the admission policies the server would apply for the
-//! groups enforced by policies (`enforceWith: policy` in enforce), or for one `--group`
+//! groups enforced or checked by policies (`enforceWith: policy` or `webhookAndPolicy` in enforce), or for one `--group`
 //! whatever its mode — readable YAML to review before they are applied.
 
 use std::process::ExitCode;
@@ -7,7 +7,6 @@ use std::process::ExitCode;
 use serde_json::{Value, json};
 
 use super::{ExplainArgs, OutputFormat};
-use crate::cluster::webhooks;
 use pod_director_engine::config::{Config, load_config};
 use pod_director_engine::placement::policy::{self, Policies};
 
@@ -31,22 +30,21 @@ fn compiled(args: &ExplainArgs) -> Result<Vec<Policies>, PolicyError> {
         args.pod_director_namespace.as_deref(),
     )?
     .config;
+    let excluded = pod_director_engine::webhook_entries::excluded(&config);
+    let mut applied = policy::compile_all(&config, &excluded);
     match &args.group {
-        Some(name) => {
-            let Some(group) = config.groups.get(name) else {
+        // What serve applies for it (a webhookAndPolicy group's validating policy), else all four.
+        Some(name) => match (applied.remove(name), config.groups.get(name)) {
+            (Some(p), _) => Ok(vec![p]),
+            (None, Some(group)) => policy::compile(&config, name, group, &excluded)
+                .map(|p| vec![p])
+                .map_err(|reasons| PolicyError::NotCompilable(name.clone(), reasons.join("; "))),
+            (None, None) => {
                 let names: Vec<&str> = config.groups.keys().map(String::as_str).collect();
-                return Err(PolicyError::UnknownGroup(name.clone(), names.join(", ")));
-            };
-            policy::compile(
-                &config,
-                name,
-                group,
-                &pod_director_engine::webhook_entries::excluded(&config),
-            )
-            .map(|p| vec![p])
-            .map_err(|reasons| PolicyError::NotCompilable(name.clone(), reasons.join("; ")))
-        }
-        None => Ok(webhooks::admission_policies::wanted(&config).into_values().collect()),
+                Err(PolicyError::UnknownGroup(name.clone(), names.join(", ")))
+            }
+        },
+        None => Ok(applied.into_values().collect()),
     }
 }
 
@@ -54,10 +52,12 @@ fn compiled(args: &ExplainArgs) -> Result<Vec<Policies>, PolicyError> {
 fn yaml(policies: &[Policies]) -> Result<String, PolicyError> {
     let mut out = String::new();
     for p in policies {
-        out.push_str(&format!(
-            "# groups.{}: MutatingAdmissionPolicy, ValidatingAdmissionPolicy and their bindings, all named {}\n",
-            p.group, p.name
-        ));
+        let kinds = if p.validation_only {
+            "ValidatingAdmissionPolicy and its binding (enforceWith: webhookAndPolicy), both"
+        } else {
+            "MutatingAdmissionPolicy, ValidatingAdmissionPolicy and their bindings, all"
+        };
+        out.push_str(&format!("# groups.{}: {kinds} named {}\n", p.group, p.name));
         for object in &p.objects {
             let text = serde_saphyr::to_string(object).map_err(|e| PolicyError::Render(e.to_string()))?;
             out.push_str("---\n");
@@ -74,8 +74,8 @@ pub fn run(args: &ExplainArgs) -> ExitCode {
     let rendered = compiled(args).and_then(|policies| {
         if policies.is_empty() {
             eprintln!(
-                "no group is enforced by admission policies (enforceWith: policy in enforce); name one with --group \
-                 to see what it would compile to"
+                "no group is enforced or checked by admission policies (enforceWith: policy or webhookAndPolicy in \
+                 enforce); name one with --group to see what it would compile to"
             );
         }
         match args.output {
@@ -140,18 +140,33 @@ mod tests {
         std::fs::write(
             &path,
             "excludedNamespaces: [monitoring]\ngroups:\n  ci:\n    mode: enforce\n    enforceWith: policy\n    \
-             nodeSelector: {pool: ci}\n  gpu:\n    mode: enforce\n    enforceWith: policy\n    nodeSelector: {pool: gpu}\n",
+             nodeSelector: {pool: ci}\n  gpu:\n    mode: enforce\n    enforceWith: policy\n    nodeSelector: {pool: gpu}\n  \
+             web:\n    mode: enforce\n    enforceWith: webhookAndPolicy\n    nodeSelector: {pool: web}\n",
         )
         .unwrap();
         for namespace in [Some("pd-system"), None] {
-            let applied = webhooks::admission_policies::wanted(&load_config(&path, namespace).unwrap().config);
+            // The reconciler applies what compile_all gives (less the kinds the API server does not serve).
+            let config = load_config(&path, namespace).unwrap().config;
+            let applied = policy::compile_all(&config, &pod_director_engine::webhook_entries::excluded(&config));
             let applied: Vec<Policies> = applied.into_values().collect();
             let printed = compiled(&args(&path, namespace, None)).expect("compiles");
             assert_eq!(printed, applied, "namespace {namespace:?}");
             let one = compiled(&args(&path, namespace, Some("gpu"))).expect("compiles");
-            assert_eq!(one[..], applied[1..], "--group gpu, namespace {namespace:?}");
+            assert_eq!(one[..], applied[1..2], "--group gpu, namespace {namespace:?}");
+            let web = compiled(&args(&path, namespace, Some("web"))).expect("compiles");
+            let kinds: Vec<&Value> = web[0].objects.iter().map(|o| &o["kind"]).collect();
+            assert_eq!(
+                kinds,
+                ["ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"],
+                "webhookAndPolicy: the validating policy alone"
+            );
+            assert!(web[0].validation_only && !printed[0].validation_only);
             let excluded = excluded_by_bindings(&printed);
-            assert_eq!(excluded.len(), 4, "two bindings per group: {excluded:?}");
+            assert_eq!(
+                excluded.len(),
+                5,
+                "two bindings per policy group, one for web: {excluded:?}"
+            );
             for values in excluded {
                 assert_eq!(
                     values.iter().any(|v| v == "pd-system"),

@@ -101,7 +101,8 @@ pub struct ReconcileArgs {
     pub webhook_resync_interval: Duration,
     /// Apply and keep in step the MutatingAdmissionPolicy and ValidatingAdmissionPolicy (and their
     /// bindings) of the groups with `enforceWith: policy` in enforce, and hand their pods over to
-    /// them from the webhook entries (the chart's `webhook.admissionPolicies`). Off: every group stays on the webhook.
+    /// them from the webhook entries; of those with `webhookAndPolicy`, the ValidatingAdmissionPolicy
+    /// alone, in place of `/validate` (the chart's `webhook.admissionPolicies`). Off: every group stays on the webhook.
     #[arg(long, env = "POD_DIRECTOR_ADMISSION_POLICIES", default_value_t = false, action = clap::ArgAction::Set)]
     pub admission_policies: bool,
     #[command(flatten)]

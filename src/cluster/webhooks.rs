@@ -140,15 +140,14 @@ impl Reconciler {
             let mut on_policy = BTreeSet::new();
             let mut served = false;
             if let Some(sync) = &self.policies {
-                match sync.served(&self.client).await {
-                    Ok(true) => {
+                match sync.servable(&self.client, &loaded.config).await {
+                    Ok(servable) => {
                         served = true;
-                        wanted = admission_policies::wanted(&loaded.config);
+                        wanted = servable;
                         let (handed, error) = sync.apply(&self.client, &wanted).await;
                         on_policy = handed;
                         errors.extend(error.map(ReconcileError::from));
                     }
-                    Ok(false) => {}
                     Err(err) => errors.push(err.into()),
                 }
                 sync.set_pending(sync.pending(&wanted, &on_policy));
@@ -310,7 +309,7 @@ pub struct ReconcileMetrics {
     conflicts: Family<FieldLabels, Counter>,
     /// `pod_director_webhook_reconcile_yielded`: fields left to another writer now.
     pub yielded: Gauge,
-    /// `pod_director_policy_groups`: groups whose pods are handed over to their admission policies.
+    /// `pod_director_policy_groups`: groups whose pods are handed over to their admission policies (in part).
     pub policy_groups: Gauge,
 }
 
@@ -325,8 +324,8 @@ impl ReconcileMetrics {
         let policy_groups = register(
             r,
             "policy_groups",
-            "Groups in enforce whose pods are enforced by their admission policies (enforceWith: policy, handed over \
-             from the webhook)",
+            "Groups in enforce whose pods their admission policies enforce (enforceWith: policy) or check \
+             (webhookAndPolicy), handed over from the webhook",
             Gauge::default(),
         );
         let conflicts = register(

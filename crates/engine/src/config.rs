@@ -99,6 +99,8 @@ named_enum! {
         /// pod-director's webhook entries (failurePolicy Fail): every rule, but none while it is down.
         #[default]
         Webhook => "webhook",
+        /// The webhook's mutating call places the pod; its compiled ValidatingAdmissionPolicy checks the final pod.
+        WebhookAndPolicy => "webhookAndPolicy",
         /// Admission policies compiled from the group, run by the API server even while pod-director is down.
         Policy => "policy",
     }
@@ -546,6 +548,14 @@ impl Config {
         group.enforce_with == EnforceWith::Policy && self.mode_of(group) == Mode::Enforce
     }
 
+    /// Whether the final pods of `group` are checked by its ValidatingAdmissionPolicy alone, the webhook
+    /// mutating them: in enforce, `enforceWith: webhookAndPolicy`, and a policy expresses the group.
+    pub fn validated_by_policy(&self, name: &str, group: &Group) -> bool {
+        group.enforce_with == EnforceWith::WebhookAndPolicy
+            && self.mode_of(group) == Mode::Enforce
+            && self.policy_blockers(name, group).is_empty()
+    }
+
     /// A group with `enforceWith: policy` whose rules a policy cannot express is refused: it
     /// would silently stay on the webhook.
     fn policy_errors(&self) -> Vec<FieldError> {
@@ -601,7 +611,7 @@ impl Config {
                     self.allows_daemon_sets(g).then(|| "allowDaemonSets".to_owned()),
                     g.reserve.as_ref().map(|reserve| format!("reserve={}", reserve.mode)),
                     (self.default_group.as_deref() == Some(name.as_str())).then(|| "default".to_owned()),
-                    (g.enforce_with == EnforceWith::Policy).then(|| "enforceWith=policy".to_owned()),
+                    (g.enforce_with != EnforceWith::Webhook).then(|| format!("enforceWith={}", g.enforce_with)),
                 ];
                 format!("{name}: {}", parts.into_iter().flatten().collect::<Vec<_>>().join(" "))
             })

@@ -348,15 +348,17 @@ fn binding_condition(config: &Config) -> Value {
 /// chart's order. The chart's `templates/webhooks.yaml` renders the same; the goldens in
 /// `tests/webhook_selectors/` hold the two equal.
 ///
-/// `on_policy`: the groups whose pods are handed over to their admission policies
-/// ([`crate::placement::policy`]); while there are any, the [`PolicyEntry`] entries follow.
+/// `handed`: the groups whose pods are handed over to their admission policies
+/// ([`crate::placement::policy`]); while any leaves this configuration's `enforce` entry
+/// ([`leaving`]), the [`PolicyEntry`] entries follow.
 pub fn owned_entries(
     kind: Kind,
     name: &str,
     config: &Config,
     settings: &EntrySettings,
-    on_policy: &BTreeSet<String>,
+    handed: &BTreeSet<String>,
 ) -> Vec<Value> {
+    let on_policy = &leaving(kind, config, handed);
     let selectors = namespace_selectors(config, on_policy);
     let enforce_policy = settings.webhook_failure_policy_enforce.as_str();
     let pod_operations: &[&str] = match kind {
@@ -456,6 +458,20 @@ pub fn owned_entries(
     out
 }
 
+/// The groups of `handed` that leave the `enforce` entry of configuration `kind` for its
+/// [`PolicyEntry`] entries: at `/validate` every one (a policy checks their final pods), at
+/// `/mutate` those the policies also place (`enforceWith: policy`), not those the webhook
+/// still places (`webhookAndPolicy`: one webhook call per pod).
+pub fn leaving(kind: Kind, config: &Config, handed: &BTreeSet<String>) -> BTreeSet<String> {
+    handed
+        .iter()
+        .filter(|name| {
+            kind == Kind::Validating || config.groups.get(name.as_str()).is_some_and(|g| config.on_policy(g))
+        })
+        .cloned()
+        .collect()
+}
+
 /// Why the entries of a live configuration cannot be made equal to the owned ones.
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
@@ -491,7 +507,7 @@ pub fn plan_patch(
     webhooks: &[Value],
     config: &Config,
     settings: &EntrySettings,
-    on_policy: &BTreeSet<String>,
+    handed: &BTreeSet<String>,
 ) -> Result<(Vec<PatchOperation>, Vec<String>), PlanError> {
     let mut operations = Vec::new();
     let mut changed = Vec::new();
@@ -502,7 +518,7 @@ pub fn plan_patch(
         .map(|e| (e.name(kind.webhook(), name), false))
         .collect();
     optional.insert(reservation_name.clone(), false);
-    for want in owned_entries(kind, name, config, settings, on_policy) {
+    for want in owned_entries(kind, name, config, settings, handed) {
         let entry_name = want["name"].as_str().unwrap_or_default().to_owned();
         let index = webhooks.iter().position(|w| w["name"] == entry_name.as_str());
         if let Some(wanted) = optional.get_mut(&entry_name) {

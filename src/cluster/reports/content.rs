@@ -170,7 +170,7 @@ fn result_of(namespace: &str, workload: &str, o: &WorkloadOutcome) -> ReportResu
     let message = if o.message.is_empty() {
         o.verdict.as_str().replace('_', " ")
     } else {
-        o.message.clone()
+        o.message.to_string()
     };
     ReportResult {
         source: SOURCE,

@@ -76,7 +76,7 @@ impl Baseline {
                     let note = format!("{} ({}): {}", o.policy, o.mode.as_str(), o.message);
                     (
                         (namespace.clone(), workload.clone(), policy.clone(), *rule),
-                        (o.verdict, note, o.message.clone()),
+                        (o.verdict, note, o.message.to_string()),
                     )
                 })
             })

@@ -10,8 +10,13 @@
 //! 3. only after the webhook entries took a group back (it left `enforceWith: policy` or
 //!    enforce) are its objects deleted — found by the `app.kubernetes.io/managed-by` label.
 //!
+//! Groups with `enforceWith: webhookAndPolicy` get only the ValidatingAdmissionPolicy and its
+//! binding: once handed over they leave the `enforce` entry of the ValidatingWebhookConfiguration
+//! alone, and keep the mutating one (one webhook call per pod).
+//!
 //! Only on API servers that serve `admissionregistration.k8s.io/v1` MutatingAdmissionPolicy
-//! (Kubernetes 1.36+): elsewhere every group stays on the webhook, with one warning.
+//! (Kubernetes 1.36+) for `enforceWith: policy`, ValidatingAdmissionPolicy (1.30+) for
+//! `webhookAndPolicy`: elsewhere those groups stay on the webhook, with one warning.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
@@ -69,30 +74,55 @@ pub(crate) enum PolicyError {
 #[derive(Debug, Default)]
 pub struct PolicySync {
     applied: Mutex<BTreeMap<String, (Instant, Vec<Value>)>>,
-    unserved_warned: Mutex<bool>,
+    unserved_warned: Mutex<[bool; 2]>,
     pending: AtomicBool,
 }
 
 impl PolicySync {
-    /// Whether the API server serves MutatingAdmissionPolicy at `admissionregistration.k8s.io/v1`.
-    pub(crate) async fn served(&self, client: &Client) -> Result<bool, PolicyError> {
-        let served = match client.list_api_group_resources(API_VERSION).await {
-            Ok(list) => list.resources.iter().any(|r| r.name == "mutatingadmissionpolicies"),
-            Err(kube::Error::Api(status)) if status.code == 404 => false,
+    /// The compiled policies of `config` that the API server can run: MutatingAdmissionPolicy
+    /// (`enforceWith: policy`) and ValidatingAdmissionPolicy (`webhookAndPolicy`) at
+    /// `admissionregistration.k8s.io/v1`. A kind it does not serve is warned about once.
+    pub(crate) async fn servable(
+        &self,
+        client: &Client,
+        config: &pod_director_engine::config::Config,
+    ) -> Result<BTreeMap<String, Policies>, PolicyError> {
+        let resources = match client.list_api_group_resources(API_VERSION).await {
+            Ok(list) => list.resources.into_iter().map(|r| r.name).collect(),
+            Err(kube::Error::Api(status)) if status.code == 404 => Vec::new(),
             Err(err) => return Err(PolicyError::Discovery(err)),
         };
+        let serves = |plural: &str| resources.iter().any(|r| r == plural);
+        let unserved = [
+            (!serves("mutatingadmissionpolicies")).then_some(
+                "MutatingAdmissionPolicy (Kubernetes 1.36+): groups with enforceWith: policy stay on the webhook",
+            ),
+            (!serves("validatingadmissionpolicies")).then_some(
+                "ValidatingAdmissionPolicy (Kubernetes 1.30+): groups with enforceWith: webhookAndPolicy stay on \
+                 /validate",
+            ),
+        ];
         let mut warned = self
             .unserved_warned
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if !served && !*warned {
-            warn!(
-                "the API server does not serve {API_VERSION} MutatingAdmissionPolicy (Kubernetes 1.36+): groups with \
-                 enforceWith: policy stay on the webhook"
-            );
+        for (i, missing) in unserved.iter().enumerate() {
+            if let Some(missing) = missing
+                && !warned[i]
+            {
+                warn!("the API server does not serve {API_VERSION} {missing}");
+            }
+            warned[i] = missing.is_some();
         }
-        *warned = !served;
-        Ok(served)
+        let mut wanted = policy::compile_all(config, &pod_director_engine::webhook_entries::excluded(config));
+        wanted.retain(|_, p| {
+            serves(if p.validation_only {
+                "validatingadmissionpolicies"
+            } else {
+                "mutatingadmissionpolicies"
+            })
+        });
+        Ok(wanted)
     }
 
     /// Applies every group's objects; returns the groups handed over (in place long enough and
@@ -149,17 +179,23 @@ impl PolicySync {
         wanted.keys().any(|g| !handed.contains(g))
     }
 
-    /// Deletes the objects pod-director owns for groups not in `keep`: the validating ones
-    /// first, and the mutating ones [`HANDOVER_DELAY`] later. The API server's caches drop
-    /// them independently; a ValidatingAdmissionPolicy that outlived its MutatingAdmissionPolicy
-    /// would refuse the pods of a group just moved to dryRun, one outliving the other way
-    /// only places them as enforce did. Bindings go before their policies.
+    /// Deletes the objects pod-director owns for groups not in `keep` (and the mutating ones of
+    /// groups kept for their validating policy alone): the validating ones first, and the
+    /// mutating ones [`HANDOVER_DELAY`] later. The API server's caches drop them independently;
+    /// a ValidatingAdmissionPolicy that outlived its MutatingAdmissionPolicy would refuse the
+    /// pods of a group just moved to dryRun, one outliving the other way only places them as
+    /// enforce did. Bindings go before their policies.
     pub(crate) async fn prune(&self, client: &Client, keep: &BTreeMap<String, Policies>) -> Result<(), PolicyError> {
         let names: BTreeSet<&str> = keep.values().map(|p| p.name.as_str()).collect();
         if delete_all_but(client, &names, [KINDS[3], KINDS[2]]).await? {
             tokio::time::sleep(HANDOVER_DELAY).await;
         }
-        delete_all_but(client, &names, [KINDS[1], KINDS[0]]).await?;
+        let mutating: BTreeSet<&str> = keep
+            .values()
+            .filter(|p| !p.validation_only)
+            .map(|p| p.name.as_str())
+            .collect();
+        delete_all_but(client, &mutating, [KINDS[1], KINDS[0]]).await?;
         let mut applied = self.applied.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         applied.retain(|group, _| keep.contains_key(group));
         Ok(())
@@ -177,10 +213,12 @@ async fn delete_all_but(
     let mut deleted = false;
     for (kind, plural) in kinds {
         let api = api(client, kind, plural);
-        let list = api
-            .list(&ListParams::default().labels(&selector))
-            .await
-            .map_err(|e| PolicyError::List(plural, e))?;
+        let list = match api.list(&ListParams::default().labels(&selector)).await {
+            Ok(list) => list,
+            // Not served (MutatingAdmissionPolicy before 1.36): nothing of that kind to delete.
+            Err(kube::Error::Api(status)) if status.code == 404 => continue,
+            Err(e) => return Err(PolicyError::List(plural, e)),
+        };
         for object in list.items {
             let Some(name) = object.metadata.name.clone() else {
                 continue;
@@ -230,9 +268,4 @@ async fn apply_group(client: &Client, policies: &Policies) -> Result<(), PolicyE
             })?;
     }
     Ok(())
-}
-
-/// The compiled policies of the groups enforced by policies in `config`.
-pub(crate) fn wanted(config: &pod_director_engine::config::Config) -> BTreeMap<String, Policies> {
-    policy::compile_all(config, &pod_director_engine::webhook_entries::excluded(config))
 }

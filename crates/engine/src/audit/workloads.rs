@@ -12,7 +12,8 @@
 //! counted in [`NamespaceOutcomes::omitted`]); a message is cut to [`MAX_MESSAGE_BYTES`], a
 //! patch summary to [`MAX_PATCH_PATHS`] paths.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
 
 use crate::config::Mode;
 use crate::placement::{Decision, Outcome};
@@ -60,7 +61,7 @@ named_enum! {
 }
 
 /// A bounded summary of the patch enforce would apply.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct PatchSummary {
     /// Operations in the patch.
     pub ops: usize,
@@ -91,10 +92,11 @@ pub struct WorkloadOutcome {
     /// That group's (or reservation's) mode now.
     pub mode: Mode,
     pub verdict: Verdict,
-    /// The one-line plan or reason of the worst verdict seen (`would add toleration …`).
-    pub message: String,
-    /// The patch of a would_patch.
-    pub patch: Option<PatchSummary>,
+    /// The one-line plan or reason of the worst verdict seen (`would add toleration …`): shared
+    /// by the entries of a ledger that have the same one ([`Shared`]).
+    pub message: Arc<str>,
+    /// The patch of a would_patch (shared as the message).
+    pub patch: Option<Arc<PatchSummary>>,
     /// Running pods decided under this workload.
     pub pods: u64,
     /// Templates decided under this workload (0 or 1).
@@ -118,6 +120,46 @@ pub struct NamespaceOutcomes {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Ledger {
     pub namespaces: BTreeMap<String, NamespaceOutcomes>,
+    shared: Shared,
+}
+
+/// One copy of each message and patch summary a ledger holds: the bare pods of a namespace (a
+/// workload each) mostly share one plan, so an entry costs its key and counts, not its text.
+#[derive(Debug, Clone, Default)]
+struct Shared {
+    messages: HashSet<Arc<str>>,
+    patches: HashSet<Arc<PatchSummary>>,
+}
+
+impl PartialEq for Shared {
+    /// What the entries hold is compared, not how it is shared.
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for Shared {}
+
+impl Shared {
+    fn message(&mut self, text: &str) -> Arc<str> {
+        let text = cut(text);
+        if let Some(found) = self.messages.get(text.as_str()) {
+            return found.clone();
+        }
+        let shared: Arc<str> = Arc::from(text);
+        self.messages.insert(shared.clone());
+        shared
+    }
+
+    fn patch(&mut self, patch: Option<PatchSummary>) -> Option<Arc<PatchSummary>> {
+        let patch = patch?;
+        if let Some(found) = self.patches.get(&patch) {
+            return Some(found.clone());
+        }
+        let shared = Arc::new(patch);
+        self.patches.insert(shared.clone());
+        Some(shared)
+    }
 }
 
 /// One decision to record: which workload, under which policy and rule, in which mode.
@@ -151,8 +193,8 @@ impl Ledger {
             found.templates += templates;
             if verdict > found.verdict {
                 found.verdict = verdict;
-                found.message = cut(message);
-                found.patch = patch;
+                found.message = self.shared.message(message);
+                found.patch = self.shared.patch(patch);
             }
             return;
         }
@@ -167,8 +209,8 @@ impl Ledger {
                 rule: entry.rule,
                 mode: entry.mode,
                 verdict,
-                message: cut(message),
-                patch,
+                message: self.shared.message(message),
+                patch: self.shared.patch(patch),
                 pods,
                 templates,
             },
@@ -287,10 +329,10 @@ mod tests {
         let ns = &ledger.namespaces["team-a"];
         let web = &ns.entries[&("Deployment/web".to_owned(), "web".to_owned(), Rule::Placement)];
         assert_eq!(web.verdict, Verdict::WouldPatch);
-        assert_eq!(web.message, "would add toleration dedicated=web:NoSchedule");
+        assert_eq!(&*web.message, "would add toleration dedicated=web:NoSchedule");
         assert_eq!(
-            web.patch,
-            Some(PatchSummary {
+            web.patch.as_deref(),
+            Some(&PatchSummary {
                 ops: 1,
                 paths: vec!["/spec/tolerations".to_owned()]
             })
@@ -304,10 +346,29 @@ mod tests {
             &ledger.namespaces["team-a"].entries[&("Deployment/web".to_owned(), "web".to_owned(), Rule::Placement)];
         assert_eq!(web.verdict, Verdict::WouldDeny);
         assert_eq!(
-            web.message,
+            &*web.message,
             "nodeSelector pool=red conflicts with the group's pool=blue"
         );
         assert_eq!(web.patch, None);
+    }
+
+    #[test]
+    fn bare_pods_with_one_plan_share_one_copy_of_its_message_and_patch() {
+        let mut ledger = Ledger::default();
+        let mut plan = outcome(Decision::WouldPatch, "would set nodeSelector pool=blue");
+        plan.patch = serde_json::from_value(serde_json::json!([
+            {"op": "add", "path": "/spec/nodeSelector", "value": {"pool": "blue"}}
+        ]))
+        .expect("patch");
+        for i in 0..100 {
+            ledger.record_placement(&entry(&format!("Pod/bare-{i}"), true), &plan);
+        }
+        let entries: Vec<&WorkloadOutcome> = ledger.namespaces["team-a"].entries.values().collect();
+        assert_eq!(entries.len(), 100);
+        assert!(entries.iter().all(|e| Arc::ptr_eq(&e.message, &entries[0].message)));
+        let patches: Vec<&Arc<PatchSummary>> = entries.iter().filter_map(|e| e.patch.as_ref()).collect();
+        assert_eq!(patches.len(), 100);
+        assert!(patches.iter().all(|p| Arc::ptr_eq(p, patches[0])));
     }
 
     #[test]

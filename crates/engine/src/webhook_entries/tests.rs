@@ -501,6 +501,50 @@ fn groups_handed_over_to_their_policies_leave_the_enforce_entry_for_the_policy_e
     );
 }
 
+#[test]
+fn a_group_checked_by_its_validating_policy_leaves_only_the_validating_enforce_entry() {
+    let c = config(
+        "groups:\n  ci: {mode: enforce, enforceWith: policy, nodeSelector: {pool: ci}}\n  \
+         v: {mode: enforce, enforceWith: webhookAndPolicy, nodeSelector: {pool: v}}\n  web: {mode: enforce}\n",
+    );
+    let handed = BTreeSet::from(["ci".to_owned(), "v".to_owned()]);
+    let groups = |kind, entry: &str| {
+        let entries = owned_entries(kind, "pd", &c, &EntrySettings::default(), &handed);
+        let found = entries.iter().find(|w| w["name"] == entry).cloned();
+        found.map(|e| expressions_of(&e)[0]["values"].clone())
+    };
+    // Placed by the webhook: still sent to /mutate (one call), not to /validate.
+    assert_eq!(
+        groups(Kind::Mutating, "enforce.mutate.pd.pod-director.io"),
+        Some(json!(["v", "web"]))
+    );
+    assert_eq!(
+        groups(Kind::Validating, "enforce.validate.pd.pod-director.io"),
+        Some(json!(["web"]))
+    );
+    // Its bindings, updates and nodeName pods still reach /validate, by the policy entry.
+    assert_eq!(
+        groups(Kind::Validating, "policy.validate.pd.pod-director.io"),
+        Some(json!(["ci", "v"]))
+    );
+    assert_eq!(
+        groups(Kind::Mutating, "policy.mutate.pd.pod-director.io"),
+        Some(json!(["ci"]))
+    );
+    assert_eq!(
+        groups(Kind::Mutating, "policy-observe.mutate.pd.pod-director.io"),
+        Some(json!(["ci"]))
+    );
+    // Only webhookAndPolicy handed over: no mutating policy entry at all.
+    let only_v = BTreeSet::from(["v".to_owned()]);
+    let mutating = owned_entries(Kind::Mutating, "pd", &c, &EntrySettings::default(), &only_v);
+    assert!(
+        !mutating
+            .iter()
+            .any(|w| w["name"].as_str().unwrap_or_default().starts_with("policy"))
+    );
+}
+
 fn expressions_of(entry: &Value) -> Value {
     entry["namespaceSelector"]["matchExpressions"].clone()
 }

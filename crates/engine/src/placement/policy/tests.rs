@@ -244,6 +244,32 @@ groups:
 }
 
 #[test]
+fn a_webhook_and_policy_group_in_enforce_compiles_to_its_validating_policy_alone() {
+    let yaml = r#"
+groups:
+  a: {mode: enforce, enforceWith: policy, nodeSelector: {p: a}}
+  v: {mode: enforce, enforceWith: webhookAndPolicy, nodeSelector: {p: v}}
+  d: {mode: dryRun, enforceWith: webhookAndPolicy, nodeSelector: {p: d}}
+  aff:
+    mode: enforce
+    enforceWith: webhookAndPolicy
+    affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: z, operator: In, values: [a]}]}]}}}
+"#;
+    let c = config(yaml);
+    let all = compile_all(&c, &[]);
+    // aff: the policy cannot check its affinity, so /validate keeps it (no config error).
+    assert_eq!(all.keys().collect::<Vec<_>>(), ["a", "v"]);
+    let full = compile(&c, "v", &c.groups["v"], &[]).unwrap_or_else(|e| panic!("{e:?}"));
+    assert!(all["v"].validation_only && !all["a"].validation_only);
+    assert_eq!(
+        all["v"].objects[..],
+        full.objects[2..],
+        "the very objects the policy path applies"
+    );
+    assert!(c.validated_by_policy("v", &c.groups["v"]) && !c.validated_by_policy("aff", &c.groups["aff"]));
+}
+
+#[test]
 fn observation_is_sampled_by_the_owner_uid_and_keeps_every_bare_pod() {
     assert_eq!(observation_condition(PolicyObservation::None), None);
     let every = observation_condition(PolicyObservation::Every).unwrap_or_default();
