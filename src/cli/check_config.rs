@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use super::CheckConfigArgs;
 use pod_director_engine::config::{Config, EnforceWith, schema};
-use pod_director_engine::placement::policy::object_name;
+use pod_director_engine::placement::policy::{self, object_name};
 
 pub fn run(args: &CheckConfigArgs) -> ExitCode {
     if args.print_schema {
@@ -57,7 +57,7 @@ fn policy_lines(config: &Config) -> Vec<String> {
                      webhook.admissionPolicies), else by the webhook",
                     object_name(name)
                 )
-            } else if config.validated_by_policy(name, group) {
+            } else if policy::validated_by_policy(config, name, group) {
                 format!(
                     "placed by the webhook, checked by ValidatingAdmissionPolicy {} (one webhook call per pod) where \
                      serve runs with --admission-policies (chart: webhook.admissionPolicies), else by /validate too",

@@ -704,7 +704,7 @@ fn requester_dependent(
                 .to_owned(),
         );
     }
-    if config.allows_daemon_sets(group) && placement::has_daemon_set_controller_reference(&c.pod) {
+    if group.allow_daemon_sets && placement::has_daemon_set_controller_reference(&c.pod) {
         return Some(format!(
             "daemonset_pod: skipped only when the DaemonSet controller ({}) creates it; decided here as a user's pod",
             config.daemon_set_controller

@@ -511,11 +511,6 @@ impl Config {
         group.on_no_feasible_node.unwrap_or(self.on_no_feasible_node)
     }
 
-    /// Whether a group's DaemonSets are left alone (`allowDaemonSets`).
-    pub fn allows_daemon_sets(&self, group: &Group) -> bool {
-        group.allow_daemon_sets
-    }
-
     /// Why `group` (named `name`) cannot be enforced by admission policies: the rules of it that
     /// only the webhook can decide. Empty when it can.
     pub fn policy_blockers(&self, name: &str, group: &Group) -> Vec<String> {
@@ -546,14 +541,6 @@ impl Config {
     /// Whether `group` is enforced by admission policies: in enforce, with `enforceWith: policy`.
     pub fn on_policy(&self, group: &Group) -> bool {
         group.enforce_with == EnforceWith::Policy && self.mode_of(group) == Mode::Enforce
-    }
-
-    /// Whether the final pods of `group` are checked by its ValidatingAdmissionPolicy alone, the webhook
-    /// mutating them: in enforce, `enforceWith: webhookAndPolicy`, and a policy expresses the group.
-    pub fn validated_by_policy(&self, name: &str, group: &Group) -> bool {
-        group.enforce_with == EnforceWith::WebhookAndPolicy
-            && self.mode_of(group) == Mode::Enforce
-            && self.policy_blockers(name, group).is_empty()
     }
 
     /// A group with `enforceWith: policy` whose rules a policy cannot express is refused: it
@@ -608,7 +595,7 @@ impl Config {
                         )
                     }),
                     g.allow_pod_exclusion.then(|| "allowPodExclusion".to_owned()),
-                    self.allows_daemon_sets(g).then(|| "allowDaemonSets".to_owned()),
+                    g.allow_daemon_sets.then(|| "allowDaemonSets".to_owned()),
                     g.reserve.as_ref().map(|reserve| format!("reserve={}", reserve.mode)),
                     (self.default_group.as_deref() == Some(name.as_str())).then(|| "default".to_owned()),
                     (g.enforce_with != EnforceWith::Webhook).then(|| format!("enforceWith={}", g.enforce_with)),

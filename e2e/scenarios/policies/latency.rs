@@ -1,6 +1,7 @@
 //! What a pod CREATE costs through the API server on each enforcement path, measured side by
 //! side in one run on one cluster: a namespace no webhook selects, a group enforced by the
-//! webhook (its mutating and validating calls), and a group enforced by its admission
+//! webhook (its mutating and validating calls), one placed by the webhook and checked by its
+//! ValidatingAdmissionPolicy (`webhookAndPolicy`: one call), and a group enforced by its admission
 //! policies (the API server's own CEL; the observing webhook call for the pods of one
 //! controller in 16, and for every pod without an owner). Two more arms give the API server's
 //! floor for native admission: a namespace bound by a MutatingAdmissionPolicy of one constant
@@ -11,14 +12,14 @@
 //! build (see `docs/src/performance.md`):
 //!
 //! ```sh
-//! E2E_POD_DIRECTOR_BIN=target/release/pod-director \
+//! E2E_POD_DIRECTOR_BIN=$PWD/target/release/pod-director \
 //!   cargo test --test scenarios -- --ignored --nocapture policies::latency
 //! ```
 //!
 //! Dry-run CREATEs from 8 concurrent clients; the arms take turns in each round (their order
 //! rotating), so that the machine's drift lands on every arm alike; each arm's p50 is
-//! divided by the no-webhook p50 of the same round, and the table shows the median of those
-//! ratios.
+//! divided by the no-webhook p50 (and the MAP + VAP floor's) of the same round, and the table
+//! shows the median of those ratios.
 
 use std::time::{Duration, Instant};
 

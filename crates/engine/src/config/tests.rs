@@ -358,7 +358,7 @@ fn allow_daemon_sets_and_the_daemon_set_controller_load_with_their_defaults() {
         .unwrap()
         .config;
     assert!(!c.groups["ci"].allow_daemon_sets);
-    assert!(c.allows_daemon_sets(&c.groups["agents"]));
+    assert!(c.groups["agents"].allow_daemon_sets);
     assert_eq!(
         c.daemon_set_controller,
         "system:serviceaccount:kube-system:daemon-set-controller"

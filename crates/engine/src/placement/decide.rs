@@ -125,7 +125,7 @@ fn pod_skip(config: &Config, group: &Group, pod: &Pod, ctx: &Context) -> Option<
     if pod.spec.is_none() {
         return Some(SkipReason::NotApplicable("the pod has no spec".to_owned()));
     }
-    if config.allows_daemon_sets(group)
+    if group.allow_daemon_sets
         && ctx.requester.username == config.daemon_set_controller
         && has_daemon_set_controller_reference(pod)
     {
@@ -180,7 +180,7 @@ fn scope<'c>(
         Selection::Group { name, group } => {
             out.group = Some(name.to_owned());
             out.mode = Some(config.mode_of(group));
-            if object == Object::DaemonSet && config.allows_daemon_sets(group) {
+            if object == Object::DaemonSet && group.allow_daemon_sets {
                 return Err(Box::new(skipped(out, SkipReason::DaemonSetAllowed)));
             }
             match pod_skip(config, group, pod, ctx) {

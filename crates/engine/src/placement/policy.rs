@@ -27,7 +27,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::tolerations::{describe, normalized, same};
-use crate::config::{Config, Group, OnConflict, PolicyObservation};
+use crate::config::{Config, EnforceWith, Group, Mode, OnConflict, PolicyObservation};
 
 /// API version of the four objects (GA MutatingAdmissionPolicy: Kubernetes 1.36).
 pub const API_VERSION: &str = "admissionregistration.k8s.io/v1";
@@ -115,41 +115,27 @@ fn toleration_object(t: &Toleration) -> String {
     format!("Object.spec.tolerations{{{}}}", fields.join(", "))
 }
 
-/// CEL's spelling of the fields of toleration `e` (a variable), defaulted: key, value, effect, operator.
-fn fields(e: &str) -> [String; 4] {
-    [
-        format!(r#"(has({e}.key) ? {e}.key : "")"#),
-        format!(r#"(has({e}.value) ? {e}.value : "")"#),
-        format!(r#"(has({e}.effect) ? {e}.effect : "")"#),
-        format!(r#"(has({e}.operator) && {e}.operator != "" ? {e}.operator : "Equal")"#),
-    ]
-}
-
-/// CEL: toleration `e` is `w` as the engine spells it ([`normalized`]), field for field.
-fn same_as(e: &str, w: &Toleration) -> String {
-    let [ek, ev, ee, eop] = fields(e);
+/// CEL: toleration `e` (a variable) tolerates every taint `w` tolerates: `is_superset(e, w)`
+/// with `w` known ([`super::tolerations::is_superset`], the in-tree `isSuperset`).
+fn superset(e: &str, w: &Toleration) -> String {
+    let ek = format!(r#"(has({e}.key) ? {e}.key : "")"#);
+    let ev = format!(r#"(has({e}.value) ? {e}.value : "")"#);
+    let ee = format!(r#"(has({e}.effect) ? {e}.effect : "")"#);
+    let eop = format!(r#"(has({e}.operator) && {e}.operator != "" ? {e}.operator : "Equal")"#);
     let w = normalized(w);
+    let (wk, wv, we) = (text(&w.key), text(&w.value), text(&w.effect));
+    let wop = text(&w.operator);
     let seconds = match w.toleration_seconds {
         Some(n) => format!("(has({e}.tolerationSeconds) && {e}.tolerationSeconds == {n})"),
         None => format!("!has({e}.tolerationSeconds)"),
     };
-    format!(
+    let same = format!(
         "({ek} == {} && {eop} == {} && {ev} == {} && {ee} == {} && {seconds})",
-        lit(text(&w.key)),
-        lit(text(&w.operator)),
-        lit(text(&w.value)),
-        lit(text(&w.effect))
-    )
-}
-
-/// CEL: toleration `e` (a variable) tolerates every taint `w` tolerates: `is_superset(e, w)`
-/// with `w` known ([`super::tolerations::is_superset`], the in-tree `isSuperset`).
-fn superset(e: &str, w: &Toleration) -> String {
-    let [ek, ev, ee, eop] = fields(e);
-    let same = same_as(e, w);
-    let w = normalized(w);
-    let (wk, wv, we) = (text(&w.key), text(&w.value), text(&w.effect));
-    let wop = text(&w.operator);
+        lit(wk),
+        lit(wop),
+        lit(wv),
+        lit(we)
+    );
     let key = if wk.is_empty() {
         format!(r#"{ek} == """#)
     } else {
@@ -202,7 +188,7 @@ fn match_conditions(config: &Config, group: &Group) -> Vec<Value> {
             ),
         ));
     }
-    if config.allows_daemon_sets(group) {
+    if group.allow_daemon_sets {
         out.push(match_condition(
             "not-a-daemon-set-pod",
             format!(
@@ -359,28 +345,6 @@ fn validation_variables(config: &Config, name: &str, group: &Group) -> Vec<Value
             lit(&format!("tolerations: missing a toleration of {}", describe(t)))
         ));
     }
-    // What the final pod of a placed group has: checked first, and alone when it holds.
-    let mut placed = Vec::new();
-    if group.on_conflict == OnConflict::Reject {
-        let (labels, key) = ("object.metadata.labels", lit(&config.pod_placement_label));
-        placed.push(format!(
-            "  !(has({labels}) && {key} in {labels} && {labels}[{key}] != \"default\")"
-        ));
-    }
-    for (key, value) in &group.node_selector {
-        let k = lit(key);
-        placed.push(format!(
-            "  has({selector}) && {k} in {selector} && {selector}[{k}] == {}",
-            lit(value)
-        ));
-    }
-    for t in distinct_tolerations(group) {
-        placed.push(format!(
-            "  // {}\n  has(object.spec.tolerations) && object.spec.tolerations.exists(t, {})",
-            describe(t),
-            same_as("t", t)
-        ));
-    }
     let list = |items: Vec<String>| {
         if items.is_empty() {
             "[]".to_owned()
@@ -401,14 +365,6 @@ fn validation_variables(config: &Config, name: &str, group: &Group) -> Vec<Value
             "expression": format!(
                 "// groups.{name}: what the final pod lacks of the group's placement.\n{}",
                 list(violations)
-            ),
-        }),
-        json!({
-            "name": "placed",
-            "expression": format!(
-                "// groups.{name}: the final pod carries the group's placement as the webhook spells it (no \
-                 conflict, no violation: the lists above are not computed).\n{}",
-                if placed.is_empty() { "true".to_owned() } else { placed.join(" &&\n") }
             ),
         }),
     ]
@@ -511,12 +467,12 @@ pub fn compile(config: &Config, name: &str, group: &Group, excluded: &[String]) 
             "variables": validation_variables(config, name, group),
             "validations": [
                 {
-                    "expression": "variables.placed || size(variables.conflicts) == 0",
+                    "expression": "size(variables.conflicts) == 0",
                     "messageExpression": reject,
                     "reason": "Forbidden",
                 },
                 {
-                    "expression": "variables.placed || size(variables.violations) == 0",
+                    "expression": "size(variables.violations) == 0",
                     "messageExpression": unsatisfied,
                     "reason": "Forbidden",
                 },
@@ -541,8 +497,16 @@ pub fn compile(config: &Config, name: &str, group: &Group, excluded: &[String]) 
     })
 }
 
+/// Whether the final pods of `group` are checked by its ValidatingAdmissionPolicy alone, the webhook
+/// placing them: in enforce, `enforceWith: webhookAndPolicy`, and a policy expresses the group.
+pub fn validated_by_policy(config: &Config, name: &str, group: &Group) -> bool {
+    group.enforce_with == EnforceWith::WebhookAndPolicy
+        && config.mode_of(group) == Mode::Enforce
+        && config.policy_blockers(name, group).is_empty()
+}
+
 /// Every group of `config` that is enforced by policies ([`Config::on_policy`]), compiled, and
-/// every group whose final pods its ValidatingAdmissionPolicy checks ([`Config::validated_by_policy`]):
+/// every group whose final pods its ValidatingAdmissionPolicy checks ([`validated_by_policy`]):
 /// of those, only that policy and its binding. Groups whose compilation fails are left out (the
 /// configuration's validation refuses them on policies; `webhookAndPolicy` ones stay on `/validate`).
 pub fn compile_all(config: &Config, excluded: &[String]) -> BTreeMap<String, Policies> {
@@ -550,7 +514,7 @@ pub fn compile_all(config: &Config, excluded: &[String]) -> BTreeMap<String, Pol
         .groups
         .iter()
         .filter_map(|(name, group)| {
-            let validation_only = config.validated_by_policy(name, group);
+            let validation_only = validated_by_policy(config, name, group);
             if !validation_only && !config.on_policy(group) {
                 return None;
             }

@@ -266,7 +266,7 @@ groups:
         full.objects[2..],
         "the very objects the policy path applies"
     );
-    assert!(c.validated_by_policy("v", &c.groups["v"]) && !c.validated_by_policy("aff", &c.groups["aff"]));
+    assert!(validated_by_policy(&c, "v", &c.groups["v"]) && !validated_by_policy(&c, "aff", &c.groups["aff"]));
 }
 
 #[test]
