@@ -62,14 +62,19 @@ async fn a_tenant_s_binding_outside_its_enforce_group_s_pool_is_refused_at_valid
         assert!(message.contains(part), "{part:?} in {message}");
     }
     assert_eq!(node_of(&env.get_pod(&enforce, "escape").await), None, "still pending");
-    let decided = env
-        .decisions_with(&[
-            ("admission.request.namespace", enforce.as_str()),
-            ("admission.request.name", "escape"),
-            ("admission.request.user", tenant_name.as_str()),
-            ("webhook", "validate"),
-        ])
-        .await;
+    // The line is written as the answer is sent: wait for it rather than race it.
+    let decided = eventually("the enforce binding's decision", || async {
+        let lines = env
+            .decisions_with(&[
+                ("admission.request.namespace", enforce.as_str()),
+                ("admission.request.name", "escape"),
+                ("admission.request.user", tenant_name.as_str()),
+                ("webhook", "validate"),
+            ])
+            .await;
+        (!lines.is_empty()).then_some(lines)
+    })
+    .await;
     assert_eq!(
         decided.iter().map(|d| d.decision()).collect::<Vec<_>>(),
         ["denied"],
