@@ -28,12 +28,21 @@ impl Group {
             return Some(Cow::Borrowed(self));
         }
         let alt = self.alternatives.get(name)?;
+        // Field by field (no `..self.clone()`): on the admission path, the group's own placement and
+        // its alternatives are not copied only to be dropped.
         Some(Cow::Owned(Group {
+            mode: self.mode,
+            on_conflict: self.on_conflict,
+            allow_pod_exclusion: self.allow_pod_exclusion,
+            on_no_feasible_node: self.on_no_feasible_node,
+            allow_daemon_sets: self.allow_daemon_sets,
             node_selector: alt.node_selector.clone(),
             tolerations: alt.tolerations.clone(),
             affinity: alt.affinity.clone(),
             alternatives: BTreeMap::new(),
-            ..self.clone()
+            reserve: self.reserve.clone(),
+            nodes: self.nodes.clone(),
+            enforce_with: self.enforce_with,
         }))
     }
 

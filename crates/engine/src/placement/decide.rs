@@ -230,9 +230,8 @@ fn mutate_object(
         Ok(scoped) => scoped,
         Err(done) => return with_feasibility(*done, pod, ctx, None),
     };
-    let group = scoped;
-    let mode = config.mode_of(group);
-    let chosen = choose(config, group, pod);
+    let mode = config.mode_of(scoped);
+    let chosen = choose(config, scoped, pod);
     let group = chosen.group.as_ref();
     out.alternative = chosen.name.map(str::to_owned);
     let plan = chosen.plan(pod);
