@@ -104,28 +104,35 @@ fn selected_groups(entry: &Value, label: &str) -> Vec<String> {
         .collect()
 }
 
+/// Both webhook configurations' entries as JSON (their names tell mutate from validate).
+async fn webhook_entries(env: &Env) -> Vec<Value> {
+    let (mutating, validating) = env.webhook_configurations().await;
+    [
+        serde_json::to_value(mutating.webhooks.unwrap_or_default()),
+        serde_json::to_value(validating.webhooks.unwrap_or_default()),
+    ]
+    .into_iter()
+    .flat_map(|list| list.ok().and_then(|v| v.as_array().cloned()).unwrap_or_default())
+    .collect()
+}
+
+/// The groups entry `<entry>.<webhook>` of `entries` selects.
+fn groups_of(env: &Env, entries: &[Value], entry: &str, webhook: &str) -> Vec<String> {
+    let name = env.webhook_name(entry, webhook);
+    entries
+        .iter()
+        .find(|e| e["name"] == name.as_str())
+        .map(|e| selected_groups(e, &env.config.namespace_label))
+        .unwrap_or_default()
+}
+
 /// Waits until the policy groups left the webhook's `enforce` entries for its `policy` entries
 /// (their admission policies are in place), and the checked groups the validating `enforce`
 /// entry only (their ValidatingAdmissionPolicy is; `/mutate` keeps placing their pods).
 async fn wait_for_handover(env: &Env) {
-    let label = env.config.namespace_label.clone();
     eventually("the policy groups handed over to their admission policies", || async {
-        let (mutating, validating) = env.webhook_configurations().await;
-        let entries: Vec<Value> = [
-            serde_json::to_value(mutating.webhooks.unwrap_or_default()),
-            serde_json::to_value(validating.webhooks.unwrap_or_default()),
-        ]
-        .into_iter()
-        .flat_map(|list| list.ok().and_then(|v| v.as_array().cloned()).unwrap_or_default())
-        .collect();
-        let groups = |entry: &str, webhook: &str| {
-            let name = env.webhook_name(entry, webhook);
-            entries
-                .iter()
-                .find(|e| e["name"] == name.as_str())
-                .map(|e| selected_groups(e, &label))
-                .unwrap_or_default()
-        };
+        let entries = webhook_entries(env).await;
+        let groups = |entry: &str, webhook: &str| groups_of(env, &entries, entry, webhook);
         let has = |list: &[String], group: &str| list.iter().any(|g| g == group);
         let (on_policy, on_mutate) = (groups("policy", "mutate"), groups("enforce", "mutate"));
         let (checked, on_validate) = (groups("policy", "validate"), groups("enforce", "validate"));
@@ -785,7 +792,7 @@ async fn the_admission_policies_follow_the_configuration() {
 
     // Back in enforce: its policies are applied again and its pods handed over.
     env.pod_director().write_config(&written_back(written));
-    env.reloaded_from(&revision).await;
+    let revision = env.reloaded_from(&revision).await;
     eventually("every policy group's objects in place again", || async {
         (policy_objects(&env.client).await == expected_objects(&all)).then_some(())
     })
@@ -800,6 +807,45 @@ async fn the_admission_policies_follow_the_configuration() {
         .unwrap_or_else(|e| panic!("delete {kind}: {e}"));
     eventually("the deleted binding restored by the resync", || async {
         (policy_objects(&env.client).await == expected_objects(&all)).then_some(())
+    })
+    .await;
+
+    // From `policy` to `webhookAndPolicy`: `/mutate` takes the group back, then its mutating objects
+    // go and its validating ones stay, checking its pods in place of `/validate`.
+    env.edit_config(|config| config["groups"]["e2e-policy-ignore"]["enforceWith"] = json!("webhookAndPolicy"));
+    env.reloaded_from(&revision).await;
+    let mut checked = expected_objects(&all[..2]);
+    checked.extend(
+        ADMISSION_POLICY_KINDS
+            .iter()
+            .filter(|(kind, _)| kind.starts_with("Validating"))
+            .map(|(kind, _)| format!("{kind}/pod-director-e2e-policy-ignore")),
+    );
+    checked.sort();
+    eventually(
+        "e2e-policy-ignore's mutating objects deleted, its validating ones kept",
+        || async { (policy_objects(&env.client).await == checked).then_some(()) },
+    )
+    .await;
+    let entries = webhook_entries(&env).await;
+    let selects = |entry: &str, webhook: &str| {
+        groups_of(&env, &entries, entry, webhook)
+            .iter()
+            .any(|g| g == "e2e-policy-ignore")
+    };
+    assert!(selects("enforce", "mutate"), "placed by /mutate again");
+    assert!(!selects("policy", "mutate"), "no longer on the mutating policy entry");
+    assert!(
+        selects("policy", "validate"),
+        "its bindings and updates still reach /validate"
+    );
+    assert!(
+        !selects("enforce", "validate"),
+        "its pod CREATEs are checked by its policy"
+    );
+    eventually("a pod of the group placed by /mutate", || async {
+        let created = env.create_pod_dry_run(&ns, &probe).await;
+        (created.body["spec"]["nodeSelector"]["e2e.pod-director.io/pool"] == "blue").then_some(())
     })
     .await;
 }
