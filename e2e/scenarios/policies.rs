@@ -21,6 +21,7 @@ mod rbac;
 use kube::Client;
 use serde_json::{Value, json};
 
+use super::reservation_bindings::{bind, binder, held, node_of};
 use crate::harness::k8s::{IMAGE, eventually, pod_from};
 use crate::harness::{ADMISSION_POLICY_KINDS, Created, Env, Options, Rng, admission_policy_api, notice, suffix};
 
@@ -589,6 +590,31 @@ async fn a_pod_in_a_group_on_policies_is_stored_and_refused_exactly_as_on_the_we
     );
     invalid_and_in_conflict_is_refused_by_each_path_in_its_phase(&env, &namespaces[0]).await;
     a_checked_group_s_pod_costs_one_webhook_call(&env, &namespaces[TWINS.len()]).await;
+    a_binding_outside_the_pool_is_refused_at_validate(&env, &namespaces).await;
+}
+
+/// `pods/binding` sets a pending pod's node without a pod write, which no policy sees: for a group on
+/// policies and a checked one, the `policy` entry still sends it to `/validate`, which refuses a tenant's
+/// binding to a node outside the group's pool (impersonated, with RBAC to bind and nothing more).
+async fn a_binding_outside_the_pool_is_refused_at_validate(env: &Env, namespaces: &[(String, String)]) {
+    let outside = format!("e2e-policies-gray-{}", suffix());
+    env.create_node(&super::nodes::node(&outside, "gray", json!([]), false))
+        .await;
+    let tenant = format!("policy-binder-{}", suffix());
+    for (ns, _) in [&namespaces[0], &namespaces[TWINS.len()]] {
+        let client = binder(env, &tenant, ns).await;
+        env.create_admitted_pod(ns, &held("escape")).await;
+        let (status, body) = bind(&client, ns, "escape", &outside).await;
+        let message = body["message"].as_str().unwrap_or_default();
+        assert_eq!(status.as_u16(), 403, "{ns}: the binding refused: {body}");
+        assert!(
+            message.contains(&format!(
+                "binding target: node \"{outside}\" is not a node of the group"
+            )),
+            "{ns}: {message}"
+        );
+        assert_eq!(node_of(&env.get_pod(ns, "escape").await), None, "{ns}: still pending");
+    }
 }
 
 /// `webhookAndPolicy`: a pod of a checked group is decided at `/mutate` and never at `/validate` (its
