@@ -10,7 +10,9 @@ use std::hint::black_box;
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group};
 use pod_director::admission::{self, Reviewed};
 use pod_director_engine::config::{Config, Loaded};
-use pod_director_engine::placement::{self, Namespace};
+use pod_director_engine::decision::Write;
+use pod_director_engine::placement::{self, Namespace, Webhook};
+use pod_director_engine::testing::decide_pod;
 
 use pod_director_testkit::pods;
 
@@ -24,12 +26,12 @@ static GLOBAL: alloc::Counting = alloc::Counting;
 #[inline(never)]
 fn handle(loaded: &Loaded, labels: &BTreeMap<String, String>, body: &[u8]) -> Vec<u8> {
     let parsed = admission::parse(body).expect("bench review parses");
-    let Reviewed::Pod { pod, .. } = &parsed.subject else {
-        panic!("bench review is a pod")
+    let Reviewed::Pod(Write::Create(pod)) = &parsed.subject else {
+        panic!("bench review is a pod CREATE")
     };
     let ns = Namespace { name: "team-a", labels };
     let ctx = placement::Context::from_user_info(&parsed.request.user_info);
-    let outcome = placement::mutate(&loaded.config, &ns, pod, &ctx);
+    let outcome = decide_pod(Webhook::Mutate, &loaded.config, &ns, pod, &ctx);
     admission::respond(&parsed.request.uid, &outcome, &loaded.revision)
 }
 
@@ -86,8 +88,8 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("decide");
     for (name, body) in cases() {
         let parsed = admission::parse(&body).expect("parses");
-        let Reviewed::Pod { pod, .. } = parsed.subject else {
-            panic!("a pod")
+        let Reviewed::Pod(Write::Create(pod)) = parsed.subject else {
+            panic!("a pod CREATE")
         };
         g.bench_function(name, |b| {
             b.iter(|| {
@@ -95,7 +97,13 @@ fn bench(c: &mut Criterion) {
                     name: "team-a",
                     labels: &labels,
                 };
-                placement::mutate(&loaded.config, &ns, black_box(&pod), &placement::Context::default())
+                decide_pod(
+                    Webhook::Mutate,
+                    &loaded.config,
+                    &ns,
+                    black_box(&pod),
+                    &placement::Context::default(),
+                )
             })
         });
     }

@@ -1,5 +1,5 @@
 //! Feasible-node counts on the admission path, with 5 000 (and 500) cached
-//! synthetic nodes: what `placement::mutate` costs with node data (memo warm:
+//! synthetic nodes: what the `/mutate` decision costs with node data (memo warm:
 //! the steady state, one hash and one map lookup per placement) against
 //! without, and what one memo miss costs (a pass over every node: a new
 //! placement, or the first review after a node changed).
@@ -15,7 +15,9 @@ use pod_director::admission::{self, Reviewed};
 use pod_director::cluster::Nodes;
 use pod_director::testing::StaticNodes;
 use pod_director_engine::config::Config;
-use pod_director_engine::placement::{self, Context, Namespace, NodeInfo, NodeView, Placement, feasible};
+use pod_director_engine::decision::Write;
+use pod_director_engine::placement::{self, Context, Namespace, NodeInfo, NodeView, Placement, Webhook, feasible};
+use pod_director_engine::testing::decide_pod;
 
 use pod_director_testkit::nodes;
 use pod_director_testkit::pods;
@@ -35,8 +37,8 @@ fn bench(c: &mut Criterion) {
         .map(|&size| {
             let body = pods::review("705ab4f5-6393-11e8-b7cc-42010a800002", &pods::sized(size, "team-a"));
             let parsed = admission::parse(&body).expect("parses");
-            let Reviewed::Pod { pod, .. } = parsed.subject else {
-                panic!("a pod")
+            let Reviewed::Pod(Write::Create(pod)) = parsed.subject else {
+                panic!("a pod CREATE")
             };
             (size, *pod)
         })
@@ -50,16 +52,24 @@ fn bench(c: &mut Criterion) {
         let mut g = c.benchmark_group(format!("mutate/{group}"));
         for (size, pod) in &pods {
             g.bench_with_input(BenchmarkId::new("no-nodes", size), pod, |b, pod| {
-                b.iter(|| placement::mutate(&loaded.config, &ns, black_box(pod), &Context::default()))
+                b.iter(|| {
+                    decide_pod(
+                        Webhook::Mutate,
+                        &loaded.config,
+                        &ns,
+                        black_box(pod),
+                        &Context::default(),
+                    )
+                })
             });
             for count in [500, 5_000] {
                 let cached = cache(count);
                 let view = cached.view(None);
                 let ctx = Context::offline().with_nodes(Some(&view as &dyn NodeView));
-                let out = placement::mutate(&loaded.config, &ns, pod, &ctx);
+                let out = decide_pod(Webhook::Mutate, &loaded.config, &ns, pod, &ctx);
                 assert!(out.feasible_nodes.is_some() && out.feasible_nodes_before.is_some());
                 g.bench_with_input(BenchmarkId::new(format!("{count}-nodes"), size), pod, |b, pod| {
-                    b.iter(|| placement::mutate(&loaded.config, &ns, black_box(pod), &ctx))
+                    b.iter(|| decide_pod(Webhook::Mutate, &loaded.config, &ns, black_box(pod), &ctx))
                 });
             }
         }
@@ -82,7 +92,7 @@ fn bench(c: &mut Criterion) {
             };
             // Warm the memo the way a first review does.
             let ctx = Context::offline().with_nodes(Some(&view as &dyn NodeView));
-            let warm = placement::mutate(&loaded.config, &ns, pod, &ctx);
+            let warm = decide_pod(Webhook::Mutate, &loaded.config, &ns, pod, &ctx);
             g.bench_with_input(BenchmarkId::new(format!("{count}-nodes"), size), &spec, |b, spec| {
                 b.iter(|| {
                     let placement = Placement::of_spec(black_box(spec));

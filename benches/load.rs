@@ -52,7 +52,9 @@ use pod_director::server::{self, Settings, TlsFiles};
 use pod_director::telemetry::{self, LogFormat};
 use pod_director::testing::StaticNamespaces;
 use pod_director_engine::config::Config;
-use pod_director_engine::placement::{self, Namespace};
+use pod_director_engine::decision::Write;
+use pod_director_engine::placement::{self, Namespace, Webhook};
+use pod_director_engine::testing::decide_pod;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::rustls::{self, pki_types::CertificateDer, pki_types::ServerName};
@@ -666,11 +668,12 @@ fn bodies(options: &Options, group: Group) -> Vec<Bytes> {
 fn canned(body: &[u8], group: Group) -> Vec<u8> {
     let loaded = Config::from_yaml(pods::CONFIG, "load", Vec::new()).expect("config");
     let parsed = admission::parse(body).expect("review parses");
-    let Reviewed::Pod { pod, .. } = &parsed.subject else {
-        panic!("a pod review")
+    let Reviewed::Pod(Write::Create(pod)) = &parsed.subject else {
+        panic!("a pod CREATE review")
     };
     let labels = BTreeMap::from([(LABEL.to_owned(), group.group.to_owned())]);
-    let outcome = placement::mutate(
+    let outcome = decide_pod(
+        Webhook::Mutate,
         &loaded.config,
         &Namespace {
             name: group.namespace,

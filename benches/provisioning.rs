@@ -15,8 +15,10 @@ use pod_director::admission::{self, Reviewed};
 use pod_director::cluster::{Nodes, ProvisionerStore};
 use pod_director::testing::StaticNodes;
 use pod_director_engine::config::Config;
+use pod_director_engine::decision::Write;
 use pod_director_engine::placement::provision::{self, Provisioner};
-use pod_director_engine::placement::{self, Context, Namespace, NodeInfo, NodeView, Placement};
+use pod_director_engine::placement::{Context, Namespace, NodeInfo, NodeView, Placement, Webhook};
+use pod_director_engine::testing::decide_pod;
 use serde_json::json;
 
 use pod_director_testkit::nodes;
@@ -61,8 +63,8 @@ fn cache(ci_pool: bool, pools: usize) -> Nodes {
 fn bench(c: &mut Criterion) {
     let loaded = Config::from_yaml(pods::CONFIG, "bench", Vec::new()).expect("bench config is valid");
     let body = pods::review("705ab4f5-6393-11e8-b7cc-42010a800002", &pods::sized("small", "team-a"));
-    let Reviewed::Pod { pod, .. } = admission::parse(&body).expect("parses").subject else {
-        panic!("a pod")
+    let Reviewed::Pod(Write::Create(pod)) = admission::parse(&body).expect("parses").subject else {
+        panic!("a pod CREATE")
     };
     let labels = BTreeMap::from([("pod-director/group".to_owned(), "ci".to_owned())]);
     let ns = Namespace {
@@ -75,7 +77,7 @@ fn bench(c: &mut Criterion) {
             let cached = cache(ci_pool, pools);
             let view = cached.view(None);
             let ctx = Context::offline().with_nodes(Some(&view as &dyn NodeView));
-            let out = placement::mutate(&loaded.config, &ns, &pod, &ctx);
+            let out = decide_pod(Webhook::Mutate, &loaded.config, &ns, &pod, &ctx);
             assert_eq!(out.feasible_nodes == Some(0), !ci_pool, "{case}: {out:?}");
             assert_eq!(
                 !out.provisionable_by.is_empty(),
@@ -84,7 +86,7 @@ fn bench(c: &mut Criterion) {
                 out.provisionable_by
             );
             g.bench_with_input(BenchmarkId::new("nodepools", pools), &pod, |b, pod| {
-                b.iter(|| placement::mutate(&loaded.config, &ns, black_box(pod), &ctx))
+                b.iter(|| decide_pod(Webhook::Mutate, &loaded.config, &ns, black_box(pod), &ctx))
             });
         }
         g.finish();

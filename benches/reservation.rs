@@ -14,7 +14,9 @@ use std::sync::Arc;
 use criterion::{Criterion, criterion_group};
 use pod_director::admission::{self, Reviewed};
 use pod_director_engine::config::{Config, Loaded};
-use pod_director_engine::placement::{self, Namespace, NodeInfo, NodeTaint, NodeView, reservation};
+use pod_director_engine::decision::Write;
+use pod_director_engine::placement::{self, Namespace, NodeInfo, NodeTaint, NodeView, Webhook, reservation};
+use pod_director_engine::testing::decide_pod;
 
 use pod_director_testkit::pods;
 
@@ -54,19 +56,19 @@ fn nodes() -> Vec<Arc<NodeInfo>> {
 
 fn mutate(loaded: &Loaded, labels: &BTreeMap<String, String>, body: &[u8]) -> Vec<u8> {
     let parsed = admission::parse(body).expect("bench review parses");
-    let Reviewed::Pod { pod, .. } = &parsed.subject else {
-        panic!("bench review is a pod")
+    let Reviewed::Pod(Write::Create(pod)) = &parsed.subject else {
+        panic!("bench review is a pod CREATE")
     };
     let ns = Namespace { name: "team-a", labels };
     let ctx = placement::Context::from_user_info(&parsed.request.user_info);
-    let outcome = placement::mutate(&loaded.config, &ns, pod, &ctx);
+    let outcome = decide_pod(Webhook::Mutate, &loaded.config, &ns, pod, &ctx);
     admission::respond(&parsed.request.uid, &outcome, &loaded.revision)
 }
 
 fn reserve(loaded: &Loaded, nodes: &dyn NodeView, body: &[u8]) -> Vec<u8> {
     let parsed = admission::parse(body).expect("bench review parses");
-    let Reviewed::Pod { pod, .. } = &parsed.subject else {
-        panic!("bench review is a pod")
+    let Reviewed::Pod(Write::Create(pod)) = &parsed.subject else {
+        panic!("bench review is a pod CREATE")
     };
     let labels = BTreeMap::new();
     let ns = Namespace {
@@ -74,7 +76,7 @@ fn reserve(loaded: &Loaded, nodes: &dyn NodeView, body: &[u8]) -> Vec<u8> {
         labels: &labels,
     };
     let ctx = placement::Context::from_user_info(&parsed.request.user_info).with_nodes(Some(nodes));
-    let outcome = reservation::decide(&loaded.config, &ns, pod, None, &ctx);
+    let outcome = decide_pod(Webhook::ValidateReservation, &loaded.config, &ns, pod, &ctx);
     admission::respond(&parsed.request.uid, &outcome, &loaded.revision)
 }
 

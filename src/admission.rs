@@ -1,31 +1,31 @@
 //! AdmissionReview in → AdmissionReview out.
 //!
-//! [`parse`] turns request bytes into a typed request in one pass ([`wire`]:
-//! a pod's placement fields are built, the rest of it skipped), or says
-//! precisely what is wrong; the placement engine decides, and [`respond`] writes the
-//! response the way the API server reads it ([`to_wire`] an undecidable request's).
-//! [`Admission::review`] strings these together with the namespace lookup, the
-//! decision log line, the span and the metrics.
+//! The walk of one review ([`Admission::review`]): [`parse`] turns the bytes into a typed
+//! request in one pass ([`wire`]: a pod's placement fields are built, the rest of it skipped),
+//! or says precisely what is wrong; the engine is asked once whether the webhook decides the
+//! request (`Decidable::at`); the namespace's labels are looked up (cache, else a bounded GET),
+//! then [`Admission::decide`] looks up the node the decision names and takes the engine's
+//! decision; the response is written the way the API server reads it ([`respond`], [`to_wire`]
+//! an undecidable request's), with one decision log line ([`log`]), the span ([`span`]) and the
+//! metrics. A `pods/binding` reads its pod before the same decision ([`binding`]).
 //!
 //! What each kind of request gets:
 //!
 //! | request | HTTP | response |
 //! |---|---|---|
-//! | a Pod CREATE (or UPDATE at /validate) | 200 | the decision: allowed (+ patch in enforce) or denied |
+//! | a Pod CREATE (or UPDATE at /validate and /validate-reservation) | 200 | the decision: allowed (+ patch in enforce) or denied |
 //! | an apps/v1 DaemonSet CREATE or UPDATE at /mutate or /validate | 200 | its pod template decided as a pod (patch under `/spec/template`) |
 //! | a Namespace CREATE or UPDATE at /validate-namespace, also through its `status` or `finalize` subresource | 200 | the namespace label guard's decision |
-//! | a `pods/binding` CREATE at /validate-reservation | 200 | the reservation's decision of the binding's target node ([`binding`]; the pod read from the API server, 503 when it cannot be) |
+//! | a `pods/binding` CREATE at /validate or /validate-reservation | 200 | the decision of the binding's target node ([`binding`]; the pod read from the API server, 503 when it cannot be) |
 //! | pod UPDATE at /mutate, DELETE, CONNECT, any other subresource (`pods/binding` elsewhere, `pods/status`…, whatever its object), another resource, or a resource at the wrong endpoint | 200 | allowed, untouched; logged as `skipped` / `not_applicable` |
-//! | unreadable: empty, not JSON, not an `admission.k8s.io/v1` AdmissionReview, no request/uid/object/namespace, a namespace that is not a DNS-1123 label, object not of its resource's kind, a Pod without a spec, a field placement reads (metadata name, generateName, namespace, labels, annotations, ownerReferences; spec nodeName, nodeSelector, tolerations, affinity) of the wrong type | 400 | an AdmissionReview whose `response.status` says what is wrong, naming the field (uid copied whenever the body has one, even beyond serde_json's number limits) |
-//!
-//! The other fields of a pod (containers, volumes, status…) are checked as JSON
-//! syntax only: the API server validated the object before calling the webhook.
+//! | unreadable: empty, not JSON, not an `admission.k8s.io/v1` AdmissionReview, no request/uid/object/namespace, an UPDATE without `oldObject` or a CREATE with one, a namespace that is not a DNS-1123 label, object not of its resource's kind, a Pod without a spec, a field placement reads (metadata name, generateName, namespace, labels, annotations, ownerReferences; spec nodeName, nodeSelector, tolerations, affinity) of the wrong type | 400 | an AdmissionReview whose `response.status` says what is wrong, naming the field (uid copied whenever the body has one, even beyond serde_json's number limits) |
 //! | the namespace's labels cannot be read (API server unreachable) | 503 | likewise, with the lookup error |
-//! | an enforce group's pod names a node (`spec.nodeName`) that cannot be looked up | 503 | likewise, with the lookup error |
+//! | an enforce decision names a node (`spec.nodeName`, a binding's target) that cannot be looked up | 503 | likewise, with the lookup error |
 //!
-//! Any non-200 answer makes the API server apply the webhook's
-//! failurePolicy, so bad input never blocks pods of a dryRun group (Ignore) and
-//! never slips through an enforce group (Fail).
+//! The other fields of a pod (containers, volumes, status…) are checked as JSON syntax only: the
+//! API server validated the object before calling the webhook. Any non-200 answer makes the API
+//! server apply the webhook's failurePolicy, so bad input never blocks pods of a dryRun group
+//! (Ignore) and never slips through an enforce group (Fail).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -50,9 +50,8 @@ use crate::cluster::namespaces::{self, Labels, NamespaceSource};
 use crate::cluster::nodes::{NodeMetrics, Nodes};
 use crate::cluster::pods::{PodMetrics, PodSource};
 use crate::telemetry;
-use pod_director_engine::config::Loaded;
-use pod_director_engine::decision::{self, Subject as Decided, View};
-use pod_director_engine::namespace_guard::NamespaceWrite;
+use pod_director_engine::config::{Config, Loaded};
+use pod_director_engine::decision::{self, Decidable, Subject, View};
 use pod_director_engine::placement::{self, Context, Decision, NodeView, Outcome, Webhook};
 
 mod binding;
@@ -127,7 +126,7 @@ impl Admission {
         span.record("config.revision", loaded.revision.as_str());
 
         let result = self
-            .decide(webhook, &loaded, body, &span)
+            .decide_body(webhook, &loaded, body, &span)
             .instrument(span.clone())
             .await;
         let (outcome, patch, reply, error) = match result {
@@ -165,7 +164,8 @@ impl Admission {
         reply
     }
 
-    async fn decide(
+    /// The body parsed, then decided within the timeout.
+    async fn decide_body(
         &self,
         webhook: Webhook,
         loaded: &Loaded,
@@ -181,84 +181,76 @@ impl Admission {
         Ok((parsed, outcome))
     }
 
+    /// `webhook`'s decision of the parsed request: the engine asked once whether it decides it,
+    /// the namespace looked up, then [`Admission::decide`] (a binding's pod read first: [`binding`]).
     async fn placement(&self, webhook: Webhook, loaded: &Loaded, parsed: &Parsed) -> Result<Outcome, AdmissionError> {
-        let request = &parsed.request;
-        let config = &loaded.config;
-        let context = Context::from_user_info(&request.user_info);
-        let empty = Labels::new();
-        let write;
-        let subject = match &parsed.subject {
-            Reviewed::NotApplicable(why) => return Ok(decision::skipped(webhook, why)),
-            Reviewed::Binding(object) if matches!(webhook, Webhook::Validate | Webhook::ValidateReservation) => {
-                return self.binding(webhook, config, request, object.as_deref()).await;
-            }
-            Reviewed::Binding(_) => return Ok(decision::skipped(webhook, decision::BINDING_ELSEWHERE)),
-            Reviewed::Pod { pod, old } => Decided::Pod {
-                pod,
-                old: old.as_deref(),
-            },
-            Reviewed::DaemonSet { template, old } => Decided::DaemonSet {
-                template,
-                old: old.as_deref(),
-            },
-            Reviewed::Namespace { namespace, old } => {
-                write = NamespaceWrite {
-                    name: namespace.metadata.name.as_deref().unwrap_or(request.name.as_str()),
-                    old_labels: old.as_ref().map(|o| o.metadata.labels.as_ref().unwrap_or(&empty)),
-                    labels: namespace.metadata.labels.as_ref().unwrap_or(&empty),
-                };
-                Decided::Namespace(&write)
-            }
-        };
-        if let Some(why) = decision::not_decided(webhook, &subject) {
-            return Ok(decision::skipped(webhook, why));
+        let (request, config) = (&parsed.request, &loaded.config);
+        if let Reviewed::Binding(object) = &parsed.subject {
+            return self.binding(webhook, config, request, object.as_deref()).await;
         }
+        let subject = match parsed.subject.subject(&request.name) {
+            Ok(subject) => subject,
+            Err(why) => return Ok(decision::skipped(webhook, why)),
+        };
+        let decidable = match Decidable::at(webhook, &subject) {
+            Ok(decidable) => decidable,
+            Err(why) => return Ok(decision::skipped(webhook, why)),
+        };
         // A namespace write is its own namespace; a pod's or a DaemonSet's is looked up.
         let labels = match &subject {
-            Decided::Namespace(write) => write.labels.clone(),
+            Subject::Namespace(write) => write.labels.clone(),
             _ => self.labels(config, request).await?,
         };
         let namespace = placement::Namespace {
             name: request.namespace.as_deref().unwrap_or(request.name.as_str()),
             labels: &labels,
         };
-        // The node a pod names is looked up (cache, else a bounded GET) before deciding.
-        let named = decision::node_to_look_up(
-            webhook,
-            &subject,
-            &View {
-                config,
-                namespace: &namespace,
-                context: &context,
-            },
-        );
-        let bound = match (&self.nodes, named) {
+        let context = Context::from_user_info(&request.user_info);
+        self.decide(decidable, config, &namespace, context).await
+    }
+
+    /// The engine's decision of `decidable` in `namespace`: the node it names looked up first
+    /// (cache, else a bounded GET); a node that cannot be looked up where it matters (an enforce
+    /// decision) makes the request undecidable. The patch as the response carries it.
+    async fn decide(
+        &self,
+        decidable: Decidable<'_>,
+        config: &Config,
+        namespace: &placement::Namespace<'_>,
+        context: Context<'_>,
+    ) -> Result<Outcome, AdmissionError> {
+        let named = decidable.node_to_look_up(&View {
+            config,
+            namespace,
+            context: &context,
+        });
+        let looked_up = match (&self.nodes, named) {
             (Some((nodes, metrics)), Some(node)) => Some((node, nodes.lookup(node, metrics).await)),
             _ => None,
         };
-        let nodes = self.nodes.as_ref().map(|(nodes, _)| nodes.view(bound));
+        let nodes = self.nodes.as_ref().map(|(nodes, _)| nodes.view(looked_up));
         let context = context.with_nodes(nodes.as_ref().map(|v| v as &dyn NodeView));
-        let view = View {
+        let outcome = decidable.decide(&View {
             config,
-            namespace: &namespace,
+            namespace,
             context: &context,
-        };
-        let outcome = decision::decide(webhook, &subject, &view);
-        match subject {
-            Decided::DaemonSet { .. } => Ok(outcome.rerooted(placement::DAEMON_SET_TEMPLATE)),
-            _ if outcome.decision == Decision::Error => Err(AdmissionError::Node(
-                outcome
-                    .message
-                    .unwrap_or_else(|| "the pod's node cannot be checked".to_owned()),
-            )),
-            _ => Ok(outcome),
+        });
+        if outcome.decision == Decision::Error {
+            let message = outcome
+                .message
+                .unwrap_or_else(|| "the node cannot be checked".to_owned());
+            return Err(AdmissionError::Node(message));
         }
+        Ok(match decidable.patch_root() {
+            Some(root) => outcome.rerooted(root),
+            None => outcome,
+        })
     }
 
     /// The labels of the request's namespace (none for an excluded one: not looked up).
     async fn labels(
         &self,
-        config: &pod_director_engine::config::Config,
+        config: &Config,
         request: &AdmissionRequest<DynamicObject>,
     ) -> Result<Labels, AdmissionError> {
         let name = request.namespace.as_deref().unwrap_or_default();

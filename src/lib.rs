@@ -3,7 +3,7 @@
 //!
 //! - [`app`]: the composition root of `serve`: client, caches, server, audit, reconciler, drain.
 //! - The engine (`pod_director_engine`, `crates/engine`): the configuration, the placement,
-//!   the namespace guard, and their one entry `decision::decide`; pure.
+//!   the namespace guard, and their one entry `decision` (a webhook's decision, a pod's fate); pure.
 //! - [`admission`]: AdmissionReview in → AdmissionReview out.
 //! - [`cluster`]: what is read from the cluster and kept in step with it: namespace labels
 //!   (reflector cache + live GET), Nodes (watch cache + live GET, feasibility counts) and what

@@ -13,7 +13,8 @@ use pod_director::testing::StaticNodes;
 use pod_director_engine::config::{Config, Group, Mode, OnConflict};
 use pod_director_engine::placement::NodeTaint;
 use pod_director_engine::placement::feasible::{self, NodeInfo, NodeView, Placement};
-use pod_director_engine::placement::{self as engine, Context, Namespace, Pod, PodSpec};
+use pod_director_engine::placement::{Context, Namespace, Pod, PodSpec, Webhook};
+use pod_director_engine::testing::decide_pod;
 use proptest::prelude::*;
 use serde_json::json;
 
@@ -326,7 +327,7 @@ proptest! {
         let ns = Namespace { name: "team", labels: &labels };
         let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "p"}, "spec": spec})).expect("a Pod");
         let ctx = Context::offline().with_nodes(Some(&view as &dyn NodeView));
-        let out = engine::mutate(&config, &ns, &pod, &ctx);
+        let out = decide_pod(Webhook::Mutate, &config, &ns, &pod, &ctx);
         let after_spec = if out.patch.0.is_empty() { Some(spec.clone()) } else { patched(&pod, &out.patch) };
         let after_spec = after_spec.expect("the patch applies");
         let count = |s: &PodSpec| nodes.iter().filter(|n| reference_feasible(s, n)).count();
@@ -334,7 +335,7 @@ proptest! {
         prop_assert_eq!(out.feasible_nodes, Some(count(&after_spec)), "patch {:?}", out.patch);
         prop_assert_eq!(out.no_feasible_node, count(&after_spec) == 0);
         // Again, from the memo.
-        let again = engine::mutate(&config, &ns, &pod, &ctx);
+        let again = decide_pod(Webhook::Mutate, &config, &ns, &pod, &ctx);
         prop_assert_eq!(again.feasible_nodes, out.feasible_nodes);
         prop_assert_eq!(again.feasible_nodes_before, out.feasible_nodes_before);
         // A pod differing only where feasibility does not look (tolerationSeconds, preferences,
@@ -351,7 +352,7 @@ proptest! {
             None => twin["spec"]["affinity"] = json!({"podAntiAffinity": anti}),
         }
         let twin: Pod = serde_json::from_value(twin).expect("a Pod");
-        let out = engine::mutate(&config, &ns, &twin, &ctx);
+        let out = decide_pod(Webhook::Mutate, &config, &ns, &twin, &ctx);
         let twin_spec = twin.spec.clone().expect("a spec");
         let after = if out.patch.0.is_empty() { Some(twin_spec.clone()) } else { patched(&twin, &out.patch) };
         prop_assert_eq!(out.feasible_nodes_before, Some(count(&twin_spec)));

@@ -13,7 +13,8 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use pod_director_engine::config::{Config, Group, Mode, OnConflict};
-use pod_director_engine::placement::{self, Context, DAEMON_SET_TEMPLATE, Namespace, Pod, plan, verify};
+use pod_director_engine::decision::{self, Subject, View, Write};
+use pod_director_engine::placement::{self, Context, DAEMON_SET_TEMPLATE, Namespace, Pod, Webhook, plan, verify};
 use pod_director_testkit::scheduler::{TestNode, terms_match};
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -315,7 +316,9 @@ proptest! {
         let labels = BTreeMap::from([("pod-director/group".to_owned(), "g".to_owned())]);
         let ns = Namespace { name: "ns", labels: &labels };
         let ctx = Context::default();
-        let as_pod = placement::mutate(&config, &ns, &typed(&pod_json), &ctx);
+        let view = View { config: &config, namespace: &ns, context: &ctx };
+        let pod = typed(&pod_json);
+        let as_pod = decision::decide(Webhook::Mutate, &Subject::Pod(Write::Create(&pod)), &view);
         let mut daemon_set = json!({
             "apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "ds", "namespace": "ns"},
             "spec": {"selector": {"matchLabels": {"app": "x"}},
@@ -323,7 +326,8 @@ proptest! {
         });
         let template: k8s_openapi::api::core::v1::PodTemplateSpec =
             serde_json::from_value(daemon_set["spec"]["template"].clone()).expect("a template");
-        let as_daemon_set = placement::mutate_daemon_set(&config, &ns, &placement::template_pod(&template), None, &ctx);
+        let template = placement::template_pod(&template);
+        let as_daemon_set = decision::decide(Webhook::Mutate, &Subject::DaemonSet(Write::Create(&template)), &view);
         prop_assert_eq!(as_daemon_set.decision, as_pod.decision);
         prop_assert_eq!(&as_daemon_set.patch, &as_pod.patch, "the same patch relative to the pod");
         let rerooted = as_daemon_set.rerooted(DAEMON_SET_TEMPLATE);

@@ -6,9 +6,9 @@
 //! The Binding names the pod (the request's `name`) and the node (`target.name`), nothing else:
 //! when the engine cannot skip the binding without them ([`decision::binding_skipped`]: no
 //! group, no reservation, an excluded namespace, a trusted scheduler binds), the pod is read from the
-//! API server (bounded and counted, [`crate::cluster::pods`]) and the node from the Node cache,
-//! and the engine's one entry decides the binding like an UPDATE that sets the pod's `spec.nodeName`
-//! (`decision::decide` of a `Subject::Binding`). A pod that cannot be read makes the binding undecidable:
+//! API server (bounded and counted, [`crate::cluster::pods`]), then the node and the engine's
+//! decision as for any request ([`Admission::decide`] of a `Subject::Binding`: like an UPDATE that
+//! sets the pod's `spec.nodeName`). A pod that cannot be read makes the binding undecidable:
 //! HTTP 503, so the API server applies the entry's failurePolicy (Fail for a group, or a
 //! reservation, in enforce). At `/mutate` a binding is admitted untouched, whatever its object.
 
@@ -24,8 +24,8 @@ use super::wire::Trail;
 use super::{Admission, AdmissionError};
 use crate::cluster::pods::{self, PodLookupError, PodMetrics, PodSource};
 use pod_director_engine::config::Config;
-use pod_director_engine::decision::{self, Subject as Decided, View};
-use pod_director_engine::placement::{self, Context, Decision, NodeView, Outcome, Webhook};
+use pod_director_engine::decision::{self, Decidable, Subject};
+use pod_director_engine::placement::{self, Context, Outcome, Webhook};
 
 /// What [`AdmissionError::InvalidObject`] calls the object of a binding.
 const BINDING: &str = "v1 Binding";
@@ -59,6 +59,9 @@ impl Admission {
         request: &AdmissionRequest<DynamicObject>,
         object: Option<&RawValue>,
     ) -> Result<Outcome, AdmissionError> {
+        if let Some(elsewhere) = decision::binding_elsewhere(webhook) {
+            return Ok(elsewhere);
+        }
         let target = target(object)?;
         if let Some(error) = namespace_error(request) {
             return Err(error);
@@ -87,39 +90,14 @@ impl Admission {
             // The API server refuses a binding of a pod that does not exist.
             return Ok(decision::skipped(webhook, "the bound pod does not exist"));
         };
-        let subject = Decided::Binding {
+        let subject = Subject::Binding {
             pod: &pod,
             target: &target,
         };
-        let named = decision::node_to_look_up(
-            webhook,
-            &subject,
-            &View {
-                config,
-                namespace: &namespace,
-                context: &ctx,
-            },
-        );
-        let looked_up = match (&self.nodes, named) {
-            (Some((nodes, metrics)), Some(node)) => Some((node, nodes.lookup(node, metrics).await)),
-            _ => None,
-        };
-        let nodes = self.nodes.as_ref().map(|(nodes, _)| nodes.view(looked_up));
-        let ctx = ctx.with_nodes(nodes.as_ref().map(|v| v as &dyn NodeView));
-        let view = View {
-            config,
-            namespace: &namespace,
-            context: &ctx,
-        };
-        let outcome = decision::decide(webhook, &subject, &view);
-        if outcome.decision == Decision::Error {
-            return Err(AdmissionError::Node(
-                outcome
-                    .message
-                    .unwrap_or_else(|| "the binding's node cannot be checked".to_owned()),
-            ));
+        match Decidable::at(webhook, &subject) {
+            Ok(decidable) => self.decide(decidable, config, &namespace, ctx).await,
+            Err(why) => Ok(decision::skipped(webhook, why)),
         }
-        Ok(outcome)
     }
 }
 

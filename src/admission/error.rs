@@ -23,6 +23,15 @@ pub enum AdmissionError {
     MissingUid,
     #[error("request.object is missing")]
     MissingObject,
+    #[error(
+        "request.oldObject is missing: an UPDATE is decided against the object it replaces, which the API server \
+         always sends"
+    )]
+    MissingOldObject,
+    #[error(
+        "request.oldObject is set on a CREATE: only an UPDATE replaces an object (send operation UPDATE, or no oldObject)"
+    )]
+    UnexpectedOldObject,
     #[error("request.namespace is missing (pods are namespaced)")]
     MissingNamespace,
     #[error("request.namespace {namespace:?} is not a namespace name: it {reason}")]

@@ -1,6 +1,8 @@
 //! Request bytes → a typed request ([`Parsed`]), in one pass ([`super::wire`]), or precisely
 //! what is wrong ([`Rejected`]).
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::core::v1::Namespace as NamespaceObject;
 use kube::core::admission::{AdmissionRequest, Operation};
 use kube::core::{DynamicObject, TypeMeta};
@@ -8,6 +10,8 @@ use serde_json::value::RawValue;
 
 use super::AdmissionError;
 use super::wire::{self, Trail};
+use pod_director_engine::decision::{Subject, Write};
+use pod_director_engine::namespace_guard::NamespaceWrite;
 use pod_director_engine::placement::Pod;
 
 const API_VERSION: &str = "admission.k8s.io/v1";
@@ -21,23 +25,47 @@ pub struct Parsed {
     pub subject: Reviewed,
 }
 
-/// What the request is about, as far as placement cares.
+/// What the request is about, as far as placement cares: the objects of a CREATE or an UPDATE
+/// as the operation writes them (an UPDATE without `oldObject`, or a CREATE with one, is refused).
 #[derive(Debug)]
 pub enum Reviewed {
-    /// A pod being created or updated (`old` on UPDATE).
-    Pod { pod: Box<Pod>, old: Option<Box<Pod>> },
+    /// A pod being created or updated.
+    Pod(Write<Box<Pod>>),
     /// A DaemonSet being created or updated: its pod template made into a pod
-    /// (as [`placement::template_pod`] does), and the old one on UPDATE.
-    DaemonSet { template: Box<Pod>, old: Option<Box<Pod>> },
-    /// A namespace being created or updated (`old` on UPDATE).
-    Namespace {
-        namespace: Box<NamespaceObject>,
-        old: Option<Box<NamespaceObject>>,
-    },
+    /// (as `placement::template_pod` does).
+    DaemonSet(Write<Box<Pod>>),
+    /// A namespace being created or updated.
+    Namespace(Write<Box<NamespaceObject>>),
     /// A `pods/binding` CREATE: its Binding object, decoded at `/validate` and `/validate-reservation`.
     Binding(Option<Box<RawValue>>),
     /// Not a pod CREATE/UPDATE: admitted untouched, for this reason.
     NotApplicable(String),
+}
+
+/// The labels of a namespace object without any.
+static NO_LABELS: BTreeMap<String, String> = BTreeMap::new();
+
+impl Reviewed {
+    /// What the engine decides of a pod, a DaemonSet or a namespace (`name`: the request's, for
+    /// a namespace object without one); for a request not decided, why.
+    pub(super) fn subject<'a>(&'a self, name: &'a str) -> Result<Subject<'a>, &'a str> {
+        let labels = |namespace: &'a NamespaceObject| namespace.metadata.labels.as_ref().unwrap_or(&NO_LABELS);
+        Ok(match self {
+            Reviewed::Pod(write) => Subject::Pod(write.as_deref()),
+            Reviewed::DaemonSet(write) => Subject::DaemonSet(write.as_deref()),
+            Reviewed::Namespace(write) => {
+                let write = write.as_deref();
+                Subject::Namespace(NamespaceWrite {
+                    name: write.object().metadata.name.as_deref().unwrap_or(name),
+                    old_labels: write.old().map(labels),
+                    labels: labels(write.object()),
+                })
+            }
+            // Decided once its pod is read (`super::binding`).
+            Reviewed::Binding(_) => return Err("subresource pods/binding"),
+            Reviewed::NotApplicable(why) => return Err(why),
+        })
+    }
 }
 
 /// An unreadable request: the error and, when it could be read, the uid.
@@ -140,7 +168,6 @@ fn subject<'a>(
     if let Some(why) = not_applicable(request) {
         return Ok(Reviewed::NotApplicable(why));
     }
-    let update = request.operation == Operation::Update;
     let resource = Resource::of(request);
     if resource != Some(Resource::Namespaces)
         && let Some(error) = namespace_error(request)
@@ -153,6 +180,7 @@ fn subject<'a>(
             _ => None,
         }
     };
+    let operation = &request.operation;
     match resource {
         Some(Resource::Pods) => {
             let decode = |object: Object<'_>, field: &'static str| match object {
@@ -166,14 +194,14 @@ fn subject<'a>(
             if pod.spec.is_none() {
                 return Err(AdmissionError::MissingSpec { field: "object" });
             }
-            let old = match update {
-                true => decode(old_object, "oldObject")?,
-                false => None,
+            let old = match old_of(operation, old_object)? {
+                Some(old) => decode(old, "oldObject")?,
+                None => None,
             };
             if old.as_ref().is_some_and(|old| old.spec.is_none()) {
                 return Err(AdmissionError::MissingSpec { field: "oldObject" });
             }
-            Ok(Reviewed::Pod { pod, old })
+            Ok(Reviewed::Pod(written(pod, old)))
         }
         Some(Resource::DaemonSets) => {
             let template = |raw: &RawValue, field| {
@@ -181,8 +209,9 @@ fn subject<'a>(
                     .map(Box::new)
                     .map_err(|e| invalid(field, DAEMON_SET, trail, e))
             };
-            let (template, old) = object_and_old(raw(object), raw(old_object).filter(|_| update), template)?;
-            Ok(Reviewed::DaemonSet { template, old })
+            let object = raw(object).ok_or(AdmissionError::MissingObject)?;
+            let (template, old) = object_and_old(object, old_of(operation, old_object)?.and_then(raw), template)?;
+            Ok(Reviewed::DaemonSet(written(template, old)))
         }
         Some(Resource::Namespaces) => {
             let namespace = |raw: &RawValue, field| {
@@ -190,8 +219,9 @@ fn subject<'a>(
                     .map(Box::new)
                     .map_err(|e| invalid(field, NAMESPACE, &Trail::default(), e))
             };
-            let (namespace, old) = object_and_old(raw(object), raw(old_object).filter(|_| update), namespace)?;
-            Ok(Reviewed::Namespace { namespace, old })
+            let object = raw(object).ok_or(AdmissionError::MissingObject)?;
+            let (namespace, old) = object_and_old(object, old_of(operation, old_object)?.and_then(raw), namespace)?;
+            Ok(Reviewed::Namespace(written(namespace, old)))
         }
         // not_applicable names every other resource.
         None => Ok(Reviewed::NotApplicable(
@@ -200,14 +230,33 @@ fn subject<'a>(
     }
 }
 
+/// The review's `oldObject` as `operation` has it: an UPDATE's (decided against the stored
+/// object, which the API server always sends), none for a CREATE. A review that says otherwise
+/// cannot be decided (and is never decided as the other operation).
+fn old_of<'a>(operation: &Operation, old: wire::Object<'a>) -> Result<Option<wire::Object<'a>>, AdmissionError> {
+    match (operation, old) {
+        (Operation::Update, wire::Object::Absent) => Err(AdmissionError::MissingOldObject),
+        (Operation::Update, old) => Ok(Some(old)),
+        (_, wire::Object::Absent) => Ok(None),
+        _ => Err(AdmissionError::UnexpectedOldObject),
+    }
+}
+
+/// The write of `object`: an update from `old` ([`old_of`] gives it for an UPDATE only), else a creation.
+fn written<T>(object: T, old: Option<T>) -> Write<T> {
+    match old {
+        Some(old) => Write::Update { new: object, old },
+        None => Write::Create(object),
+    }
+}
+
 /// A raw object and its old version (on UPDATE) decoded with `decode`; the old one is
 /// decoded first, so its error is the one reported when both are invalid.
 fn object_and_old<T>(
-    object: Option<&RawValue>,
+    object: &RawValue,
     old: Option<&RawValue>,
     decode: impl Fn(&RawValue, &'static str) -> Result<T, AdmissionError>,
 ) -> Result<(T, Option<T>), AdmissionError> {
-    let object = object.ok_or(AdmissionError::MissingObject)?;
     let old = old.map(|old| decode(old, "oldObject")).transpose()?;
     Ok((decode(object, "object")?, old))
 }

@@ -29,13 +29,14 @@ pub(super) fn record_request(span: &Span, parsed: &Parsed) {
     };
     let name = match &parsed.subject {
         _ if !request.name.is_empty() => Some(request.name.as_str()),
-        Reviewed::Namespace { namespace, .. } => namespace.metadata.name.as_deref(),
+        Reviewed::Namespace(write) => write.as_deref().object().metadata.name.as_deref(),
         _ => None,
     };
     let user = request.user_info.username.as_deref().filter(|u| !u.is_empty());
     let resource = Some(request.resource.resource.as_str()).filter(|r| !r.is_empty());
     let (mut generate_name, mut owner) = (None, None);
-    if let Reviewed::Pod { pod, .. } = &parsed.subject {
+    if let Reviewed::Pod(write) = &parsed.subject {
+        let pod = write.as_deref().object();
         generate_name = pod.metadata.generate_name.as_deref();
         let owners = pod.metadata.owner_references.as_deref().unwrap_or_default();
         owner = owners.iter().find(|o| o.controller == Some(true)).or(owners.first());

@@ -8,6 +8,7 @@ use super::*;
 use crate::cluster::LookupError;
 use crate::testing::{StaticNamespaces, admission_on, answer};
 use pod_director_engine::config::Mode;
+use pod_director_engine::decision::Write;
 use pod_director_engine::testing::assert_contains;
 use pod_director_engine::testing::{with, without};
 
@@ -44,11 +45,10 @@ pub(super) fn rejected(body: &[u8]) -> Rejected {
 fn a_pod_create_from_the_api_server_parses_into_a_pod() {
     let parsed = parse(&bytes(&review())).expect("parses");
     assert_eq!(parsed.request.uid, "705ab4f5-6393-11e8-b7cc-42010a800002");
-    let Reviewed::Pod { pod, old } = parsed.subject else {
-        panic!("expected a pod");
+    let Reviewed::Pod(Write::Create(pod)) = parsed.subject else {
+        panic!("expected a pod CREATE");
     };
     assert_eq!(pod.metadata.generate_name.as_deref(), Some("web-7c9f8d-"));
-    assert!(old.is_none());
 }
 
 #[test]
@@ -56,7 +56,7 @@ fn a_pod_in_the_api_server_s_field_order_parses_as_the_same_request_and_pod() {
     let inline = parse(&api_server_bytes()).expect("parses");
     let raw = parse(&bytes(&review())).expect("parses");
     assert_eq!(format!("{:?}", inline.request), format!("{:?}", raw.request));
-    let (Reviewed::Pod { pod: a, .. }, Reviewed::Pod { pod: b, .. }) = (&inline.subject, &raw.subject) else {
+    let (Reviewed::Pod(Write::Create(a)), Reviewed::Pod(Write::Create(b))) = (&inline.subject, &raw.subject) else {
         panic!("pods")
     };
     assert_eq!(a, b);
@@ -105,7 +105,7 @@ fn an_update_carries_the_old_pod() {
     let old = review().pointer("/request/object").cloned().unwrap_or_default();
     let body = with(body, "/request/oldObject", old);
     let parsed = parse(&bytes(&body)).expect("parses");
-    assert!(matches!(parsed.subject, Reviewed::Pod { old: Some(_), .. }));
+    assert!(matches!(parsed.subject, Reviewed::Pod(Write::Update { .. })));
 }
 
 #[test]
@@ -537,11 +537,76 @@ async fn excluded_namespaces_are_decided_without_a_namespace_lookup() {
 #[tokio::test]
 async fn an_update_at_mutate_is_admitted_untouched() {
     let body = with(review(), "/request/operation", json!("UPDATE"));
+    let old = review().pointer("/request/object").cloned().unwrap_or_default();
+    let body = with(body, "/request/oldObject", old);
     let admission = admission(Arc::new(StaticNamespaces::new()));
     let (status, value) = answer(&admission, Webhook::Mutate, &bytes(&body)).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(value["response"]["allowed"], true);
     assert!(value["response"].get("patch").is_none());
+}
+
+/// An UPDATE without `oldObject`, and a CREATE with one, of `object` (a review to edit): the
+/// API server sends neither, so each says so in a 400 review at every webhook that decides
+/// `object`'s resource — never decided as the other operation (an UPDATE patched as a CREATE).
+async fn is_refused_as_malformed(object: Value, webhooks: &[Webhook]) {
+    let namespaces = Arc::new(StaticNamespaces::new());
+    namespaces.insert(
+        "team-ci",
+        Labels::from([("pod-director/group".to_owned(), "ci".to_owned())]),
+    );
+    let admission = admission(namespaces);
+    let stored = object.pointer("/request/object").cloned().unwrap_or_default();
+    let update_without_old = with(object.clone(), "/request/operation", json!("UPDATE"));
+    let create_with_old = with(object, "/request/oldObject", stored);
+    let kind = create_with_old["request"]["kind"]["kind"].clone();
+    for webhook in webhooks {
+        for (body, message) in [
+            (
+                &update_without_old,
+                "request.oldObject is missing: an UPDATE is decided against the object it replaces",
+            ),
+            (
+                &create_with_old,
+                "request.oldObject is set on a CREATE: only an UPDATE replaces an object",
+            ),
+        ] {
+            let (status, value) = answer(&admission, *webhook, &bytes(body)).await;
+            let what = format!("{kind} {} at {webhook}", body["request"]["operation"]);
+            assert_eq!(status, StatusCode::BAD_REQUEST, "{what}: {value}");
+            let response = &value["response"];
+            assert_eq!(response["uid"], "705ab4f5-6393-11e8-b7cc-42010a800002", "{what}");
+            assert_eq!(response["allowed"], false, "{what}: {value}");
+            assert!(response.get("patch").is_none(), "{what}: never patched: {value}");
+            assert_eq!(response["status"]["code"], 400, "{what}: {value}");
+            assert_contains(response["status"]["message"].as_str().unwrap_or_default(), message);
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_pod_update_without_its_old_pod_or_a_create_with_one_gets_a_400_at_each_pod_webhook() {
+    let webhooks = [Webhook::Mutate, Webhook::Validate, Webhook::ValidateReservation];
+    is_refused_as_malformed(review(), &webhooks).await;
+}
+
+#[tokio::test]
+async fn a_daemon_set_update_without_its_old_object_or_a_create_with_one_gets_a_400_at_mutate_and_validate() {
+    let daemon_set = json!({
+        "apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "agent", "namespace": "team-ci"},
+        "spec": {"selector": {"matchLabels": {"app": "agent"}}, "template": {
+            "metadata": {"labels": {"app": "agent"}}, "spec": {"containers": [{"name": "a", "image": "a:1"}]}}},
+    });
+    let review = pod_director_testkit::fixtures::Review::daemon_set("team-ci", "CREATE", daemon_set).value();
+    is_refused_as_malformed(review, &[Webhook::Mutate, Webhook::Validate]).await;
+}
+
+#[tokio::test]
+async fn a_namespace_update_without_its_old_object_or_a_create_with_one_gets_a_400_at_validate_namespace() {
+    let namespace = json!({"apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": "team-ci", "labels": {"pod-director/group": "ci"}}});
+    let review = pod_director_testkit::fixtures::Review::namespace("CREATE", namespace).value();
+    is_refused_as_malformed(review, &[Webhook::ValidateNamespace]).await;
 }
 
 /// A `pods/binding` CREATE as kube-apiserver sends it for the scheduler: the object is a Binding.

@@ -74,7 +74,7 @@ pub(super) struct Review<'a> {
 pub(super) enum Object<'a> {
     /// Absent, or `null`.
     Absent,
-    /// Not read: the request is none of pod-director's business.
+    /// Present, not read: the request is none of pod-director's business (or a CREATE's `oldObject`).
     Skipped,
     /// Raw JSON, to be decoded once the request says what it is.
     Raw(&'a RawValue),
@@ -353,10 +353,11 @@ impl RequestSeed<'_> {
         field: &'static str,
     ) -> Result<Object<'de>, A::Error> {
         Ok(match read {
-            Read::Skip => {
-                map.next_value::<IgnoredAny>()?;
-                Object::Skipped
-            }
+            // `null` (a CREATE's `oldObject` as the API server sends it) is no object.
+            Read::Skip => match map.next_value::<Option<IgnoredAny>>()? {
+                Some(_) => Object::Skipped,
+                None => Object::Absent,
+            },
             Read::Raw => map
                 .next_value::<Option<&'de RawValue>>()?
                 .map_or(Object::Absent, Object::Raw),
@@ -478,7 +479,7 @@ pub(super) fn encode(mut review: AdmissionReview<DynamicObject>) -> Result<Vec<u
 mod tests {
     use serde_json::{Value, json};
 
-    use super::super::{AdmissionError, Reviewed, parse};
+    use super::super::{AdmissionError, parse};
     use super::*;
 
     fn pod() -> Value {
@@ -536,6 +537,7 @@ mod tests {
     #[test]
     fn decided_responses_are_what_kube_cores_builders_make_with_the_patch_as_base64() {
         use pod_director_engine::config::Config;
+        use pod_director_engine::decision::{self, View};
         use pod_director_engine::placement::{self, Namespace};
         let config = "groups:\n  ci:\n    mode: enforce\n    nodeSelector: {pool: ci}\n    \
                       tolerations: [{key: dedicated, operator: Equal, value: ci, effect: NoSchedule}]\n  \
@@ -545,9 +547,7 @@ mod tests {
         let loaded = Config::from_yaml(config, "test", Vec::new()).expect("valid config");
         let body = pod_director_testkit::fixtures::Review::pod("CREATE", pod()).bytes();
         let parsed = parse(&body).expect("parses");
-        let Reviewed::Pod { pod, .. } = &parsed.subject else {
-            panic!("a pod")
-        };
+        let subject = parsed.subject.subject("").expect("a pod");
         let mut decisions = Vec::new();
         for group in ["ci", "strict", "loose", "shadow", "unknown"] {
             let labels = std::collections::BTreeMap::from([("pod-director/group".to_owned(), group.to_owned())]);
@@ -555,7 +555,12 @@ mod tests {
                 name: "team-ci",
                 labels: &labels,
             };
-            let outcome = placement::mutate(&loaded.config, &namespace, pod, &placement::Context::default());
+            let view = View {
+                config: &loaded.config,
+                namespace: &namespace,
+                context: &placement::Context::default(),
+            };
+            let outcome = decision::decide(placement::Webhook::Mutate, &subject, &view);
             assert_eq!(outcome.patch_text(), outcome.patch_json().to_string(), "{group}");
             let wire: Value =
                 serde_json::from_slice(&super::super::respond(&parsed.request.uid, &outcome, &loaded.revision))

@@ -2,7 +2,8 @@
 //! The product (the root package) imports it as `pod_director_engine`.
 //!
 //! - [`config`]: the one typed configuration, strictly validated.
-//! - [`decision`]: the one entry, `decide(webhook, subject, view)`: an object decided as a webhook would.
+//! - [`decision`]: the one entry: an object decided as a webhook would (`Decidable`, `decide`), and a
+//!   pod's fate across the webhooks (`fate`), which the audit and `explain` consume.
 //! - [`placement`]: the pure engine (plan, verify, decide).
 //! - [`namespace_guard`]: who may change a namespace's group label (`/validate-namespace`).
 //! - [`audit`]: the audit's pure half: a running pod or template decided as its re-creation

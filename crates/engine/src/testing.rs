@@ -11,8 +11,28 @@ use k8s_openapi::api::core::v1::Toleration;
 use serde_json::Value;
 
 use crate::config::{Config, Loaded};
-use crate::placement::{NodeInfo, NodeLookup, NodeTaint, NodeView, Placement};
+use crate::decision::{Subject, View, Write};
+use crate::placement::{
+    Context, Namespace, NodeInfo, NodeLookup, NodeTaint, NodeView, Outcome, Placement, Pod, Webhook,
+};
 use crate::webhook_entries::{EntrySettings, Kind};
+
+/// `webhook`'s decision of `pod`'s creation in `namespace`, as `context` asks: the engine's one
+/// entry ([`crate::decision::decide`]) for one pod, as the benches and property tests call it.
+pub fn decide_pod(
+    webhook: Webhook,
+    config: &Config,
+    namespace: &Namespace<'_>,
+    pod: &Pod,
+    context: &Context<'_>,
+) -> Outcome {
+    let view = View {
+        config,
+        namespace,
+        context,
+    };
+    crate::decision::decide(webhook, &Subject::Pod(Write::Create(pod)), &view)
+}
 /// A test's configuration file `yaml`, loaded without environment overrides; it must be valid.
 pub fn loaded(yaml: &str) -> Loaded {
     Config::from_yaml(yaml, "test", Vec::new()).unwrap_or_else(|e| panic!("test config: {e}"))

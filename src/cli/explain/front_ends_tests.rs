@@ -1,6 +1,6 @@
 //! The three front ends of "decide a pod as the webhooks would" — the webhook path, the audit
-//! and `explain` — call the engine's one entry (`pod_director_engine::decision::decide`), so they
-//! give the same decision and the same patch for the same pod.
+//! and `explain` — call the engine's one entry (`pod_director_engine::decision`: a webhook's
+//! decision, a pod's fate), so they give the same decision and the same patch for the same pod.
 
 use std::collections::BTreeMap;
 
@@ -8,8 +8,8 @@ use serde_json::{Value, json};
 
 use super::{Candidate, decide};
 use crate::testing::{admission, answer};
-use pod_director_engine::audit::requester::{self, Object};
-use pod_director_engine::placement::{self, Namespace, Requester, Webhook};
+use pod_director_engine::decision::{self, Subject, View, Write};
+use pod_director_engine::placement::{self, Context, Namespace, Requester, Webhook};
 use pod_director_engine::testing::config;
 use pod_director_testkit::fixtures::{Review, decoded_patch};
 
@@ -105,7 +105,19 @@ fn the_webhook_the_audit_and_explain_give_the_same_decision_for_the_same_pod() {
                 name: namespace,
                 labels,
             };
-            let audited = requester::decide(&config, &ns, &pod, Object::Pod, user, None);
+            // The audit decides the pod's fate as created by its requester, and counts its placement.
+            let context = Context {
+                requester: user,
+                nodes: None,
+            };
+            let view = View {
+                config: &config,
+                namespace: &ns,
+                context: &context,
+            };
+            let audited = decision::fate(&Subject::Pod(Write::Create(&pod)), &view)
+                .placement()
+                .clone();
 
             let explained = decide(
                 &config,

@@ -16,7 +16,7 @@ use kube::api::{ListParams, ObjectMeta};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 
-use pod_director_engine::audit::requester::{self, ControllerKind, Controllers, Object};
+use pod_director_engine::audit::requester::{self, ControllerKind, Controllers};
 use pod_director_engine::audit::reservation::ReservationAudit;
 use pod_director_engine::audit::tally::{self, Scanned};
 use pod_director_engine::audit::{Audit, GroupAudit};
@@ -430,12 +430,14 @@ async fn scan_workloads<K: Workload>(
     name: &str,
     options: &ScanOptions,
     controllers: &mut Controllers,
-    decide: &mut impl FnMut(String, &pod_director_engine::placement::Pod, Object, Requester),
+    decide: &mut impl FnMut(String, &pod_director_engine::placement::Pod, Requester, bool),
 ) -> Result<(), AuditError> {
     let kind = K::kind(&());
-    let requester = K::POD_OWNER
+    // A DaemonSet's pods are created by the DaemonSet controller, whoever writes the object.
+    let creator = K::POD_OWNER
         .and_then(|(api_version, owner)| ControllerKind::of(api_version, owner))
-        .map(|owner| requester::controller_requester(config, owner));
+        .unwrap_or(ControllerKind::DaemonSet);
+    let creator = requester::controller_requester(config, creator);
     let each = |object: K| {
         let meta = object.meta();
         let object_name = name_of(meta);
@@ -449,11 +451,12 @@ async fn scan_workloads<K: Workload>(
         if let (None, Some(template)) = (&manager, object.template()) {
             let owner = K::POD_OWNER.map(|(api_version, owner)| (api_version, owner, object_name));
             let pod = requester::template_pod(template, owner);
-            let (subject, requester) = match &requester {
-                Some(requester) => (Object::Pod, requester.clone()),
-                None => (Object::DaemonSet, Requester::unknown()),
-            };
-            decide(format!("{kind}/{object_name}"), &pod, subject, requester);
+            decide(
+                format!("{kind}/{object_name}"),
+                &pod,
+                creator.clone(),
+                K::POD_OWNER.is_none(),
+            );
         }
     };
     let what = format!("{} in namespace {name}", K::PLURAL);
@@ -472,8 +475,8 @@ async fn scan_namespace(
     let (config, name) = (scanned.config, scanned.namespace.name);
     let mut controllers = Controllers::default();
     let mut templates = 0u64;
-    let mut decide = |workload: String, pod: &pod_director_engine::placement::Pod, subject, requester| {
-        scanned.template(&workload, pod, subject, requester);
+    let mut decide = |workload: String, pod: &pod_director_engine::placement::Pod, creator, daemon_set| {
+        scanned.template(&workload, pod, creator, daemon_set);
         templates += 1;
     };
     let c = &mut controllers;
@@ -493,7 +496,7 @@ async fn scan_namespace(
         &Pod::url_path(&(), Some(name)),
         &format!("pods in namespace {name}"),
         options,
-        |pod: pod_director_engine::placement::Pod| scanned.pod(&pod, &controllers),
+        |pod: pod_director_engine::placement::Pod| scanned.pod(pod, &controllers),
         |count| {
             audit.pods_scanned += count;
             progress(audit);

@@ -1,4 +1,4 @@
-//! The audit's one door into the placement engine, and who the audit decides as.
+//! Who the audit decides a running pod or a template as.
 //!
 //! **Who is asking.** A running pod was admitted before its group was enforced;
 //! what matters is what enforce will do when the pod is created *again* — by its
@@ -26,9 +26,8 @@
 //! otherwise every controller is `daemonSetController` (shared credentials, e.g.
 //! `system:kube-controller-manager`).
 //!
-//! **The engine.** [`decide`] and [`decide_reservation`] are the audit's only calls of the
-//! engine's one entry ([`decision::decide`]): the pod type the audit lists (`k8s_openapi` `Pod`)
-//! and the one the engine decides meet in them alone.
+//! The audit hands each pod (unbound: as it would be created again) and template, with that
+//! requester, to the engine's [`crate::decision::fate`] (`super::tally`).
 
 use std::collections::HashMap;
 
@@ -36,92 +35,11 @@ use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
 use crate::config::Config;
-use crate::decision::{self, Subject as Decided, View};
-use crate::placement::{self, Context, Namespace, NodeLookup, NodeView, Outcome, Pod, Requester, Webhook};
+use crate::placement::{self, NodeLookup, NodeView, Pod, Requester};
 
 /// The username prefix of kube-controller-manager's per-controller service accounts.
 const CONTROLLER_PREFIX: &str = "system:serviceaccount:kube-system:";
 const NODES_GROUP: &str = placement::NODES_GROUP;
-
-/// What is decided: a running pod, or a workload's pod template.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Object {
-    /// A pod, or a template made into the pod its controller creates from it.
-    Pod,
-    /// A DaemonSet's template, decided as the DaemonSet object is at `/mutate`.
-    DaemonSet,
-}
-
-/// The one call into the placement engine: the `/mutate` decision enforce
-/// would take for `pod` (or a DaemonSet's template) requested by `requester`.
-pub fn decide(
-    config: &Config,
-    ns: &Namespace<'_>,
-    pod: &Pod,
-    subject: Object,
-    requester: Requester,
-    nodes: Option<&dyn NodeView>,
-) -> Outcome {
-    let subject = match subject {
-        Object::Pod => Decided::Pod { pod, old: None },
-        Object::DaemonSet => Decided::DaemonSet {
-            template: pod,
-            old: None,
-        },
-    };
-    decided(Webhook::Mutate, &subject, config, ns, requester, nodes)
-}
-
-/// [`decision::decide`] of `subject` in namespace `ns`, requested by `requester`.
-fn decided(
-    webhook: Webhook,
-    subject: &Decided<'_>,
-    config: &Config,
-    ns: &Namespace<'_>,
-    requester: Requester,
-    nodes: Option<&dyn NodeView>,
-) -> Outcome {
-    let context = Context { requester, nodes: None }.with_nodes(nodes);
-    let view = View {
-        config,
-        namespace: ns,
-        context: &context,
-    };
-    decision::decide(webhook, subject, &view)
-}
-
-/// The `/validate-reservation` decision enforce would take for `pod`'s re-creation by
-/// `requester`: the pod as its controller (or user) would create it again — without the node
-/// the scheduler bound it to.
-pub fn decide_reservation(
-    config: &Config,
-    ns: &Namespace<'_>,
-    pod: &Pod,
-    requester: Requester,
-    nodes: Option<&dyn NodeView>,
-) -> Outcome {
-    let unbound;
-    let pod = match pod.spec.as_ref().and_then(|s| s.node_name.as_ref()) {
-        Some(_) => {
-            let mut copy = pod.clone();
-            if let Some(spec) = copy.spec.as_mut() {
-                spec.node_name = None;
-            }
-            unbound = copy;
-            &unbound
-        }
-        None => pod,
-    };
-    let subject = Decided::Pod { pod, old: None };
-    decided(Webhook::ValidateReservation, &subject, config, ns, requester, nodes)
-}
-
-/// A DaemonSet's template pod as the DaemonSet controller creates it: controlled by the DaemonSet.
-pub fn owned_by_daemon_set(pod: &Pod, name: &str) -> Pod {
-    let mut owned = pod.clone();
-    owned.metadata.owner_references = Some(vec![controller("apps/v1", "DaemonSet", name)]);
-    owned
-}
 
 /// The owner reference of the controller `kind/name` (its uid unknown: the pod is not created yet).
 fn controller(api_version: &str, kind: &str, name: &str) -> OwnerReference {
@@ -285,7 +203,19 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::placement::{Decision, NodeInfo, SkipReason};
+    use crate::decision::{Subject, View, Write, fate};
+    use crate::placement::{Context, Decision, Namespace, NodeInfo, Outcome, SkipReason};
+
+    /// The placement the audit records for `pod` re-created by `requester` in namespace `ns`.
+    fn decide(config: &Config, ns: &Namespace<'_>, pod: &Pod, requester: Requester) -> Outcome {
+        let context = Context { requester, nodes: None };
+        let view = View {
+            config,
+            namespace: ns,
+            context: &context,
+        };
+        fate(&Subject::Pod(Write::Create(pod)), &view).placement().clone()
+    }
 
     fn config() -> Config {
         crate::testing::config(
@@ -351,7 +281,7 @@ groups:
             name: "team",
             labels: &labels("agents"),
         };
-        let outcome = decide(&config, &ns, &forged, Object::Pod, found.requester, None);
+        let outcome = decide(&config, &ns, &forged, found.requester);
         assert_eq!(
             outcome.decision,
             Decision::Patched,
@@ -372,7 +302,7 @@ groups:
             name: "team",
             labels: &labels("agents"),
         };
-        let outcome = decide(&config, &ns, &real, Object::Pod, found.requester, None);
+        let outcome = decide(&config, &ns, &real, found.requester);
         assert_eq!(outcome.skip_reason, Some(SkipReason::DaemonSetPod));
     }
 

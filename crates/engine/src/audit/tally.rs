@@ -6,11 +6,12 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use super::requester::{self, ControllerKind, Controllers, Object};
+use super::requester::{self, Controllers};
 use super::reservation::{self, ReservationAudit};
 use super::{GroupAudit, Source, verdict};
 use crate::config::{Config, UnknownGroup};
-use crate::placement::{Namespace, NodeView, Placement, Pod, PodSpec, Requester};
+use crate::decision::{self, Subject, View, Write};
+use crate::placement::{Context, Namespace, NodeView, Placement, Pod, PodSpec, Requester};
 
 /// What one namespace's decisions go into: its audited group (if it selects one) and the
 /// reservations (of the other groups) its pods may intrude on.
@@ -31,56 +32,57 @@ impl Scanned<'_> {
         self.reservations.iter().any(|r| Some(r.group.as_str()) != self.own)
     }
 
-    /// Decides the template of `workload` (`Kind/name`), made into `pod`, as `requester` would
-    /// create its pods (a DaemonSet's: decided as the object is at `/mutate`).
-    pub fn template(&mut self, workload: &str, pod: &Pod, subject: Object, requester: Requester) {
+    /// Decides the template of `workload` (`Kind/name`), made into `pod`, as `creator` would create
+    /// its pods (a DaemonSet's: decided as the object is at `/mutate`, its pods as the DaemonSet
+    /// controller creates them).
+    pub fn template(&mut self, workload: &str, pod: &Pod, creator: Requester, daemon_set: bool) {
+        let subject = match daemon_set {
+            true => Subject::DaemonSet(Write::Create(pod)),
+            false => Subject::Template(pod),
+        };
+        self.decide(workload, (Source::Template, workload, None), &subject, creator, true);
+    }
+
+    /// Decides running `pod` as its re-creation would be (`controllers`: the namespace's, listed):
+    /// by its controller, node or user, without the node the scheduler bound it to.
+    pub fn pod(&mut self, mut pod: Pod, controllers: &Controllers) {
+        let found = requester::recreation(self.config, &pod, controllers, self.nodes);
+        let node = pod
+            .spec
+            .as_mut()
+            .and_then(|s| s.node_name.take())
+            .filter(|n| !n.is_empty());
+        let name = pod.metadata.name.as_deref().unwrap_or_default();
+        let known = found.requester.is_known();
+        let what = (Source::Pods, name, node.as_deref());
         self.decide(
-            workload,
-            (Source::Template, workload, None),
-            pod,
-            subject,
-            requester,
-            true,
+            &found.workload,
+            what,
+            &Subject::Pod(Write::Create(&pod)),
+            found.requester,
+            known,
         );
     }
 
-    /// Decides running `pod` as its re-creation would be (`controllers`: the namespace's, listed).
-    pub fn pod(&mut self, pod: &Pod, controllers: &Controllers) {
-        let found = requester::recreation(self.config, pod, controllers, self.nodes);
-        let name = pod.metadata.name.as_deref().unwrap_or_default();
-        let node = pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.node_name.as_deref())
-            .filter(|n| !n.is_empty());
-        let known = found.requester.is_known();
-        let what = (Source::Pods, name, node);
-        self.decide(&found.workload, what, pod, Object::Pod, found.requester, known);
-    }
-
-    /// Decides `pod` of `workload` (`what`: pods or template, an example's name, the node it runs
-    /// on) into the reservations (`known`: whether its requester is) and into the group.
+    /// Decides `subject` of `workload` (`what`: pods or template, an example's name, the node it
+    /// runs on) into the reservations (`known`: whether its requester is) and into the group.
     fn decide(
         &mut self,
         workload: &str,
         (source, example, node): (Source, &str, Option<&str>),
-        pod: &Pod,
-        subject: Object,
+        subject: &Subject<'_>,
         requester: Requester,
         known: bool,
     ) {
         let (config, ns, nodes) = (self.config, self.namespace, self.nodes);
+        let context = Context { requester, nodes };
+        let view = View {
+            config,
+            namespace: ns,
+            context: &context,
+        };
+        let fate = decision::fate(subject, &view);
         if self.reserving() {
-            // A DaemonSet's pods are created by the DaemonSet controller, whoever writes the object,
-            // and name the DaemonSet as their controller.
-            let outcome = match subject {
-                Object::DaemonSet => {
-                    let creator = requester::controller_requester(config, ControllerKind::DaemonSet);
-                    let owned = requester::owned_by_daemon_set(pod, workload.trim_start_matches("DaemonSet/"));
-                    requester::decide_reservation(config, ns, &owned, creator, nodes)
-                }
-                Object::Pod => requester::decide_reservation(config, ns, pod, requester.clone(), nodes),
-            };
             let on = node.zip(nodes);
             let (reservations, own) = (&mut *self.reservations, self.own);
             reservation::record(
@@ -92,12 +94,11 @@ impl Scanned<'_> {
                 (source, known),
                 example,
                 on,
-                &outcome,
+                &fate.reservation,
             );
         }
         if let Some(group) = self.group.as_mut() {
-            let outcome = requester::decide(config, ns, pod, subject, requester, nodes);
-            group.record(ns.name, workload, source, example, node, &outcome);
+            group.record(ns.name, workload, source, example, node, fate.placement());
         }
     }
 }

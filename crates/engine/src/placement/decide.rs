@@ -199,7 +199,7 @@ fn verb(decision: Decision) -> &'static str {
 }
 
 /// The /mutate decision for a pod being created.
-pub fn mutate(config: &Config, ns: &Namespace<'_>, pod: &Pod, ctx: &Context) -> Outcome {
+pub(crate) fn mutate(config: &Config, ns: &Namespace<'_>, pod: &Pod, ctx: &Context) -> Outcome {
     mutate_object(config, ns, pod, None, Object::Pod, ctx)
 }
 
@@ -208,7 +208,7 @@ pub fn mutate(config: &Config, ns: &Namespace<'_>, pod: &Pod, ctx: &Context) -> 
 /// patch as for a pod, relative to the pod (re-root it with
 /// [`Outcome::rerooted`] under `/spec/template`). On UPDATE (`old` given), a
 /// conflict the old template already had does not deny the update.
-pub fn mutate_daemon_set(
+pub(crate) fn mutate_daemon_set(
     config: &Config,
     ns: &Namespace<'_>,
     template: &Pod,
@@ -460,39 +460,22 @@ fn warning(mode: Mode, group: &str, out: &Outcome) -> Option<String> {
 /// scheduler is bypassed) — the pod taken
 /// as enforce would have it (its group's plan applied). When the node cannot be
 /// looked up, an enforce decision is [`Decision::Error`] (undecidable).
-pub fn validate(config: &Config, ns: &Namespace<'_>, pod: &Pod, old: Option<&Pod>, ctx: &Context) -> Outcome {
+pub(crate) fn validate(config: &Config, ns: &Namespace<'_>, pod: &Pod, old: Option<&Pod>, ctx: &Context) -> Outcome {
     validate_object(config, ns, pod, old, Object::Pod, ctx)
 }
 
 /// The /validate decision for a Binding (`pods/binding` CREATE) of `pod` (as stored, pending) to
-/// node `target`, its requester in `ctx`: skipped as [`binding_skipped`] says; otherwise decided
+/// node `target`, its requester in `ctx`, once `decision::binding_skipped` let it through: decided
 /// as [`validate`] decides an UPDATE that sets `spec.nodeName` to `target` — the node is all a
-/// binding introduces, so only a target that is not a node of the group can deny. Look the
-/// node up first ([`needs_bound_node`] of the bound pod).
-pub fn validate_binding(config: &Config, ns: &Namespace<'_>, pod: &Pod, target: &str, ctx: &Context) -> Outcome {
-    match binding_skipped(config, ns, ctx) {
-        Some(skipped) => skipped,
-        None => validate_object(config, ns, &pod.bound_to(target), Some(pod), Object::Binding, ctx),
-    }
-}
-
-/// The /validate decision of a Binding that needs neither its pod nor its node: skipped in an
-/// excluded namespace or one in no group, and when a trusted scheduler binds (it places pods by
-/// their nodeSelector, affinity and tolerations, which /mutate and /validate already decided).
-/// `None`: decide it with [`validate_binding`].
-pub fn binding_skipped(config: &Config, ns: &Namespace<'_>, ctx: &Context) -> Option<Outcome> {
-    let reason = match select_group(config, ns) {
-        Selection::Excluded => SkipReason::ExcludedNamespace,
-        Selection::NoGroup => SkipReason::NoGroup,
-        _ if config.trusted_schedulers.trusts(&ctx.requester.username) => SkipReason::TrustedScheduler,
-        _ => return None,
-    };
-    Some(skipped(Outcome::new(Webhook::Validate, Decision::Noop), reason))
+/// binding introduces, so only a target that is not a node of the group can deny. Look the node
+/// up first ([`needs_bound_node`] of the bound pod).
+pub(crate) fn validate_binding(config: &Config, ns: &Namespace<'_>, pod: &Pod, target: &str, ctx: &Context) -> Outcome {
+    validate_object(config, ns, &pod.bound_to(target), Some(pod), Object::Binding, ctx)
 }
 
 /// The /validate decision for a DaemonSet's final pod template (made into a pod,
 /// [`super::template_pod`]); on UPDATE only the violations the update introduces deny.
-pub fn validate_daemon_set(
+pub(crate) fn validate_daemon_set(
     config: &Config,
     ns: &Namespace<'_>,
     template: &Pod,

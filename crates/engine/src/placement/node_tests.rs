@@ -431,7 +431,16 @@ fn bind_in(group: &str, target: &str, user: &str, nodes: &dyn NodeView) -> Outco
         requester: Requester::new(user, &["system:authenticated"]),
         nodes: Some(nodes),
     };
-    in_group(group, |ns| validate_binding(&config(), ns, &pod(pending), target, &ctx))
+    let pod = pod(pending);
+    in_group(group, |namespace| {
+        let view = crate::decision::View {
+            config: &config(),
+            namespace,
+            context: &ctx,
+        };
+        let binding = crate::decision::Subject::Binding { pod: &pod, target };
+        crate::decision::decide(Webhook::Validate, &binding, &view)
+    })
 }
 
 #[test]

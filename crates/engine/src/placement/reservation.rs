@@ -345,45 +345,17 @@ fn intrusions(
 /// The `/validate-reservation` decision for a pod being created or updated: is it an intruder
 /// of some group's reservation? enforce reservations deny it; dryRun and warn report
 /// `would_deny` (warn also warns the client). Exempt intruders are admitted and reported.
-pub fn decide(config: &Config, ns: &Namespace<'_>, pod: &Pod, old: Option<&Pod>, ctx: &Context) -> Outcome {
+pub(crate) fn decide(config: &Config, ns: &Namespace<'_>, pod: &Pod, old: Option<&Pod>, ctx: &Context) -> Outcome {
     decide_write(config, ns, pod, old, ctx, false)
 }
 
 /// The `/validate-reservation` decision for a Binding of `pod` (as stored, pending) to node
-/// `target` (`pods/binding` CREATE, its requester in `ctx`): skipped when a trusted scheduler
-/// binds (`system:kube-scheduler`, `trustedSchedulers`), which honours the pool's taints;
-/// otherwise decided as [`decide`] decides an UPDATE that sets `spec.nodeName` to `target` —
-/// the node is all a binding introduces — with the requester as the one who asks. Look the
-/// node up first ([`needs_named_node`] of the bound pod).
-pub fn decide_binding(config: &Config, ns: &Namespace<'_>, pod: &Pod, target: &str, ctx: &Context) -> Outcome {
-    match binding_skipped(config, ns, ctx) {
-        Some(skipped) => skipped,
-        None => decide_write(config, ns, &bound_to(pod, target), Some(pod), ctx, true),
-    }
-}
-
-/// The decision of a Binding that needs neither its pod nor its node (so the caller reads
-/// neither): skipped when no group reserves, the namespace is excluded, or a trusted scheduler
-/// binds. `None`: decide it with [`decide_binding`].
-pub fn binding_skipped(config: &Config, ns: &Namespace<'_>, ctx: &Context) -> Option<Outcome> {
-    let reason = if !any_reservation(config) {
-        SkipReason::NotApplicable("no group reserves its nodes".to_owned())
-    } else if matches!(select_group(config, ns), Selection::Excluded) {
-        SkipReason::ExcludedNamespace
-    } else if config.trusted_schedulers.trusts(&ctx.requester.username) {
-        SkipReason::TrustedScheduler
-    } else {
-        return None;
-    };
-    let mut out = Outcome::new(Webhook::ValidateReservation, Decision::Skipped);
-    out.summary = format!("skipped: {reason}");
-    out.skip_reason = Some(reason);
-    Some(out)
-}
-
-/// `pod` with `spec.nodeName` set to `target`: the pod a Binding makes ([`Pod::bound_to`]).
-pub fn bound_to(pod: &Pod, target: &str) -> Pod {
-    pod.bound_to(target)
+/// `target` (`pods/binding` CREATE, its requester in `ctx`), once `decision::binding_skipped` let
+/// it through (a trusted scheduler honours the pool's taints): decided as [`decide`] decides an
+/// UPDATE that sets `spec.nodeName` to `target` — the node is all a binding introduces — with the
+/// requester as the one who asks. Look the node up first ([`needs_named_node`] of the bound pod).
+pub(crate) fn decide_binding(config: &Config, ns: &Namespace<'_>, pod: &Pod, target: &str, ctx: &Context) -> Outcome {
+    decide_write(config, ns, &pod.bound_to(target), Some(pod), ctx, true)
 }
 
 /// [`decide`]; `binding`: the request is a Binding ([`decide_binding`]).

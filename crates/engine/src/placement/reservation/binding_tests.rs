@@ -7,6 +7,7 @@ use std::sync::Arc;
 use serde_json::json;
 
 use super::*;
+use crate::decision::{Subject, View, binding_skipped, decide};
 use crate::placement::{NodeInfo, NodeView, Requester};
 use crate::testing::node;
 
@@ -51,16 +52,15 @@ fn bind(config: &Config, ns: &str, group: Option<&str>, pod: &Pod, target: &str,
         requester: who,
         nodes: Some(&nodes as &dyn NodeView),
     };
-    decide_binding(
+    let view = View {
         config,
-        &Namespace {
+        namespace: &Namespace {
             name: ns,
             labels: &labels,
         },
-        pod,
-        target,
-        &ctx,
-    )
+        context: &ctx,
+    };
+    decide(Webhook::ValidateReservation, &Subject::Binding { pod, target }, &view)
 }
 
 fn tenant() -> Requester {
@@ -205,12 +205,12 @@ fn the_reservation_s_own_group_allowed_requesters_and_excluded_namespaces_bind_f
         nodes: None,
     };
     assert!(
-        binding_skipped(&config, &ns, &ctx).is_none(),
+        binding_skipped(Webhook::ValidateReservation, &config, &ns, &ctx).is_none(),
         "a tenant's binding needs its pod"
     );
     let none: Config = serde_json::from_value(json!({"groups": {"web": {}}})).expect("a config");
     assert_eq!(
-        binding_skipped(&none, &ns, &ctx).map(|o| o.decision),
+        binding_skipped(Webhook::ValidateReservation, &none, &ns, &ctx).map(|o| o.decision),
         Some(Decision::Skipped),
         "no reservation: nothing to read"
     );
