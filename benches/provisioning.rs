@@ -16,8 +16,8 @@ use pod_director::cluster::{Nodes, ProvisionerStore};
 use pod_director::testing::StaticNodes;
 use pod_director_engine::config::Config;
 use pod_director_engine::decision::Write;
-use pod_director_engine::placement::provision::{self, Provisioner};
 use pod_director_engine::placement::{Context, Namespace, NodeInfo, NodeView, Placement, Webhook};
+use pod_director_engine::provision::{self, Provisioner};
 use pod_director_engine::testing::decide_pod;
 use serde_json::json;
 

@@ -11,6 +11,8 @@
   way to share a module between integration tests without making it a test of its own).
 - The configuration code (crates/engine/src/config.rs and config/, tests aside) stays at or under
   its ceiling, CONFIG_LINES below: it may shrink (lower the ceiling then), never grow.
+- One unit-test layout: a module's unit tests in `foo/tests.rs` beside `foo.rs` (split into
+  `foo/tests/*.rs` when long), never written in `foo.rs`, in a sibling `foo_tests.rs`, or by `#[path]`.
 - The decision's field names are written once (src/telemetry.rs, `decision_fields!`): no other
   product source (tests aside) names them.
 """
@@ -66,8 +68,24 @@ def main():
         if p.name == "mod.rs" and not re.match(r"tests/[^/]+/mod\.rs$", rel):
             failures.append(f"{rel}: a mod.rs; name it {p.parent.as_posix()[len(str(ROOT)) + 1:]}.rs beside its folder")
 
+    # One unit-test layout: a module's tests in `foo/tests.rs` (split into `foo/tests/*.rs` when long).
+    layouts = []
+    for p in files:
+        rel = p.relative_to(ROOT).as_posix()
+        if not re.match(r"(src|crates/[^/]+/src)/", rel):
+            continue
+        text = p.read_text(encoding="utf-8")
+        if re.search(r"(?m)^\s*mod \w+ \{", text) and re.search(r"#\[cfg\(test\)\]\s*\n\s*mod \w+ \{", text):
+            layouts.append(f"{rel}: tests written in the file; move them to {rel[:-3]}/tests.rs")
+        if p.name.endswith("_tests.rs"):
+            layouts.append(f"{rel}: a sibling test file; move it to {p.parent.relative_to(ROOT).as_posix()}/tests.rs (or tests/*.rs)")
+        if "#[path" in text:
+            layouts.append(f"{rel}: #[path]: name the module's file after the module")
+    print(f"unit-test layouts: {1 + bool(layouts)} (foo/tests.rs, foo/tests/*.rs{'; and more' if layouts else ''})")
+    failures.extend(layouts)
+
     config = [p for p in files if re.match(r"crates/engine/src/config(\.rs|/)", p.relative_to(ROOT).as_posix())
-              and not p.name.endswith("tests.rs")]
+              and not re.search(r"(^|/)tests(\.rs$|/)", p.relative_to(ROOT).as_posix())]
     config_lines = sum(lines(p) for p in config)
     print(f"configuration code: {config_lines} lines (ceiling {CONFIG_LINES})")
     if config_lines > CONFIG_LINES:
@@ -77,7 +95,7 @@ def main():
     pattern = re.compile(r'"(admission\.request\.uid|placement\.patch\.op_count|reservation\.pool_nodes)"')
     for p in files:
         rel = p.relative_to(ROOT).as_posix()
-        if rel == "src/telemetry.rs" or not rel.startswith("src/") or re.search(r"(^|_)tests\.rs$", p.name):
+        if rel == "src/telemetry.rs" or not rel.startswith("src/") or re.search(r"(^|/)tests(\.rs$|/)", rel):
             continue
         for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
             if pattern.search(line):

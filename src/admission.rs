@@ -284,10 +284,4 @@ impl Admission {
 }
 
 #[cfg(test)]
-mod log_tests;
-#[cfg(test)]
-mod node_tests;
-#[cfg(test)]
-mod requester_tests;
-#[cfg(test)]
 mod tests;

@@ -68,7 +68,7 @@ pub async fn run(args: ServeArgs) -> anyhow::Result<()> {
                     .webhooks
                     .admission_policies
                     .then(|| Arc::new(crate::cluster::webhooks::admission_policies::PolicySync::default())),
-                fights: Default::default(),
+                yields: Default::default(),
             },
             server.config_changes.clone(),
             args.webhooks.webhook_resync_interval,

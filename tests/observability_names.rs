@@ -76,7 +76,7 @@ fn emitted() -> Emitted {
     }
     others
         .reconciles
-        .conflict("enforce.validate.pd.pod-director.io", "namespaceSelector");
+        .yielded_field("enforce.validate.pd.pod-director.io", "namespaceSelector");
     others.nodes.set_node_cache_size(2);
     others.nodes.set_group_nodes(&[("shadow".to_owned(), 1)]);
     others

@@ -1,12 +1,12 @@
 //! The server's webhook namespaceSelectors are the chart's: for each value set in
-//! `tests/webhook_selectors/`, the selectors `pod_director_engine::webhook_entries` computes from
+//! `tests/webhook_selectors/`, the selectors `pod_director_engine::compile::webhook_entries` computes from
 //! the configuration the chart's ConfigMap carries equal the golden, which
 //! `scripts/chart-test.sh selectors` checks against `helm template` of the chart.
 //! `BLESS=1 cargo test --test webhook_selectors` rewrites the goldens.
 
 use std::path::{Path, PathBuf};
 
-use pod_director_engine::webhook_entries::{EntrySettings, Kind, owned_entries};
+use pod_director_engine::compile::webhook_entries::{EntrySettings, Kind, owned_entries};
 use serde_json::{Map, Value, json};
 
 /// The chart's release namespace in the goldens (always excluded, as the server's own).

@@ -29,7 +29,7 @@ mod node_bindings;
 mod nodes;
 mod policies;
 mod provisioning;
-mod reconcile_fights;
+mod reconcile_yields;
 mod reports;
 mod reservation;
 mod reservation_bindings;

@@ -739,3 +739,7 @@ fn a_pod_read_before_a_later_subresource_is_decided_by_the_subresource() {
         "request.object is not a valid v1 Pod: spec.affinity: invalid type: string \"ci\"",
     );
 }
+
+mod log;
+mod node;
+mod requester;

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use super::{AuditArgs, AuditFailOn, OutputFormat};
 use crate::cluster::audit::scan::{self, AuditError, Progress, ScanOptions};
 use crate::cluster::nodes::{NodeStore, Nodes, ProvisionerStore};
-use pod_director_engine::audit::{Audit, report};
+use pod_director_engine::audit::{Audit, render};
 use pod_director_engine::config::{Config, ConfigError};
 use pod_director_engine::placement::NodeView;
 
@@ -41,12 +41,12 @@ pub fn run(args: &AuditArgs) -> ExitCode {
         .and_then(|runtime| runtime.block_on(audit(args)));
     let rendered = result.and_then(|audit| {
         let text = match args.output {
-            OutputFormat::Json => format!("{}\n", report::json(&audit)?),
+            OutputFormat::Json => format!("{}\n", render::json(&audit)?),
             OutputFormat::Yaml => {
-                let value: serde_json::Value = serde_json::from_str(&report::json(&audit)?)?;
+                let value: serde_json::Value = serde_json::from_str(&render::json(&audit)?)?;
                 serde_saphyr::to_string(&value).map_err(|e| CliError::Yaml(e.to_string()))?
             }
-            OutputFormat::Text => report::text(&audit),
+            OutputFormat::Text => render::text(&audit),
         };
         Ok((audit, text))
     });

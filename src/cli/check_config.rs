@@ -4,8 +4,8 @@
 use std::process::ExitCode;
 
 use super::CheckConfigArgs;
+use pod_director_engine::compile::admission_policies::{self, object_name};
 use pod_director_engine::config::{Config, EnforceWith, schema};
-use pod_director_engine::placement::policy::{self, object_name};
 
 pub fn run(args: &CheckConfigArgs) -> ExitCode {
     if args.print_schema {
@@ -57,7 +57,7 @@ fn policy_lines(config: &Config) -> Vec<String> {
                      webhook.admissionPolicies), else by the webhook",
                     object_name(name)
                 )
-            } else if policy::validated_by_policy(config, name, group) {
+            } else if admission_policies::validated_by_policy(config, name, group) {
                 format!(
                     "placed by the webhook, checked by ValidatingAdmissionPolicy {} (one webhook call per pod) where \
                      serve runs with --admission-policies (chart: webhook.admissionPolicies), else by /validate too",

@@ -19,10 +19,10 @@ use self::render::render_text;
 use super::{ExplainArgs, FailOn, OutputFormat};
 use pod_director_engine::config::{Config, Mode};
 use pod_director_engine::decision::{self, Fate, View};
-use pod_director_engine::placement::provision::WithProvisioners;
 use pod_director_engine::placement::{
     Conflict, Context, Decision, FEASIBILITY_SCOPE, Namespace, NodeView, Resolution, Violation, Webhook,
 };
+use pod_director_engine::provision::WithProvisioners;
 use pod_director_engine::syntax;
 
 mod manifests;
@@ -333,4 +333,4 @@ impl From<&Violation> for ViolationView {
 }
 
 #[cfg(test)]
-mod front_ends_tests;
+mod tests;

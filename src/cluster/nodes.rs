@@ -40,7 +40,7 @@ use crate::metrics::{GroupLabels, ResultLabels, gauge, register};
 use pod_director_engine::config::Config;
 use pod_director_engine::placement::PodSpec;
 use pod_director_engine::placement::feasible::{self, NodeInfo, NodeLookup, NodeView, Placement};
-use pod_director_engine::placement::provision::{self, Provisioner};
+use pod_director_engine::provision::{self, Provisioner};
 
 /// Longest wait for the live GET of a node that is not cached.
 pub(crate) const FETCH_TIMEOUT: Duration = Duration::from_secs(2);

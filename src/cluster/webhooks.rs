@@ -1,6 +1,6 @@
 //! The reconciler that keeps the chart's webhook configurations equal to the entries
 //! pod-director owns as a function of the live configuration (the engine's
-//! [`pod_director_engine::webhook_entries`] compiles them and plans the patch).
+//! [`pod_director_engine::compile::webhook_entries`] compiles them and plans the patch).
 //!
 //! [`spawn`] patches every field that differs from them — a namespaceSelector
 //! after a mode change, a failurePolicy or timeout edited by hand, a rule or
@@ -9,7 +9,7 @@
 //! admission or readiness. `clientConfig` is not pod-director's: where it is
 //! served and the CA bundle belong to the installation (Service or URL,
 //! cert-manager's injection), and a wrong one shows at once as failed calls.
-//! Another writer that keeps changing a field back is not fought forever ([`fights`]).
+//! Another writer that keeps changing a field back is yielded to, not patched forever ([`yields`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -33,7 +33,7 @@ use tracing::{debug, info, warn};
 use crate::metrics::{ResultLabels, register};
 use pod_director_engine::config::{Config, Loaded};
 
-use pod_director_engine::webhook_entries::{EntrySettings, FIELD_MANAGER, Kind, PlanError, plan_patch};
+use pod_director_engine::compile::webhook_entries::{EntrySettings, FIELD_MANAGER, Kind, PlanError, plan_patch};
 
 /// Longest time one reconciliation (reads and patches) may take.
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -77,18 +77,18 @@ pub struct Reconciler {
     /// `None`: not reconciled, every group stays on the webhook.
     pub policies: Option<Arc<admission_policies::PolicySync>>,
     /// The fields re-asserted so far, to yield to a writer that keeps changing one back.
-    pub fights: std::sync::Mutex<fights::Fights>,
+    pub yields: std::sync::Mutex<yields::Yields>,
 }
 
 /// What one configuration's reconciliation changed: the entries patched, the fields yielded.
-type Reconciled = (Vec<String>, Vec<fights::Yield>);
+type Reconciled = (Vec<String>, Vec<yields::Yield>);
 
 async fn reconcile_one<K>(
     api: Api<K>,
     kind: Kind,
     name: &str,
     loaded: (&Config, &EntrySettings, &BTreeSet<String>),
-    fights: &std::sync::Mutex<fights::Fights>,
+    yields: &std::sync::Mutex<yields::Yields>,
 ) -> Result<Reconciled, ReconcileError>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + fmt::Debug,
@@ -102,7 +102,7 @@ where
     let webhooks = json["webhooks"].as_array().map(Vec::as_slice).unwrap_or_default();
     let (config, entries, on_policy) = loaded;
     let (operations, changed) = plan_patch(kind, name, webhooks, config, entries, on_policy)?;
-    let settled = fights.lock().unwrap_or_else(std::sync::PoisonError::into_inner).settle(
+    let settled = yields.lock().unwrap_or_else(std::sync::PoisonError::into_inner).settle(
         name,
         &json,
         operations,
@@ -154,7 +154,7 @@ impl Reconciler {
             }
             self.metrics.policy_groups.set(crate::metrics::gauge(on_policy.len()));
             let yielded = || {
-                self.fights
+                self.yields
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner)
                     .yielded()
@@ -164,24 +164,24 @@ impl Reconciler {
                 let result = match kind {
                     Kind::Mutating => {
                         let api: Api<MutatingWebhookConfiguration> = Api::all(self.client.clone());
-                        reconcile_one(api, *kind, name, wants, &self.fights).await
+                        reconcile_one(api, *kind, name, wants, &self.yields).await
                     }
                     Kind::Validating => {
                         let api: Api<ValidatingWebhookConfiguration> = Api::all(self.client.clone());
-                        reconcile_one(api, *kind, name, wants, &self.fights).await
+                        reconcile_one(api, *kind, name, wants, &self.yields).await
                     }
                 };
                 let result = result.map(|(changed, yielded)| {
                     for y in &yielded {
-                        self.metrics.conflict(&y.entry, &y.field);
+                        self.metrics.yielded_field(&y.entry, &y.field);
                         warn!(
                             configuration = name.as_str(),
                             kind = kind.as_str(),
                             entry = y.entry.as_str(),
                             field = y.field.as_str(),
                             writers = y.writers.join(",").as_str(),
-                            patches = fights::BOUND,
-                            window_seconds = fights::WINDOW.as_secs(),
+                            patches = yields::BOUND,
+                            window_seconds = yields::WINDOW.as_secs(),
                             "another writer keeps changing back a webhook entry field pod-director owns: pod-director \
                              stops re-asserting it and leaves the other writer's value until the configuration wants \
                              another one, the value changes again, or pod-director restarts; a namespaceSelector or \
@@ -302,11 +302,11 @@ crate::metrics::label_set! {
     FieldLabels { entry: String, field: String }
 }
 
-/// `pod_director_webhook_reconciles_total`, the fights with another writer, the policy groups.
+/// `pod_director_webhook_reconciles_total`, the fields yielded to another writer, the policy groups.
 #[derive(Debug, Clone)]
 pub struct ReconcileMetrics {
     webhook_reconciles: Family<ResultLabels, Counter>,
-    conflicts: Family<FieldLabels, Counter>,
+    yields: Family<FieldLabels, Counter>,
     /// `pod_director_webhook_reconcile_yielded`: fields left to another writer now.
     pub yielded: Gauge,
     /// `pod_director_policy_groups`: groups whose pods are handed over to their admission policies (in part).
@@ -328,7 +328,7 @@ impl ReconcileMetrics {
              (webhookAndPolicy), handed over from the webhook",
             Gauge::default(),
         );
-        let conflicts = register(
+        let yields = register(
             r,
             "webhook_reconcile_conflicts",
             "Times the reconciler stopped re-asserting a field of a webhook entry pod-director owns because another \
@@ -344,15 +344,15 @@ impl ReconcileMetrics {
         );
         Self {
             webhook_reconciles,
-            conflicts,
+            yields,
             yielded,
             policy_groups,
         }
     }
 
     /// Counts a field yielded to another writer.
-    pub fn conflict(&self, entry: &str, field: &str) {
-        self.conflicts
+    pub fn yielded_field(&self, entry: &str, field: &str) {
+        self.yields
             .get_or_create(&FieldLabels {
                 entry: entry.to_owned(),
                 field: field.to_owned(),
@@ -379,7 +379,7 @@ impl ReconcileMetrics {
 }
 
 pub(crate) mod admission_policies;
-pub(crate) mod fights;
+pub(crate) mod yields;
 
 #[cfg(test)]
-mod reconciler_tests;
+mod tests;

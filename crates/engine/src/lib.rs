@@ -9,8 +9,11 @@
 //! - [`audit`]: the audit's pure half: a running pod or template decided as its re-creation
 //!   would be, the tallies, findings and verdicts per group and reservation, the workload
 //!   ledger the reports consume, and the report as text or JSON (the product lists the cluster).
-//! - [`webhook_entries`]: the webhook entries pod-director owns, compiled from the configuration,
-//!   and the JSON Patch that brings a live webhook configuration to them (the product applies it).
+//! - [`compile`]: the cluster objects pod-director owns, compiled from the configuration: the
+//!   admission policies and the webhook entries (with the JSON Patch that brings a live webhook
+//!   configuration to them); the product applies them.
+//! - [`provision`]: who could create a node on demand (Karpenter NodePools, Cluster API node
+//!   groups, a group's declaration), read from their objects.
 //! - [`syntax`]: Kubernetes name syntax (label keys and values, DNS names), for the configuration and
 //!   the admission requests alike.
 //! - `testing` (hidden; the `testing` feature, and the engine's unit tests): what the tests build their
@@ -51,12 +54,13 @@ macro_rules! named_enum {
 }
 
 pub mod audit;
+pub mod compile;
 pub mod config;
 pub mod decision;
 pub mod namespace_guard;
 pub mod placement;
+pub mod provision;
 pub mod syntax;
 #[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 pub mod testing;
-pub mod webhook_entries;

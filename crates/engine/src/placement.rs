@@ -13,10 +13,8 @@ mod decide;
 pub mod feasible;
 mod plan;
 mod pod;
-pub mod policy;
-pub mod provision;
 pub mod reservation;
-mod tolerations;
+pub(crate) mod tolerations;
 mod verify;
 
 use std::fmt;
@@ -357,7 +355,5 @@ pub fn truncate_bytes(text: &str, max: usize) -> String {
     out
 }
 
-#[cfg(test)]
-mod node_tests;
 #[cfg(test)]
 mod tests;

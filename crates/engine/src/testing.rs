@@ -10,12 +10,12 @@ pub mod scheduler;
 use k8s_openapi::api::core::v1::Toleration;
 use serde_json::Value;
 
+use crate::compile::webhook_entries::{EntrySettings, Kind};
 use crate::config::{Config, Loaded};
 use crate::decision::{Subject, View, Write};
 use crate::placement::{
     Context, Namespace, NodeInfo, NodeLookup, NodeTaint, NodeView, Outcome, Placement, Pod, Webhook,
 };
-use crate::webhook_entries::{EntrySettings, Kind};
 
 /// `webhook`'s decision of `pod`'s creation in `namespace`, as `context` asks: the engine's one
 /// entry ([`crate::decision::decide`]) for one pod, as the benches and property tests call it.
@@ -123,7 +123,7 @@ groups:
 /// API server stores it (clientConfig set, objectSelector defaulted to `{}`), with a
 /// foreign entry (another feature's) at index 2, and `settings`.
 pub fn rendered_entries_with(kind: Kind, name: &str, yaml: &str, settings: &EntrySettings) -> Vec<Value> {
-    let mut out: Vec<Value> = crate::webhook_entries::owned_entries(
+    let mut out: Vec<Value> = crate::compile::webhook_entries::owned_entries(
         kind,
         name,
         &config(yaml),

@@ -206,46 +206,4 @@ pub fn decoded_patch(response: &Value) -> Option<json_patch::Patch> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn bytes_carry_the_request_fields_in_the_api_server_s_order() {
-        let body = Review::pod(
-            "CREATE",
-            json!({"metadata": {"name": "web", "namespace": "a"}, "spec": {}}),
-        )
-        .bytes();
-        let text = String::from_utf8(body).unwrap_or_default();
-        let at = |key: &str| text.find(&format!("\"{key}\":")).unwrap_or(usize::MAX);
-        let order = [
-            "uid",
-            "resource",
-            "name",
-            "namespace",
-            "operation",
-            "userInfo",
-            "object",
-            "oldObject",
-            "dryRun",
-        ];
-        for pair in order.windows(2) {
-            assert!(at(pair[0]) < at(pair[1]), "{pair:?} in {text}");
-        }
-        let value = Review::pod("UPDATE", json!({})).old(json!({"a": 1})).value();
-        assert_eq!(value["request"]["oldObject"]["a"], 1);
-        assert_eq!(value["request"]["options"]["kind"], "UpdateOptions");
-    }
-
-    #[test]
-    #[should_panic(expected = "nothing at /request/nosuch")]
-    fn an_edit_of_a_field_the_review_lacks_fails_its_test() {
-        with(Review::pod("CREATE", json!({})).value(), "/request/nosuch", json!(1));
-    }
-
-    #[test]
-    #[should_panic(expected = "no \"nosuch\"")]
-    fn removing_a_field_the_review_lacks_fails_its_test() {
-        without(Review::pod("CREATE", json!({})).value(), "/request", "nosuch");
-    }
-}
+mod tests;

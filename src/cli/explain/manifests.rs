@@ -12,8 +12,8 @@ use serde_json::Value;
 
 use super::InputError;
 use pod_director_engine::decision::{Subject, Write};
-use pod_director_engine::placement::provision::{Provisioner, Unusable};
 use pod_director_engine::placement::{self, NodeInfo};
+use pod_director_engine::provision::{Provisioner, Unusable};
 
 /// One manifest object, with where it came from.
 pub(super) struct Source {

@@ -306,5 +306,4 @@ fn digest(content: &Value, omitted: u64) -> String {
 }
 
 #[cfg(test)]
-#[path = "content_tests.rs"]
 mod tests;

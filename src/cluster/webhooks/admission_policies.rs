@@ -1,4 +1,4 @@
-//! The admission policies of the groups enforced by policies ([`pod_director_engine::placement::policy`]),
+//! The admission policies of the groups enforced by policies ([`pod_director_engine::compile::admission_policies`]),
 //! kept in step with the live configuration by the webhook reconciler, in one pass with the
 //! webhook entries so that a group is never enforced by neither:
 //!
@@ -28,8 +28,10 @@ use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind,
 use serde_json::Value;
 use tracing::{info, warn};
 
-use pod_director_engine::placement::policy::{self, API_VERSION, GROUP_LABEL, MANAGED_BY, MANAGED_BY_LABEL, Policies};
-use pod_director_engine::webhook_entries::FIELD_MANAGER;
+use pod_director_engine::compile::admission_policies::{
+    self, API_VERSION, GROUP_LABEL, MANAGED_BY, MANAGED_BY_LABEL, Policies,
+};
+use pod_director_engine::compile::webhook_entries::FIELD_MANAGER;
 
 /// How long a group's policies are in place before its pods leave the webhook.
 pub const HANDOVER_DELAY: Duration = Duration::from_secs(2);
@@ -114,7 +116,8 @@ impl PolicySync {
             }
             warned[i] = missing.is_some();
         }
-        let mut wanted = policy::compile_all(config, &pod_director_engine::webhook_entries::excluded(config));
+        let mut wanted =
+            admission_policies::compile_all(config, &pod_director_engine::compile::webhook_entries::excluded(config));
         wanted.retain(|_, p| {
             serves(if p.validation_only {
                 "validatingadmissionpolicies"

@@ -124,7 +124,7 @@ impl GroupAudit {
                 }
                 if definition.nodes.provisioned_on_demand {
                     self.provisionable_by
-                        .push(crate::placement::provision::DECLARED_PROVISIONER.to_owned());
+                        .push(crate::placement::feasible::DECLARED_PROVISIONER.to_owned());
                 }
             }
         }

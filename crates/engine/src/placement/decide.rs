@@ -5,8 +5,9 @@
 use std::collections::BTreeMap;
 
 use super::choice::choose;
-use super::feasible::{NodeLookup, NodeView, Placement, combine, group_fingerprint, unmet_by_bound_pod};
-use super::provision;
+use super::feasible::{
+    DECLARED_PROVISIONER, NodeLookup, NodeView, Placement, combine, group_fingerprint, unmet_by_bound_pod,
+};
 use super::{
     Context, Decision, MAX_SUMMARY_CHARS, Outcome, Pod, PodSpec, SkipReason, Violation, Webhook, truncate_chars,
 };
@@ -392,7 +393,7 @@ fn provisionable(
     });
     let mut by: Vec<String> = found.iter().map(|p| p.to_string()).collect();
     if group.is_some_and(|g| g.nodes.provisioned_on_demand) {
-        by.push(provision::DECLARED_PROVISIONER.to_owned());
+        by.push(DECLARED_PROVISIONER.to_owned());
     }
     by
 }

@@ -533,6 +533,4 @@ pub fn warnings(config: &Config) -> Vec<String> {
 }
 
 #[cfg(test)]
-mod binding_tests;
-#[cfg(test)]
 mod tests;

@@ -509,3 +509,5 @@ fn preferred_and_pod_affinity_terms_are_appended_once() {
         serde_json::to_value(g.affinity.as_ref().unwrap()).unwrap()
     );
 }
+
+mod node;

@@ -439,3 +439,5 @@ proptest! {
         }
     }
 }
+
+mod binding;
