@@ -59,7 +59,7 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 use tokio_rustls::rustls::{self, pki_types::CertificateDer, pki_types::ServerName};
 
-use pod_director_testkit::pki as test_pki;
+use pod_director_testkit::pki::Pki;
 use pod_director_testkit::pods;
 use pod_director_testkit::stats;
 
@@ -640,17 +640,18 @@ async fn measure(
 // ---------------------------------------------------------------------------------------------
 // The run
 
-struct Pki {
+/// The CA the load clients trust.
+struct Trusted {
     ca_der: CertificateDer<'static>,
 }
 
 /// A CA and a serving certificate for 127.0.0.1/localhost, written to `dir`.
-fn make_certificates(dir: &Path) -> Pki {
-    let ca = test_pki::Pki::named("pod-director load CA");
+fn make_certificates(dir: &Path) -> Trusted {
+    let ca = Pki::named("pod-director load CA");
     let leaf = ca.leaf("pod-director");
     std::fs::write(dir.join("tls.crt"), leaf.cert_pem).expect("write certificate");
     std::fs::write(dir.join("tls.key"), leaf.key_pem).expect("write key");
-    Pki {
+    Trusted {
         ca_der: CertificateDer::from(ca.ca_der()),
     }
 }
@@ -700,7 +701,7 @@ struct Setup {
     logs: tempfile::TempDir,
     /// pod-director's decision log.
     log: PathBuf,
-    pki: Pki,
+    pki: Trusted,
     bodies: BTreeMap<&'static str, Arc<Vec<Bytes>>>,
 }
 

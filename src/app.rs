@@ -19,7 +19,7 @@ pub(crate) use self::start::start_with_nodes;
 pub use self::start::{RunningServer, start};
 use crate::cli::{ContinuousAuditArgs, ServeArgs};
 use crate::cluster::audit::continuous::AuditMetrics;
-use crate::cluster::audit::continuous::{Continuous, LeaseTarget, identity, spawn};
+use crate::cluster::audit::continuous::{Continuous, LeaseTarget, identity, spawn_audit};
 use crate::cluster::audit::scan::ScanOptions;
 use crate::cluster::namespaces::KubeNamespaces;
 use crate::cluster::nodes::{KubeNodes, Nodes};
@@ -153,10 +153,10 @@ fn start_audit(
         events = args.audit_events,
         "audit: continuous audit on"
     );
-    let (reports, _writer) = crate::cluster::reports::spawn(
+    let (reports, _writer) = crate::cluster::reports::spawn_reports(
         client.clone(),
-        crate::cluster::reports::Options {
-            settings: crate::cluster::reports::content::Settings {
+        crate::cluster::reports::ReportsOptions {
+            settings: pod_director_engine::audit::open_reports::Settings {
                 name: args.reports_name.clone(),
                 max_results: args.reports_max_results as usize,
             },
@@ -165,7 +165,7 @@ fn start_audit(
         },
         shutdown.clone(),
     );
-    Some(spawn(
+    Some(spawn_audit(
         Continuous {
             client: client.clone(),
             config,

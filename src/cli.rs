@@ -12,9 +12,35 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use pod_director_engine::config::{Config, Group};
 
 pub(crate) use self::duration::parse_duration;
-pub use self::serve::{AuditArgs as ContinuousAuditArgs, ReconcileArgs, ServeArgs};
+pub use self::serve::{ContinuousAuditArgs, ReconcileArgs, ServeArgs};
+
+/// `--group` names no group of the configuration (`explain`, `explain --policies`, `audit`).
+#[derive(Debug, thiserror::Error)]
+#[error("--group {name:?} is not a group of the configuration (groups: {groups})")]
+pub(crate) struct UnknownGroup {
+    name: String,
+    groups: String,
+}
+
+/// The group `--group` names, if any, checked against the configuration.
+pub(crate) fn named_group<'c>(
+    config: &'c Config,
+    group: Option<&str>,
+) -> Result<Option<(&'c str, &'c Group)>, UnknownGroup> {
+    let Some(name) = group else {
+        return Ok(None);
+    };
+    match config.groups.get_key_value(name) {
+        Some((name, group)) => Ok(Some((name, group))),
+        None => Err(UnknownGroup {
+            name: name.to_owned(),
+            groups: config.groups.keys().map(String::as_str).collect::<Vec<_>>().join(", "),
+        }),
+    }
+}
 
 #[derive(Debug, Parser)]
 #[command(

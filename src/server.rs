@@ -44,7 +44,7 @@ pub use self::settings::Settings;
 use self::start::Respond;
 pub(crate) use self::start::{listen, tls_acceptor};
 pub(crate) use self::tls::TlsError;
-pub use self::tls::{TlsFiles, provider as tls_provider};
+pub use self::tls::{TlsFiles, tls_provider};
 use pod_director_engine::config::ConfigError;
 
 /// Why the server could not start.

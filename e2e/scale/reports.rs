@@ -48,7 +48,7 @@ const CRDS: [(&str, &str); 2] = [
 ];
 const SCAN_DONE: &str = "audit: scan completed";
 
-struct Settings {
+struct ReportsScale {
     namespaces: usize,
     workloads: usize,
     nodes: usize,
@@ -58,7 +58,7 @@ struct Settings {
     concurrency: usize,
 }
 
-impl Settings {
+impl ReportsScale {
     fn from_env() -> Self {
         let settings = Self {
             namespaces: number("E2E_SCALE_NAMESPACES", 100),
@@ -248,7 +248,7 @@ async fn round(env: &Env, ns: &str, i: usize, length: Duration, concurrency: usi
 }
 
 pub async fn run() {
-    let settings = Settings::from_env();
+    let settings = ReportsScale::from_env();
     let started = Instant::now();
     let env = Env::start_with(
         "scale-reports",

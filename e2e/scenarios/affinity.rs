@@ -9,7 +9,7 @@ use pod_director_testkit::scheduler::{TestNode, terms_match};
 use serde_json::{Value, json};
 
 use crate::harness::Env;
-use crate::harness::k8s::{IMAGE, pod_from, required_terms as required};
+use crate::harness::k8s::{IMAGE, pod_from, required_terms};
 
 /// The e2e groups' required term (e2e/scenarios/values.yaml).
 fn group_terms() -> Vec<NodeSelectorTerm> {
@@ -76,7 +76,7 @@ async fn stored_pods_require_exactly_the_pods_terms_and_the_groups_for_every_ter
         let submitted = with_terms(name, terms.clone());
         let created = env.create_admitted_pod(&ns, &submitted).await;
         let stored = env.get_pod(&ns, name).await;
-        let (pod_terms, result) = (required(&submitted), required(&stored));
+        let (pod_terms, result) = (required_terms(&submitted), required_terms(&stored));
         for node in nodes() {
             assert_eq!(
                 terms_match(&node, &result),
@@ -92,15 +92,15 @@ async fn stored_pods_require_exactly_the_pods_terms_and_the_groups_for_every_ter
         assert_eq!(decision.get("placement.conflicts"), &Value::Null, "{name}: no conflict");
     }
     // The empty term is kept (it matches nothing) and never turned into the group's.
-    let stored = required(&env.get_pod(&ns, "empty-and-zone").await);
+    let stored = required_terms(&env.get_pod(&ns, "empty-and-zone").await);
     assert_eq!(stored.len(), 2);
     assert!(stored[0].match_expressions.as_deref().unwrap_or_default().is_empty());
-    let never = required(&env.get_pod(&ns, "never").await);
+    let never = required_terms(&env.get_pod(&ns, "never").await);
     assert!(
         nodes().iter().all(|n| !terms_match(n, &never)),
         "a pod that could never be scheduled still cannot: {never:?}"
     );
-    let by_name = required(&env.get_pod(&ns, "by-name").await);
+    let by_name = required_terms(&env.get_pod(&ns, "by-name").await);
     assert_eq!(
         serde_json::to_value(&by_name).unwrap_or_default(),
         json!([{

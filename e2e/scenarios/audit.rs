@@ -296,7 +296,7 @@ async fn of_two_replicas_only_the_lease_holder_audits_and_the_other_takes_over_w
     use std::sync::Arc;
 
     use pod_director::cluster::ScanOptions;
-    use pod_director::cluster::{Continuous, LeaseTarget, spawn_audit as spawn};
+    use pod_director::cluster::{Continuous, LeaseTarget, spawn_audit};
     use pod_director::cluster::{KubeNodes, Nodes};
 
     let env = Env::start("audit-lease").await;
@@ -310,7 +310,7 @@ async fn of_two_replicas_only_the_lease_holder_audits_and_the_other_takes_over_w
     let replica = |identity: &str| {
         let metrics = pod_director::app::Metrics::register();
         let (stop, stopped) = tokio::sync::watch::channel(false);
-        let task = spawn(
+        let task = spawn_audit(
             Continuous {
                 client: env.client.clone(),
                 config: live.clone(),

@@ -70,7 +70,7 @@ async fn a_group_flipped_to_enforce_by_editing_the_config_alone_is_refused_while
     let mut own = env.config.clone();
     own.excluded_namespaces.push(env.settings.namespace.clone());
     let computed = pod_director_engine::compile::webhook_entries::namespace_selectors(&own, &Default::default());
-    for entry in pod_director_engine::compile::webhook_entries::Entry::ALL {
+    for entry in pod_director_engine::compile::webhook_entries::PodEntry::ALL {
         for (selector, _) in entries(&env, entry.as_str()).await {
             assert_eq!(
                 selector.as_ref(),

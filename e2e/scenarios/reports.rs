@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 use crate::fixtures::deployment;
 use crate::harness::k8s::{IMAGE, eventually, impersonating, pod};
 use k8s_openapi::api::core::v1::Node;
-use pod_director::cluster::{REPORTS_NOT_SERVED as NOT_SERVED, REPORTS_SERVED as SERVED};
+use pod_director::cluster::{REPORTS_NOT_SERVED, REPORTS_SERVED};
 
 use crate::harness::{Env, Options, Target, notice, suffix, tool};
 
@@ -176,7 +176,7 @@ async fn the_audit_writes_a_report_per_grouped_namespace_only_when_it_changes() 
     };
     let env = Env::start_with("reports", options).await;
     delete_crds(&env).await;
-    env.logged(NOT_SERVED, |_| true).await;
+    env.logged(REPORTS_NOT_SERVED, |_| true).await;
     // A node of the group's pool: no feasibility finding.
     let violet: Node = serde_json::from_value(json!({
         "metadata": {"name": format!("e2e-violet-{}", suffix()), "labels": {POOL: "violet", "kubernetes.io/os": "linux"}},
@@ -213,7 +213,7 @@ async fn the_audit_writes_a_report_per_grouped_namespace_only_when_it_changes() 
 
     // Installed while pod-director runs: picked up at a next audit, no restart.
     install_crds(&env).await;
-    env.logged(SERVED, |_| true).await;
+    env.logged(REPORTS_SERVED, |_| true).await;
     let report = eventually("the namespace's report with its four workloads", || async {
         let report = kubectl_report(&ns)?;
         (outcome(&report, "Deployment/patched", "placement") == "warn"
@@ -386,17 +386,17 @@ async fn the_audit_writes_a_report_per_grouped_namespace_only_when_it_changes() 
     .await;
 
     // The CRDs removed at runtime: one log line, and pod-director still decides.
-    let before = env.logs.messages(NOT_SERVED).await.len();
+    let before = env.logs.messages(REPORTS_NOT_SERVED).await.len();
     delete_crds(&env).await;
     let gone = eventually("the removal logged", || async {
-        env.logs.messages(NOT_SERVED).await.get(before).cloned()
+        env.logs.messages(REPORTS_NOT_SERVED).await.get(before).cloned()
     })
     .await;
     assert_eq!(gone["level"], "INFO", "{gone}");
     let created = env.create_pod_dry_run(&ns, &pod("after-crd")).await;
     assert!(created.status.is_success(), "pod-director still admits: {created:?}");
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let lines = env.logs.messages(NOT_SERVED).await;
+    let lines = env.logs.messages(REPORTS_NOT_SERVED).await;
     assert_eq!(
         lines.len(),
         before + 1,
@@ -426,9 +426,9 @@ async fn the_audit_writes_a_report_per_grouped_namespace_only_when_it_changes() 
 /// running, writes nothing, and pod-director's admission is untouched.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_report_writer_refused_by_rbac_keeps_running_and_writes_nothing() {
-    use pod_director::cluster::spawn_reports as spawn;
-    use pod_director::cluster::{ReportSettings as Settings, ReportsOptions as Writer};
-    use pod_director_engine::audit::workloads::{Entry, Rule, Verdict};
+    use pod_director::cluster::{ReportsOptions, spawn_reports};
+    use pod_director_engine::audit::open_reports::Settings;
+    use pod_director_engine::audit::workloads::{Entry, Rule, WorkloadVerdict};
     use pod_director_engine::audit::{Audit, GroupAudit};
 
     if Target::Cluster == crate::harness::Settings::from_env().target {
@@ -455,7 +455,7 @@ async fn a_report_writer_refused_by_rbac_keeps_running_and_writes_nothing() {
     };
     group
         .workloads
-        .record(&entry, Verdict::WouldPatch, "would set nodeSelector", None);
+        .record(&entry, WorkloadVerdict::WouldPatch, "would set nodeSelector", None);
     let audit = Audit {
         groups: vec![group],
         nodes: None,
@@ -468,7 +468,7 @@ async fn a_report_writer_refused_by_rbac_keeps_running_and_writes_nothing() {
     };
     let denied = impersonating("e2e-reports-nobody", &[]).await;
     let (stop, stopped) = tokio::sync::watch::channel(false);
-    let options = Writer {
+    let options = ReportsOptions {
         settings: Settings {
             name: "e2e-refused".to_owned(),
             max_results: 10,
@@ -476,7 +476,7 @@ async fn a_report_writer_refused_by_rbac_keeps_running_and_writes_nothing() {
         reports: true,
         events: None,
     };
-    let (publisher, task) = spawn(denied, options, stopped);
+    let (publisher, task) = spawn_reports(denied, options, stopped);
     // The CRD is served; a few scans, each refused.
     for _ in 0..3 {
         publisher.publish(&audit, &env.config);
@@ -488,9 +488,9 @@ async fn a_report_writer_refused_by_rbac_keeps_running_and_writes_nothing() {
         "a refused writer wrote a report"
     );
     // The same writer as the admin: the report is written (the refusal was RBAC's).
-    let (admin_publisher, admin_task) = spawn(
+    let (admin_publisher, admin_task) = spawn_reports(
         env.client.clone(),
-        Writer {
+        ReportsOptions {
             settings: Settings {
                 name: "e2e-refused".to_owned(),
                 max_results: 10,

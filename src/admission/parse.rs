@@ -327,14 +327,14 @@ fn not_applicable(request: &AdmissionRequest<DynamicObject>) -> Option<String> {
 /// nested objects — still has its uid echoed.
 fn uid_of(body: &[u8]) -> Option<String> {
     #[derive(serde::Deserialize)]
-    struct Review {
-        request: Option<Request>,
+    struct UidReview {
+        request: Option<UidRequest>,
     }
     #[derive(serde::Deserialize)]
-    struct Request {
+    struct UidRequest {
         uid: Option<String>,
     }
-    let review: Review = serde_json::from_slice(body).ok()?;
+    let review: UidReview = serde_json::from_slice(body).ok()?;
     review.request?.uid.filter(|uid| !uid.is_empty())
 }
 

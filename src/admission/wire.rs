@@ -446,16 +446,16 @@ fn string(out: &mut Vec<u8>, text: &str) {
 /// (kube-rs#1781) where Go decodes `[]byte` from a base64 string.
 pub(super) fn encode(mut review: AdmissionReview<DynamicObject>) -> Result<Vec<u8>, serde_json::Error> {
     #[derive(Serialize)]
-    struct Review<'a> {
+    struct EncodedReview<'a> {
         #[serde(flatten)]
         types: &'a TypeMeta,
         #[serde(skip_serializing_if = "Option::is_none")]
         request: Option<&'a AdmissionRequest<DynamicObject>>,
         #[serde(skip_serializing_if = "Option::is_none")]
-        response: Option<Response<'a>>,
+        response: Option<EncodedResponse<'a>>,
     }
     #[derive(Serialize)]
-    struct Response<'a> {
+    struct EncodedResponse<'a> {
         /// Without its patch, which follows as base64.
         #[serde(flatten)]
         response: &'a AdmissionResponse,
@@ -468,10 +468,13 @@ pub(super) fn encode(mut review: AdmissionReview<DynamicObject>) -> Result<Vec<u
         .as_mut()
         .and_then(|response| response.patch.take())
         .map(|patch| base64::engine::general_purpose::STANDARD.encode(patch));
-    serde_json::to_vec(&Review {
+    serde_json::to_vec(&EncodedReview {
         types: &review.types,
         request: review.request.as_ref(),
-        response: review.response.as_ref().map(|response| Response { response, patch }),
+        response: review
+            .response
+            .as_ref()
+            .map(|response| EncodedResponse { response, patch }),
     })
 }
 

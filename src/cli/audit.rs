@@ -25,6 +25,8 @@ enum CliError {
     Config(#[from] ConfigError),
     #[error("{0}")]
     Audit(#[from] AuditError),
+    #[error("{0}")]
+    UnknownGroup(#[from] super::UnknownGroup),
     #[error("cannot start the async runtime: {0}")]
     Runtime(std::io::Error),
     #[error("cannot render JSON: {0}")]
@@ -84,12 +86,7 @@ async fn audit(args: &AuditArgs) -> Result<Audit, CliError> {
     let path = Config::resolve_path(args.config.as_deref());
     let loaded = pod_director_engine::config::load_config(&path, args.pod_director_namespace.as_deref())?;
     let config = loaded.config;
-    if let Some(g) = &args.group
-        && !config.groups.contains_key(g)
-    {
-        let names: Vec<&str> = config.groups.keys().map(String::as_str).collect();
-        return Err(AuditError::UnknownGroup(g.clone(), names.join(", ")).into());
-    }
+    super::named_group(&config, args.group.as_deref())?;
     let options = ScanOptions {
         group: args.group.clone(),
         page_size: args.page_size,

@@ -45,8 +45,8 @@ pub(crate) enum InputError {
         index: usize,
         message: String,
     },
-    #[error("--group {0:?} is not a group of the configuration (groups: {1})")]
-    UnknownGroup(String, String),
+    #[error("{0}")]
+    UnknownGroup(#[from] super::UnknownGroup),
     #[error("--namespace {0:?} is not a valid namespace name: {1}")]
     BadNamespace(String, String),
 }
@@ -170,12 +170,7 @@ pub fn run(args: &ExplainArgs) -> ExitCode {
 fn explain(args: &ExplainArgs) -> Result<(Vec<Report>, bool), InputError> {
     let path = Config::resolve_path(args.config.as_deref());
     let config = pod_director_engine::config::load_config(&path, args.pod_director_namespace.as_deref())?.config;
-    if let Some(g) = &args.group
-        && !config.groups.contains_key(g)
-    {
-        let names: Vec<&str> = config.groups.keys().map(String::as_str).collect();
-        return Err(InputError::UnknownGroup(g.clone(), names.join(", ")));
-    }
+    super::named_group(&config, args.group.as_deref())?;
     let default_ns = args.namespace.clone().unwrap_or_else(|| "default".to_owned());
     if let Some(reason) = syntax::dns1123_label(&default_ns) {
         return Err(InputError::BadNamespace(default_ns, reason));

@@ -12,18 +12,18 @@ use pod_director_engine::config::{Config, load_config};
 
 /// Why no policy could be printed: exit code 2.
 #[derive(Debug, thiserror::Error)]
-enum PolicyError {
+enum PrintError {
     #[error("{0}")]
     Config(#[from] pod_director_engine::config::ConfigError),
-    #[error("group {0:?} is not defined in the configuration (groups: {1})")]
-    UnknownGroup(String, String),
+    #[error("{0}")]
+    UnknownGroup(#[from] super::UnknownGroup),
     #[error("group {0:?} cannot be enforced by admission policies: {1}")]
     NotCompilable(String, String),
     #[error("cannot render: {0}")]
     Render(String),
 }
 
-fn compiled(args: &ExplainArgs) -> Result<Vec<Policies>, PolicyError> {
+fn compiled(args: &ExplainArgs) -> Result<Vec<Policies>, PrintError> {
     // As `serve` loads it: its own namespace excluded, so the bindings are the applied ones.
     let config = load_config(
         &Config::resolve_path(args.config.as_deref()),
@@ -31,25 +31,22 @@ fn compiled(args: &ExplainArgs) -> Result<Vec<Policies>, PolicyError> {
     )?
     .config;
     let excluded = pod_director_engine::compile::webhook_entries::excluded(&config);
+    let named = super::named_group(&config, args.group.as_deref())?;
     let mut applied = admission_policies::compile_all(&config, &excluded);
-    match &args.group {
+    match named {
         // What serve applies for it (a webhookAndPolicy group's validating policy), else all four.
-        Some(name) => match (applied.remove(name), config.groups.get(name)) {
-            (Some(p), _) => Ok(vec![p]),
-            (None, Some(group)) => admission_policies::compile(&config, name, group, &excluded)
+        Some((name, group)) => match applied.remove(name) {
+            Some(p) => Ok(vec![p]),
+            None => admission_policies::compile(&config, name, group, &excluded)
                 .map(|p| vec![p])
-                .map_err(|reasons| PolicyError::NotCompilable(name.clone(), reasons.join("; "))),
-            (None, None) => {
-                let names: Vec<&str> = config.groups.keys().map(String::as_str).collect();
-                Err(PolicyError::UnknownGroup(name.clone(), names.join(", ")))
-            }
+                .map_err(|reasons| PrintError::NotCompilable(name.to_owned(), reasons.join("; "))),
         },
         None => Ok(applied.into_values().collect()),
     }
 }
 
 /// YAML documents, a header comment naming each group's objects.
-fn yaml(policies: &[Policies]) -> Result<String, PolicyError> {
+fn yaml(policies: &[Policies]) -> Result<String, PrintError> {
     let mut out = String::new();
     for p in policies {
         let kinds = if p.validation_only {
@@ -59,7 +56,7 @@ fn yaml(policies: &[Policies]) -> Result<String, PolicyError> {
         };
         out.push_str(&format!("# groups.{}: {kinds} named {}\n", p.group, p.name));
         for object in &p.objects {
-            let text = serde_saphyr::to_string(object).map_err(|e| PolicyError::Render(e.to_string()))?;
+            let text = serde_saphyr::to_string(object).map_err(|e| PrintError::Render(e.to_string()))?;
             out.push_str("---\n");
             out.push_str(&text);
             if !text.ends_with('\n') {
@@ -83,7 +80,7 @@ pub fn run(args: &ExplainArgs) -> ExitCode {
                 let items: Vec<&Value> = policies.iter().flat_map(|p| &p.objects).collect();
                 serde_json::to_string_pretty(&json!({ "apiVersion": "v1", "kind": "List", "items": items }))
                     .map(|text| format!("{text}\n"))
-                    .map_err(|e| PolicyError::Render(e.to_string()))
+                    .map_err(|e| PrintError::Render(e.to_string()))
             }
             OutputFormat::Text | OutputFormat::Yaml => yaml(&policies),
         }

@@ -1,5 +1,5 @@
 //! `serve`'s command line ([`ServeArgs`], each flag also an environment variable, with the
-//! webhook reconciler's [`ReconcileArgs`] and the continuous audit's [`AuditArgs`]) and the
+//! webhook reconciler's [`ReconcileArgs`] and the continuous audit's [`ContinuousAuditArgs`]) and the
 //! [`Settings`] they become.
 
 use std::net::SocketAddr;
@@ -57,7 +57,7 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub webhooks: ReconcileArgs,
     #[command(flatten)]
-    pub audit: AuditArgs,
+    pub audit: ContinuousAuditArgs,
     /// Longest TLS handshake; slower connections are dropped.
     #[arg(long, env = "POD_DIRECTOR_HANDSHAKE_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
     pub handshake_timeout: Duration,
@@ -154,7 +154,7 @@ impl ReconcileArgs {
 
 /// `serve`'s continuous audit flags.
 #[derive(Debug, Clone, clap::Args)]
-pub struct AuditArgs {
+pub struct ContinuousAuditArgs {
     /// How often the running pods and workloads are audited (e.g. 10m, 30s); 0 turns the continuous audit off.
     #[arg(long, env = "POD_DIRECTOR_AUDIT_INTERVAL", default_value = "10m", value_parser = parse_duration)]
     pub audit_interval: Duration,

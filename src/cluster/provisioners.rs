@@ -114,7 +114,7 @@ impl Source {
 }
 
 /// What a watch attempt ended with.
-enum Ended {
+enum WatchEnded {
     /// The resource is no longer served: back to discovery.
     Gone,
     /// Listing is forbidden: nothing more to do until restart.
@@ -188,8 +188,8 @@ async fn follow(source: Source, client: Client, store: Arc<ProvisionerStore>, di
                 store.replace_where(|p| source.owns(p), Vec::new());
                 mark_known();
                 match ended {
-                    Ended::Gone => info!("{} are no longer served; counting none", source.what),
-                    Ended::Forbidden => return,
+                    WatchEnded::Gone => info!("{} are no longer served; counting none", source.what),
+                    WatchEnded::Forbidden => return,
                 }
             }
             None => {
@@ -223,7 +223,7 @@ async fn watch(
     resource: &ApiResource,
     store: &ProvisionerStore,
     synced: &mut (dyn FnMut() + Send),
-) -> Ended {
+) -> WatchEnded {
     let api: Api<DynamicObject> = Api::all_with(client.clone(), resource);
     let stream = watcher(api, watcher::Config::default()).default_backoff();
     let mut stream = std::pin::pin!(stream);
@@ -253,7 +253,7 @@ async fn watch(
             },
             Ok(watcher::Event::Delete(object)) => store.delete(&source.read(&object).0),
             Err(err) => match status_code(&err) {
-                Some(404) => return Ended::Gone,
+                Some(404) => return WatchEnded::Gone,
                 Some(403) => {
                     warn!(
                         error = %err,
@@ -262,7 +262,7 @@ async fn watch(
                         source.what,
                         source.rbac
                     );
-                    return Ended::Forbidden;
+                    return WatchEnded::Forbidden;
                 }
                 // A list that keeps failing (e.g. a CRD conversion webhook that is down) must not hold
                 // readiness: the source is known, counting what it has, and the watch retries.
@@ -273,7 +273,7 @@ async fn watch(
             },
         }
     }
-    Ended::Gone
+    WatchEnded::Gone
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! The continuous audit's findings as OpenReports (`openreports.io/v1alpha1` `Report`), one per
 //! namespace that selects a group, where Kubernetes users already look (`kubectl get reports`,
-//! Policy Reporter): see [`content`] for what a report says.
+//! Policy Reporter): see `pod_director_engine::audit::open_reports` for what a report says.
 //!
 //! **No scan of its own, never on the admission path.** The audit's holder hands each completed
 //! scan's outcomes to a [`Publisher`] (building the wanted reports is pure and cheap); a task of
@@ -9,7 +9,7 @@
 //!
 //! At each scan the writer checks discovery (so a CRD installed later is picked up without a
 //! restart), lists the reports it owns (label `app.kubernetes.io/managed-by=pod-director`, its
-//! report name), and writes only what changed: a report whose [`content::DIGEST_ANNOTATION`]
+//! report name), and writes only what changed: a report whose [`open_reports::DIGEST_ANNOTATION`]
 //! equals the digest of the wanted content is left alone (no write, no new resourceVersion); the
 //! others are applied (server-side apply, field manager `pod-director-reports`), and the reports
 //! of namespaces that left every group are deleted. Every request is bounded by a timeout.
@@ -19,7 +19,6 @@
 //! the next scan tries again. With `--reports false`, the audit's holder deletes the reports it
 //! wrote, if the CRD is served and it may (the chart's RBAC goes with the feature: see the book).
 
-pub(crate) mod content;
 pub(crate) mod events;
 
 use std::collections::BTreeMap;
@@ -32,17 +31,19 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
 
-use self::content::{API_GROUP, API_VERSION, DIGEST_ANNOTATION, MANAGED_BY, MANAGED_BY_LABEL, Report, Settings};
 use pod_director_engine::audit::Audit;
+use pod_director_engine::audit::open_reports::{self, API_GROUP, API_VERSION, DIGEST_ANNOTATION, Report, Settings};
+use pod_director_engine::compile::{MANAGED_BY, MANAGED_BY_LABEL};
 use pod_director_engine::config::Config;
 
 /// The field manager of the reports' server-side applies.
 pub const FIELD_MANAGER: &str = "pod-director-reports";
 /// Logged when the writer finds the Report CRD served (after it was not, or at start).
-pub const SERVED: &str = "reports: the Report CRD is served; writing a report per grouped namespace";
+pub const REPORTS_SERVED: &str = "reports: the Report CRD is served; writing a report per grouped namespace";
 /// Logged when the writer finds the Report CRD not served (at start, or removed): install the
 /// OpenReports CRDs to get reports; checked again at each audit scan.
-pub const NOT_SERVED: &str = "reports: the Report CRD is not served; nothing written, checked again at each audit scan";
+pub const REPORTS_NOT_SERVED: &str =
+    "reports: the Report CRD is not served; nothing written, checked again at each audit scan";
 /// Longest wait for one request.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -56,7 +57,7 @@ pub struct Wanted {
 
 /// What the writer does.
 #[derive(Debug, Clone)]
-pub struct Options {
+pub struct ReportsOptions {
     pub settings: Settings,
     /// Write reports (else remove pod-director's, once).
     pub reports: bool,
@@ -77,7 +78,7 @@ impl Publisher {
     pub fn publish(&self, audit: &Audit, config: &Config) {
         let ledger = Arc::new(pod_director_engine::audit::workloads::of_audit(audit));
         let reports = if self.enabled {
-            content::desired(&ledger, config, &self.settings)
+            open_reports::desired(&ledger, config, &self.settings)
         } else {
             BTreeMap::new()
         };
@@ -88,20 +89,20 @@ impl Publisher {
 /// Where the writer stands, logged when it changes (a failure by its kind, not its text: the
 /// same failure at every scan is one line).
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum State {
+enum CrdState {
     Unknown,
     Writing,
     Absent,
     Failing(&'static str),
 }
 
-fn state_of(result: &Result<Written, PassError>) -> State {
+fn state_of(result: &Result<Written, PassError>) -> CrdState {
     match result {
-        Ok(_) => State::Writing,
-        Err(PassError::Absent) => State::Absent,
-        Err(err) if err.forbidden() => State::Failing("forbidden"),
-        Err(PassError::Timeout { .. }) => State::Failing("timeout"),
-        Err(PassError::Api { .. }) => State::Failing("api"),
+        Ok(_) => CrdState::Writing,
+        Err(PassError::Absent) => CrdState::Absent,
+        Err(err) if err.forbidden() => CrdState::Failing("forbidden"),
+        Err(PassError::Timeout { .. }) => CrdState::Failing("timeout"),
+        Err(PassError::Api { .. }) => CrdState::Failing("api"),
     }
 }
 
@@ -164,9 +165,13 @@ pub struct Written {
 }
 
 /// Starts the writer (reports and Events, as `options` say).
-pub fn spawn(client: Client, options: Options, mut shutdown: watch::Receiver<bool>) -> (Publisher, JoinHandle<()>) {
+pub fn spawn_reports(
+    client: Client,
+    options: ReportsOptions,
+    mut shutdown: watch::Receiver<bool>,
+) -> (Publisher, JoinHandle<()>) {
     let (tx, mut rx) = watch::channel::<Option<Arc<Wanted>>>(None);
-    let Options {
+    let ReportsOptions {
         settings,
         reports: enabled,
         events,
@@ -177,7 +182,7 @@ pub fn spawn(client: Client, options: Options, mut shutdown: watch::Receiver<boo
         tx: Arc::new(tx),
     };
     let task = tokio::spawn(async move {
-        let mut state = State::Unknown;
+        let mut state = CrdState::Unknown;
         let mut cleaned = false;
         let recorder = events.map(|controller| {
             (
@@ -216,13 +221,13 @@ pub fn spawn(client: Client, options: Options, mut shutdown: watch::Receiver<boo
 }
 
 /// Logs a pass: one line when the writer's state changes, the writes when there were any.
-fn log_pass(previous: State, enabled: bool, result: &Result<Written, PassError>) -> State {
+fn log_pass(previous: CrdState, enabled: bool, result: &Result<Written, PassError>) -> CrdState {
     let state = state_of(result);
     let changed = state != previous;
     match result {
         Ok(w) => {
             if changed && enabled {
-                info!(api_version = API_VERSION, "{SERVED}");
+                info!(api_version = API_VERSION, "{REPORTS_SERVED}");
             }
             if w.applied + w.deleted > 0 {
                 info!(
@@ -235,7 +240,7 @@ fn log_pass(previous: State, enabled: bool, result: &Result<Written, PassError>)
                 debug!(reports.unchanged = w.unchanged as u64, "reports: unchanged");
             }
         }
-        Err(PassError::Absent) if changed && enabled => info!(api_version = API_VERSION, "{NOT_SERVED}"),
+        Err(PassError::Absent) if changed && enabled => info!(api_version = API_VERSION, "{REPORTS_NOT_SERVED}"),
         Err(err) if changed && !enabled => debug!(error = err.to_string().as_str(), "reports: no cleanup"),
         Err(err) if changed && err.forbidden() => warn!(
             error = err.to_string().as_str(),

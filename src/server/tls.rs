@@ -60,7 +60,7 @@ impl TlsFiles {
 }
 
 /// The crypto provider used for serving (ring; aws-lc-rs is not compiled in).
-pub fn provider() -> Arc<CryptoProvider> {
+pub fn tls_provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
@@ -81,7 +81,7 @@ pub(crate) fn certified_key(files: &TlsFiles, cert_pem: &[u8], key_pem: &[u8]) -
         path: files.key.clone(),
         source,
     })?;
-    CertifiedKey::from_der(chain, key, &provider()).map_err(|source| TlsError::KeyMismatch {
+    CertifiedKey::from_der(chain, key, &tls_provider()).map_err(|source| TlsError::KeyMismatch {
         cert: files.cert.clone(),
         key: files.key.clone(),
         source,
@@ -126,7 +126,7 @@ impl ResolvesServerCert for CertResolver {
 
 /// A server configuration using `resolver`, offering HTTP/2 and HTTP/1.1 (ALPN).
 pub fn server_config(resolver: Arc<CertResolver>) -> Result<rustls::ServerConfig, TlsError> {
-    let mut config = rustls::ServerConfig::builder_with_provider(provider())
+    let mut config = rustls::ServerConfig::builder_with_provider(tls_provider())
         .with_safe_default_protocol_versions()
         .map_err(TlsError::Config)?
         .with_no_client_auth()

@@ -12,11 +12,13 @@
 //! a [`Verdict`] per group (see [`verdict`]).
 //!
 //! This is the audit's pure half: what a pod or template is decided as, the tallies, findings
-//! and verdicts, the workload ledger of the reports, the audit as text or JSON (`render`). The product
+//! and verdicts, the workload ledger of the reports and what each namespace's OpenReports report says
+//! (`open_reports`), the audit as text or JSON (`render`). The product
 //! lists the cluster and feeds it (`src/cluster/audit/scan.rs`); `pod-director audit`
 //! (`src/cli/audit.rs`) runs one scan, `serve` repeats it into gauges on the replica holding a
 //! Lease (`src/cluster/audit/continuous.rs`).
 
+pub mod open_reports;
 pub mod render;
 pub mod requester;
 pub mod reservation;

@@ -6,3 +6,8 @@
 
 pub mod admission_policies;
 pub mod webhook_entries;
+
+/// The label every object pod-director writes carries (its admission policies, its reports), and
+/// its value: what pod-director lists to find, update and prune its own.
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+pub const MANAGED_BY: &str = "pod-director";

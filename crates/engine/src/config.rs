@@ -21,7 +21,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 pub use alternatives::{Alternative, DEFAULT_ALTERNATIVE, DEFAULT_PLACEMENT_LABEL, MAX_ALTERNATIVES};
-pub use env::PREFIX as ENV_PREFIX;
+pub use env::ENV_PREFIX;
 pub use reserve::{Allow, KUBE_SCHEDULER, Reserve, TrustedSchedulers};
 
 /// Where the configuration is read from when neither `--config` nor
@@ -450,7 +450,7 @@ impl Config {
         Self::load_with_env(path, std::env::vars())
     }
 
-    pub fn load_with_env(
+    pub(crate) fn load_with_env(
         path: &FsPath,
         vars: impl IntoIterator<Item = (String, String)>,
     ) -> Result<Loaded, ConfigError> {
@@ -475,7 +475,7 @@ impl Config {
 
     /// Excludes pod-director's own namespace (`--namespace`, `POD_NAMESPACE`): its pods are never
     /// touched. An empty name excludes nothing.
-    pub fn exclude_own_namespace(&mut self, own_namespace: Option<&str>) {
+    pub(crate) fn exclude_own_namespace(&mut self, own_namespace: Option<&str>) {
         if let Some(own) = own_namespace.filter(|n| !n.is_empty())
             && !self.excluded_namespaces.iter().any(|n| n == own)
         {

@@ -30,18 +30,18 @@ pub struct NamespaceWrite<'a> {
 
 /// How a write changes the group label.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Change<'a> {
+enum LabelChange<'a> {
     Added(&'a str),
     Changed(&'a str, &'a str),
     Removed(&'a str),
 }
 
-impl Change<'_> {
+impl LabelChange<'_> {
     fn describe(&self, label: &str) -> String {
         match self {
-            Change::Added(new) => format!("set label {label}={new}"),
-            Change::Changed(old, new) => format!("change label {label} from {old:?} to {new:?}"),
-            Change::Removed(old) => format!("remove label {label} (was {old:?})"),
+            LabelChange::Added(new) => format!("set label {label}={new}"),
+            LabelChange::Changed(old, new) => format!("change label {label} from {old:?} to {new:?}"),
+            LabelChange::Removed(old) => format!("remove label {label} (was {old:?})"),
         }
     }
 }
@@ -52,7 +52,7 @@ impl Change<'_> {
 ///
 /// `old` is the label before an UPDATE (`Some(None)`: there was none), `None` on
 /// CREATE; `new` the label after. Without a label a namespace is in `defaultGroup`.
-pub fn mode_for(config: &Config, old: Option<Option<&str>>, new: Option<&str>) -> Mode {
+pub(crate) fn mode_for(config: &Config, old: Option<Option<&str>>, new: Option<&str>) -> Mode {
     if let Some(mode) = config.namespace_guard.mode {
         return mode;
     }
@@ -124,9 +124,9 @@ pub fn decide(config: &Config, write: &NamespaceWrite<'_>, ctx: &Context) -> Out
     out.group = new.or(old).map(str::to_owned);
     out.mode = Some(mode);
     let change = match (old, new) {
-        (None, Some(new)) => Change::Added(new),
-        (Some(old), Some(new)) if old != new => Change::Changed(old, new),
-        (Some(old), None) => Change::Removed(old),
+        (None, Some(new)) => LabelChange::Added(new),
+        (Some(old), Some(new)) if old != new => LabelChange::Changed(old, new),
+        (Some(old), None) => LabelChange::Removed(old),
         _ => {
             out.summary = match new {
                 Some(value) => format!("group label {label}={value} unchanged"),

@@ -20,11 +20,11 @@ mod verify;
 use std::fmt;
 
 pub use context::{Context, NODE_USER_PREFIX, NODES_GROUP, Requester};
-pub use decide::{
-    MIRROR_POD_ANNOTATION, Namespace, Selection, has_daemon_set_controller_reference, has_mirror_annotation,
-    needs_bound_node, select_group,
+pub use decide::{MIRROR_POD_ANNOTATION, Namespace, Selection, select_group};
+pub(crate) use decide::{
+    has_daemon_set_controller_reference, has_mirror_annotation, mutate, mutate_daemon_set, needs_bound_node, validate,
+    validate_binding, validate_daemon_set,
 };
-pub(crate) use decide::{mutate, mutate_daemon_set, validate, validate_binding, validate_daemon_set};
 pub use feasible::{FEASIBILITY_SCOPE, NodeInfo, NodeLookup, NodeView, Placement};
 pub use plan::{Change, Plan, plan};
 pub use pod::{Pod, PodMetadata, PodSpec};

@@ -130,14 +130,14 @@ pub struct Provisioner {
     /// How decisions name it: `nodepool/NAME`, `machinedeployment/NAMESPACE/NAME`,
     /// `machineset/NAMESPACE/NAME`.
     pub name: Box<str>,
-    rule: Rule,
+    rule: FitRule,
     /// Why it would not create a node now (`None`: usable).
     pub unusable: Option<Unusable>,
 }
 
 /// How a provisioner decides whether a pod fits the nodes it creates.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Rule {
+enum FitRule {
     /// Karpenter's requirements (NodePool requirements, template labels, its name) and the
     /// template's taints.
     Karpenter {
@@ -151,7 +151,7 @@ enum Rule {
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct Object {
+struct PoolObject {
     #[serde(default)]
     metadata: Metadata,
     #[serde(default)]
@@ -234,11 +234,11 @@ impl Provisioner {
             .pointer("/metadata/name")
             .and_then(serde_json::Value::as_str)
             .unwrap_or_default();
-        match serde_json::from_value::<Object>(object.clone()) {
+        match serde_json::from_value::<PoolObject>(object.clone()) {
             Ok(parsed) => Self::from_object(parsed),
             Err(err) => Self {
                 name: format!("nodepool/{name}").into(),
-                rule: Rule::Karpenter {
+                rule: FitRule::Karpenter {
                     requirements: Requirements::default(),
                     taints: Box::new([]),
                 },
@@ -247,7 +247,7 @@ impl Provisioner {
         }
     }
 
-    fn from_object(object: Object) -> Self {
+    fn from_object(object: PoolObject) -> Self {
         let name = object.metadata.name;
         let template = object.spec.template;
         let mut requirements = Requirements::default();
@@ -299,7 +299,7 @@ impl Provisioner {
             .or(limits);
         Self {
             name: format!("nodepool/{name}").into(),
-            rule: Rule::Karpenter { requirements, taints },
+            rule: FitRule::Karpenter { requirements, taints },
             unusable,
         }
     }
@@ -332,7 +332,7 @@ impl Provisioner {
         let invalid = |why: String| {
             Some(Self {
                 name: name.clone(),
-                rule: Rule::Template(NodeInfo::new(&name, [], Vec::new(), false)),
+                rule: FitRule::Template(NodeInfo::new(&name, [], Vec::new(), false)),
                 unusable: Some(Unusable::Invalid(why)),
             })
         };
@@ -401,7 +401,7 @@ impl Provisioner {
             None
         };
         Some(Self {
-            rule: Rule::Template(NodeInfo::new(&name, labels, taints, false)),
+            rule: FitRule::Template(NodeInfo::new(&name, labels, taints, false)),
             name,
             unusable,
         })
@@ -418,8 +418,8 @@ impl Provisioner {
             return Err(Incompatible::Unusable(why.clone()));
         }
         let (requirements, taints) = match &self.rule {
-            Rule::Karpenter { requirements, taints } => (requirements, taints),
-            Rule::Template(node) => {
+            FitRule::Karpenter { requirements, taints } => (requirements, taints),
+            FitRule::Template(node) => {
                 return match feasible::unmet(placement, node) {
                     None => Ok(()),
                     Some(unmet) => Err(Incompatible::Node(unmet)),

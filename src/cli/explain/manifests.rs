@@ -16,7 +16,7 @@ use pod_director_engine::placement::{self, NodeInfo};
 use pod_director_engine::provision::{Provisioner, Unusable};
 
 /// One manifest object, with where it came from.
-pub(super) struct Source {
+pub(super) struct Manifest {
     pub(super) path: String,
     pub(super) index: usize,
     pub(super) object: Value,
@@ -115,7 +115,7 @@ pub(super) fn read_nodes(paths: &[PathBuf]) -> Result<Option<NodesRead>, InputEr
     Ok(Some((nodes.into_values().collect(), pools.into_values().collect())))
 }
 
-pub(super) fn read_path(path: &Path, out: &mut Vec<Source>) -> Result<(), InputError> {
+pub(super) fn read_path(path: &Path, out: &mut Vec<Manifest>) -> Result<(), InputError> {
     let shown = path.display().to_string();
     let read_err = |source| InputError::Read {
         path: shown.clone(),
@@ -149,7 +149,7 @@ pub(super) fn read_path(path: &Path, out: &mut Vec<Source>) -> Result<(), InputE
 
 /// Splits a YAML stream on `---` lines; each document is parsed on its own so
 /// errors can name it (1-based index).
-fn parse_documents(path: &str, text: &str, out: &mut Vec<Source>) -> Result<(), InputError> {
+fn parse_documents(path: &str, text: &str, out: &mut Vec<Manifest>) -> Result<(), InputError> {
     let mut docs: Vec<String> = vec![String::new()];
     for line in text.lines() {
         if line.starts_with("---") && line[3..].trim().is_empty() {
@@ -189,7 +189,7 @@ fn parse_documents(path: &str, text: &str, out: &mut Vec<Source>) -> Result<(), 
                         if item.get("kind").and_then(Value::as_str).is_none() {
                             return Err(err("a List item is missing kind"));
                         }
-                        out.push(Source {
+                        out.push(Manifest {
                             path: path.to_owned(),
                             index,
                             object: item.clone(),
@@ -200,7 +200,7 @@ fn parse_documents(path: &str, text: &str, out: &mut Vec<Source>) -> Result<(), 
             }
             _ => return Err(err("expected a Kubernetes object (a mapping with kind)")),
         }
-        out.push(Source {
+        out.push(Manifest {
             path: path.to_owned(),
             index,
             object: value,
@@ -223,7 +223,7 @@ fn template_of(kind: &str) -> Option<(&'static [&'static str], &'static str)> {
 }
 
 pub(super) fn collect(
-    source: &Source,
+    source: &Manifest,
     default_ns: &str,
     namespaces: &mut BTreeMap<String, BTreeMap<String, String>>,
     candidates: &mut Vec<Candidate>,

@@ -2,7 +2,7 @@ use clap::Parser as _;
 
 use super::*;
 
-fn serve(args: &[&str]) -> AuditArgs {
+fn serve(args: &[&str]) -> ContinuousAuditArgs {
     let cli = crate::cli::Cli::try_parse_from([&["pod-director", "serve"], args].concat()).expect("parses");
     let crate::cli::Command::Serve(serve) = cli.command else {
         panic!("serve expected");

@@ -74,7 +74,7 @@ pub struct Continuous {
 }
 
 /// Starts the continuous audit; it ends (releasing the Lease) when `shutdown` turns true.
-pub fn spawn(continuous: Continuous, shutdown: watch::Receiver<bool>) -> JoinHandle<()> {
+pub fn spawn_audit(continuous: Continuous, shutdown: watch::Receiver<bool>) -> JoinHandle<()> {
     tokio::spawn(run(continuous, shutdown))
 }
 
@@ -165,7 +165,7 @@ async fn elect(c: &Continuous, shutdown: &mut watch::Receiver<bool>) -> Option<E
 async fn run(c: Continuous, mut shutdown: watch::Receiver<bool>) {
     // Rejoins the election if it ever ends (the lease manager's task stopped).
     while let Some(election) = elect(&c, &mut shutdown).await {
-        if follow(&c, election, &mut shutdown).await == Ended::Shutdown {
+        if follow(&c, election, &mut shutdown).await == FollowEnded::Shutdown {
             return;
         }
         warn!("audit: the lease election ended; joining it again");
@@ -178,13 +178,13 @@ async fn run(c: Continuous, mut shutdown: watch::Receiver<bool>) {
 
 /// Why [`follow`] returned.
 #[derive(Debug, PartialEq, Eq)]
-enum Ended {
+enum FollowEnded {
     Shutdown,
     ElectionEnded,
 }
 
 /// Scans while this replica leads, until shutdown or the end of the election.
-async fn follow(c: &Continuous, election: Election, shutdown: &mut watch::Receiver<bool>) -> Ended {
+async fn follow(c: &Continuous, election: Election, shutdown: &mut watch::Receiver<bool>) -> FollowEnded {
     let Election {
         mut leader,
         _always,
@@ -216,9 +216,9 @@ async fn follow(c: &Continuous, election: Election, shutdown: &mut watch::Receiv
             () = async { match wait { Some(d) => tokio::time::sleep(d).await, None => std::future::pending().await } } => {}
             changed = leader.changed() => if changed.is_err() {
                 c.metrics.clear_audit();
-                break Ended::ElectionEnded;
+                break FollowEnded::ElectionEnded;
             },
-            () = stopped(shutdown) => break Ended::Shutdown,
+            () = stopped(shutdown) => break FollowEnded::Shutdown,
         }
     };
     // Closing the channel makes the election task release the lease; bounded, shutdown must not hang on it.

@@ -48,8 +48,6 @@ pub(crate) enum AuditError {
     Pagination { what: String },
     #[error("cannot configure a Kubernetes client (KUBECONFIG or the in-cluster service account): {0}")]
     Client(String),
-    #[error("--group {0:?} is not a group of the configuration (groups: {1})")]
-    UnknownGroup(String, String),
 }
 
 /// An error with its causes, `outer: inner: innermost` (kube's own text stops at the outer one).
@@ -70,7 +68,7 @@ fn chain(error: &dyn std::error::Error) -> String {
 /// How one scan lists.
 #[derive(Debug, Clone)]
 pub struct ScanOptions {
-    /// Only this group (all groups when `None`).
+    /// Only this group (all groups when `None`; the CLI checks that the configuration has it).
     pub group: Option<String>,
     /// `limit` of each list request.
     pub page_size: u32,
@@ -223,12 +221,6 @@ pub(crate) async fn scan(
     progress: &mut (dyn FnMut(Progress) + Send),
 ) -> Result<Audit, AuditError> {
     let started = Instant::now();
-    if let Some(g) = &options.group
-        && !config.groups.contains_key(g)
-    {
-        let names: Vec<&str> = config.groups.keys().map(String::as_str).collect();
-        return Err(AuditError::UnknownGroup(g.clone(), names.join(", ")));
-    }
     let mut groups: BTreeMap<String, GroupAudit> = config
         .groups
         .iter()
@@ -355,7 +347,7 @@ trait Workload: Resource<DynamicType = (), Scope = NamespaceResourceScope> + Clo
     /// What it is among the namespace's controllers (the owners its pods name), if anything.
     const CONTROLLER: Option<ControllerKind>;
     /// The kind of owner that manages it: then the owner's template is decided, not its own.
-    const MANAGED_BY: Option<&'static str> = None;
+    const CONTROLLED_BY: Option<&'static str> = None;
     /// The `(apiVersion, kind)` of its pods' owner, named after it; `None` (a DaemonSet):
     /// decided as the object is at /mutate, where whoever updates it is a user.
     const POD_OWNER: Option<(&'static str, &'static str)>;
@@ -375,7 +367,7 @@ impl Workload for Deployment {
 impl Workload for ReplicaSet {
     const PLURAL: &'static str = "replicasets";
     const CONTROLLER: Option<ControllerKind> = Some(ControllerKind::ReplicaSet);
-    const MANAGED_BY: Option<&'static str> = Some("Deployment");
+    const CONTROLLED_BY: Option<&'static str> = Some("Deployment");
     const POD_OWNER: Option<(&'static str, &'static str)> = Some(("apps/v1", "ReplicaSet"));
     fn template(&self) -> Option<&PodTemplateSpec> {
         self.spec.as_ref().and_then(|s| s.template.as_ref())
@@ -415,7 +407,7 @@ impl Workload for CronJob {
 impl Workload for Job {
     const PLURAL: &'static str = "jobs";
     const CONTROLLER: Option<ControllerKind> = Some(ControllerKind::Job);
-    const MANAGED_BY: Option<&'static str> = Some("CronJob");
+    const CONTROLLED_BY: Option<&'static str> = Some("CronJob");
     const POD_OWNER: Option<(&'static str, &'static str)> = Some(("batch/v1", "Job"));
     fn template(&self) -> Option<&PodTemplateSpec> {
         self.spec.as_ref().map(|s| &s.template)
@@ -441,8 +433,8 @@ async fn scan_workloads<K: Workload>(
     let each = |object: K| {
         let meta = object.meta();
         let object_name = name_of(meta);
-        let manager = K::MANAGED_BY
-            .and_then(|managed_by| controlling_owner(meta).filter(|(kind, _)| *kind == managed_by))
+        let manager = K::CONTROLLED_BY
+            .and_then(|controlled_by| controlling_owner(meta).filter(|(kind, _)| *kind == controlled_by))
             .map(|(kind, owner)| format!("{kind}/{owner}"));
         if let Some(controller) = K::CONTROLLER {
             let uid = meta.uid.as_deref().unwrap_or_default();

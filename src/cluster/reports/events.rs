@@ -23,7 +23,7 @@ use kube::Client;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use tracing::{info, warn};
 
-use pod_director_engine::audit::workloads::{Ledger, Rule, Verdict};
+use pod_director_engine::audit::workloads::{Ledger, Rule, WorkloadVerdict};
 
 /// Most Events published per scan.
 pub const MAX_EVENTS_PER_SCAN: usize = 20;
@@ -33,7 +33,7 @@ const ACTION: &str = "Audit";
 const MAX_NOTE_BYTES: usize = 1000;
 
 /// A workload under one (policy, rule): namespace, `Kind/name`, policy, rule.
-type Key = (String, String, String, Rule);
+type EventKey = (String, String, String, Rule);
 
 /// One verdict change to publish.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,25 +49,25 @@ pub struct Change {
 /// The verdicts of the previous scan; `None` before the first.
 #[derive(Debug, Default)]
 pub struct Baseline {
-    previous: Option<BTreeMap<Key, Verdict>>,
+    previous: Option<BTreeMap<EventKey, WorkloadVerdict>>,
 }
 
-fn reason(rule: Rule, verdict: Verdict) -> Option<(EventType, &'static str)> {
+fn reason(rule: Rule, verdict: WorkloadVerdict) -> Option<(EventType, &'static str)> {
     Some(match (rule, verdict) {
-        (_, Verdict::Skipped) | (Rule::NamespaceGuard, _) => return None,
-        (Rule::Reservation, Verdict::WouldDeny) => (EventType::Warning, "IntrudesOnReservation"),
-        (_, Verdict::RunsOnPool) => (EventType::Warning, "RunsOnReservedPool"),
-        (_, Verdict::NoFeasibleNode) => (EventType::Warning, "NoFeasibleNode"),
-        (_, Verdict::WouldDeny) => (EventType::Warning, "WouldBeDenied"),
-        (_, Verdict::WouldPatch) => (EventType::Normal, "WouldBePatched"),
-        (_, Verdict::Compliant) => (EventType::Normal, "Compliant"),
+        (_, WorkloadVerdict::Skipped) | (Rule::NamespaceGuard, _) => return None,
+        (Rule::Reservation, WorkloadVerdict::WouldDeny) => (EventType::Warning, "IntrudesOnReservation"),
+        (_, WorkloadVerdict::RunsOnPool) => (EventType::Warning, "RunsOnReservedPool"),
+        (_, WorkloadVerdict::NoFeasibleNode) => (EventType::Warning, "NoFeasibleNode"),
+        (_, WorkloadVerdict::WouldDeny) => (EventType::Warning, "WouldBeDenied"),
+        (_, WorkloadVerdict::WouldPatch) => (EventType::Normal, "WouldBePatched"),
+        (_, WorkloadVerdict::Compliant) => (EventType::Normal, "Compliant"),
     })
 }
 
 impl Baseline {
     /// The changes since the previous scan (none at the first), and the new baseline.
     pub fn changes(&mut self, ledger: &Ledger) -> Vec<Change> {
-        let current: BTreeMap<Key, (Verdict, String, String)> = ledger
+        let current: BTreeMap<EventKey, (WorkloadVerdict, String, String)> = ledger
             .namespaces
             .iter()
             .filter(|(_, ns)| ns.group.is_some())
@@ -94,7 +94,7 @@ impl Baseline {
                 // A new workload that is compliant is no news; any other new verdict is.
                 let news = match before {
                     Some(before) => before != verdict,
-                    None => verdict != Verdict::Compliant,
+                    None => verdict != WorkloadVerdict::Compliant,
                 };
                 if !news {
                     return None;

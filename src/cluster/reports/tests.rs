@@ -9,16 +9,19 @@ fn api_error(code: u16, reason: &str) -> PassError {
 #[test]
 fn the_same_failure_at_every_scan_is_one_state_and_a_404_means_the_crd_is_gone() {
     let forbidden = || -> Result<Written, PassError> { Err(api_error(403, "Forbidden")) };
-    let first = log_pass(State::Writing, true, &forbidden());
-    assert_eq!(first, State::Failing("forbidden"));
+    let first = log_pass(CrdState::Writing, true, &forbidden());
+    assert_eq!(first, CrdState::Failing("forbidden"));
     assert_eq!(
         state_of(&forbidden()),
         first,
         "a second scan refused alike logs nothing new"
     );
-    assert_eq!(state_of(&Err(api_error(404, "NotFound"))), State::Absent);
-    assert_eq!(state_of(&Err(api_error(500, "InternalError"))), State::Failing("api"));
-    assert_eq!(state_of(&Ok(Written::default())), State::Writing);
+    assert_eq!(state_of(&Err(api_error(404, "NotFound"))), CrdState::Absent);
+    assert_eq!(
+        state_of(&Err(api_error(500, "InternalError"))),
+        CrdState::Failing("api")
+    );
+    assert_eq!(state_of(&Ok(Written::default())), CrdState::Writing);
 }
 
 #[test]

@@ -28,10 +28,9 @@ use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind,
 use serde_json::Value;
 use tracing::{info, warn};
 
-use pod_director_engine::compile::admission_policies::{
-    self, API_VERSION, GROUP_LABEL, MANAGED_BY, MANAGED_BY_LABEL, Policies,
-};
+use pod_director_engine::compile::admission_policies::{self, API_VERSION, GROUP_LABEL, Policies};
 use pod_director_engine::compile::webhook_entries::FIELD_MANAGER;
+use pod_director_engine::compile::{MANAGED_BY, MANAGED_BY_LABEL};
 
 /// How long a group's policies are in place before its pods leave the webhook.
 pub const HANDOVER_DELAY: Duration = Duration::from_secs(2);

@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::*;
 use crate::app::Metrics;
-use pod_director_engine::compile::webhook_entries::{Entry, namespace_selectors};
+use pod_director_engine::compile::webhook_entries::{PodEntry, namespace_selectors};
 use pod_director_engine::testing::{
     ENTRY_GROUPS as GROUPS, assert_contains, config, loaded, rendered_entries as rendered,
 };
@@ -231,11 +231,11 @@ async fn several_replicas_reconcile_to_the_same_state_and_then_patch_nothing() {
         let webhooks = api.webhooks(path);
         assert_eq!(
             webhooks[0]["namespaceSelector"],
-            serde_json::to_value(&desired[&Entry::Enforce]).unwrap()
+            serde_json::to_value(&desired[&PodEntry::Enforce]).unwrap()
         );
         assert_eq!(
             webhooks[3]["namespaceSelector"],
-            serde_json::to_value(&desired[&Entry::DefaultGroup]).unwrap()
+            serde_json::to_value(&desired[&PodEntry::DefaultGroup]).unwrap()
         );
         assert_eq!(webhooks[3]["failurePolicy"], "Fail");
     }
@@ -289,7 +289,7 @@ async fn a_second_writer_s_selector_term_is_re_asserted_a_bounded_number_of_time
     // The other writer is gone and the term removed by hand: in step, nothing left to another writer.
     let want = namespace_selectors(&config(GROUPS), &BTreeSet::new());
     api.objects.lock().unwrap().get_mut(VALIDATING_PATH).expect("stored")["webhooks"][0]["namespaceSelector"] =
-        serde_json::to_value(&want[&Entry::Enforce]).unwrap();
+        serde_json::to_value(&want[&PodEntry::Enforce]).unwrap();
     assert!(reconciler.reconcile().await);
     assert_contains(&metrics.encode(), "pod_director_webhook_reconcile_yielded 0");
 }

@@ -29,7 +29,7 @@ pub const WINDOW: Duration = Duration::from_secs(30 * 60);
 
 /// A field of an entry of a configuration.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-struct Key {
+struct FieldKey {
     configuration: String,
     entry: String,
     field: String,
@@ -65,7 +65,7 @@ pub struct Settled {
 /// The reconciler's memory of the fields it re-asserted (per process).
 #[derive(Debug, Default)]
 pub struct Yields {
-    fields: BTreeMap<Key, Field>,
+    fields: BTreeMap<FieldKey, Field>,
 }
 
 /// `["webhooks", index, field]` of an operation on a field of an existing entry.
@@ -140,7 +140,7 @@ impl Yields {
                 };
                 entry_name = Some(name.to_owned());
                 any_field = true;
-                let key = Key {
+                let key = FieldKey {
                     configuration: configuration.to_owned(),
                     entry: name.to_owned(),
                     field: field.clone(),

@@ -102,9 +102,9 @@ pub fn record(
             let known = requester_known || !allows_requesters(config, &audit.group);
             // A bare pod whose creator the audit cannot know is a warning, not a refusal.
             let (verdict, why) = match known {
-                true => (super::workloads::Verdict::WouldDeny, reason()),
+                true => (super::workloads::WorkloadVerdict::WouldDeny, reason()),
                 false => (
-                    super::workloads::Verdict::RunsOnPool,
+                    super::workloads::WorkloadVerdict::RunsOnPool,
                     format!(
                         "requester unknown (an allowed requester may have created it): {}",
                         reason()
@@ -147,7 +147,7 @@ pub fn record(
         };
         audit
             .workloads
-            .record(&entry, super::workloads::Verdict::RunsOnPool, &reason(), None);
+            .record(&entry, super::workloads::WorkloadVerdict::RunsOnPool, &reason(), None);
         if let Some(found) = audit.running.add(namespace, workload, source, example, reason) {
             found.add_node(node);
         }

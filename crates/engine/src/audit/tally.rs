@@ -184,7 +184,7 @@ pub struct SubresourceWrite {
 /// Whether the namespace's `label` is owned (server-side apply's managed fields) by a write
 /// through its `status` or `finalize` subresource: the API server persists the labels such a
 /// write carries, and the label guard only decides those paths since its entries list them.
-pub fn label_written_through_subresource(meta: &ObjectMeta, label: &str) -> Option<SubresourceWrite> {
+pub(crate) fn label_written_through_subresource(meta: &ObjectMeta, label: &str) -> Option<SubresourceWrite> {
     let key = format!("f:{label}");
     meta.managed_fields.iter().flatten().find_map(|entry| {
         let sub = entry

@@ -15,8 +15,9 @@
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
+use super::AuditDecision;
 use crate::config::Mode;
-use crate::placement::{Decision, Outcome};
+use crate::placement::Outcome;
 
 /// Most workload entries kept per namespace; the others are counted.
 pub const MAX_WORKLOADS_PER_NAMESPACE: usize = 2000;
@@ -43,7 +44,7 @@ named_enum! {
 named_enum! {
     /// The verdict of one workload under one rule, worst last.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-    pub enum Verdict {
+    pub enum WorkloadVerdict {
         /// A skip rule applies (excluded by label, DaemonSet pods of a group allowing them, …).
         Skipped => "skipped",
         /// Nothing to change.
@@ -57,6 +58,18 @@ named_enum! {
         NoFeasibleNode => "no_feasible_node",
         /// Enforce would refuse its pods.
         WouldDeny => "would_deny",
+    }
+}
+
+impl From<AuditDecision> for WorkloadVerdict {
+    /// A pod's or template's verdict, as the audit counts it ([`AuditDecision::of`]).
+    fn from(decision: AuditDecision) -> Self {
+        match decision {
+            AuditDecision::Compliant => WorkloadVerdict::Compliant,
+            AuditDecision::WouldPatch => WorkloadVerdict::WouldPatch,
+            AuditDecision::WouldDeny => WorkloadVerdict::WouldDeny,
+            AuditDecision::Skipped => WorkloadVerdict::Skipped,
+        }
     }
 }
 
@@ -91,7 +104,7 @@ pub struct WorkloadOutcome {
     pub rule: Rule,
     /// That group's (or reservation's) mode now.
     pub mode: Mode,
-    pub verdict: Verdict,
+    pub verdict: WorkloadVerdict,
     /// The one-line plan or reason of the worst verdict seen (`would add toleration …`): shared
     /// by the entries of a ledger that have the same one ([`Shared`]).
     pub message: Arc<str>,
@@ -184,7 +197,7 @@ impl Ledger {
     }
 
     /// Records a verdict under `entry`'s workload; the workload keeps its worst verdict.
-    pub fn record(&mut self, entry: &Entry<'_>, verdict: Verdict, message: &str, patch: Option<PatchSummary>) {
+    pub fn record(&mut self, entry: &Entry<'_>, verdict: WorkloadVerdict, message: &str, patch: Option<PatchSummary>) {
         let ns = self.namespaces.entry(entry.namespace.to_owned()).or_default();
         let key = (entry.workload.to_owned(), entry.policy.to_owned(), entry.rule);
         let (pods, templates) = (u64::from(entry.pod), u64::from(!entry.pod));
@@ -219,28 +232,23 @@ impl Ledger {
 
     /// Records the placement decision of a pod or template of a group (and, when it would fit
     /// no node once placed, its feasibility).
-    pub fn record_placement(&mut self, entry: &Entry<'_>, outcome: &Outcome) {
-        let verdict = match outcome.decision {
-            Decision::Noop => Verdict::Compliant,
-            Decision::Patched | Decision::WouldPatch => Verdict::WouldPatch,
-            Decision::Denied | Decision::WouldDeny | Decision::Error => Verdict::WouldDeny,
-            Decision::Skipped | Decision::UnknownGroup => Verdict::Skipped,
-        };
+    pub(crate) fn record_placement(&mut self, entry: &Entry<'_>, outcome: &Outcome) {
+        let verdict = WorkloadVerdict::from(AuditDecision::of(outcome.decision));
         let message = match verdict {
-            Verdict::WouldDeny => outcome.message.as_deref().unwrap_or(&outcome.summary),
+            WorkloadVerdict::WouldDeny => outcome.message.as_deref().unwrap_or(&outcome.summary),
             _ => outcome.summary.as_str(),
         };
-        let patch = (verdict == Verdict::WouldPatch)
+        let patch = (verdict == WorkloadVerdict::WouldPatch)
             .then(|| PatchSummary::of(&outcome.patch))
             .flatten();
         self.record(entry, verdict, message, patch);
         // As the group's findings: a pod enforce would refuse is not also one that fits no node.
-        if outcome.no_feasible_node && !matches!(verdict, Verdict::Skipped | Verdict::WouldDeny) {
+        if outcome.no_feasible_node && !matches!(verdict, WorkloadVerdict::Skipped | WorkloadVerdict::WouldDeny) {
             let feasibility = Entry {
                 rule: Rule::Feasibility,
                 ..*entry
             };
-            self.record(&feasibility, Verdict::NoFeasibleNode, &outcome.summary, None);
+            self.record(&feasibility, WorkloadVerdict::NoFeasibleNode, &outcome.summary, None);
         }
     }
 

@@ -26,15 +26,12 @@ use k8s_openapi::api::core::v1::Toleration;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use super::{MANAGED_BY, MANAGED_BY_LABEL};
 use crate::config::{Config, EnforceWith, Group, Mode, OnConflict, PolicyObservation};
 use crate::placement::tolerations::{describe, normalized, same};
 
 /// API version of the four objects (GA MutatingAdmissionPolicy: Kubernetes 1.36).
 pub const API_VERSION: &str = "admissionregistration.k8s.io/v1";
-/// Label on every object pod-director renders, to find the ones it owns.
-pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
-/// Its value.
-pub const MANAGED_BY: &str = "pod-director";
 /// Label naming the group an object was compiled from.
 pub const GROUP_LABEL: &str = "pod-director.io/group";
 
@@ -535,7 +532,7 @@ pub fn compile_all(config: &Config, excluded: &[String]) -> BTreeMap<String, Pol
 /// (every controller's pod) has no name yet, so the sample is drawn from the owner's UID (a
 /// random UUID): the pods of one controller in 16 (or 256) are observed, each with all its
 /// pods. Pods without an owner, created one at a time by people, are always observed.
-pub fn observation_condition(observation: PolicyObservation) -> Option<String> {
+pub(crate) fn observation_condition(observation: PolicyObservation) -> Option<String> {
     let suffix = match observation {
         PolicyObservation::None => return None,
         PolicyObservation::Every => return Some(format!("!({WEBHOOK_ONLY})")),

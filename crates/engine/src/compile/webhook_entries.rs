@@ -56,7 +56,7 @@ pub const FIELD_MANAGER: &str = "pod-director";
 named_enum! {
     /// One of the chart's pod webhook entries.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-    pub enum Entry {
+    pub enum PodEntry {
         Enforce => "enforce",
         Observe => "observe",
         DefaultGroup => "default-group",
@@ -64,7 +64,7 @@ named_enum! {
     }
 }
 
-impl Entry {
+impl PodEntry {
     /// The entry's name in `configuration`, as the chart writes it:
     /// `enforce.mutate.pod-director.pod-director.io`.
     pub fn name(self, webhook: &str, configuration: &str) -> String {
@@ -99,19 +99,19 @@ pub fn excluded(config: &Config) -> Vec<String> {
 
 /// The entry whose failurePolicy `default-group` takes: the default group's mode's
 /// (`observe` also when there is no default group: its entry then selects nothing).
-pub fn default_group_follows(config: &Config) -> Entry {
+pub(crate) fn default_group_follows(config: &Config) -> PodEntry {
     let enforced = config
         .default_group
         .as_ref()
         .and_then(|name| config.groups.get(name))
         .is_some_and(|group| config.mode_of(group) == Mode::Enforce);
-    if enforced { Entry::Enforce } else { Entry::Observe }
+    if enforced { PodEntry::Enforce } else { PodEntry::Observe }
 }
 
 /// Each entry's namespaceSelector for `config` — the chart's `pod-director.webhookEntries` —
 /// once the groups of `on_policy` are enforced by their admission policies: those leave the
 /// `enforce` entry (for [`PolicyEntry`]'s). The chart renders them before any hand-over (empty).
-pub fn namespace_selectors(config: &Config, on_policy: &BTreeSet<String>) -> BTreeMap<Entry, LabelSelector> {
+pub fn namespace_selectors(config: &Config, on_policy: &BTreeSet<String>) -> BTreeMap<PodEntry, LabelSelector> {
     let label = config.namespace_label.as_str();
     let excluded = requirement(METADATA_NAME_LABEL, "NotIn", Some(excluded(config)));
     let nothing = || {
@@ -151,10 +151,10 @@ pub fn namespace_selectors(config: &Config, on_policy: &BTreeSet<String>) -> BTr
     }
     unknown.push(excluded.clone());
     BTreeMap::from([
-        (Entry::Enforce, labelled(enforce)),
-        (Entry::Observe, labelled(observe)),
-        (Entry::DefaultGroup, default_group),
-        (Entry::UnknownGroup, selector(unknown)),
+        (PodEntry::Enforce, labelled(enforce)),
+        (PodEntry::Observe, labelled(observe)),
+        (PodEntry::DefaultGroup, default_group),
+        (PodEntry::UnknownGroup, selector(unknown)),
     ])
 }
 
@@ -253,7 +253,7 @@ impl GuardEntry {
 /// `defaultGroup` is enforced), so only those namespaces become unwritable while
 /// pod-director is down; `observe` the other writes where the label is set before or after.
 /// A namespace leaving an enforce group for another group matches both: both decide it alike.
-pub fn guard_object_selectors(config: &Config) -> BTreeMap<GuardEntry, LabelSelector> {
+pub(crate) fn guard_object_selectors(config: &Config) -> BTreeMap<GuardEntry, LabelSelector> {
     let label = config.namespace_label.as_str();
     let (mut enforce, mut observe) = (Vec::new(), Vec::new());
     for (name, group) in &config.groups {
@@ -269,7 +269,7 @@ pub fn guard_object_selectors(config: &Config) -> BTreeMap<GuardEntry, LabelSele
             Some(vec![NO_NAMESPACE.to_owned()]),
         )])
     };
-    let default_enforced = default_group_follows(config) == Entry::Enforce;
+    let default_enforced = default_group_follows(config) == PodEntry::Enforce;
     let enforced = if default_enforced {
         // Unlabelled (the default group), enforce groups, and labels naming no group.
         let others = if observe.is_empty() {
@@ -301,7 +301,7 @@ pub fn guard_object_selectors(config: &Config) -> BTreeMap<GuardEntry, LabelSele
 
 /// The failurePolicy of a guard entry: `enforce`'s is the enforce policy unless
 /// `namespaceGuard.mode` is set to observe; `observe`'s is Ignore unless it is set to enforce.
-pub fn guard_failure_policy<'s>(config: &Config, entry: GuardEntry, settings: &'s EntrySettings) -> &'s str {
+pub(crate) fn guard_failure_policy<'s>(config: &Config, entry: GuardEntry, settings: &'s EntrySettings) -> &'s str {
     let enforce = settings.webhook_failure_policy_enforce.as_str();
     match (entry, config.namespace_guard.mode) {
         (GuardEntry::Enforce, None | Some(Mode::Enforce)) | (GuardEntry::Observe, Some(Mode::Enforce)) => enforce,
@@ -380,15 +380,15 @@ pub fn owned_entries(
         }
         entry
     };
-    let mut out: Vec<Value> = Entry::ALL
+    let mut out: Vec<Value> = PodEntry::ALL
         .into_iter()
         .map(|entry| {
             let policy = match entry {
-                Entry::Enforce => enforce_policy,
-                Entry::Observe => "Ignore",
-                Entry::DefaultGroup if default_group_follows(config) == Entry::Enforce => enforce_policy,
-                Entry::DefaultGroup => "Ignore",
-                Entry::UnknownGroup => settings.webhook_failure_policy_unknown_group.as_str(),
+                PodEntry::Enforce => enforce_policy,
+                PodEntry::Observe => "Ignore",
+                PodEntry::DefaultGroup if default_group_follows(config) == PodEntry::Enforce => enforce_policy,
+                PodEntry::DefaultGroup => "Ignore",
+                PodEntry::UnknownGroup => settings.webhook_failure_policy_unknown_group.as_str(),
             };
             let mut value = common(entry.name(kind.webhook(), name), policy);
             value["namespaceSelector"] = serde_json::to_value(&selectors[&entry]).unwrap_or(Value::Null);
@@ -530,7 +530,7 @@ pub fn plan_patch(
                 // Added with the enforce entry's clientConfig (the reservation entry: its /validate-reservation).
                 let enforce = webhooks
                     .iter()
-                    .find(|w| w["name"] == Entry::Enforce.name(kind.webhook(), name).as_str());
+                    .find(|w| w["name"] == PodEntry::Enforce.name(kind.webhook(), name).as_str());
                 let client = if entry_name == reservation_name {
                     enforce.and_then(reservation::client_config_from)
                 } else {
@@ -539,7 +539,7 @@ pub fn plan_patch(
                 let client = client.ok_or_else(|| PlanError::NoClientConfig {
                     name: name.to_owned(),
                     entry: entry_name.clone(),
-                    from: Entry::Enforce.name(kind.webhook(), name),
+                    from: PodEntry::Enforce.name(kind.webhook(), name),
                 })?;
                 let mut entry = want;
                 entry["clientConfig"] = client;
@@ -602,7 +602,7 @@ pub fn plan_patch(
 }
 
 /// The operations that make the live entry at `index` equal to `want` (but its clientConfig).
-pub fn entry_operations(index: usize, live: &Value, want: &Value) -> Vec<PatchOperation> {
+pub(crate) fn entry_operations(index: usize, live: &Value, want: &Value) -> Vec<PatchOperation> {
     let i = index.to_string();
     let mut ops = Vec::new();
     let mut fields: Vec<(String, Value)> = want

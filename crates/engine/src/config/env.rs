@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 use super::FieldError;
 use super::schema::Node;
 
-pub const PREFIX: &str = "POD_DIRECTOR__";
+pub const ENV_PREFIX: &str = "POD_DIRECTOR__";
 
 fn normalize(s: &str) -> String {
     s.chars()
@@ -91,7 +91,7 @@ fn typed_value(key: &str, schema: Option<Node>, existing: Option<&Value>, raw: &
 }
 
 fn apply_one(document: &mut Value, name: &str, raw: &str) -> Result<String, String> {
-    let segments: Vec<&str> = name[PREFIX.len()..].split("__").collect();
+    let segments: Vec<&str> = name[ENV_PREFIX.len()..].split("__").collect();
     if segments.iter().any(|s| s.is_empty()) {
         return Err("has an empty path segment; join segments with exactly two underscores".to_owned());
     }
@@ -142,7 +142,7 @@ pub fn apply(
     document: &mut Value,
     vars: impl IntoIterator<Item = (String, String)>,
 ) -> Result<Vec<(String, String)>, Vec<FieldError>> {
-    let mut vars: Vec<(String, String)> = vars.into_iter().filter(|(k, _)| k.starts_with(PREFIX)).collect();
+    let mut vars: Vec<(String, String)> = vars.into_iter().filter(|(k, _)| k.starts_with(ENV_PREFIX)).collect();
     vars.sort();
     if !document.is_object() && !vars.is_empty() {
         *document = Value::Object(Map::new());

@@ -99,7 +99,7 @@ pub(crate) enum TolerationOperator {
 /// A taint effect; empty in a toleration matches every effect.
 #[derive(Default, Deserialize, JsonSchema)]
 #[schemars(rename = "taintEffect")]
-pub enum TaintEffect {
+pub enum TaintEffectName {
     #[default]
     #[serde(rename = "")]
     Any,
@@ -116,7 +116,7 @@ pub struct Toleration {
     key: TolerationKey,
     operator: TolerationOperator,
     value: LabelValue,
-    effect: TaintEffect,
+    effect: TaintEffectName,
     toleration_seconds: i64,
 }
 

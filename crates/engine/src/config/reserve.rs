@@ -101,7 +101,7 @@ impl TrustedSchedulers {
     /// Every trusted username, sorted and unique: `system:kube-scheduler`, `users`, and the
     /// service accounts' (`system:serviceaccount:NS:NAME`). What the reservation's webhook entry
     /// skips in its matchCondition.
-    pub fn usernames(&self) -> Vec<String> {
+    pub(crate) fn usernames(&self) -> Vec<String> {
         let mut names: Vec<String> = std::iter::once(KUBE_SCHEDULER.to_owned())
             .chain(self.users.iter().cloned())
             .chain(

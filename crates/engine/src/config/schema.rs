@@ -187,7 +187,7 @@ impl Node {
     }
 
     /// The node of a free mapping's keys (`propertyNames`).
-    pub fn property_names(&self) -> Option<Node> {
+    pub(crate) fn property_names(&self) -> Option<Node> {
         self.get("propertyNames").map(Node::resolve)
     }
 
@@ -210,7 +210,7 @@ impl Node {
         self.is("array") && self.item().is_some_and(|i| i.is("string"))
     }
 
-    pub fn is_nullable(&self) -> bool {
+    pub(crate) fn is_nullable(&self) -> bool {
         self.is("null")
     }
 

@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 
 use super::path::Path;
 use super::schema::{Node, names};
-use super::{FieldError, kubernetes as k8s};
+use super::{FieldError, kubernetes};
 use crate::syntax;
 
 struct Checker {
@@ -338,7 +338,7 @@ impl Checker {
             self.err(&path.key("value"), message);
         }
         if let Some(effect) = text(map, "effect", "")
-            && names::<k8s::TaintEffect>().contains(&effect)
+            && names::<kubernetes::TaintEffectName>().contains(&effect)
             && effect != "NoExecute"
             && map.get("tolerationSeconds").is_some_and(Value::is_i64)
         {

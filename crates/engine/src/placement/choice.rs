@@ -23,7 +23,7 @@ use crate::config::{Config, DEFAULT_ALTERNATIVE, Group, OnConflict};
 impl Group {
     /// The group as planned for a pod that chose alternative `name`: the alternative's placement in
     /// place of the group's own, every other setting the group's. `None`: the group offers no such name.
-    pub fn with_alternative(&self, name: &str) -> Option<Cow<'_, Group>> {
+    pub(crate) fn with_alternative(&self, name: &str) -> Option<Cow<'_, Group>> {
         if name == DEFAULT_ALTERNATIVE {
             return Some(Cow::Borrowed(self));
         }
@@ -65,7 +65,7 @@ pub struct Chosen<'c> {
 }
 
 /// The value of the pod's placement label, if any.
-pub fn chosen_label<'p>(config: &Config, pod: &'p Pod) -> Option<&'p str> {
+pub(crate) fn chosen_label<'p>(config: &Config, pod: &'p Pod) -> Option<&'p str> {
     pod.metadata
         .labels
         .as_ref()

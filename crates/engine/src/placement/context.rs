@@ -75,7 +75,7 @@ impl Requester {
         }
     }
 
-    pub fn is_known(&self) -> bool {
+    pub(crate) fn is_known(&self) -> bool {
         !self.username.is_empty()
     }
 

@@ -18,27 +18,27 @@ pub const MIRROR_POD_ANNOTATION: &str = "kubernetes.io/config.mirror";
 
 /// What is being decided: a pod, or a DaemonSet's pod template (made into a pod).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Object {
+enum Noun {
     Pod,
     DaemonSet,
     /// A pod being bound (`pods/binding`) to a node: its `spec.nodeName` is the Binding's target.
     Binding,
 }
 
-impl Object {
+impl Noun {
     /// How messages name it.
     fn noun(self) -> &'static str {
         match self {
-            Object::Pod => "the pod",
-            Object::DaemonSet => "the DaemonSet's pod template",
-            Object::Binding => "the binding",
+            Noun::Pod => "the pod",
+            Noun::DaemonSet => "the DaemonSet's pod template",
+            Noun::Binding => "the binding",
         }
     }
 
     /// How messages name the node the object names, and what to do instead.
     fn node_field(self) -> (&'static str, &'static str) {
         match self {
-            Object::Binding => (
+            Noun::Binding => (
                 "binding target",
                 "bind the pod to a node of the group, or leave it to the scheduler",
             ),
@@ -100,7 +100,7 @@ fn skipped(mut out: Outcome, reason: SkipReason) -> Outcome {
 }
 
 /// Whether the pod carries the mirror-pod annotation (written by whoever creates it).
-pub fn has_mirror_annotation(pod: &Pod) -> bool {
+pub(crate) fn has_mirror_annotation(pod: &Pod) -> bool {
     pod.metadata
         .annotations
         .as_ref()
@@ -108,7 +108,7 @@ pub fn has_mirror_annotation(pod: &Pod) -> bool {
 }
 
 /// Whether the pod names an `apps/v1` DaemonSet as its controller (written by whoever creates it).
-pub fn has_daemon_set_controller_reference(pod: &Pod) -> bool {
+pub(crate) fn has_daemon_set_controller_reference(pod: &Pod) -> bool {
     pod.metadata
         .owner_references
         .iter()
@@ -151,7 +151,7 @@ fn scope<'c>(
     config: &'c Config,
     ns: &Namespace<'_>,
     pod: &Pod,
-    object: Object,
+    object: Noun,
     ctx: &Context,
     webhook: Webhook,
 ) -> Result<(&'c str, &'c Group, Outcome), Box<Outcome>> {
@@ -181,7 +181,7 @@ fn scope<'c>(
         Selection::Group { name, group } => {
             out.group = Some(name.to_owned());
             out.mode = Some(config.mode_of(group));
-            if object == Object::DaemonSet && group.allow_daemon_sets {
+            if object == Noun::DaemonSet && group.allow_daemon_sets {
                 return Err(Box::new(skipped(out, SkipReason::DaemonSetAllowed)));
             }
             match pod_skip(config, group, pod, ctx) {
@@ -201,7 +201,7 @@ fn verb(decision: Decision) -> &'static str {
 
 /// The /mutate decision for a pod being created.
 pub(crate) fn mutate(config: &Config, ns: &Namespace<'_>, pod: &Pod, ctx: &Context) -> Outcome {
-    mutate_object(config, ns, pod, None, Object::Pod, ctx)
+    mutate_object(config, ns, pod, None, Noun::Pod, ctx)
 }
 
 /// The /mutate decision for a DaemonSet being created or updated, on its pod
@@ -216,7 +216,7 @@ pub(crate) fn mutate_daemon_set(
     old: Option<&Pod>,
     ctx: &Context,
 ) -> Outcome {
-    mutate_object(config, ns, template, old, Object::DaemonSet, ctx)
+    mutate_object(config, ns, template, old, Noun::DaemonSet, ctx)
 }
 
 fn mutate_object(
@@ -224,7 +224,7 @@ fn mutate_object(
     ns: &Namespace<'_>,
     pod: &Pod,
     old: Option<&Pod>,
-    object: Object,
+    object: Noun,
     ctx: &Context,
 ) -> Outcome {
     let (name, scoped, mut out) = match scope(config, ns, pod, object, ctx, Webhook::Mutate) {
@@ -462,7 +462,7 @@ fn warning(mode: Mode, group: &str, out: &Outcome) -> Option<String> {
 /// as enforce would have it (its group's plan applied). When the node cannot be
 /// looked up, an enforce decision is [`Decision::Error`] (undecidable).
 pub(crate) fn validate(config: &Config, ns: &Namespace<'_>, pod: &Pod, old: Option<&Pod>, ctx: &Context) -> Outcome {
-    validate_object(config, ns, pod, old, Object::Pod, ctx)
+    validate_object(config, ns, pod, old, Noun::Pod, ctx)
 }
 
 /// The /validate decision for a Binding (`pods/binding` CREATE) of `pod` (as stored, pending) to
@@ -471,7 +471,7 @@ pub(crate) fn validate(config: &Config, ns: &Namespace<'_>, pod: &Pod, old: Opti
 /// binding introduces, so only a target that is not a node of the group can deny. Look the node
 /// up first ([`needs_bound_node`] of the bound pod).
 pub(crate) fn validate_binding(config: &Config, ns: &Namespace<'_>, pod: &Pod, target: &str, ctx: &Context) -> Outcome {
-    validate_object(config, ns, &pod.bound_to(target), Some(pod), Object::Binding, ctx)
+    validate_object(config, ns, &pod.bound_to(target), Some(pod), Noun::Binding, ctx)
 }
 
 /// The /validate decision for a DaemonSet's final pod template (made into a pod,
@@ -483,7 +483,7 @@ pub(crate) fn validate_daemon_set(
     old: Option<&Pod>,
     ctx: &Context,
 ) -> Outcome {
-    validate_object(config, ns, template, old, Object::DaemonSet, ctx)
+    validate_object(config, ns, template, old, Noun::DaemonSet, ctx)
 }
 
 fn validate_object(
@@ -491,7 +491,7 @@ fn validate_object(
     ns: &Namespace<'_>,
     pod: &Pod,
     old: Option<&Pod>,
-    object: Object,
+    object: Noun,
     ctx: &Context,
 ) -> Outcome {
     let (name, scoped, mut out) = match scope(config, ns, pod, object, ctx, Webhook::Validate) {
@@ -615,7 +615,7 @@ pub(crate) fn bound_node<'p>(pod: &'p Pod, old: Option<&Pod>) -> Option<&'p str>
 
 /// Whether deciding `pod` at /validate needs the node its `spec.nodeName`
 /// names (so the caller can look it up before deciding).
-pub fn needs_bound_node<'p>(config: &Config, ns: &Namespace<'_>, pod: &'p Pod, old: Option<&Pod>) -> Option<&'p str> {
+pub(crate) fn needs_bound_node<'p>(config: &Config, ns: &Namespace<'_>, pod: &'p Pod, old: Option<&Pod>) -> Option<&'p str> {
     match select_group(config, ns) {
         Selection::Group { .. } => bound_node(pod, old),
         _ => None,

@@ -47,7 +47,7 @@ impl Plan {
     }
 
     /// [`Plan::patch`], taking the operations rather than copying them.
-    pub fn into_patch(self) -> Patch {
+    pub(crate) fn into_patch(self) -> Patch {
         Patch(self.changes.into_iter().map(|c| c.operation).collect())
     }
 

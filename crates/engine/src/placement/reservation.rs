@@ -162,7 +162,7 @@ fn is_lifecycle(key: &str) -> bool {
 
 /// The group's tolerations that reserve taints: effect NoSchedule, NoExecute or empty (every
 /// effect), for a key that is not a node lifecycle taint's.
-pub fn reserving_tolerations(group: &Group) -> impl Iterator<Item = &Toleration> {
+pub(crate) fn reserving_tolerations(group: &Group) -> impl Iterator<Item = &Toleration> {
     group.tolerations.iter().filter(|t| {
         let effect = text(&t.effect);
         (effect.is_empty() || TaintEffect::parse(effect).excludes()) && !is_lifecycle(text(&t.key))
@@ -171,7 +171,7 @@ pub fn reserving_tolerations(group: &Group) -> impl Iterator<Item = &Toleration>
 
 /// The toleration keys a reservation reserves (empty: the keyless toleration, which config
 /// validation refuses), sorted and unique: what the webhook entry's matchCondition sends.
-pub fn reserved_keys(config: &Config) -> Vec<String> {
+pub(crate) fn reserved_keys(config: &Config) -> Vec<String> {
     let mut keys: Vec<String> = reservations(config)
         .flat_map(|r| reserving_tolerations(r.group).map(|t| text(&t.key).to_owned()))
         .collect();
@@ -183,7 +183,7 @@ pub fn reserved_keys(config: &Config) -> Vec<String> {
 /// A taint that both `pod` and `reserving` tolerate and that keeps pods off a node
 /// (NoSchedule/NoExecute, not a lifecycle taint); `None` when there is none. The witness
 /// has `reserving`'s key (the pod's when `reserving` has none), and a value either tolerates.
-pub fn shared_taint(pod: &Toleration, reserving: &Toleration) -> Option<NodeTaint> {
+pub(crate) fn shared_taint(pod: &Toleration, reserving: &Toleration) -> Option<NodeTaint> {
     let key = match (text(&reserving.key), text(&pod.key)) {
         ("", "") => "reserved.pod-director.io/any",
         ("", key) | (key, _) => key,
@@ -243,7 +243,7 @@ fn introduced<'p>(pod: &'p Pod, old: Option<&Pod>) -> impl Iterator<Item = &'p T
 
 /// Whether deciding `pod` at `/validate-reservation` needs the node it names (so the caller
 /// can look it up first): some group reserves, and the request sets `spec.nodeName`.
-pub fn needs_named_node<'p>(config: &Config, pod: &'p Pod, old: Option<&Pod>) -> Option<&'p str> {
+pub(crate) fn needs_named_node<'p>(config: &Config, pod: &'p Pod, old: Option<&Pod>) -> Option<&'p str> {
     if any_reservation(config) {
         named_node(pod, old)
     } else {

@@ -316,7 +316,7 @@ impl Requirements {
     /// The requirements of a placement, one set per term of its required node
     /// affinity (just the nodeSelector's without one); a term no new node can
     /// match is an `Err`.
-    pub fn of_placement(placement: &Placement<'_>) -> Vec<Result<Requirements, RequirementUnmet>> {
+    pub(crate) fn of_placement(placement: &Placement<'_>) -> Vec<Result<Requirements, RequirementUnmet>> {
         let mut base = Requirements::default();
         base.add_labels(placement.node_selector.into_iter().flatten());
         let Some(terms) = placement.required else {

@@ -2,7 +2,7 @@ use super::*;
 use pod_director_engine::audit::workloads::Entry;
 use pod_director_engine::config::Mode;
 
-fn ledger(verdicts: &[(&str, Verdict)]) -> Ledger {
+fn ledger(verdicts: &[(&str, WorkloadVerdict)]) -> Ledger {
     let mut l = Ledger::default();
     l.namespace("team-a", "web");
     for (workload, verdict) in verdicts {
@@ -26,14 +26,14 @@ fn ledger(verdicts: &[(&str, Verdict)]) -> Ledger {
 fn the_first_scan_is_the_baseline_and_then_only_changes_make_events_once() {
     let mut baseline = Baseline::default();
     let start = ledger(&[
-        ("Deployment/a", Verdict::Compliant),
-        ("Deployment/b", Verdict::WouldPatch),
+        ("Deployment/a", WorkloadVerdict::Compliant),
+        ("Deployment/b", WorkloadVerdict::WouldPatch),
     ]);
     assert!(baseline.changes(&start).is_empty(), "a restart publishes nothing");
     assert!(baseline.changes(&start).is_empty(), "nothing changed");
     let worse = ledger(&[
-        ("Deployment/a", Verdict::WouldDeny),
-        ("Deployment/b", Verdict::WouldPatch),
+        ("Deployment/a", WorkloadVerdict::WouldDeny),
+        ("Deployment/b", WorkloadVerdict::WouldPatch),
     ]);
     let changes = baseline.changes(&worse);
     assert_eq!(changes.len(), 1, "{changes:?}");
@@ -47,8 +47,8 @@ fn the_first_scan_is_the_baseline_and_then_only_changes_make_events_once() {
         "the same verdict again: no second Event"
     );
     let fixed = ledger(&[
-        ("Deployment/a", Verdict::Compliant),
-        ("Deployment/b", Verdict::WouldPatch),
+        ("Deployment/a", WorkloadVerdict::Compliant),
+        ("Deployment/b", WorkloadVerdict::WouldPatch),
     ]);
     let back = baseline.changes(&fixed);
     assert_eq!(back.iter().map(|c| c.reason).collect::<Vec<_>>(), ["Compliant"]);
@@ -59,8 +59,8 @@ fn a_new_workload_is_news_unless_it_is_compliant() {
     let mut baseline = Baseline::default();
     baseline.changes(&ledger(&[]));
     let changes = baseline.changes(&ledger(&[
-        ("Pod/x", Verdict::Compliant),
-        ("Pod/y", Verdict::WouldPatch),
+        ("Pod/x", WorkloadVerdict::Compliant),
+        ("Pod/y", WorkloadVerdict::WouldPatch),
     ]));
     assert_eq!(
         changes.iter().map(|c| c.workload.as_str()).collect::<Vec<_>>(),

@@ -1,6 +1,5 @@
-
 use super::*;
-use crate::placement::Webhook;
+use crate::placement::{Decision, Webhook};
 
 fn entry<'a>(workload: &'a str, pod: bool) -> Entry<'a> {
     Entry {
@@ -32,7 +31,7 @@ fn a_workload_keeps_its_worst_verdict_with_that_verdict_s_message_and_counts_eve
     ledger.record_placement(&entry("Deployment/web", true), &outcome(Decision::Noop, "no change"));
     let ns = &ledger.namespaces["team-a"];
     let web = &ns.entries[&("Deployment/web".to_owned(), "web".to_owned(), Rule::Placement)];
-    assert_eq!(web.verdict, Verdict::WouldPatch);
+    assert_eq!(web.verdict, WorkloadVerdict::WouldPatch);
     assert_eq!(&*web.message, "would add toleration dedicated=web:NoSchedule");
     assert_eq!(
         web.patch.as_deref(),
@@ -47,7 +46,7 @@ fn a_workload_keeps_its_worst_verdict_with_that_verdict_s_message_and_counts_eve
     deny.message = Some("pod-director: nodeSelector pool=red conflicts with the group's pool=blue".to_owned());
     ledger.record_placement(&entry("Deployment/web", true), &deny);
     let web = &ledger.namespaces["team-a"].entries[&("Deployment/web".to_owned(), "web".to_owned(), Rule::Placement)];
-    assert_eq!(web.verdict, Verdict::WouldDeny);
+    assert_eq!(web.verdict, WorkloadVerdict::WouldDeny);
     assert_eq!(
         &*web.message,
         "nodeSelector pool=red conflicts with the group's pool=blue"
@@ -107,7 +106,7 @@ fn entries_beyond_the_bound_are_counted_and_messages_are_cut() {
     let mut ledger = Ledger::default();
     for i in 0..MAX_WORKLOADS_PER_NAMESPACE + 3 {
         let name = format!("Pod/p{i}");
-        ledger.record(&entry(&name, true), Verdict::Compliant, &"x".repeat(2000), None);
+        ledger.record(&entry(&name, true), WorkloadVerdict::Compliant, &"x".repeat(2000), None);
     }
     let ns = &ledger.namespaces["team-a"];
     assert_eq!(ns.entries.len(), MAX_WORKLOADS_PER_NAMESPACE);
@@ -119,13 +118,13 @@ fn entries_beyond_the_bound_are_counted_and_messages_are_cut() {
 fn merging_keeps_the_worse_verdict_and_the_namespaces_of_both() {
     let mut a = Ledger::default();
     a.namespace("empty", "web");
-    a.record(&entry("Pod/x", true), Verdict::Compliant, "ok", None);
+    a.record(&entry("Pod/x", true), WorkloadVerdict::Compliant, "ok", None);
     let mut b = Ledger::default();
-    b.record(&entry("Pod/x", true), Verdict::WouldDeny, "no", None);
+    b.record(&entry("Pod/x", true), WorkloadVerdict::WouldDeny, "no", None);
     a.merge(&b);
     assert!(a.namespaces.contains_key("empty"));
     assert_eq!(
         a.namespaces["team-a"].entries.values().next().map(|e| e.verdict),
-        Some(Verdict::WouldDeny)
+        Some(WorkloadVerdict::WouldDeny)
     );
 }

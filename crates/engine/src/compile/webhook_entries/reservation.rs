@@ -30,7 +30,7 @@ pub fn entry_name(configuration: &str) -> String {
 /// or the pod has a toleration whose key is empty (every key) or reserved; a Binding passes (its
 /// object has no spec; [`binding_expression`] decides it). The chart renders the same text
 /// (`pod-director.reservationEntry`).
-pub fn match_expression(config: &Config) -> String {
+pub(crate) fn match_expression(config: &Config) -> String {
     let keys: Vec<String> = reserved_keys(config)
         .into_iter()
         .filter(|k| !k.is_empty())
@@ -49,7 +49,7 @@ pub fn match_expression(config: &Config) -> String {
 /// entries'): a Binding's requester is not a trusted scheduler
 /// ([`crate::config::TrustedSchedulers::usernames`]); every other request
 /// passes.
-pub fn binding_expression(config: &Config) -> String {
+pub(crate) fn binding_expression(config: &Config) -> String {
     let names: Vec<String> = config
         .trusted_schedulers
         .usernames()
@@ -105,7 +105,7 @@ pub fn fields(config: &Config, not_excluded: Value) -> Option<Vec<(&'static str,
 
 /// The entry's clientConfig, made from another entry's (`/validate`): the same Service or
 /// URL and CA bundle, at [`PATH`]. `None` when it has neither a Service nor a URL.
-pub fn client_config_from(validate: &Value) -> Option<Value> {
+pub(crate) fn client_config_from(validate: &Value) -> Option<Value> {
     let mut client = validate.get("clientConfig")?.clone();
     if let Some(service) = client.get_mut("service").and_then(Value::as_object_mut) {
         service.insert("path".to_owned(), Value::String(PATH.to_owned()));

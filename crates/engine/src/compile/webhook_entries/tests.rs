@@ -15,15 +15,15 @@ fn groups_are_selected_by_the_entry_of_their_mode() {
     let selectors = namespace_selectors(&config(GROUPS), &BTreeSet::new());
     let excluded = json!({"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-node-lease", "kube-public", "kube-system"]});
     assert_eq!(
-        expressions(&selectors[&Entry::Enforce]),
+        expressions(&selectors[&PodEntry::Enforce]),
         json!([{"key": "pod-director/group", "operator": "In", "values": ["ci"]}, excluded])
     );
     assert_eq!(
-        expressions(&selectors[&Entry::Observe]),
+        expressions(&selectors[&PodEntry::Observe]),
         json!([{"key": "pod-director/group", "operator": "In", "values": ["batch", "gpu"]}, excluded])
     );
     assert_eq!(
-        expressions(&selectors[&Entry::UnknownGroup]),
+        expressions(&selectors[&PodEntry::UnknownGroup]),
         json!([
             {"key": "pod-director/group", "operator": "Exists"},
             {"key": "pod-director/group", "operator": "NotIn", "values": ["batch", "ci", "gpu"]},
@@ -31,7 +31,7 @@ fn groups_are_selected_by_the_entry_of_their_mode() {
         ])
     );
     assert_eq!(
-        expressions(&selectors[&Entry::DefaultGroup]),
+        expressions(&selectors[&PodEntry::DefaultGroup]),
         json!([{"key": "kubernetes.io/metadata.name", "operator": "In", "values": [NO_NAMESPACE]}, excluded]),
         "no defaultGroup: the entry selects no namespace"
     );
@@ -41,7 +41,7 @@ fn groups_are_selected_by_the_entry_of_their_mode() {
 fn an_entry_with_nothing_to_serve_selects_a_name_no_namespace_can_have() {
     let selectors = namespace_selectors(&config("groups: {a: {}}"), &BTreeSet::new());
     assert_eq!(
-        expressions(&selectors[&Entry::Enforce])[0],
+        expressions(&selectors[&PodEntry::Enforce])[0],
         json!({"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["none.pod-director.io"]})
     );
     assert!(
@@ -54,7 +54,7 @@ fn an_entry_with_nothing_to_serve_selects_a_name_no_namespace_can_have() {
     );
     let none = namespace_selectors(&config("groups: {}"), &BTreeSet::new());
     assert_eq!(
-        expressions(&none[&Entry::UnknownGroup]),
+        expressions(&none[&PodEntry::UnknownGroup]),
         json!([
             {"key": "pod-director/group", "operator": "Exists"},
             {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-node-lease", "kube-public", "kube-system"]},
@@ -66,19 +66,19 @@ fn an_entry_with_nothing_to_serve_selects_a_name_no_namespace_can_have() {
 fn a_default_group_selects_unlabelled_namespaces_with_its_modes_policy() {
     let c = config(&format!("defaultGroup: ci\n{GROUPS}"));
     assert_eq!(
-        expressions(&namespace_selectors(&c, &BTreeSet::new())[&Entry::DefaultGroup])[0],
+        expressions(&namespace_selectors(&c, &BTreeSet::new())[&PodEntry::DefaultGroup])[0],
         json!({"key": "pod-director/group", "operator": "DoesNotExist"})
     );
-    assert_eq!(default_group_follows(&c), Entry::Enforce);
+    assert_eq!(default_group_follows(&c), PodEntry::Enforce);
     assert_eq!(
         default_group_follows(&config(&format!("defaultGroup: gpu\n{GROUPS}"))),
-        Entry::Observe
+        PodEntry::Observe
     );
-    assert_eq!(default_group_follows(&config(GROUPS)), Entry::Observe);
+    assert_eq!(default_group_follows(&config(GROUPS)), PodEntry::Observe);
     let by_default = config("defaultMode: enforce\ndefaultGroup: batch\ngroups: {batch: {}}");
     assert_eq!(
         default_group_follows(&by_default),
-        Entry::Enforce,
+        PodEntry::Enforce,
         "mode inherited from defaultMode"
     );
 }
@@ -91,7 +91,7 @@ fn excluded_namespaces_always_include_kube_system_sorted_once() {
     let c = config("excludedNamespaces: []\nnamespaceLabel: infra.example.com/pool\ngroups: {a: {}}");
     let selectors = namespace_selectors(&c, &BTreeSet::new());
     assert_eq!(
-        expressions(&selectors[&Entry::Observe]),
+        expressions(&selectors[&PodEntry::Observe]),
         json!([
             {"key": "infra.example.com/pool", "operator": "In", "values": ["a"]},
             {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system"]},
@@ -459,9 +459,12 @@ fn groups_handed_over_to_their_policies_leave_the_enforce_entry_for_the_policy_e
     let c = config(ON_POLICY);
     let handed = BTreeSet::from(["ci".to_owned()]);
     let before = namespace_selectors(&c, &BTreeSet::new());
-    assert_eq!(expressions(&before[&Entry::Enforce])[0]["values"], json!(["ci", "web"]));
+    assert_eq!(
+        expressions(&before[&PodEntry::Enforce])[0]["values"],
+        json!(["ci", "web"])
+    );
     let after = namespace_selectors(&c, &handed);
-    assert_eq!(expressions(&after[&Entry::Enforce])[0]["values"], json!(["web"]));
+    assert_eq!(expressions(&after[&PodEntry::Enforce])[0]["values"], json!(["web"]));
     let names = |kind| -> Vec<String> {
         owned_entries(kind, "pd", &c, &EntrySettings::default(), &handed)
             .iter()

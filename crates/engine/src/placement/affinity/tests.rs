@@ -1,4 +1,3 @@
-
 use super::*;
 
 fn req(key: &str, op: &str, vals: &[&str]) -> NodeSelectorRequirement {

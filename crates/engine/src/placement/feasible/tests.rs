@@ -1,4 +1,3 @@
-
 use k8s_openapi::api::core::v1::Node;
 use serde_json::json;
 

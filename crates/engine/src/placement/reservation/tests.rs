@@ -10,7 +10,7 @@ use serde_json::json;
 
 use super::*;
 use crate::placement::{NodeInfo, NodeView, Requester};
-use crate::testing::{node, toleration as tol};
+use crate::testing::{node, toleration};
 
 fn config(mode: &str) -> Config {
     serde_json::from_value(json!({
@@ -304,7 +304,7 @@ fn warn_warns_the_client() {
 
 #[test]
 fn a_node_that_cannot_be_looked_up_is_undecidable_only_in_enforce() {
-    use crate::testing::DownNodes as Down;
+    use crate::testing::DownNodes;
     let labels = BTreeMap::new();
     let ns = Namespace {
         name: "batch",
@@ -312,7 +312,7 @@ fn a_node_that_cannot_be_looked_up_is_undecidable_only_in_enforce() {
     };
     let ctx = Context {
         requester: tenant(),
-        nodes: Some(&Down),
+        nodes: Some(&DownNodes),
     };
     let bound = pod(json!({"nodeName": "gpu-1"}));
     assert_eq!(
@@ -408,7 +408,7 @@ fn a_toleration(keyless: bool) -> impl Strategy<Value = Toleration> {
             let exists = *op == "Exists";
             (!exists || value.is_empty()) && (exists || !key.is_empty())
         })
-        .prop_map(|(key, op, value, effect)| tol(key, op, value, effect, None))
+        .prop_map(|(key, op, value, effect)| toleration(key, op, value, effect, None))
 }
 
 proptest! {

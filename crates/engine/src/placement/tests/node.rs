@@ -391,21 +391,21 @@ fn an_unknown_node_is_denied_in_enforce_and_would_deny_in_dry_run() {
     assert_eq!(out.decision, Decision::WouldDeny);
 }
 
-use crate::testing::DownNodes as Down;
+use crate::testing::DownNodes;
 
 #[test]
 fn a_node_that_cannot_be_looked_up_makes_an_enforce_decision_undecidable() {
-    let out = validate_in("ci", bound("fresh"), None, Some(&Down));
+    let out = validate_in("ci", bound("fresh"), None, Some(&DownNodes));
     assert_eq!((out.decision, out.allowed()), (Decision::Error, false));
     assert!(out.message.is_some_and(|m| m.contains("fresh")));
-    let out = validate_in("shadow", bound("fresh"), None, Some(&Down));
+    let out = validate_in("shadow", bound("fresh"), None, Some(&DownNodes));
     assert_ne!(out.decision, Decision::Error, "dryRun is never blocked");
     assert_contains(&out.summary, "not checked");
 }
 
 #[test]
 fn an_update_keeping_the_node_does_not_look_it_up_again() {
-    let out = validate_in("ci", compliant("ghost"), Some(compliant("ghost")), Some(&Down));
+    let out = validate_in("ci", compliant("ghost"), Some(compliant("ghost")), Some(&DownNodes));
     assert_eq!(out.decision, Decision::Noop, "bound earlier: {out:?}");
 }
 
@@ -416,7 +416,7 @@ fn skipped_pods_with_a_node_name_are_not_checked() {
         name: "kube-system",
         labels: &labels,
     };
-    let ctx = Context::offline().with_nodes(Some(&Down));
+    let ctx = Context::offline().with_nodes(Some(&DownNodes));
     let out = validate(&config(), &ns, &pod(bound("ghost")), None, &ctx);
     assert_eq!(out.decision, Decision::Skipped);
     assert_eq!(needs_bound_node(&config(), &ns, &pod(bound("ghost")), None), None);

@@ -1,60 +1,77 @@
-
 use super::*;
-use crate::testing::toleration as tol;
+use crate::testing::toleration;
 
 #[test]
 fn omitted_operator_is_equal() {
-    let a = tol("dedicated", "", "ci", "NoSchedule", None);
-    let b = tol("dedicated", "Equal", "ci", "NoSchedule", None);
+    let a = toleration("dedicated", "", "ci", "NoSchedule", None);
+    let b = toleration("dedicated", "Equal", "ci", "NoSchedule", None);
     assert!(is_superset(&a, &b));
     assert!(is_superset(&b, &a));
 }
 
 #[test]
 fn keyless_exists_tolerates_everything() {
-    let all = tol("", "Exists", "", "", None);
-    assert!(is_superset(&all, &tol("dedicated", "Equal", "ci", "NoSchedule", None)));
-    assert!(is_superset(&all, &tol("x", "Exists", "", "NoExecute", Some(5))));
-    assert!(!is_superset(&tol("dedicated", "Equal", "ci", "NoSchedule", None), &all));
+    let all = toleration("", "Exists", "", "", None);
+    assert!(is_superset(
+        &all,
+        &toleration("dedicated", "Equal", "ci", "NoSchedule", None)
+    ));
+    assert!(is_superset(&all, &toleration("x", "Exists", "", "NoExecute", Some(5))));
+    assert!(!is_superset(
+        &toleration("dedicated", "Equal", "ci", "NoSchedule", None),
+        &all
+    ));
 }
 
 #[test]
 fn empty_effect_matches_every_effect_but_not_the_reverse() {
-    let any = tol("dedicated", "Equal", "ci", "", None);
-    let one = tol("dedicated", "Equal", "ci", "NoSchedule", None);
+    let any = toleration("dedicated", "Equal", "ci", "", None);
+    let one = toleration("dedicated", "Equal", "ci", "NoSchedule", None);
     assert!(is_superset(&any, &one));
     assert!(!is_superset(&one, &any));
 }
 
 #[test]
 fn exists_on_a_key_covers_every_value_of_it() {
-    let exists = tol("dedicated", "Exists", "", "NoSchedule", None);
+    let exists = toleration("dedicated", "Exists", "", "NoSchedule", None);
     assert!(is_superset(
         &exists,
-        &tol("dedicated", "Equal", "ci", "NoSchedule", None)
+        &toleration("dedicated", "Equal", "ci", "NoSchedule", None)
     ));
-    assert!(!is_superset(&exists, &tol("other", "Equal", "ci", "NoSchedule", None)));
     assert!(!is_superset(
-        &tol("dedicated", "Equal", "ci", "NoSchedule", None),
+        &exists,
+        &toleration("other", "Equal", "ci", "NoSchedule", None)
+    ));
+    assert!(!is_superset(
+        &toleration("dedicated", "Equal", "ci", "NoSchedule", None),
         &exists
     ));
 }
 
 #[test]
 fn toleration_seconds_bound_no_execute_supersets() {
-    let limited = tol("k", "Exists", "", "NoExecute", Some(60));
-    assert!(is_superset(&limited, &tol("k", "Exists", "", "NoExecute", Some(30))));
-    assert!(!is_superset(&limited, &tol("k", "Exists", "", "NoExecute", Some(90))));
-    assert!(!is_superset(&limited, &tol("k", "Exists", "", "NoExecute", None)));
-    let forever = tol("k", "Exists", "", "NoExecute", None);
+    let limited = toleration("k", "Exists", "", "NoExecute", Some(60));
+    assert!(is_superset(
+        &limited,
+        &toleration("k", "Exists", "", "NoExecute", Some(30))
+    ));
+    assert!(!is_superset(
+        &limited,
+        &toleration("k", "Exists", "", "NoExecute", Some(90))
+    ));
+    assert!(!is_superset(
+        &limited,
+        &toleration("k", "Exists", "", "NoExecute", None)
+    ));
+    let forever = toleration("k", "Exists", "", "NoExecute", None);
     assert!(is_superset(&forever, &limited));
 }
 
 #[test]
 fn different_values_do_not_tolerate_each_other() {
     assert!(!is_superset(
-        &tol("dedicated", "Equal", "gpu", "NoSchedule", None),
-        &tol("dedicated", "Equal", "ci", "NoSchedule", None)
+        &toleration("dedicated", "Equal", "gpu", "NoSchedule", None),
+        &toleration("dedicated", "Equal", "ci", "NoSchedule", None)
     ));
 }
 

@@ -218,7 +218,7 @@ fn the_reservation_s_own_group_allowed_requesters_and_excluded_namespaces_bind_f
 
 #[test]
 fn a_target_that_cannot_be_looked_up_is_undecidable_in_enforce() {
-    use crate::testing::DownNodes as Down;
+    use crate::testing::DownNodes;
     let labels = BTreeMap::new();
     let ns = Namespace {
         name: "batch",
@@ -226,7 +226,7 @@ fn a_target_that_cannot_be_looked_up_is_undecidable_in_enforce() {
     };
     let ctx = Context {
         requester: tenant(),
-        nodes: Some(&Down),
+        nodes: Some(&DownNodes),
     };
     let enforce = decide_binding(&config("enforce", json!({})), &ns, &pending(), "gpu-1", &ctx);
     assert_eq!(enforce.decision, Decision::Error, "{enforce:?}");

@@ -1,7 +1,7 @@
 use serde_json::json;
 
 use super::*;
-use pod_director_engine::audit::workloads::{Entry, PatchSummary};
+use crate::audit::workloads::{Entry, PatchSummary};
 
 fn config(guard: Option<&str>) -> Config {
     let mut c = json!({
@@ -33,7 +33,7 @@ fn ledger() -> Ledger {
     let dry = Mode::DryRun;
     l.record(
         &entry("Deployment/ok", "web", Rule::Placement, dry),
-        Verdict::Compliant,
+        WorkloadVerdict::Compliant,
         "no change",
         None,
     );
@@ -43,19 +43,19 @@ fn ledger() -> Ledger {
     };
     l.record(
         &entry("Deployment/patched", "web", Rule::Placement, dry),
-        Verdict::WouldPatch,
+        WorkloadVerdict::WouldPatch,
         "would set nodeSelector pool=web",
         Some(patch),
     );
     l.record(
         &entry("Deployment/denied", "web", Rule::Placement, dry),
-        Verdict::WouldDeny,
+        WorkloadVerdict::WouldDeny,
         "nodeSelector pool=red conflicts with pool=web",
         None,
     );
     l.record(
         &entry("Pod/intruder", "ci", Rule::Reservation, Mode::Enforce),
-        Verdict::WouldDeny,
+        WorkloadVerdict::WouldDeny,
         "tolerates reserved taint dedicated=ci:NoSchedule",
         None,
     );
@@ -160,7 +160,7 @@ fn a_namespace_with_only_intruders_and_no_group_gets_no_report() {
             namespace: "loose",
             ..entry("Pod/x", "ci", Rule::Reservation, Mode::Enforce)
         },
-        Verdict::WouldDeny,
+        WorkloadVerdict::WouldDeny,
         "intrudes",
         None,
     );
@@ -175,7 +175,7 @@ fn max_results_keeps_the_worst_and_the_summary_still_counts_every_result() {
     for i in 0..5 {
         l.record(
             &entry(&format!("Pod/a{i}"), "web", Rule::Placement, Mode::DryRun),
-            Verdict::Compliant,
+            WorkloadVerdict::Compliant,
             "",
             None,
         );
@@ -213,7 +213,7 @@ fn the_digest_changes_with_the_content_and_only_with_it() {
     let mut l = ledger();
     l.record(
         &entry("Deployment/ok", "web", Rule::Placement, Mode::DryRun),
-        Verdict::WouldPatch,
+        WorkloadVerdict::WouldPatch,
         "would add toleration",
         None,
     );
@@ -229,15 +229,15 @@ fn the_digest_changes_with_the_content_and_only_with_it() {
 
 #[test]
 fn every_verdict_maps_to_the_documented_result() {
-    use Outcome::*;
+    use ResultStatus::*;
     let table = [
-        (Rule::Placement, Verdict::Compliant, Pass),
-        (Rule::Placement, Verdict::WouldPatch, Warn),
-        (Rule::Placement, Verdict::WouldDeny, Fail),
-        (Rule::Placement, Verdict::Skipped, Skip),
-        (Rule::Feasibility, Verdict::NoFeasibleNode, Fail),
-        (Rule::Reservation, Verdict::WouldDeny, Fail),
-        (Rule::Reservation, Verdict::RunsOnPool, Warn),
+        (Rule::Placement, WorkloadVerdict::Compliant, Pass),
+        (Rule::Placement, WorkloadVerdict::WouldPatch, Warn),
+        (Rule::Placement, WorkloadVerdict::WouldDeny, Fail),
+        (Rule::Placement, WorkloadVerdict::Skipped, Skip),
+        (Rule::Feasibility, WorkloadVerdict::NoFeasibleNode, Fail),
+        (Rule::Reservation, WorkloadVerdict::WouldDeny, Fail),
+        (Rule::Reservation, WorkloadVerdict::RunsOnPool, Warn),
     ];
     for (rule, verdict, expected) in table {
         assert_eq!(outcome(rule, verdict), expected, "{rule:?} {verdict:?}");

@@ -1,5 +1,5 @@
 //! What each namespace's OpenReports `Report` says, built from the audit's outcomes per workload
-//! ([`Ledger`]): pure — no client, no clock (no result carries a timestamp, so an unchanged
+//! ([`Ledger`]), written by the product (`src/cluster/reports.rs`): pure — no client, no clock (no result carries a timestamp, so an unchanged
 //! cluster gives a byte-identical report).
 //!
 //! | audit verdict | `rule` | `result` |
@@ -26,16 +26,15 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use sha2::{Digest as _, Sha256};
 
-use pod_director_engine::audit::workloads::{Ledger, NamespaceOutcomes, Rule, Verdict, WorkloadOutcome};
-use pod_director_engine::config::{Config, Mode};
+use super::workloads::{Ledger, NamespaceOutcomes, Rule, WorkloadOutcome, WorkloadVerdict};
+use crate::compile::{MANAGED_BY, MANAGED_BY_LABEL};
+use crate::config::{Config, Mode};
 
 /// `apiVersion` of the reports.
 pub const API_GROUP: &str = "openreports.io";
 pub const API_VERSION: &str = "openreports.io/v1alpha1";
 /// The `source` of every report and result.
 pub const SOURCE: &str = "pod-director";
-pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
-pub const MANAGED_BY: &str = "pod-director";
 /// The digest of the content written, compared at each audit instead of the object itself.
 pub const DIGEST_ANNOTATION: &str = "pod-director/report-digest";
 /// Results left out by `maxResults`.
@@ -66,7 +65,7 @@ impl Default for Settings {
 /// The `result` of a report result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Outcome {
+pub enum ResultStatus {
     Pass,
     Skip,
     Warn,
@@ -74,12 +73,12 @@ pub enum Outcome {
 }
 
 /// The mapping of the module's table.
-pub fn outcome(rule: Rule, verdict: Verdict) -> Outcome {
+pub fn outcome(rule: Rule, verdict: WorkloadVerdict) -> ResultStatus {
     match (rule, verdict) {
-        (_, Verdict::Compliant) => Outcome::Pass,
-        (_, Verdict::Skipped) => Outcome::Skip,
-        (_, Verdict::WouldPatch | Verdict::RunsOnPool) => Outcome::Warn,
-        (_, Verdict::WouldDeny | Verdict::NoFeasibleNode) => Outcome::Fail,
+        (_, WorkloadVerdict::Compliant) => ResultStatus::Pass,
+        (_, WorkloadVerdict::Skipped) => ResultStatus::Skip,
+        (_, WorkloadVerdict::WouldPatch | WorkloadVerdict::RunsOnPool) => ResultStatus::Warn,
+        (_, WorkloadVerdict::WouldDeny | WorkloadVerdict::NoFeasibleNode) => ResultStatus::Fail,
     }
 }
 
@@ -98,7 +97,7 @@ struct ReportResult {
     source: &'static str,
     policy: String,
     rule: &'static str,
-    result: Outcome,
+    result: ResultStatus,
     scored: bool,
     message: String,
     properties: BTreeMap<&'static str, String>,
@@ -115,12 +114,12 @@ pub struct Summary {
 }
 
 impl Summary {
-    fn add(&mut self, outcome: Outcome) {
+    fn add(&mut self, outcome: ResultStatus) {
         match outcome {
-            Outcome::Pass => self.pass += 1,
-            Outcome::Fail => self.fail += 1,
-            Outcome::Warn => self.warn += 1,
-            Outcome::Skip => self.skip += 1,
+            ResultStatus::Pass => self.pass += 1,
+            ResultStatus::Fail => self.fail += 1,
+            ResultStatus::Warn => self.warn += 1,
+            ResultStatus::Skip => self.skip += 1,
         }
     }
 }
@@ -148,7 +147,7 @@ fn api_version_of(kind: &str) -> &'static str {
 }
 
 fn property(text: &str) -> String {
-    pod_director_engine::placement::truncate_bytes(text, MAX_PROPERTY_BYTES)
+    crate::placement::truncate_bytes(text, MAX_PROPERTY_BYTES)
 }
 
 fn result_of(namespace: &str, workload: &str, o: &WorkloadOutcome) -> ReportResult {
@@ -191,15 +190,15 @@ fn result_of(namespace: &str, workload: &str, o: &WorkloadOutcome) -> ReportResu
 
 /// The namespace guard's result for a namespace of `group`.
 fn guard_result(config: &Config, namespace: &str, group: &str) -> ReportResult {
-    let mode = pod_director_engine::namespace_guard::mode_of_group(config, Some(group));
+    let mode = crate::namespace_guard::mode_of_group(config, Some(group));
     let (result, message) = if mode == Mode::Enforce {
         (
-            Outcome::Pass,
+            ResultStatus::Pass,
             format!("the namespace label guard keeps this namespace in group {group}"),
         )
     } else {
         (
-            Outcome::Warn,
+            ResultStatus::Warn,
             format!(
                 "the namespace label guard is in {} for group {group}: a tenant can still relabel this namespace out \
                  of the group",
