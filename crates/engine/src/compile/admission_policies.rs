@@ -40,6 +40,10 @@ pub const GROUP_LABEL: &str = "pod-director.io/group";
 /// reach these expressions.
 pub const WEBHOOK_ONLY: &str = r#"request.resource.resource != "pods" || request.operation != "CREATE" || (has(object.spec.nodeName) && object.spec.nodeName != "")"#;
 
+/// The policies' first match condition: the pod names no node. The rest of [`WEBHOOK_ONLY`] (anything
+/// but a pod CREATE) the policies' matchConstraints already leave out.
+const NAMES_NO_NODE: &str = r#"!has(object.spec.nodeName) || object.spec.nodeName == """#;
+
 /// The four objects compiled from one group, in the order they are applied (each policy
 /// before its binding).
 #[derive(Debug, Clone, PartialEq)]
@@ -112,54 +116,84 @@ fn toleration_object(t: &Toleration) -> String {
     format!("Object.spec.tolerations{{{}}}", fields.join(", "))
 }
 
-/// CEL: toleration `e` (a variable) tolerates every taint `w` tolerates: `is_superset(e, w)`
-/// with `w` known ([`crate::placement::tolerations::is_superset`], the in-tree `isSuperset`).
-fn superset(e: &str, w: &Toleration) -> String {
-    let ek = format!(r#"(has({e}.key) ? {e}.key : "")"#);
-    let ev = format!(r#"(has({e}.value) ? {e}.value : "")"#);
-    let ee = format!(r#"(has({e}.effect) ? {e}.effect : "")"#);
-    let eop = format!(r#"(has({e}.operator) && {e}.operator != "" ? {e}.operator : "Equal")"#);
+/// CEL: toleration `e` (a variable) is `w` spelled as the engine spells it
+/// ([`crate::placement::tolerations::normalized`]): the toleration the webhook and the mutating policy add,
+/// so the one a placed pod usually has. A sufficient test of [`superset`] that compares each field
+/// once, the key first (where the pod's other tolerations differ).
+fn spelled_as(e: &str, w: &Toleration) -> String {
     let w = normalized(w);
-    let (wk, wv, we) = (text(&w.key), text(&w.value), text(&w.effect));
-    let wop = text(&w.operator);
-    let seconds = match w.toleration_seconds {
-        Some(n) => format!("(has({e}.tolerationSeconds) && {e}.tolerationSeconds == {n})"),
+    let mut out: Vec<String> = [
+        ("key", &w.key),
+        ("effect", &w.effect),
+        ("operator", &w.operator),
+        ("value", &w.value),
+    ]
+    .into_iter()
+    .map(|(field, value)| match value {
+        Some(v) => format!("has({e}.{field}) && {e}.{field} == {}", lit(v)),
+        None => format!("!has({e}.{field})"),
+    })
+    .collect();
+    out.push(match w.toleration_seconds {
+        Some(n) => format!("has({e}.tolerationSeconds) && {e}.tolerationSeconds == {n}"),
         None => format!("!has({e}.tolerationSeconds)"),
-    };
-    let same = format!(
-        "({ek} == {} && {eop} == {} && {ev} == {} && {ee} == {} && {seconds})",
-        lit(wk),
-        lit(wop),
-        lit(wv),
-        lit(we)
-    );
-    let key = if wk.is_empty() {
-        format!(r#"{ek} == """#)
-    } else {
-        format!(r#"({ek} == {} || ({ek} == "" && {eop} == "Exists"))"#, lit(wk))
-    };
-    let effect = if we.is_empty() {
-        format!(r#"{ee} == """#)
-    } else {
-        format!(r#"({ee} == {} || {ee} == "")"#, lit(we))
-    };
-    let limit = match w.toleration_seconds {
-        Some(n) => format!("{n} <= {e}.tolerationSeconds"),
-        None => "false".to_owned(),
-    };
-    let no_execute = format!(r#"({ee} != "NoExecute" || !has({e}.tolerationSeconds) || {limit})"#);
-    let operator = if wop == "Equal" {
-        format!(r#"({eop} == "Exists" || ({eop} == "Equal" && {ev} == {}))"#, lit(wv))
-    } else {
-        format!(r#"{eop} == "Exists""#)
-    };
-    format!("{same} || ({key} && {effect} && {no_execute} && {operator})")
+    });
+    out.join(" && ")
 }
 
-/// CEL: the pod has a toleration that tolerates everything `w` does.
+/// CEL: toleration `e` (a variable) tolerates every taint `w` tolerates: `is_superset(e, w)`
+/// with `w` known ([`crate::placement::tolerations::is_superset`], the in-tree `isSuperset`), each clause
+/// reduced by what `w` is: an empty field of the pod's toleration is an absent one (the API
+/// server drops empty strings), an empty operator is `Equal`, and the `NoExecute` seconds only
+/// matter when `w`'s effect is `NoExecute` (any other effect of `w` admits no `NoExecute` one).
+fn superset(e: &str, w: &Toleration) -> String {
+    let w = normalized(w);
+    let (wk, wv, we) = (text(&w.key), text(&w.value), text(&w.effect));
+    let exists = format!(r#"(has({e}.operator) && {e}.operator == "Exists")"#);
+    let empty = |field: &str| format!(r#"(!has({e}.{field}) || {e}.{field} == "")"#);
+    let mut clauses = Vec::new();
+    // An empty key with Exists matches every key.
+    clauses.push(if wk.is_empty() {
+        empty("key")
+    } else {
+        format!(r#"(has({e}.key) && {e}.key != "" ? {e}.key == {} : {exists})"#, lit(wk))
+    });
+    // An empty effect matches every effect.
+    clauses.push(if we.is_empty() {
+        empty("effect")
+    } else {
+        format!(r#"(!has({e}.effect) || {e}.effect == "" || {e}.effect == {})"#, lit(we))
+    });
+    if we == "NoExecute" {
+        // A NoExecute toleration with seconds tolerates only what leaves as soon (or sooner).
+        let limit = match w.toleration_seconds {
+            Some(n) => format!(" || {n} <= {e}.tolerationSeconds"),
+            None => String::new(),
+        };
+        clauses.push(format!(
+            r#"(!has({e}.effect) || {e}.effect != "NoExecute" || !has({e}.tolerationSeconds){limit})"#
+        ));
+    }
+    // Operators are Equal (also when empty) or Exists: the API server refuses any other.
+    clauses.push(if text(&w.operator) == "Equal" {
+        let value = if wv.is_empty() {
+            empty("value")
+        } else {
+            format!("(has({e}.value) && {e}.value == {})", lit(wv))
+        };
+        format!("({exists} || {value})")
+    } else {
+        exists
+    });
+    clauses.join(" && ")
+}
+
+/// CEL: the pod has a toleration that tolerates everything `w` does — the engine's spelling of
+/// `w` looked for first, the whole superset rule only when no toleration is spelled so.
 fn tolerated(w: &Toleration) -> String {
     format!(
-        "has(object.spec.tolerations) && object.spec.tolerations.exists(t, {})",
+        "has(object.spec.tolerations) && (object.spec.tolerations.exists(t, {}) || object.spec.tolerations.exists(t, {}))",
+        spelled_as("t", w),
         superset("t", w)
     )
 }
@@ -170,9 +204,10 @@ fn match_condition(name: &str, expression: String) -> Value {
 
 /// The conditions both policies share: the pod is on the policy path and not skipped by a rule.
 fn match_conditions(config: &Config, group: &Group) -> Vec<Value> {
+    // The rest of WEBHOOK_ONLY (anything but a pod CREATE) the policies' matchConstraints leave out.
     let mut out = vec![match_condition(
         "not-left-to-the-webhook",
-        format!("// Pods naming spec.nodeName are decided by the webhook (it checks the Node).\n!({WEBHOOK_ONLY})"),
+        format!("// Pods naming spec.nodeName are decided by the webhook (it checks the Node).\n{NAMES_NO_NODE}"),
     )];
     if group.allow_pod_exclusion {
         let label = lit(&config.pod_exclusion_label);
@@ -291,41 +326,54 @@ fn mutation_variables(group: &Group) -> Vec<Value> {
         .collect()
 }
 
-/// The ValidatingAdmissionPolicy's variables: `conflicts` and `violations`, lists of the
-/// webhook's own phrases (`nodeSelector["k"]: pod has "a", group requires "b" (rejected)`).
-fn validation_variables(config: &Config, name: &str, group: &Group) -> Vec<Value> {
+/// The ValidatingAdmissionPolicy's variables and validations. Each validation's expression is a
+/// boolean that short-circuits on a placed pod (the group's keys and values, each toleration's
+/// engine spelling before the superset rule); its message lists what is wrong with the webhook's
+/// own phrases (`nodeSelector["k"]: pod has "a", group requires "b" (rejected)`) from the
+/// variables `conflicts` and `violations`, each used once. The API server evaluates every
+/// `messageExpression` of a policy for every request, each in a context of its own (variables
+/// included), so each message first asks its validation's boolean again: the lists are built
+/// only for a pod that is refused. No conflict is refused but under `onConflict: reject`.
+fn validation(config: &Config, name: &str, group: &Group) -> (Vec<Value>, Vec<Value>) {
     let selector = "object.spec.nodeSelector";
-    let mut conflicts = Vec::new();
-    let mut violations = Vec::new();
-    if group.on_conflict == OnConflict::Reject {
+    let reject = group.on_conflict == OnConflict::Reject;
+    let (mut agrees, mut conflicts) = (Vec::new(), Vec::new());
+    let (mut satisfied, mut violations) = (Vec::new(), Vec::new());
+    if reject {
         // A compiled group offers no alternative: a pod naming one conflicts ([`crate::placement::choice`]).
         let (labels, key) = ("object.metadata.labels", lit(&config.pod_placement_label));
+        let chosen = format!("has({labels}) && {key} in {labels} && {labels}[{key}] != \"default\"");
+        agrees.push(format!("!({chosen})"));
         conflicts.push(format!(
-            "  // {label}: a choice of placement the group does not offer\n  (has({labels}) && {key} in {labels} && \
-             {labels}[{key}] != \"default\" ? [{} + {labels}[{key}] + {}] : [])",
+            "  // {label}: a choice of placement the group does not offer\n  ({chosen} ? [{} + {labels}[{key}] + {}] : [])",
             lit(&format!("metadata.labels[{key}]: pod has \"")),
             lit("\", group requires one of default (rejected)"),
             label = config.pod_placement_label,
         ));
     }
+    let mut keys = Vec::new();
     for (key, value) in &group.node_selector {
-        let k = lit(key);
-        let field = format!("nodeSelector[{}]", lit(key));
-        let missing = format!("!has({selector}) || !({k} in {selector})");
+        let (k, v) = (lit(key), lit(value));
+        let field = format!("nodeSelector[{k}]");
+        keys.push(match group.on_conflict {
+            OnConflict::Override => format!("{k} in {selector} && {selector}[{k}] == {v}"),
+            // A value that differs is a conflict (reject) or the pod's to keep (ignore).
+            OnConflict::Reject | OnConflict::Ignore => format!("{k} in {selector}"),
+        });
         violations.push(format!(
-            "  // {key}={value}\n  ({missing} ? [{}] : [])",
+            "  // {key}={value}\n  (!has({selector}) || !({k} in {selector}) ? [{}] : [])",
             lit(&format!("{field}: missing; the group requires {key}={value}"))
         ));
-        let differs = format!(
-            "has({selector}) && {k} in {selector} && {selector}[{k}] != {}",
-            lit(value)
-        );
+        let differs = format!("has({selector}) && {k} in {selector} && {selector}[{k}] != {v}");
         match group.on_conflict {
-            OnConflict::Reject => conflicts.push(format!(
-                "  // {key}={value}\n  ({differs} ? [{} + {selector}[{k}] + {}] : [])",
-                lit(&format!("{field}: pod has \"")),
-                lit(&format!("\", group requires {value:?} (rejected)"))
-            )),
+            OnConflict::Reject => {
+                agrees.push(format!("(!has({selector}) || !({k} in {selector}) || {selector}[{k}] == {v})"));
+                conflicts.push(format!(
+                    "  // {key}={value}\n  ({differs} ? [{} + {selector}[{k}] + {}] : [])",
+                    lit(&format!("{field}: pod has \"")),
+                    lit(&format!("\", group requires {value:?} (rejected)"))
+                ));
+            }
             OnConflict::Override => violations.push(format!(
                 "  // {key}={value} (overridden, then undone by someone else)\n  ({differs} ? [{} + {selector}[{k}] + {}] : [])",
                 lit(&format!("{field}: is \"")),
@@ -333,6 +381,9 @@ fn validation_variables(config: &Config, name: &str, group: &Group) -> Vec<Value
             )),
             OnConflict::Ignore => {}
         }
+    }
+    if !keys.is_empty() {
+        satisfied.push(format!("has({selector}) && {}", keys.join(" && ")));
     }
     for t in &group.tolerations {
         violations.push(format!(
@@ -342,29 +393,62 @@ fn validation_variables(config: &Config, name: &str, group: &Group) -> Vec<Value
             lit(&format!("tolerations: missing a toleration of {}", describe(t)))
         ));
     }
-    let list = |items: Vec<String>| {
-        if items.is_empty() {
-            "[]".to_owned()
+    // Tolerations spelled alike are one check.
+    for t in distinct_tolerations(group) {
+        satisfied.push(format!("// {}\n({})", describe(t), tolerated(t)));
+    }
+    let list = |items: Vec<String>| format!("[] +\n{}", items.join(" +\n"));
+    let all = |terms: Vec<String>| {
+        if terms.is_empty() {
+            "true".to_owned()
         } else {
-            format!("[] +\n{}", items.join(" +\n"))
+            terms.join(" &&\n")
         }
     };
-    vec![
-        json!({
+    let mut variables = Vec::new();
+    let mut validations = Vec::new();
+    if reject {
+        variables.push(json!({
             "name": "conflicts",
             "expression": format!(
                 "// groups.{name}: the pod's own placement the group contradicts (onConflict: reject).\n{}",
                 list(conflicts)
             ),
-        }),
-        json!({
-            "name": "violations",
-            "expression": format!(
-                "// groups.{name}: what the final pod lacks of the group's placement.\n{}",
-                list(violations)
-            ),
-        }),
-    ]
+        }));
+        let agrees = all(agrees);
+        let message = format!(
+            "{} + variables.conflicts.join(\"; \") + {}",
+            lit(&format!(
+                "pod-director: the pod conflicts with placement group {name:?}: "
+            )),
+            lit("; remove or change the pod's own placement (the group's onConflict is reject)")
+        );
+        validations.push(json!({
+            "expression": format!("// groups.{name}: nothing of the pod's own placement contradicts the group.\n{agrees}"),
+            "messageExpression": format!("({agrees}) ? \"\" :\n{message}"),
+            "reason": "Forbidden",
+        }));
+    }
+    variables.push(json!({
+        "name": "violations",
+        "expression": format!(
+            "// groups.{name}: what the final pod lacks of the group's placement.\n{}",
+            if violations.is_empty() { "[]".to_owned() } else { list(violations) }
+        ),
+    }));
+    let satisfied = all(satisfied);
+    let message = format!(
+        "{} + variables.violations.join(\"; \")",
+        lit(&format!(
+            "pod-director: the pod does not satisfy placement group {name:?}: "
+        ))
+    );
+    validations.push(json!({
+        "expression": format!("// groups.{name}: the final pod has the group's placement.\n{satisfied}"),
+        "messageExpression": format!("({satisfied}) ? \"\" :\n{message}"),
+        "reason": "Forbidden",
+    }));
+    (variables, validations)
 }
 
 fn metadata(name: &str, object: &str) -> Value {
@@ -429,7 +513,7 @@ pub fn compile(config: &Config, name: &str, group: &Group, excluded: &[String]) 
             // again gets the pod refused by the ValidatingAdmissionPolicy instead.
             "reinvocationPolicy": "Never",
             "matchConstraints": pod_creates(),
-            "matchConditions": conditions,
+            "matchConditions": conditions.clone(),
             "variables": mutation_variables(group),
             "mutations": mutations,
         }
@@ -440,19 +524,7 @@ pub fn compile(config: &Config, name: &str, group: &Group, excluded: &[String]) 
         "metadata": metadata(name, &object),
         "spec": { "policyName": object, "matchResources": { "namespaceSelector": selector } },
     });
-    let reject = format!(
-        "{} + variables.conflicts.join(\"; \") + {}",
-        lit(&format!(
-            "pod-director: the pod conflicts with placement group {name:?}: "
-        )),
-        lit("; remove or change the pod's own placement (the group's onConflict is reject)")
-    );
-    let unsatisfied = format!(
-        "{} + variables.violations.join(\"; \")",
-        lit(&format!(
-            "pod-director: the pod does not satisfy placement group {name:?}: "
-        ))
-    );
+    let (variables, validations) = validation(config, name, group);
     let validating = json!({
         "apiVersion": API_VERSION,
         "kind": "ValidatingAdmissionPolicy",
@@ -460,20 +532,9 @@ pub fn compile(config: &Config, name: &str, group: &Group, excluded: &[String]) 
         "spec": {
             "failurePolicy": "Fail",
             "matchConstraints": pod_creates(),
-            "matchConditions": match_conditions(config, group),
-            "variables": validation_variables(config, name, group),
-            "validations": [
-                {
-                    "expression": "size(variables.conflicts) == 0",
-                    "messageExpression": reject,
-                    "reason": "Forbidden",
-                },
-                {
-                    "expression": "size(variables.violations) == 0",
-                    "messageExpression": unsatisfied,
-                    "reason": "Forbidden",
-                },
-            ],
+            "matchConditions": conditions,
+            "variables": variables,
+            "validations": validations,
         }
     });
     let validating_binding = json!({

@@ -22,6 +22,17 @@ fn compiled(yaml: &str, group: &str) -> Policies {
     compile(&config, group, g, &["kube-system".to_owned()]).expect("compiles")
 }
 
+/// The ValidatingAdmissionPolicy's variable `name`: its expression.
+fn variable(p: &Policies, name: &str) -> String {
+    p.objects[2]["spec"]["variables"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|v| v["name"] == name)
+        .map(|v| v["expression"].as_str().unwrap_or_default().to_owned())
+        .unwrap_or_else(|| panic!("no variable {name}: {}", p.objects[2]))
+}
+
 fn kinds(p: &Policies) -> Vec<&str> {
     p.objects
         .iter()
@@ -131,13 +142,13 @@ fn the_node_selector_mutation_escapes_keys_and_follows_on_conflict() {
         "a",
     );
     assert!(!mutation(&reject).contains(r#"op: "replace""#));
-    let conflicts = reject.objects[2]["spec"]["variables"][0]["expression"].to_string();
+    let conflicts = variable(&reject, "conflicts");
     assert!(conflicts.contains("(rejected)"), "{conflicts}");
     let ignore = compiled(
         "groups: {a: {mode: enforce, enforceWith: policy, onConflict: ignore, nodeSelector: {p: a}}}",
         "a",
     );
-    let violations = ignore.objects[2]["spec"]["variables"][1]["expression"].to_string();
+    let violations = variable(&ignore, "violations");
     assert!(violations.contains("missing; the group requires p=a"), "{violations}");
     assert!(
         !violations.contains("is \\\""),
@@ -161,14 +172,14 @@ fn tolerations_spelled_alike_are_added_once_in_the_engines_spelling() {
     );
     assert!(t.contains("tolerationSeconds: 30"), "{t}");
     // The validating policy checks each of the group's tolerations, as /validate does.
-    let violations = p.objects[2]["spec"]["variables"][1]["expression"].to_string();
+    let violations = variable(&p, "violations");
     assert_eq!(violations.matches("missing a toleration of").count(), 3, "{violations}");
 }
 
 #[test]
 fn messages_are_the_webhooks() {
-    let p = compiled(GROUPS, "ci");
-    let validations = p.objects[2]["spec"]["validations"].to_string();
+    let reject = GROUPS.replace("onConflict: override", "onConflict: reject");
+    let validations = compiled(&reject, "ci").objects[2]["spec"]["validations"].to_string();
     assert!(
         validations.contains(r#"pod-director: the pod conflicts with placement group \\\"ci\\\": "#),
         "{validations}"
@@ -177,6 +188,60 @@ fn messages_are_the_webhooks() {
         validations.contains(r#"pod-director: the pod does not satisfy placement group \\\"ci\\\": "#),
         "{validations}"
     );
+    // Only onConflict: reject refuses a conflict.
+    let validations = &compiled(GROUPS, "ci").objects[2]["spec"]["validations"];
+    assert_eq!(validations.as_array().map(Vec::len), Some(1), "{validations}");
+}
+
+#[test]
+fn a_message_is_built_only_for_a_refused_pod_and_each_variable_is_used_once() {
+    // The API server evaluates every messageExpression for every request, its variables afresh.
+    for on_conflict in ["reject", "override", "ignore"] {
+        let yaml = GROUPS.replace("onConflict: override", &format!("onConflict: {on_conflict}"));
+        let p = compiled(&yaml, "ci");
+        let spec = &p.objects[2]["spec"];
+        let mut uses = 0;
+        for validation in spec["validations"].as_array().into_iter().flatten() {
+            let expression = validation["expression"].as_str().unwrap_or_default();
+            let message = validation["messageExpression"].as_str().unwrap_or_default();
+            let check = expression.split_once('\n').map_or(expression, |(_comment, rest)| rest);
+            assert!(
+                message.starts_with(&format!("({check}) ? \"\" :\n")),
+                "{on_conflict}: the message asks the validation first: {message}"
+            );
+            assert!(!expression.contains("variables."), "{on_conflict}: {expression}");
+            uses += message.matches("variables.").count();
+        }
+        let variables = spec["variables"].as_array().map_or(0, Vec::len);
+        assert_eq!(uses, variables, "{on_conflict}: each variable used once: {spec}");
+    }
+}
+
+#[test]
+fn a_toleration_is_looked_for_in_the_engines_spelling_before_the_superset_rule() {
+    let p = compiled(GROUPS, "ci");
+    let validations = p.objects[2]["spec"]["validations"].to_string();
+    let exact = r#"object.spec.tolerations.exists(t, has(t.key) && t.key == \"gpu\" && has(t.effect) && t.effect == \"NoExecute\" && has(t.operator) && t.operator == \"Exists\" && !has(t.value) && has(t.tolerationSeconds) && t.tolerationSeconds == 30) || object.spec.tolerations.exists(t, "#;
+    assert!(validations.contains(exact), "{validations}");
+    // The NoExecute seconds are asked only of a NoExecute toleration of the group.
+    let dedicated = tolerated(&toleration_of(
+        json!({"key": "dedicated", "value": "ci", "effect": "NoSchedule"}),
+    ));
+    assert!(!dedicated.contains("<= t.tolerationSeconds"), "{dedicated}");
+    assert!(!dedicated.contains(r#"!= "NoExecute""#), "{dedicated}");
+    let gpu = tolerated(&toleration_of(
+        json!({"key": "gpu", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 30}),
+    ));
+    assert!(gpu.contains("30 <= t.tolerationSeconds"), "{gpu}");
+    // Pods naming a node are the webhook's; the matchConstraints leave out the rest of WEBHOOK_ONLY.
+    let condition = p.objects[2]["spec"]["matchConditions"][0]["expression"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(condition.ends_with(NAMES_NO_NODE), "{condition}");
+}
+
+fn toleration_of(value: Value) -> Toleration {
+    serde_json::from_value(value).expect("a toleration")
 }
 
 #[test]
@@ -286,10 +351,7 @@ fn observation_is_sampled_by_the_owner_uid_and_keeps_every_bare_pod() {
 fn a_compiled_group_refuses_a_choice_of_placement_with_the_webhook_s_conflict() {
     let yaml = GROUPS.replace("onConflict: override", "onConflict: reject");
     let p = compiled(&yaml, "ci");
-    let conflicts = p.objects[2]["spec"]["variables"][0]["expression"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let conflicts = variable(&p, "conflicts");
     // The webhook's conflict for a pod labelled gpu in a group that offers no alternative.
     let config = config(&yaml);
     let pod: crate::placement::Pod = serde_json::from_value(json!({
@@ -314,8 +376,8 @@ fn a_compiled_group_refuses_a_choice_of_placement_with_the_webhook_s_conflict() 
     );
     // override and ignore apply the default: nothing to refuse.
     assert!(
-        !compiled(GROUPS, "ci").objects[2]["spec"]["variables"][0]["expression"]
+        !compiled(GROUPS, "ci").objects[2]["spec"]
             .to_string()
-            .contains("metadata.labels")
+            .contains("pod-director/placement")
     );
 }
