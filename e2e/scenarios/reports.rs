@@ -479,7 +479,7 @@ async fn a_report_writer_refused_by_rbac_keeps_running_and_writes_nothing() {
     let (publisher, task) = spawn_reports(denied, options, stopped);
     // The CRD is served; a few scans, each refused.
     for _ in 0..3 {
-        publisher.publish(&audit, &env.config);
+        publisher.publish(&mut audit.clone(), &env.config);
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     assert!(!task.is_finished(), "the writer stopped after RBAC refused it");
@@ -500,7 +500,7 @@ async fn a_report_writer_refused_by_rbac_keeps_running_and_writes_nothing() {
         },
         stop.subscribe(),
     );
-    admin_publisher.publish(&audit, &env.config);
+    admin_publisher.publish(&mut audit.clone(), &env.config);
     let written = eventually("the admin's writer to write the report", || async {
         reports(&env, &ns).get_opt("e2e-refused").await.ok().flatten()
     })

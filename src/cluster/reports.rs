@@ -70,13 +70,21 @@ pub struct ReportsOptions {
 pub struct Publisher {
     settings: Settings,
     enabled: bool,
+    /// Events are published on verdict changes (the writer compares ledgers).
+    events: bool,
     tx: Arc<watch::Sender<Option<Arc<Wanted>>>>,
 }
 
 impl Publisher {
     /// Builds the reports of `audit` and hands them to the writer (replacing any not yet written).
-    pub fn publish(&self, audit: &Audit, config: &Config) {
-        let ledger = Arc::new(pod_director_engine::audit::workloads::of_audit(audit));
+    /// The audit's ledger moves into what the writer keeps until the next scan (taken out of
+    /// `audit`, not copied); with neither reports nor Events nothing reads it, and it is dropped.
+    pub fn publish(&self, audit: &mut Audit, config: &Config) {
+        let mut ledger = pod_director_engine::audit::workloads::of_audit(audit);
+        if !self.enabled && !self.events {
+            ledger = Default::default();
+        }
+        let ledger = Arc::new(ledger);
         let reports = if self.enabled {
             open_reports::desired(&ledger, config, &self.settings)
         } else {
@@ -179,6 +187,7 @@ pub fn spawn_reports(
     let publisher = Publisher {
         settings: settings.clone(),
         enabled,
+        events: events.is_some(),
         tx: Arc::new(tx),
     };
     let task = tokio::spawn(async move {

@@ -244,11 +244,11 @@ async fn scan_once(c: &Continuous) -> Duration {
     .await;
     c.metrics.set_audit_duration(started.elapsed());
     let next = match result {
-        Ok(audit) => {
+        Ok(mut audit) => {
             c.metrics.audit_scanned(ScanResult::Success);
             c.metrics.set_audit(&audit);
             if let Some(reports) = &c.reports {
-                reports.publish(&audit, &loaded.config);
+                reports.publish(&mut audit, &loaded.config);
             }
             log(&audit, &loaded.revision);
             c.interval

@@ -252,22 +252,27 @@ impl Ledger {
         }
     }
 
-    /// Merges another ledger's entries (the reservations' into the groups').
-    pub fn merge(&mut self, other: &Ledger) {
-        for (namespace, theirs) in &other.namespaces {
-            let ours = self.namespaces.entry(namespace.clone()).or_default();
+    /// Moves another ledger's entries into this one (the reservations' into the groups'); a
+    /// workload in both keeps the worse verdict.
+    pub fn merge(&mut self, other: Ledger) {
+        if self.namespaces.is_empty() {
+            *self = other;
+            return;
+        }
+        for (namespace, theirs) in other.namespaces {
+            let ours = self.namespaces.entry(namespace).or_default();
             if ours.group.is_none() {
-                ours.group.clone_from(&theirs.group);
+                ours.group = theirs.group;
             }
             ours.omitted += theirs.omitted;
-            for (key, outcome) in &theirs.entries {
+            for (key, outcome) in theirs.entries {
                 let full = ours.entries.len() >= MAX_WORKLOADS_PER_NAMESPACE;
-                match ours.entries.get_mut(key) {
-                    Some(found) if outcome.verdict > found.verdict => *found = outcome.clone(),
+                match ours.entries.get_mut(&key) {
+                    Some(found) if outcome.verdict > found.verdict => *found = outcome,
                     Some(_) => {}
                     None if full => ours.omitted += 1,
                     None => {
-                        ours.entries.insert(key.clone(), outcome.clone());
+                        ours.entries.insert(key, outcome);
                     }
                 }
             }
@@ -285,18 +290,19 @@ impl Copy for Entry<'_> {}
 
 /// The whole audit's outcomes per namespace: the groups' namespaces with their workloads, and
 /// the reservations' intruders in those namespaces (intruders of namespaces that select no
-/// audited group are in the audit's findings and gauges only).
-pub fn of_audit(audit: &super::Audit) -> Ledger {
+/// audited group are in the audit's findings and gauges only). The ledgers are moved out of
+/// `audit`, not copied: a scan of thousands of bare pods (a workload each) is held once.
+pub fn of_audit(audit: &mut super::Audit) -> Ledger {
     let mut ledger = Ledger::default();
-    for group in &audit.groups {
-        ledger.merge(&group.workloads);
+    for group in &mut audit.groups {
+        ledger.merge(std::mem::take(&mut group.workloads));
     }
-    for reservation in &audit.reservations {
-        let mut intruders = reservation.workloads.clone();
+    for reservation in &mut audit.reservations {
+        let mut intruders = std::mem::take(&mut reservation.workloads);
         intruders
             .namespaces
             .retain(|ns, _| ledger.namespaces.get(ns).is_some_and(|o| o.group.is_some()));
-        ledger.merge(&intruders);
+        ledger.merge(intruders);
     }
     ledger
 }

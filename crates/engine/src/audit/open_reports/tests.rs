@@ -164,7 +164,7 @@ fn a_namespace_with_only_intruders_and_no_group_gets_no_report() {
         "intrudes",
         None,
     );
-    l.merge(&other);
+    l.merge(other);
     let reports = desired(&l, &config(None), &Settings::default());
     assert_eq!(reports.keys().collect::<Vec<_>>(), ["team-a", "team-b"]);
 }

@@ -115,13 +115,43 @@ fn entries_beyond_the_bound_are_counted_and_messages_are_cut() {
 }
 
 #[test]
+fn the_audits_ledger_is_moved_out_of_it_not_copied() {
+    let mut group = super::super::GroupAudit::new("web".to_owned(), Mode::DryRun);
+    group.workloads.namespace("team-a", "web");
+    for i in 0..3 {
+        group.workloads.record_placement(
+            &entry(&format!("Pod/p{i}"), true),
+            &outcome(Decision::WouldPatch, "would add"),
+        );
+    }
+    let mut audit = super::super::Audit {
+        groups: vec![group],
+        nodes: None,
+        namespaces_scanned: 1,
+        pods_scanned: 3,
+        templates_scanned: 0,
+        elapsed: std::time::Duration::ZERO,
+        warnings: Vec::new(),
+        reservations: Vec::new(),
+    };
+    let expected = audit.groups[0].workloads.clone();
+    let ledger = of_audit(&mut audit);
+    assert_eq!(ledger, expected);
+    assert_eq!(ledger.namespaces["team-a"].entries.len(), 3);
+    assert!(
+        audit.groups[0].workloads.namespaces.is_empty(),
+        "the audit no longer holds a copy"
+    );
+}
+
+#[test]
 fn merging_keeps_the_worse_verdict_and_the_namespaces_of_both() {
     let mut a = Ledger::default();
     a.namespace("empty", "web");
     a.record(&entry("Pod/x", true), WorkloadVerdict::Compliant, "ok", None);
     let mut b = Ledger::default();
     b.record(&entry("Pod/x", true), WorkloadVerdict::WouldDeny, "no", None);
-    a.merge(&b);
+    a.merge(b);
     assert!(a.namespaces.contains_key("empty"));
     assert_eq!(
         a.namespaces["team-a"].entries.values().next().map(|e| e.verdict),
