@@ -166,7 +166,12 @@ pub struct Recreation {
 }
 
 /// The requester of `pod`'s re-creation and its workload (see the module's table).
-pub(crate) fn recreation(config: &Config, pod: &Pod, controllers: &Controllers, nodes: Option<&dyn NodeView>) -> Recreation {
+pub(crate) fn recreation(
+    config: &Config,
+    pod: &Pod,
+    controllers: &Controllers,
+    nodes: Option<&dyn NodeView>,
+) -> Recreation {
     let name = pod.metadata.name.as_deref().unwrap_or_default();
     if let Some((kind, owner, top)) = controllers.verified(pod) {
         return Recreation {

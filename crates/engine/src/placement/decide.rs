@@ -615,7 +615,12 @@ pub(crate) fn bound_node<'p>(pod: &'p Pod, old: Option<&Pod>) -> Option<&'p str>
 
 /// Whether deciding `pod` at /validate needs the node its `spec.nodeName`
 /// names (so the caller can look it up before deciding).
-pub(crate) fn needs_bound_node<'p>(config: &Config, ns: &Namespace<'_>, pod: &'p Pod, old: Option<&Pod>) -> Option<&'p str> {
+pub(crate) fn needs_bound_node<'p>(
+    config: &Config,
+    ns: &Namespace<'_>,
+    pod: &'p Pod,
+    old: Option<&Pod>,
+) -> Option<&'p str> {
     match select_group(config, ns) {
         Selection::Group { .. } => bound_node(pod, old),
         _ => None,
