@@ -5,8 +5,16 @@
 #   scripts/image.sh build [BINARY]   the OCI layout (prints its path): a base layer of distroless
 #                                     cc-debian12's Debian packages (mmdebstrap, cached by package set
 #                                     and release), a layer with BINARY (default: the release build,
-#                                     target/release/pod-director, built when missing or stale), and
-#                                     the image config read from the Containerfile's release stage
+#                                     `binary` below), the image config read from the Containerfile's
+#                                     release stage, and the image's SBOM (CycloneDX, scripts/sbom.py)
+#                                     stored beside it as an OCI 1.1 artifact whose subject is the image
+#   scripts/image.sh binary           the release binary with its dependency tree embedded: `cargo
+#                                     auditable build --release --locked --bin pod-director` (prints
+#                                     its path; cargo-auditable from crates.io, cached by version)
+#   scripts/image.sh sbom ROOTFS DIGEST OUT [ARCH]
+#                                     the SBOM of a pushed image (the release workflow): ROOTFS a tar
+#                                     of its filesystem, DIGEST its manifest's digest; VERSION from
+#                                     the environment, else Cargo.toml
 #   scripts/image.sh facts            the image facts, KEY=VALUE lines for $GITHUB_ENV: IMAGE_NAME
 #                                     (the chart's image.repository), IMAGE_USER, IMAGE_PORTS, read
 #                                     from the Containerfile and checked against the chart's values
@@ -22,7 +30,8 @@
 #
 # Cache: ${POD_DIRECTOR_CACHE:-~/.cache/pod-director}/image/: base-<key>.tar (the base rootfs,
 # key = sha256 of suite, architecture, package list and this script's base recipe) and layout/
-# (the OCI image layout, tag `release`, rebuilt by every `build`).
+# (the OCI image layout, tag `release`, and its SBOM artifact, rebuilt by every `build`); tools/:
+# cargo-auditable, and jsonschema with CycloneDX's schema (PyPI) that validate every SBOM.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -31,21 +40,30 @@ IMAGE_CACHE="$CACHE/image"
 LAYOUT="$IMAGE_CACHE/layout"
 TAG=release
 
-# distroless cc-debian12: its Debian packages and release.
+# distroless cc-debian12: its Debian packages and release. gcc-12-base (a dependency of libgcc-s1)
+# holds no library, only libgcc-s1's copyright file (/usr/share/doc/libgcc-s1 is a link to
+# /usr/share/doc/gcc-12-base): the licence the SBOM lists and the image must carry.
 DEBIAN_SUITE=bookworm
 DEBIAN_MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
-BASE_PACKAGES=(base-files netbase tzdata ca-certificates libc6 libgcc-s1)
+BASE_PACKAGES=(base-files netbase tzdata ca-certificates libc6 libgcc-s1 gcc-12-base)
 # distroless's :nonroot image config (github.com/GoogleContainerTools/distroless, base/base.bzl).
 BASE_ENV=(PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt)
 BASE_WORKDIR=/home/nonroot
 # Bumped when the base recipe (the hook below) changes: part of the cache key.
 BASE_RECIPE=2
+CARGO_AUDITABLE_VERSION=0.7.7  # renovate: datasource=crate depName=cargo-auditable
+# The SBOM's validation: jsonschema and the CycloneDX JSON schema files of cyclonedx-python-lib.
+JSONSCHEMA_VERSION=4.26.0  # renovate: datasource=pypi depName=jsonschema
+CYCLONEDX_LIB_VERSION=11.12.0  # renovate: datasource=pypi depName=cyclonedx-python-lib
+SBOM_MEDIA_TYPE=application/vnd.cyclonedx+json
 
 log() { printf '[image] %s\n' "$*" >&2; }
 die() {
   printf '[image] error: %s\n' "$*" >&2
   exit 1
 }
+# shellcheck source=scripts/cargo-tool.sh
+source "$ROOT/scripts/cargo-tool.sh"
 
 arch() {
   case "$(uname -m)" in
@@ -235,18 +253,24 @@ HOOK
   echo "$tar"
 }
 
-# The release binary of this checkout (`cargo build --release --locked`, as the Containerfile).
-release_binary() {
-  local binary="${CARGO_TARGET_DIR:-$ROOT/target}/release/pod-director"
-  log "binary: cargo build --release --locked --bin pod-director (a no-op when up to date)"
-  (cd "$ROOT" && cargo build --release --locked --bin pod-director >&2)
+# The release binary of this checkout, with its dependency tree embedded (cargo auditable: the
+# crates of Cargo.lock it was built from, in its `.dep-v0` section): `cargo auditable build
+# --release --locked --bin pod-director`. The one build command of the release binary: the
+# Containerfile, e2e/image/run and `build` all run it. cargo-auditable wraps rustc for the
+# workspace's own crates only (RUSTC_WORKSPACE_WRAPPER), so switching between it and a plain
+# `cargo build --release` rebuilds pod-director and its engine, never the dependencies.
+cmd_binary() {
+  local auditable binary="${CARGO_TARGET_DIR:-$ROOT/target}/release/pod-director"
+  auditable=$(cargo_tool cargo-auditable "$CARGO_AUDITABLE_VERSION")
+  log "binary: cargo auditable build --release --locked --bin pod-director (a no-op when up to date)"
+  (cd "$ROOT" && "$auditable" auditable build --release --locked --bin pod-director >&2)
   echo "$binary"
 }
 
 cmd_build() {
   cmd_packages
   local binary=${1:-}
-  [[ -n "$binary" ]] || binary=$(release_binary)
+  [[ -n "$binary" ]] || binary=$(cmd_binary)
   [[ -x "$binary" ]] || die "$binary is not an executable"
   local stage base
   stage=$(VERSION=${VERSION:-$(sed -n 's/^version = "\(.*\)"/\1/p' "$ROOT/Cargo.toml" | head -n1)} \
@@ -281,18 +305,134 @@ cmd_build() {
   while read -r item; do config+=(--config.label "$item"); done < <(jq -r '.labels | to_entries[] | "\(.key)=\(.value)"' <<<"$stage")
   umoci config --image "$LAYOUT.new:$TAG" --no-history "${config[@]}"
   umoci gc --layout "$LAYOUT.new"
+
+  # The SBOM of this image, stored beside it as an OCI 1.1 artifact whose subject is its manifest.
+  local digest
+  digest=$(jq -r --arg tag "$TAG" '.manifests[] | select(.annotations["org.opencontainers.image.ref.name"] == $tag) | .digest' "$LAYOUT.new/index.json")
+  sbom "$base" "$digest" "$(arch)" "$work/sbom.cdx.json" "$(jq -r '.labels["org.opencontainers.image.version"] // empty' <<<"$stage")"
+  attach "$LAYOUT.new" "$TAG" "$work/sbom.cdx.json" "$SBOM_MEDIA_TYPE" >/dev/null
+
   rm -rf "$LAYOUT"
   mv "$LAYOUT.new" "$LAYOUT"
   rm -rf "$work"
   trap - EXIT
   local size
   size=$(du -sb "$LAYOUT/blobs" | cut -f1)
-  log "image: $LAYOUT:$TAG ($((size / 1024 / 1024)) MiB compressed; base $(basename "$base"))"
+  log "image: $LAYOUT:$TAG ($((size / 1024 / 1024)) MiB compressed; base $(basename "$base")), its SBOM attached ($SBOM_MEDIA_TYPE)"
   echo "$LAYOUT"
+}
+
+# The Python that validates SBOMs: jsonschema and CycloneDX's JSON schema files (those that PyPI's
+# cyclonedx-python-lib ships; its own code is not used), in a venv in the tools cache, keyed by
+# both versions. Prints the venv's directory.
+sbom_tools() {
+  local dir="$CACHE/tools/cyclonedx-schema-$CYCLONEDX_LIB_VERSION-jsonschema-$JSONSCHEMA_VERSION" lock
+  if [[ ! -f "$dir/.ready" ]]; then
+    mkdir -p "$CACHE/tools"
+    exec {lock}>"$CACHE/tools/.cyclonedx-schema.lock"
+    flock "$lock"
+    if [[ ! -f "$dir/.ready" ]]; then
+      local start=$SECONDS
+      log "installing jsonschema $JSONSCHEMA_VERSION and the CycloneDX schema (cyclonedx-python-lib $CYCLONEDX_LIB_VERSION) from PyPI into $dir (once)"
+      rm -rf "$dir"
+      if ! { python3 -m venv "$dir" >&2 &&
+        "$dir/bin/pip" install --quiet --disable-pip-version-check "jsonschema==$JSONSCHEMA_VERSION" >&2 &&
+        "$dir/bin/pip" install --quiet --disable-pip-version-check --no-deps "cyclonedx-python-lib==$CYCLONEDX_LIB_VERSION" >&2; }; then
+        rm -rf "$dir"
+        die "could not install jsonschema $JSONSCHEMA_VERSION / cyclonedx-python-lib $CYCLONEDX_LIB_VERSION from PyPI"
+      fi
+      touch "$dir/.ready"
+      log "installed in $((SECONDS - start))s"
+    fi
+    exec {lock}>&-
+  fi
+  echo "$dir"
+}
+
+# sbom ROOTFS_TAR DIGEST ARCH OUT [VERSION]: the CycloneDX SBOM (scripts/sbom.py) of the image
+# whose manifest is DIGEST: the crates of Cargo.lock's release graph of pod-director (cargo tree,
+# cargo metadata) and the Debian packages ROOTFS_TAR records, validated against CycloneDX's schema.
+sbom() {
+  local rootfs=$1 digest=$2 image_arch=$3 out=$4 version=${5:-} tools schema name
+  [[ -n "$version" ]] || version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$ROOT/Cargo.toml" | head -n1)
+  name=$(cmd_facts | sed -n 's/^IMAGE_NAME=//p')
+  tools=$(sbom_tools)
+  schema=$("$tools/bin/python" -c 'import importlib.util, pathlib; print(pathlib.Path(importlib.util.find_spec("cyclonedx").origin).parent / "schema" / "_res")')
+  "$tools/bin/python" "$ROOT/scripts/sbom.py" generate --rootfs "$rootfs" --image-name "$name" \
+    --image-version "$version" --image-digest "$digest" --arch "$image_arch" --schema "$schema" --out "$out"
+}
+
+# attach LAYOUT TAG FILE MEDIA_TYPE: FILE as an OCI 1.1 artifact of the image tagged TAG (what
+# `oras attach --oci-layout` makes): a manifest with artifactType MEDIA_TYPE, the empty config, FILE
+# as its one layer and the image's manifest as its `subject`, listed in index.json untagged. An
+# earlier artifact of that type for that image is replaced. Prints the artifact manifest's digest.
+attach() {
+  python3 - "$@" <<'EOF'
+import datetime, hashlib, json, os, sys
+
+layout, tag, path, media_type = sys.argv[1:5]
+
+
+def put(data: bytes) -> dict:
+    digest = hashlib.sha256(data).hexdigest()
+    blob = os.path.join(layout, "blobs", "sha256", digest)
+    if not os.path.exists(blob):
+        with open(blob + ".partial", "wb") as fh:
+            fh.write(data)
+        os.replace(blob + ".partial", blob)
+    return {"digest": f"sha256:{digest}", "size": len(data)}
+
+
+def subject_of(descriptor: dict) -> str | None:
+    with open(os.path.join(layout, "blobs", *descriptor["digest"].split(":", 1)), encoding="utf-8") as fh:
+        return json.load(fh).get("subject", {}).get("digest")
+
+
+index_path = os.path.join(layout, "index.json")
+with open(index_path, encoding="utf-8") as fh:
+    index = json.load(fh)
+tagged = [m for m in index["manifests"] if m.get("annotations", {}).get("org.opencontainers.image.ref.name") == tag]
+if len(tagged) != 1:
+    sys.exit(f"{layout}: {len(tagged)} manifests tagged {tag}")
+subject = {k: tagged[0][k] for k in ("mediaType", "digest", "size")}
+created = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+with open(path, "rb") as fh:
+    content = fh.read()
+manifest = {
+    "schemaVersion": 2,
+    "mediaType": "application/vnd.oci.image.manifest.v1+json",
+    "artifactType": media_type,
+    "config": {"mediaType": "application/vnd.oci.empty.v1+json", **put(b"{}"), "data": "e30="},
+    "layers": [{"mediaType": media_type, **put(content), "annotations": {"org.opencontainers.image.title": os.path.basename(path)}}],
+    "subject": subject,
+    "annotations": {"org.opencontainers.image.created": created},
+}
+descriptor = {
+    "mediaType": manifest["mediaType"],
+    **put(json.dumps(manifest, separators=(",", ":"), sort_keys=True).encode()),
+    "artifactType": media_type,
+    "annotations": {"org.opencontainers.image.created": created},
+}
+earlier = [m for m in index["manifests"] if m.get("artifactType") == media_type and subject_of(m) == subject["digest"]]
+index["manifests"] = [m for m in index["manifests"] if m not in earlier] + [descriptor]
+with open(index_path + ".partial", "w", encoding="utf-8") as fh:
+    json.dump(index, fh, separators=(",", ":"))
+os.replace(index_path + ".partial", index_path)
+print(descriptor["digest"])
+EOF
+}
+
+# The SBOM of a pushed image (the release workflow): ROOTFS_TAR is its exported filesystem
+# (`docker export`), DIGEST its manifest's digest, OUT the file written.
+cmd_sbom() {
+  [[ $# -ge 3 ]] || die "usage: scripts/image.sh sbom ROOTFS_TAR DIGEST OUT [ARCH]"
+  sbom "$1" "$2" "${4:-$(arch)}" "$3" "${VERSION:-}"
 }
 
 case "${1:-}" in
   build) shift && cmd_build "$@" ;;
+  binary) cmd_binary ;;
+  sbom) shift && cmd_sbom "$@" ;;
   facts) cmd_facts ;;
   containerfile) cmd_containerfile ;;
   packages) cmd_packages ;;

@@ -9,6 +9,10 @@
 //! network (loopback). The probes are called as the kubelet calls them, and the chart's webhook
 //! configurations point at the container.
 //!
+//! A second test holds what the image records of what it is made of — the dependency tree `cargo
+//! auditable` embeds in the binary and the SBOM stored beside the image — to Cargo.lock's release
+//! graph as cargo resolves it now (written by `e2e/image/run`) and to the image's Debian packages.
+//!
 //! ```sh
 //! e2e/image/run        # image build, a loopback cluster, this suite, teardown
 //! ```
@@ -25,6 +29,7 @@ use pod_director_e2e::fixtures::{Placement, workload};
 use pod_director_e2e::harness::container::{AtomicVolume, Container, Probe, Prober, empty_dir, tree_digest};
 use pod_director_e2e::harness::oci::{self, Image, PodRuntime, ReleaseStage};
 use pod_director_e2e::harness::process::free_local_addr;
+use pod_director_e2e::harness::supply_chain::{self, Kind, ReleaseGraph, Sbom};
 use pod_director_e2e::harness::{Env, Settings, chart, ensure_namespace, env_var, repo, suffix, tool};
 use serde_json::{Value, json};
 
@@ -660,4 +665,126 @@ async fn the_release_image_runs_as_the_chart_runs_it() {
         println!("written to the emptyDir {}: {written:?}", dir.display());
     }
     drop(env);
+}
+
+/// A file `e2e/image/run` wrote, named by an environment variable.
+fn written_by_run(variable: &str) -> String {
+    let path = env_var(variable).unwrap_or_else(|| panic!("{variable}: written by e2e/image/run"));
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{variable}={path}: {e}"))
+}
+
+/// Every disagreement found, grouped: all of them in one failure.
+#[derive(Default)]
+struct Disagreements(Vec<String>);
+
+impl Disagreements {
+    fn add(&mut self, what: &str, problems: Vec<String>) {
+        if !problems.is_empty() {
+            self.0.push(format!("{what}:\n  {}", problems.join("\n  ")));
+        }
+    }
+}
+
+#[test]
+fn the_image_and_its_binary_record_what_they_are_made_of() {
+    let layout = env_var("E2E_IMAGE_LAYOUT").expect("E2E_IMAGE_LAYOUT: the OCI layout of scripts/image.sh build");
+    let image = Image::open(Path::new(&layout), "release");
+    let lock = std::fs::read_to_string(repo().join("Cargo.lock")).expect("Cargo.lock");
+    let graph = ReleaseGraph::read(
+        &written_by_run("E2E_CARGO_METADATA"),
+        &written_by_run("E2E_CARGO_TREE"),
+        &written_by_run("E2E_CARGO_TREE_NORMAL"),
+        &lock,
+    )
+    .unwrap_or_else(|e| panic!("Cargo.lock's release graph: {e}"));
+    let unpacked = tempfile::tempdir().expect("a temporary directory");
+    image.unpack(&unpacked.path().join("bundle"));
+    let rootfs = unpacked.path().join("bundle/rootfs");
+
+    // The binary's embedded dependency tree is Cargo.lock's release graph as cargo-auditable
+    // reads it (cargo metadata), which holds every crate the release build compiles.
+    let entrypoint = image.entrypoint();
+    let binary = rootfs.join(entrypoint[0].trim_start_matches('/'));
+    let audit = supply_chain::audit_data(&binary).unwrap_or_else(|e| panic!("{e}"));
+    let mut disagreements = Disagreements::default();
+    disagreements.add(
+        "the binary's audit data and Cargo.lock's release graph differ",
+        supply_chain::check_audit_data(&audit, &graph),
+    );
+    let beyond: Vec<String> = audit
+        .keys()
+        .filter(|id| !graph.compiled.contains_key(*id))
+        .map(|(name, version)| format!("{name} {version}"))
+        .collect();
+    println!(
+        "audit data: {} crates ({} runtime); the release build compiles {} of them; cargo metadata's \
+         workspace-wide features add {beyond:?}",
+        audit.len(),
+        audit.values().filter(|c| c.kind == Kind::Runtime).count(),
+        graph.compiled.len(),
+    );
+
+    // The SBOM is stored beside the image, an artifact whose subject is the image's manifest.
+    let referrers = image.referrers("application/vnd.cyclonedx+json");
+    assert_eq!(
+        referrers.len(),
+        1,
+        "one CycloneDX SBOM refers to {layout}:{} ({})",
+        image.tag,
+        image.digest()
+    );
+    let referrer = &referrers[0];
+    assert_eq!(
+        referrer.manifest["subject"], image.manifest,
+        "the artifact's subject is the image's manifest descriptor"
+    );
+    assert_eq!(
+        referrer.manifest["mediaType"],
+        "application/vnd.oci.image.manifest.v1+json"
+    );
+    assert_eq!(referrer.manifest["artifactType"], "application/vnd.cyclonedx+json");
+    assert_eq!(
+        referrer.manifest["config"]["mediaType"], "application/vnd.oci.empty.v1+json",
+        "an artifact's config is the empty descriptor (OCI 1.1)"
+    );
+    let [(layer, content)] = referrer.layers.as_slice() else {
+        panic!("the SBOM artifact has one layer: {:?}", referrer.manifest["layers"]);
+    };
+    assert_eq!(layer["mediaType"], "application/vnd.cyclonedx+json");
+    let sbom = Sbom(serde_json::from_slice(content).expect("the SBOM is JSON"));
+    assert_eq!(sbom.0["bomFormat"], "CycloneDX");
+    assert_eq!(sbom.0["specVersion"], "1.6");
+    assert_eq!(
+        sbom.image_digest().as_deref(),
+        Some(image.digest()),
+        "the SBOM describes this image"
+    );
+
+    // Every crate of the release graph, with its version, kind, licence and checksum.
+    let crates = sbom.crates();
+    disagreements.add(
+        "the SBOM's crates and Cargo.lock's release graph differ",
+        supply_chain::check_sbom_crates(&crates, &graph),
+    );
+    // Every Debian package of the image, with its version and licences from its copyright file.
+    let installed = supply_chain::installed_packages(&rootfs).unwrap_or_else(|e| panic!("{e}"));
+    let packages = sbom.debian_packages();
+    disagreements.add(
+        "the SBOM's Debian packages and the image's differ",
+        supply_chain::check_debian_packages(&packages, &installed),
+    );
+    assert!(disagreements.0.is_empty(), "{}", disagreements.0.join("\n"));
+    for (name, package) in &packages {
+        let licences: Vec<&str> = package.licences.iter().map(|(shown, _)| shown.as_str()).collect();
+        println!("  {name} {}: {}", package.version, licences.join(", "));
+    }
+    println!(
+        "SBOM {}: {} crates ({} linked in, {} build-only), {} Debian packages; refers to {}",
+        referrer.descriptor["digest"].as_str().unwrap_or_default(),
+        crates.len(),
+        crates.values().filter(|c| c.kind == Kind::Runtime).count(),
+        crates.values().filter(|c| c.kind == Kind::Build).count(),
+        packages.len(),
+        image.digest()
+    );
 }

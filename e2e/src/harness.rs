@@ -36,6 +36,7 @@ mod rng;
 pub mod scheduling;
 mod settings;
 pub mod stub;
+pub mod supply_chain;
 
 use std::collections::BTreeMap;
 use std::hash::{BuildHasher as _, Hasher as _};

@@ -12,6 +12,8 @@ use serde_json::{Value, json};
 pub struct Image {
     pub layout: PathBuf,
     pub tag: String,
+    /// The descriptor of its manifest (mediaType, digest, size; the index's annotations left out).
+    pub manifest: Value,
     /// The image configuration's `config` (User, Entrypoint, Cmd, Env, ExposedPorts, Labels, WorkingDir).
     pub config: Value,
     /// The manifest's layers (compressed sizes summed).
@@ -37,6 +39,11 @@ impl Image {
             .flatten()
             .find(|m| m["annotations"]["org.opencontainers.image.ref.name"] == tag)
             .unwrap_or_else(|| panic!("{} has no image tagged {tag}", layout.display()));
+        let descriptor = json!({
+            "mediaType": manifest["mediaType"],
+            "digest": manifest["digest"],
+            "size": manifest["size"],
+        });
         let manifest = read_json(&blob(layout, manifest["digest"].as_str().expect("a digest")));
         let config = read_json(&blob(
             layout,
@@ -52,6 +59,7 @@ impl Image {
         Self {
             layout: layout.to_owned(),
             tag: tag.to_owned(),
+            manifest: descriptor,
             config: config["config"].clone(),
             compressed_size,
         }
@@ -94,6 +102,41 @@ impl Image {
         self.config["WorkingDir"].as_str().unwrap_or("/").to_owned()
     }
 
+    /// The manifest's digest, `sha256:…`.
+    pub fn digest(&self) -> &str {
+        self.manifest["digest"].as_str().unwrap_or_default()
+    }
+
+    /// The artifacts of type `artifact_type` that refer to this image (OCI 1.1: a manifest in the
+    /// layout's index whose `subject` is this image's manifest), each blob read and its digest
+    /// and size checked.
+    pub fn referrers(&self, artifact_type: &str) -> Vec<Referrer> {
+        let index = read_json(&self.layout.join("index.json"));
+        let mut referrers = Vec::new();
+        for descriptor in index["manifests"].as_array().into_iter().flatten() {
+            if descriptor["artifactType"] != artifact_type {
+                continue;
+            }
+            let bytes = read_blob(&self.layout, descriptor);
+            let manifest: Value = serde_json::from_slice(&bytes).expect("an artifact manifest is JSON");
+            if manifest["subject"]["digest"] != self.manifest["digest"] {
+                continue;
+            }
+            let layers = manifest["layers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|layer| (layer.clone(), read_blob(&self.layout, layer)))
+                .collect();
+            referrers.push(Referrer {
+                descriptor: descriptor.clone(),
+                manifest,
+                layers,
+            });
+        }
+        referrers
+    }
+
     /// Unpacks the image into `bundle/rootfs` (`umoci unpack`, as root: owners as in the layers).
     pub fn unpack(&self, bundle: &Path) {
         let output = std::process::Command::new("umoci")
@@ -109,6 +152,36 @@ impl Image {
             String::from_utf8_lossy(&output.stderr)
         );
     }
+}
+
+/// An artifact that refers to an image: its descriptor in the index, its manifest, and its layers
+/// (descriptor, content).
+pub struct Referrer {
+    pub descriptor: Value,
+    pub manifest: Value,
+    pub layers: Vec<(Value, Vec<u8>)>,
+}
+
+/// The blob a descriptor names, checked against the descriptor's digest and size.
+fn read_blob(layout: &Path, descriptor: &Value) -> Vec<u8> {
+    use sha2::Digest as _;
+    let digest = descriptor["digest"].as_str().expect("a descriptor has a digest");
+    let path = blob(layout, digest);
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    let actual = format!("sha256:{:x}", sha2::Sha256::digest(&bytes));
+    assert_eq!(
+        actual,
+        digest,
+        "{}: the blob's content is not its digest",
+        path.display()
+    );
+    assert_eq!(
+        Some(bytes.len() as u64),
+        descriptor["size"].as_u64(),
+        "{}: the descriptor's size",
+        path.display()
+    );
+    bytes
 }
 
 /// The Containerfile's release stage: what its image config must be.
@@ -498,6 +571,7 @@ mod tests {
         Image {
             layout: PathBuf::new(),
             tag: "release".to_owned(),
+            manifest: Value::Null,
             config: json!({
                 "User": user,
                 "Entrypoint": ["/usr/local/bin/pod-director"],
@@ -507,6 +581,95 @@ mod tests {
             }),
             compressed_size: 0,
         }
+    }
+
+    /// A layout with an image tagged `release` and `artifacts` (artifactType, subject digest or
+    /// None for the image's, content) written the way scripts/image.sh attaches its SBOM.
+    fn layout(dir: &Path, artifacts: &[(&str, Option<&str>, &[u8])]) -> Image {
+        use sha2::Digest as _;
+        let blobs = dir.join("blobs/sha256");
+        std::fs::create_dir_all(&blobs).expect("blobs");
+        let put = |bytes: &[u8]| {
+            let hex = format!("{:x}", sha2::Sha256::digest(bytes));
+            std::fs::write(blobs.join(&hex), bytes).expect("a blob");
+            json!({"digest": format!("sha256:{hex}"), "size": bytes.len()})
+        };
+        let config = put(br#"{"config":{"User":"65532:65532"}}"#);
+        let manifest = serde_json::to_vec(&json!({
+            "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": config["digest"], "size": config["size"]},
+            "layers": [],
+        }))
+        .expect("JSON");
+        let image = put(&manifest);
+        let mut manifests = vec![json!({
+            "mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": image["digest"], "size": image["size"],
+            "annotations": {"org.opencontainers.image.ref.name": "release"},
+        })];
+        for (artifact_type, subject, content) in artifacts {
+            let layer = put(content);
+            let subject = subject.map_or(image["digest"].clone(), |d| json!(d));
+            let artifact = serde_json::to_vec(&json!({
+                "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                "artifactType": artifact_type,
+                "config": {"mediaType": "application/vnd.oci.empty.v1+json", "digest": put(b"{}")["digest"], "size": 2},
+                "layers": [{"mediaType": artifact_type, "digest": layer["digest"], "size": layer["size"]}],
+                "subject": {"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": subject, "size": image["size"]},
+            }))
+            .expect("JSON");
+            let descriptor = put(&artifact);
+            manifests.push(json!({
+                "mediaType": "application/vnd.oci.image.manifest.v1+json", "artifactType": artifact_type,
+                "digest": descriptor["digest"], "size": descriptor["size"],
+            }));
+        }
+        let index = json!({"schemaVersion": 2, "manifests": manifests});
+        std::fs::write(dir.join("index.json"), index.to_string()).expect("index.json");
+        Image::open(dir, "release")
+    }
+
+    #[test]
+    fn the_referrers_of_an_image_are_the_artifacts_of_that_type_whose_subject_it_is() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let other = "sha256:0000000000000000000000000000000000000000000000000000000000000000";
+        let image = layout(
+            dir.path(),
+            &[
+                ("application/vnd.cyclonedx+json", None, b"{\"bomFormat\":\"CycloneDX\"}"),
+                (
+                    "application/vnd.cyclonedx+json",
+                    Some(other),
+                    b"{\"of\":\"another image\"}",
+                ),
+                ("application/spdx+json", None, b"{\"spdxVersion\":\"SPDX-2.3\"}"),
+            ],
+        );
+        assert_eq!(
+            image.manifest["mediaType"],
+            "application/vnd.oci.image.manifest.v1+json"
+        );
+        assert!(image.manifest.get("annotations").is_none(), "{}", image.manifest);
+        let referrers = image.referrers("application/vnd.cyclonedx+json");
+        assert_eq!(referrers.len(), 1, "another image's SBOM is not this one's");
+        assert_eq!(referrers[0].manifest["subject"], image.manifest);
+        assert_eq!(referrers[0].layers[0].1, b"{\"bomFormat\":\"CycloneDX\"}");
+        assert_eq!(image.referrers("application/spdx+json").len(), 1);
+        assert!(image.referrers("application/vnd.in-toto+json").is_empty());
+    }
+
+    #[test]
+    #[should_panic(expected = "the blob's content is not its digest")]
+    fn a_referrer_whose_blob_does_not_match_its_digest_is_refused() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let image = layout(dir.path(), &[("application/vnd.cyclonedx+json", None, b"{}{}")]);
+        let referrer = &image.referrers("application/vnd.cyclonedx+json")[0];
+        let digest = referrer.layers[0].0["digest"].as_str().expect("a digest").to_owned();
+        std::fs::write(
+            dir.path().join("blobs/sha256").join(&digest["sha256:".len()..]),
+            b"tampered",
+        )
+        .expect("written");
+        image.referrers("application/vnd.cyclonedx+json");
     }
 
     /// A pod spec shaped like the chart's Deployment.
