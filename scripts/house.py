@@ -35,6 +35,114 @@ def tracked(*patterns):
     return [ROOT / line for line in sorted(set(out.splitlines())) if (ROOT / line).is_file()]
 
 
+# A test file: `tests.rs`, a `tests/` folder, a `testing` module (the crates' test helpers).
+TEST_PATH = re.compile(r"(^|/)(tests|testing)(\.rs$|/)")
+# Where test helpers live: the engine's and the product's `testing` modules (their own types),
+# the test kit (shared, no product type), and cargo's `tests/*/mod.rs` for the integration tests.
+TEST_HELPER_HOMES = ("crates/engine/src/testing", "src/testing", "crates/testkit/", "tests/common/", "tests/telemetry_harness/")
+# The crates (their sources' roots) whose type names must each be declared once.
+CRATES = ("src/", "crates/engine/src/", "crates/testkit/src/", "e2e/src/")
+# Paths of the crates' own items (a `use` of another crate's item may rename it).
+OWN = re.compile(r"(crate|super|self|pod_director|pod_director_engine|pod_director_testkit|pod_director_e2e)::")
+# Ceilings of the decision's walk (issue 52): lower them when the code shrinks, never raise them.
+EXPLAIN_DECIDE_MAX, EXPLAIN_MAX, PLACEMENT_MAX = 40, 500, 30
+SCAN_ENGINE_NAMES_MAX, SCAN_FN_MAX, AUDIT_LITERALS_MAX = 6, 60, 0
+
+
+def function_lines(path, signature):
+    """Lines of the function whose first line matches `signature` (to its closing brace), or 0."""
+    text = path.read_text(encoding="utf-8").splitlines()
+    for i, line in enumerate(text):
+        if re.search(signature, line):
+            indent = len(line) - len(line.lstrip())
+            for j in range(i, len(text)):
+                if text[j].startswith(" " * indent + "}") and len(text[j]) - len(text[j].lstrip()) == indent:
+                    return j - i + 1
+    return 0
+
+
+def without_tests(text):
+    """Rust source without its `#[cfg(test)]` items (declarations of test modules)."""
+    return re.sub(r"#\[cfg\(test\)\]\s*\n[^\n]*\n", "", text)
+
+
+def one_name_per_concept(files):
+    """No `use … as …` of the crates' own items; each type name declared once per crate; one
+    `--group` check; `MANAGED_BY` once; test helpers in their homes."""
+    failures = []
+    renames = []
+    for p in files:
+        rel = p.relative_to(ROOT).as_posix()
+        for m in re.finditer(r"(?ms)^\s*(?:pub(?:\([^)]*\))? )?use ([^;]*);", p.read_text(encoding="utf-8")):
+            if OWN.match(m.group(1)) and re.search(r"\bas [A-Za-z]\w*", m.group(1)):
+                renames.append(rel)
+    print(f"use … as … renames of the crates' own items: {len(renames)}")
+    failures += [f"{rel}: an item of the crate renamed on import; use its own name" for rel in renames]
+    for root in CRATES:
+        declared = {}
+        for p in files:
+            rel = p.relative_to(ROOT).as_posix()
+            if not rel.startswith(root) or TEST_PATH.search(rel[len(root):]):
+                continue
+            for line in p.read_text(encoding="utf-8").splitlines():
+                m = re.match(r"\s*(?:pub(?:\([^)]*\))? )?(?:struct|enum|trait) ([A-Z]\w*)", line) or re.match(
+                    r"(?:pub(?:\([^)]*\))? )?type ([A-Z]\w*)", line)
+                if m:
+                    declared.setdefault(m.group(1), []).append(rel)
+        twice = {name: places for name, places in declared.items() if len(places) > 1}
+        print(f"type names declared twice in {root}: {len(twice)}")
+        failures += [f"{root}: type {name} declared {len(places)} times ({', '.join(places)})" for name, places in twice.items()]
+    checks = [p.relative_to(ROOT).as_posix() for p in files if "is not a group of the configuration" in p.read_text(encoding="utf-8")
+              and not TEST_PATH.search(p.relative_to(ROOT).as_posix()) and p.relative_to(ROOT).as_posix().startswith(("src/", "crates/"))]
+    print(f"--group checks: {len(checks)} ({', '.join(checks)})")
+    if len(checks) != 1:
+        failures.append(f"the `--group` check written {len(checks)} times: {', '.join(checks)} (src/cli.rs `named_group` once)")
+    managed = [p.relative_to(ROOT).as_posix() for p in files for line in p.read_text(encoding="utf-8").splitlines()
+               if re.match(r"\s*pub(\([^)]*\))? const MANAGED_BY(_LABEL)?: ", line)]
+    print(f"MANAGED_BY written: {len(managed) // 2 if len(managed) % 2 == 0 else len(managed)}")
+    if len(managed) != 2 or len(set(managed)) != 1:
+        failures.append(f"MANAGED_BY and its label written more than once: {', '.join(managed)}")
+    helpers = sorted({home for home in TEST_HELPER_HOMES for p in files if p.relative_to(ROOT).as_posix().startswith(home)})
+    print(f"test helper homes: {len(helpers)} ({', '.join(helpers)})")
+    return failures
+
+
+def the_decision_and_the_seam(files):
+    """The decision's walk and the audit's seam, held to the ceilings above."""
+    failures = []
+    at = {p.relative_to(ROOT).as_posix(): p for p in files}
+
+    def ceiling(what, value, most):
+        print(f"{what}: {value} (at most {most})")
+        if value > most:
+            failures.append(f"{what}: {value} (at most {most})")
+
+    ceiling("explain's decide, lines", function_lines(at["src/cli/explain.rs"], r"^fn decide\("), EXPLAIN_DECIDE_MAX)
+    ceiling("src/cli/explain.rs, lines", lines(at["src/cli/explain.rs"]), EXPLAIN_MAX)
+    ceiling("Admission::placement, lines", function_lines(at["src/admission.rs"], r"async fn placement\("), PLACEMENT_MAX)
+    older = [p.relative_to(ROOT).as_posix() for p in files if re.match(r"(src|tests|benches|e2e)/", p.relative_to(ROOT).as_posix())
+             and re.search(r"placement::mutate\(|reservation::decide\(", p.read_text(encoding="utf-8"))]
+    ceiling("the engine's older entries called outside it", len(older), 0)
+    scan = at["src/cluster/audit/scan.rs"].read_text(encoding="utf-8")
+    names = set()
+    for m in re.finditer(r"(?ms)^use pod_director_engine::([^;]*);", scan):
+        for part in re.split(r"[\s,{}]+", m.group(1)):
+            if part.split("::")[-1] not in ("", "self"):
+                names.add(part.split("::")[-1])
+    ceiling("engine names scan.rs imports", len(names), SCAN_ENGINE_NAMES_MAX)
+    ceiling("the scan, lines", function_lines(at["src/cluster/audit/scan.rs"], r"async fn scan\("), SCAN_FN_MAX)
+    literals = [f"{rel}:{i}" for rel, p in at.items() if not rel.startswith("crates/engine/")
+                for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if re.search(r"\bAudit \{", line) and not re.search(r"->\s*[\w:]*Audit \{", line)]
+    ceiling("`Audit { .. }` literals outside the engine", len(literals), AUDIT_LITERALS_MAX)
+    engine = [p for rel, p in at.items() if rel.startswith("crates/engine/src/") and not TEST_PATH.search(rel)]
+    pub_fns = {n for p in engine for n in re.findall(r"(?m)^\s*pub fn (\w+)", without_tests(p.read_text(encoding="utf-8")))}
+    outside = "\n".join(p.read_text(encoding="utf-8") for rel, p in at.items()
+                        if re.match(r"(src|tests|benches|e2e|crates/testkit)/", rel))
+    unused = sorted(n for n in pub_fns if not re.search(r"\b" + n + r"\b", outside))
+    ceiling(f"engine pub fn unused outside it{' (' + ', '.join(unused) + ')' if unused else ''}", len(unused), 0)
+    return failures
+
+
 def lines(path):
     return sum(1 for _ in path.open(encoding="utf-8"))
 
@@ -91,17 +199,31 @@ def main():
     if config_lines > CONFIG_LINES:
         failures.append(f"the configuration code grew to {config_lines} lines (ceiling {CONFIG_LINES})")
 
-    # A decision field name in quotes beside another one, anywhere but its one list.
-    pattern = re.compile(r'"(admission\.request\.uid|placement\.patch\.op_count|reservation\.pool_nodes)"')
+    # The decision's field names, all of them, written nowhere in the product but their one list.
+    telemetry = (ROOT / "src/telemetry.rs").read_text(encoding="utf-8")
+    listed = telemetry[telemetry.index("decision_fields! {"):]
+    names = set(re.findall(r'"((?:admission|placement|reservation|config|guard|audit)\.[a-z_.]+)"', listed))
+    pattern = re.compile(r'"(' + "|".join(re.escape(n) for n in sorted(names)) + r')"')
     for p in files:
         rel = p.relative_to(ROOT).as_posix()
-        if rel == "src/telemetry.rs" or not rel.startswith("src/") or re.search(r"(^|/)tests(\.rs$|/)", rel):
+        if rel == "src/telemetry.rs" or not rel.startswith("src/") or TEST_PATH.search(rel):
             continue
         for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
             if pattern.search(line):
                 failures.append(f"{rel}:{i}: a decision field name written again (src/telemetry.rs lists them once)")
     lists = 1 + sum("field name" in f for f in failures)
-    print(f"decision field-name lists: {lists} (src/telemetry.rs{', and more' if lists > 1 else ''})")
+    print(f"decision field-name lists: {lists} (src/telemetry.rs, {len(names)} names{', and more' if lists > 1 else ''})")
+
+    failures.extend(one_name_per_concept(files))
+    failures.extend(the_decision_and_the_seam(files))
+
+    code = 0
+    for p in files:
+        rel = p.relative_to(ROOT).as_posix()
+        if re.match(r"(src|crates/engine/src)/", rel) and not TEST_PATH.search(rel):
+            code += sum(1 for line in p.read_text(encoding="utf-8").splitlines()
+                        if line.strip() and not line.strip().startswith("//"))
+    print(f"Rust code lines of the product and the engine (tests, blank lines and comments aside): {code}")
 
     for failure in failures:
         print(f"scripts/house.py: {failure}", file=sys.stderr)

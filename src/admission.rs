@@ -123,7 +123,7 @@ impl Admission {
         telemetry::join_caller_trace(&span, headers);
         let trace_id = telemetry::record_trace_ids(&span);
         let loaded = self.config.load_full();
-        span.record("config.revision", loaded.revision.as_str());
+        span.record(telemetry::fields::TRACE[0], loaded.revision.as_str());
 
         let result = self
             .decide_body(webhook, &loaded, body, &span)

@@ -47,7 +47,7 @@
 //!
 //! | file | what |
 //! |---|---|
-//! | `mod.rs` | the names (targets, fields) and [`init`]: the subscriber, its layers, [`Telemetry`] |
+//! | `telemetry.rs` | the names (targets, fields) and [`init`]: the subscriber, its layers, [`Telemetry`] |
 //! | `filter.rs` | the `RUST_LOG` filter, decisions kept at `info` |
 //! | `otlp.rs` | the `OTEL_*` environment → the tracer provider and the OpenTelemetry layer |
 //! | `trace_context.rs` | W3C trace context in, trace ids and span attributes out |

@@ -148,8 +148,8 @@ fn emitted() -> Emitted {
 
 /// An audit of one group, for the audit gauges.
 fn audit() -> Audit {
-    Audit {
-        groups: vec![GroupAudit {
+    let mut audit = Audit::of(
+        vec![GroupAudit {
             group: "shadow".to_owned(),
             mode: Mode::DryRun,
             namespaces: 1,
@@ -174,20 +174,17 @@ fn audit() -> Audit {
                 warnings: Vec::new(),
             },
         }],
-        nodes: Some(1),
-        namespaces_scanned: 1,
-        pods_scanned: 4,
-        templates_scanned: 0,
-        elapsed: Duration::from_millis(40),
-        warnings: Vec::new(),
-        reservations: vec![ReservationAudit {
+        vec![ReservationAudit {
             group: "shadow".to_owned(),
             mode: Mode::DryRun,
             pool_nodes: Some(1),
             exempt: 1,
             ..ReservationAudit::default()
         }],
-    }
+    );
+    audit.nodes = Some(1);
+    audit.elapsed = Duration::from_millis(40);
+    audit
 }
 
 /// Sample names with their label names, and exemplar label names, of an OpenMetrics text.

@@ -456,16 +456,9 @@ async fn a_report_writer_refused_by_rbac_keeps_running_and_writes_nothing() {
     group
         .workloads
         .record(&entry, WorkloadVerdict::WouldPatch, "would set nodeSelector", None);
-    let audit = Audit {
-        groups: vec![group],
-        nodes: None,
-        namespaces_scanned: 1,
-        pods_scanned: 0,
-        templates_scanned: 1,
-        elapsed: Duration::ZERO,
-        warnings: Vec::new(),
-        reservations: Vec::new(),
-    };
+    let mut audit = Audit::of(vec![group], Vec::new());
+    audit.namespaces_scanned = 1;
+    audit.templates_scanned = 1;
     let denied = impersonating("e2e-reports-nobody", &[]).await;
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let options = ReportsOptions {

@@ -158,10 +158,7 @@ pub(super) fn record_outcome(
         ],
     );
     if !outcome.provisionable_by.is_empty() {
-        span.record(
-            "placement.provisionable_by",
-            json_strings(&outcome.provisionable_by).as_str(),
-        );
+        span.record(fields::PROVISION[0], json_strings(&outcome.provisionable_by).as_str());
     }
     if let Some(alternative) = &outcome.alternative {
         span.record(fields::ALTERNATIVE[0], alternative.as_str());
@@ -173,6 +170,6 @@ pub(super) fn record_outcome(
         telemetry::set_error_status(span, text);
     }
     if exported {
-        telemetry::set_bounded_attribute(span, "placement.patch.json", patch);
+        telemetry::set_bounded_attribute(span, fields::PATCH[0], patch);
     }
 }

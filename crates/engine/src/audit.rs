@@ -328,6 +328,22 @@ pub struct Audit {
 }
 
 impl Audit {
+    /// An audit of these groups and reservations as a scan that decided them concludes it: the
+    /// namespaces, pods and templates it counted scanned; no node data, no warning (what the
+    /// reports, gauges and their tests start from; a scan's own audit is [`tally::Scan::finish`]'s).
+    pub fn of(groups: Vec<GroupAudit>, reservations: Vec<ReservationAudit>) -> Self {
+        Self {
+            namespaces_scanned: groups.iter().map(|g| g.namespaces).sum(),
+            pods_scanned: groups.iter().map(|g| g.pods.total()).sum(),
+            templates_scanned: groups.iter().map(|g| g.templates.total()).sum(),
+            groups,
+            nodes: None,
+            elapsed: Duration::ZERO,
+            warnings: Vec::new(),
+            reservations,
+        }
+    }
+
     /// Whether every audited group, and every audited reservation, is ready to enforce.
     pub fn all_ready(&self) -> bool {
         self.groups.iter().all(|g| g.verdict.ready) && self.reservations.iter().all(|r| r.verdict.ready)

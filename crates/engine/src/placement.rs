@@ -20,10 +20,10 @@ mod verify;
 use std::fmt;
 
 pub use context::{Context, NODE_USER_PREFIX, NODES_GROUP, Requester};
-pub use decide::{MIRROR_POD_ANNOTATION, Namespace, Selection, select_group};
+pub use decide::{MIRROR_POD_ANNOTATION, Namespace, Selection};
 pub(crate) use decide::{
-    has_daemon_set_controller_reference, has_mirror_annotation, mutate, mutate_daemon_set, needs_bound_node, validate,
-    validate_binding, validate_daemon_set,
+    has_daemon_set_controller_reference, has_mirror_annotation, mutate, mutate_daemon_set, needs_bound_node,
+    select_group, validate, validate_binding, validate_daemon_set,
 };
 pub use feasible::{FEASIBILITY_SCOPE, NodeInfo, NodeLookup, NodeView, Placement};
 pub use plan::{Change, Plan, plan};

@@ -230,8 +230,8 @@ fn the_orphaned_group_gauge_follows_the_latest_count() {
 }
 
 fn audited(group: &str, ready: bool) -> pod_director_engine::audit::Audit {
-    pod_director_engine::audit::Audit {
-        groups: vec![pod_director_engine::audit::GroupAudit {
+    let mut audit = pod_director_engine::audit::Audit::of(
+        vec![pod_director_engine::audit::GroupAudit {
             group: group.to_owned(),
             mode: Mode::DryRun,
             namespaces: 2,
@@ -263,14 +263,11 @@ fn audited(group: &str, ready: bool) -> pod_director_engine::audit::Audit {
                 warnings: Vec::new(),
             },
         }],
-        nodes: Some(3),
-        namespaces_scanned: 2,
-        pods_scanned: 10,
-        templates_scanned: 1,
-        elapsed: Duration::from_millis(5),
-        warnings: Vec::new(),
-        reservations: Vec::new(),
-    }
+        Vec::new(),
+    );
+    audit.nodes = Some(3);
+    audit.elapsed = Duration::from_millis(5);
+    audit
 }
 
 #[test]

@@ -9,9 +9,7 @@ use serde_json::json;
 use super::*;
 use crate::app::Metrics;
 use pod_director_engine::compile::webhook_entries::{PodEntry, namespace_selectors};
-use pod_director_engine::testing::{
-    ENTRY_GROUPS as GROUPS, assert_contains, config, loaded, rendered_entries as rendered,
-};
+use pod_director_engine::testing::{ENTRY_GROUPS, assert_contains, config, loaded, rendered_entries};
 use pod_director_testkit::until;
 
 // ---- the reconciler against a fake API server ----------------------------------
@@ -34,7 +32,7 @@ impl FakeApi {
             (MUTATING_PATH, "MutatingWebhookConfiguration", Kind::Mutating),
             (VALIDATING_PATH, "ValidatingWebhookConfiguration", Kind::Validating),
         ] {
-            let webhooks = rendered(k, "pd", yaml);
+            let webhooks = rendered_entries(k, "pd", yaml);
             api.objects.lock().unwrap().insert(
                 path.to_owned(),
                 json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind, "metadata": {"name": "pd"}, "webhooks": webhooks}),
@@ -121,8 +119,8 @@ fn reconciler(api: &FakeApi, yaml: &str) -> (Reconciler, Arc<ArcSwap<Loaded>>, M
 
 #[tokio::test]
 async fn the_reconciler_patches_both_configurations_once_and_then_finds_them_in_step() {
-    let api = FakeApi::with(GROUPS);
-    let flipped = GROUPS.replace("batch: {}", "batch: {mode: enforce}");
+    let api = FakeApi::with(ENTRY_GROUPS);
+    let flipped = ENTRY_GROUPS.replace("batch: {}", "batch: {mode: enforce}");
     let (reconciler, _, metrics) = reconciler(&api, &flipped);
 
     assert!(reconciler.reconcile().await);
@@ -150,7 +148,7 @@ async fn the_reconciler_patches_both_configurations_once_and_then_finds_them_in_
 
 #[tokio::test]
 async fn a_failing_api_server_is_counted_as_an_error_and_patches_nothing() {
-    let api = FakeApi::with(GROUPS);
+    let api = FakeApi::with(ENTRY_GROUPS);
     api.broken.store(true, std::sync::atomic::Ordering::SeqCst);
     let (reconciler, _, metrics) = reconciler(&api, "groups: {ci: {}}");
     assert!(!reconciler.reconcile().await);
@@ -163,7 +161,7 @@ async fn a_failing_api_server_is_counted_as_an_error_and_patches_nothing() {
 
 #[tokio::test]
 async fn a_configuration_that_does_not_exist_is_an_error() {
-    let api = FakeApi::with(GROUPS);
+    let api = FakeApi::with(ENTRY_GROUPS);
     api.objects.lock().unwrap().remove(VALIDATING_PATH);
     let (reconciler, _, metrics) = reconciler(&api, "groups: {ci: {}}");
     assert!(!reconciler.reconcile().await, "the validating one is missing");
@@ -180,8 +178,8 @@ async fn a_configuration_that_does_not_exist_is_an_error() {
 
 #[tokio::test]
 async fn the_reconciler_task_follows_reloads_and_retries_failures() {
-    let api = FakeApi::with(GROUPS);
-    let (reconciler, live, metrics) = reconciler(&api, GROUPS);
+    let api = FakeApi::with(ENTRY_GROUPS);
+    let (reconciler, live, metrics) = reconciler(&api, ENTRY_GROUPS);
     let (changed_tx, changed_rx) = watch::channel(String::new());
     let (stop_tx, stop_rx) = watch::channel(false);
     api.broken.store(true, std::sync::atomic::Ordering::SeqCst);
@@ -197,7 +195,7 @@ async fn the_reconciler_task_follows_reloads_and_retries_failures() {
     })
     .await;
 
-    live.store(Arc::new(loaded(&format!("defaultGroup: gpu\n{GROUPS}"))));
+    live.store(Arc::new(loaded(&format!("defaultGroup: gpu\n{ENTRY_GROUPS}"))));
     changed_tx.send_replace("new".to_owned());
     until("the reload is reconciled at once", || {
         api.webhooks(MUTATING_PATH)[3]["namespaceSelector"]["matchExpressions"][0]["operator"] == "DoesNotExist"
@@ -212,10 +210,10 @@ async fn the_reconciler_task_follows_reloads_and_retries_failures() {
 
 #[tokio::test]
 async fn several_replicas_reconcile_to_the_same_state_and_then_patch_nothing() {
-    let api = FakeApi::with(GROUPS);
+    let api = FakeApi::with(ENTRY_GROUPS);
     let flipped = format!(
         "defaultGroup: gpu\n{}",
-        GROUPS.replace("gpu: {mode: warn}", "gpu: {mode: enforce}")
+        ENTRY_GROUPS.replace("gpu: {mode: warn}", "gpu: {mode: enforce}")
     );
     let replicas: Vec<(Reconciler, Arc<ArcSwap<Loaded>>, Metrics)> =
         (0..3).map(|_| reconciler(&api, &flipped)).collect();
@@ -252,8 +250,8 @@ async fn several_replicas_reconcile_to_the_same_state_and_then_patch_nothing() {
 
 #[tokio::test]
 async fn a_second_writer_s_selector_term_is_re_asserted_a_bounded_number_of_times_and_its_annotation_kept() {
-    let api = FakeApi::with(GROUPS);
-    let (reconciler, _, metrics) = reconciler(&api, GROUPS);
+    let api = FakeApi::with(ENTRY_GROUPS);
+    let (reconciler, _, metrics) = reconciler(&api, ENTRY_GROUPS);
     assert!(reconciler.reconcile().await);
     let patches = || api.requests().into_iter().filter(|r| r.starts_with("PATCH")).count();
     assert_eq!(patches(), 0, "in step");
@@ -287,7 +285,7 @@ async fn a_second_writer_s_selector_term_is_re_asserted_a_bounded_number_of_time
     );
     assert_contains(&text, "pod_director_webhook_reconcile_yielded 1");
     // The other writer is gone and the term removed by hand: in step, nothing left to another writer.
-    let want = namespace_selectors(&config(GROUPS), &BTreeSet::new());
+    let want = namespace_selectors(&config(ENTRY_GROUPS), &BTreeSet::new());
     api.objects.lock().unwrap().get_mut(VALIDATING_PATH).expect("stored")["webhooks"][0]["namespaceSelector"] =
         serde_json::to_value(&want[&PodEntry::Enforce]).unwrap();
     assert!(reconciler.reconcile().await);

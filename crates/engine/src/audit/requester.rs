@@ -103,7 +103,7 @@ impl ControllerKind {
 }
 
 /// The requester of the pods a controller of `kind` creates.
-pub fn controller_requester(config: &Config, kind: ControllerKind) -> Requester {
+pub(crate) fn controller_requester(config: &Config, kind: ControllerKind) -> Requester {
     let username = if kind == ControllerKind::DaemonSet || !config.daemon_set_controller.starts_with(CONTROLLER_PREFIX)
     {
         config.daemon_set_controller.clone()

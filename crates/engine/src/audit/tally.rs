@@ -1,29 +1,270 @@
-//! The tally of one scan: each running pod and workload template the product lists, decided as
+//! The tally of one scan, one object the product feeds as it lists the cluster ([`Scan`]): every
+//! namespace, then namespace by namespace its workloads and its running pods, each decided as
 //! enforce would decide its re-creation and counted into its group's audit and the reservations'
-//! ([`Scanned`]); once every namespace is done, the nodes each group can use and the verdicts
-//! ([`GroupAudit::conclude`], [`ReservationAudit::conclude`]); and the warnings about namespaces.
+//! ([`Scanned`]); [`Scan::finish`] counts the nodes each group can use and gives the verdicts
+//! ([`GroupAudit::conclude`], [`ReservationAudit::conclude`]) and the warnings about namespaces.
 //! Pure: the product's scan (`src/cluster/audit/scan.rs`) lists and hands the objects here.
 
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use super::requester::{self, Controllers};
+use super::requester::{self, ControllerKind, Controllers};
 use super::reservation::{self, ReservationAudit};
-use super::{GroupAudit, Source, verdict};
+use super::{Audit, GroupAudit, Source, verdict};
 use crate::config::{Config, UnknownGroup};
 use crate::decision::{self, Subject, View, Write};
-use crate::placement::{Context, Namespace, NodeView, Placement, Pod, PodSpec, Requester};
+use crate::placement::{Context, Namespace, NodeView, Placement, Pod, PodSpec, Requester, Selection, select_group};
+
+/// A namespace the scan decides: its labels and the audited group it selects (`None`: listed for
+/// the reservations only).
+type Selected = (String, BTreeMap<String, String>, Option<String>);
+
+/// One scan of the cluster, fed by the product as it lists: [`Scan::namespace`] for every
+/// namespace, then for each of [`Scan::namespaces`] in turn [`Scan::enter`], its workloads
+/// ([`Scan::workload`]) and its pods ([`Scan::pod`]); [`Scan::finish`] gives the [`Audit`].
+pub struct Scan<'a> {
+    config: &'a Config,
+    nodes: Option<&'a dyn NodeView>,
+    groups: BTreeMap<String, GroupAudit>,
+    reservations: Vec<ReservationAudit>,
+    selected: Vec<Selected>,
+    undefined: BTreeMap<String, Vec<String>>,
+    warnings: Vec<String>,
+    /// Auditing one group only (`--group`): namespaces of undefined groups are not warned about.
+    only: bool,
+    /// The namespace being scanned (an index into `selected`) and its listed controllers.
+    current: Option<usize>,
+    controllers: Controllers,
+    namespaces_scanned: usize,
+    pods_scanned: u64,
+    templates_scanned: u64,
+}
+
+impl<'a> Scan<'a> {
+    /// A scan of every group of `config`, or of `only` (a group the configuration has), with the
+    /// nodes of the feasibility counts (`None`: none).
+    pub fn new(config: &'a Config, nodes: Option<&'a dyn NodeView>, only: Option<&str>) -> Self {
+        let audited = |name: &str| only.is_none_or(|g| g == name);
+        Self {
+            config,
+            nodes,
+            groups: config
+                .groups
+                .iter()
+                .filter(|(name, _)| audited(name))
+                .map(|(name, group)| (name.clone(), GroupAudit::new(name.clone(), config.mode_of(group))))
+                .collect(),
+            reservations: crate::placement::reservation::reservations(config)
+                .filter(|r| audited(r.name))
+                .map(|r| ReservationAudit::new(r.name.to_owned(), r.reserve.mode))
+                .collect(),
+            selected: Vec::new(),
+            undefined: BTreeMap::new(),
+            warnings: Vec::new(),
+            only: only.is_some(),
+            current: None,
+            controllers: Controllers::default(),
+            namespaces_scanned: 0,
+            pods_scanned: 0,
+            templates_scanned: 0,
+        }
+    }
+
+    /// A listed namespace: scanned when it selects an audited group, or, with a reservation
+    /// audited, whatever it selects (its pods may intrude); warned about when it selects an
+    /// undefined group or its group label came through a subresource.
+    pub fn namespace(&mut self, meta: ObjectMeta) {
+        let name = meta.name.clone().unwrap_or_default();
+        self.warnings.extend(side_door(self.config, &meta));
+        let labels = meta.labels.unwrap_or_default();
+        let reserving = !self.reservations.is_empty();
+        let namespace = Namespace {
+            name: &name,
+            labels: &labels,
+        };
+        match select_group(self.config, &namespace) {
+            Selection::Group { name: group, .. } if self.groups.contains_key(group) => {
+                let group = Some(group.to_owned());
+                self.selected.push((name, labels, group));
+            }
+            Selection::Excluded => {}
+            Selection::Unknown { name: group } => {
+                if !self.only {
+                    self.undefined.entry(group).or_default().push(name.clone());
+                }
+                if reserving {
+                    self.selected.push((name, labels, None));
+                }
+            }
+            _ if reserving => self.selected.push((name, labels, None)),
+            _ => {}
+        }
+    }
+
+    /// The namespaces to scan, in name order, once every namespace was listed.
+    pub fn namespaces(&mut self) -> Vec<String> {
+        self.selected.sort_by(|a, b| a.0.cmp(&b.0));
+        self.selected.iter().map(|(name, ..)| name.clone()).collect()
+    }
+
+    /// Starts scanning namespace `name` (one of [`Scan::namespaces`]): its workloads, then its pods.
+    pub fn enter(&mut self, name: &str) {
+        self.namespaces_scanned += usize::from(self.current.is_some());
+        self.current = self.selected.iter().position(|(n, ..)| n == name);
+        self.controllers = Controllers::default();
+        let Some((name, _, Some(group))) = self.current.map(|i| &self.selected[i]) else {
+            return;
+        };
+        if let Some(group) = self.groups.get_mut(group) {
+            group.namespaces += 1;
+            group.workloads.namespace(name, &group.group);
+        }
+    }
+
+    /// A workload of the namespace (`apiVersion`, `kind`, its metadata and pod template): noted
+    /// among the namespace's controllers (its pods' owners), and its template decided as the pods
+    /// its controller creates — unless another workload manages it (a Deployment's ReplicaSet, a
+    /// CronJob's Job): then that one's template is.
+    pub fn workload(&mut self, api_version: &str, kind: &str, meta: &ObjectMeta, template: Option<&PodTemplateSpec>) {
+        let Some((controller, controlled_by, pod_owner)) = workload_kind(api_version, kind) else {
+            return;
+        };
+        let name = meta.name.as_deref().unwrap_or_default();
+        let manager = controlled_by
+            .and_then(|by| {
+                meta.owner_references
+                    .iter()
+                    .flatten()
+                    .find(|o| o.controller == Some(true) && o.kind == by)
+            })
+            .map(|o| format!("{}/{}", o.kind, o.name));
+        if let Some(controller) = controller {
+            let uid = meta.uid.as_deref().unwrap_or_default();
+            self.controllers.insert(controller, name, uid, manager.clone());
+        }
+        let (None, Some(template)) = (manager, template) else {
+            return;
+        };
+        // A DaemonSet's pods are created by the DaemonSet controller, whoever writes the object.
+        let creator = pod_owner
+            .and_then(|(api_version, owner)| ControllerKind::of(api_version, owner))
+            .unwrap_or(ControllerKind::DaemonSet);
+        let creator = requester::controller_requester(self.config, creator);
+        let pod = requester::template_pod(
+            template,
+            pod_owner.map(|(api_version, owner)| (api_version, owner, name)),
+        );
+        let workload = format!("{kind}/{name}");
+        self.templates_scanned += 1;
+        if let Some(mut scanned) = self.scanned() {
+            scanned.template(&workload, &pod, creator, pod_owner.is_none());
+        }
+    }
+
+    /// A running pod of the namespace, decided as its re-creation would be.
+    pub fn pod(&mut self, pod: Pod) {
+        self.pods_scanned += 1;
+        let controllers = std::mem::take(&mut self.controllers);
+        if let Some(mut scanned) = self.scanned() {
+            scanned.pod(pod, &controllers);
+        }
+        self.controllers = controllers;
+    }
+
+    /// Namespaces, pods and templates scanned so far (for progress lines).
+    pub fn counts(&self) -> (usize, u64, u64) {
+        (self.namespaces_scanned, self.pods_scanned, self.templates_scanned)
+    }
+
+    /// The audit: every group's and reservation's nodes and verdict concluded.
+    pub fn finish(mut self, elapsed: Duration) -> Audit {
+        let (config, nodes) = (self.config, self.nodes);
+        self.namespaces_scanned += usize::from(self.current.is_some());
+        let total = nodes.and_then(NodeView::total);
+        let mut warnings: Vec<String> = (self.undefined.iter())
+            .map(|(group, namespaces)| undefined_group(config, group, namespaces))
+            .collect();
+        warnings.append(&mut self.warnings);
+        Audit {
+            groups: (self.groups.into_values())
+                .map(|mut group| {
+                    group.conclude(config, nodes, total);
+                    group
+                })
+                .collect(),
+            nodes: total,
+            namespaces_scanned: self.namespaces_scanned,
+            pods_scanned: self.pods_scanned,
+            templates_scanned: self.templates_scanned,
+            elapsed,
+            warnings,
+            reservations: (self.reservations.into_iter())
+                .map(|mut reservation| {
+                    reservation.conclude(config, nodes);
+                    reservation
+                })
+                .collect(),
+        }
+    }
+
+    /// What the namespace being scanned decides into.
+    fn scanned(&mut self) -> Option<Scanned<'_>> {
+        let (name, labels, group) = self.selected.get(self.current?)?;
+        Some(Scanned {
+            config: self.config,
+            namespace: Namespace { name, labels },
+            nodes: self.nodes,
+            group: group.as_ref().and_then(|g| self.groups.get_mut(g)),
+            own: group.as_deref(),
+            reservations: &mut self.reservations,
+        })
+    }
+}
+
+/// What a workload kind is among the namespace's controllers (the owners its pods name), the kind
+/// of workload that manages it (then its template is that one's), and the `(apiVersion, kind)` of
+/// its pods' owner (`None`: a DaemonSet, decided as the object is at `/mutate`).
+type WorkloadKind = (
+    Option<ControllerKind>,
+    Option<&'static str>,
+    Option<(&'static str, &'static str)>,
+);
+
+/// The workload kinds whose pod templates the audit decides.
+fn workload_kind(api_version: &str, kind: &str) -> Option<WorkloadKind> {
+    Some(match (api_version, kind) {
+        ("apps/v1", "Deployment") => (None, None, Some(("apps/v1", "ReplicaSet"))),
+        ("apps/v1", "ReplicaSet") => (
+            Some(ControllerKind::ReplicaSet),
+            Some("Deployment"),
+            Some(("apps/v1", "ReplicaSet")),
+        ),
+        ("apps/v1", "StatefulSet") => (
+            Some(ControllerKind::StatefulSet),
+            None,
+            Some(("apps/v1", "StatefulSet")),
+        ),
+        ("apps/v1", "DaemonSet") => (Some(ControllerKind::DaemonSet), None, None),
+        ("batch/v1", "CronJob") => (None, None, Some(("batch/v1", "Job"))),
+        ("batch/v1", "Job") => (Some(ControllerKind::Job), Some("CronJob"), Some(("batch/v1", "Job"))),
+        _ => return None,
+    })
+}
 
 /// What one namespace's decisions go into: its audited group (if it selects one) and the
 /// reservations (of the other groups) its pods may intrude on.
-pub struct Scanned<'a> {
-    pub config: &'a Config,
-    pub namespace: &'a Namespace<'a>,
+struct Scanned<'a> {
+    config: &'a Config,
+    namespace: Namespace<'a>,
     /// The nodes (for the feasibility counts and the intruders running on a pool); `None`: none.
-    pub nodes: Option<&'a dyn NodeView>,
-    pub group: Option<&'a mut GroupAudit>,
+    nodes: Option<&'a dyn NodeView>,
+    group: Option<&'a mut GroupAudit>,
     /// The group the namespace selects, if audited.
-    pub own: Option<&'a str>,
-    pub reservations: &'a mut [ReservationAudit],
+    own: Option<&'a str>,
+    reservations: &'a mut [ReservationAudit],
 }
 
 impl Scanned<'_> {
@@ -35,7 +276,7 @@ impl Scanned<'_> {
     /// Decides the template of `workload` (`Kind/name`), made into `pod`, as `creator` would create
     /// its pods (a DaemonSet's: decided as the object is at `/mutate`, its pods as the DaemonSet
     /// controller creates them).
-    pub fn template(&mut self, workload: &str, pod: &Pod, creator: Requester, daemon_set: bool) {
+    fn template(&mut self, workload: &str, pod: &Pod, creator: Requester, daemon_set: bool) {
         let subject = match daemon_set {
             true => Subject::DaemonSet(Write::Create(pod)),
             false => Subject::Template(pod),
@@ -45,7 +286,7 @@ impl Scanned<'_> {
 
     /// Decides running `pod` as its re-creation would be (`controllers`: the namespace's, listed):
     /// by its controller, node or user, without the node the scheduler bound it to.
-    pub fn pod(&mut self, mut pod: Pod, controllers: &Controllers) {
+    fn pod(&mut self, mut pod: Pod, controllers: &Controllers) {
         let found = requester::recreation(self.config, &pod, controllers, self.nodes);
         let node = pod
             .spec
@@ -74,7 +315,7 @@ impl Scanned<'_> {
         requester: Requester,
         known: bool,
     ) {
-        let (config, ns, nodes) = (self.config, self.namespace, self.nodes);
+        let (config, ns, nodes) = (self.config, &self.namespace, self.nodes);
         let context = Context { requester, nodes };
         let view = View {
             config,
@@ -106,7 +347,7 @@ impl Scanned<'_> {
 impl GroupAudit {
     /// Counts the nodes that satisfy the group's own placement (with none: who could create one
     /// on demand, and the NodePools that could not), then gives its verdict; `total`: all nodes.
-    pub fn conclude(&mut self, config: &Config, nodes: Option<&dyn NodeView>, total: Option<usize>) {
+    pub(crate) fn conclude(&mut self, config: &Config, nodes: Option<&dyn NodeView>, total: Option<usize>) {
         if let (Some(nodes), Some(definition)) = (nodes, config.groups.get(&self.group)) {
             self.feasible_nodes = nodes.feasible(&Placement::of_group(definition));
             if self.feasible_nodes == Some(0) {
@@ -134,7 +375,7 @@ impl GroupAudit {
 
 impl ReservationAudit {
     /// Counts the nodes of the pool, then gives the reservation's verdict.
-    pub fn conclude(&mut self, config: &Config, nodes: Option<&dyn NodeView>) {
+    pub(crate) fn conclude(&mut self, config: &Config, nodes: Option<&dyn NodeView>) {
         if let (Some(nodes), Some(definition)) = (nodes, config.groups.get(&self.group)) {
             self.pool_nodes = nodes.count_where(&|n| crate::placement::reservation::in_pool(definition, n));
         }
@@ -143,7 +384,7 @@ impl ReservationAudit {
 }
 
 /// The warning about namespaces that select `group`, which the configuration does not define.
-pub fn undefined_group(config: &Config, group: &str, namespaces: &[String]) -> String {
+pub(crate) fn undefined_group(config: &Config, group: &str, namespaces: &[String]) -> String {
     format!(
         "{} namespace(s) select group {group:?}, which the configuration does not define ({}): their pods are \
          decided by unknownGroup ({}): {}",
@@ -159,7 +400,7 @@ pub fn undefined_group(config: &Config, group: &str, namespaces: &[String]) -> S
 
 /// The warning about namespace `meta` when its group label was last written through a
 /// subresource ([`label_written_through_subresource`]).
-pub fn side_door(config: &Config, meta: &ObjectMeta) -> Option<String> {
+pub(crate) fn side_door(config: &Config, meta: &ObjectMeta) -> Option<String> {
     let write = label_written_through_subresource(meta, &config.namespace_label)?;
     Some(format!(
         "namespace {:?}: its group label {} was last written through the {} subresource ({}): a path the \

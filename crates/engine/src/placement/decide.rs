@@ -75,7 +75,7 @@ pub enum Selection<'c> {
 }
 
 /// The group a namespace selects: its label value, else `defaultGroup`.
-pub fn select_group<'c>(config: &'c Config, ns: &Namespace<'_>) -> Selection<'c> {
+pub(crate) fn select_group<'c>(config: &'c Config, ns: &Namespace<'_>) -> Selection<'c> {
     if config.excluded_namespaces.iter().any(|n| n == ns.name) {
         return Selection::Excluded;
     }

@@ -29,8 +29,7 @@ use std::fmt;
 use k8s_openapi::api::core::v1::Toleration;
 
 use super::decide::{
-    Namespace, Selection, bound_node as named_node, has_daemon_set_controller_reference, has_mirror_annotation,
-    select_group,
+    Namespace, Selection, bound_node, has_daemon_set_controller_reference, has_mirror_annotation, select_group,
 };
 use super::feasible::{NodeInfo, NodeLookup, Placement, feasible, term_matches};
 use super::tolerations::{NodeTaint, TaintEffect, describe, same, tolerates_taint};
@@ -245,7 +244,7 @@ fn introduced<'p>(pod: &'p Pod, old: Option<&Pod>) -> impl Iterator<Item = &'p T
 /// can look it up first): some group reserves, and the request sets `spec.nodeName`.
 pub(crate) fn needs_named_node<'p>(config: &Config, pod: &'p Pod, old: Option<&Pod>) -> Option<&'p str> {
     if any_reservation(config) {
-        named_node(pod, old)
+        bound_node(pod, old)
     } else {
         None
     }
@@ -301,7 +300,7 @@ fn intrusions(
             })
     });
     found.extend(by_toleration);
-    if let Some(name) = named_node(pod, old) {
+    if let Some(name) = bound_node(pod, old) {
         match ctx.nodes.map(|n| n.node(name)) {
             Some(NodeLookup::Found(node)) if in_pool(reservation.group, &node) => found.push(match binding {
                 true => Via::Binding(name.to_owned()),

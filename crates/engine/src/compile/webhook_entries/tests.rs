@@ -1,10 +1,7 @@
 use serde_json::json;
 
 use super::*;
-use crate::testing::{
-    ENTRY_GROUPS as GROUPS, assert_contains, config, rendered_entries as rendered,
-    rendered_entries_with as rendered_with,
-};
+use crate::testing::{ENTRY_GROUPS, assert_contains, config, rendered_entries, rendered_entries_with};
 
 fn expressions(selector: &LabelSelector) -> Value {
     serde_json::to_value(selector.match_expressions.as_ref().expect("expressions")).unwrap()
@@ -12,7 +9,7 @@ fn expressions(selector: &LabelSelector) -> Value {
 
 #[test]
 fn groups_are_selected_by_the_entry_of_their_mode() {
-    let selectors = namespace_selectors(&config(GROUPS), &BTreeSet::new());
+    let selectors = namespace_selectors(&config(ENTRY_GROUPS), &BTreeSet::new());
     let excluded = json!({"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-node-lease", "kube-public", "kube-system"]});
     assert_eq!(
         expressions(&selectors[&PodEntry::Enforce]),
@@ -64,17 +61,17 @@ fn an_entry_with_nothing_to_serve_selects_a_name_no_namespace_can_have() {
 
 #[test]
 fn a_default_group_selects_unlabelled_namespaces_with_its_modes_policy() {
-    let c = config(&format!("defaultGroup: ci\n{GROUPS}"));
+    let c = config(&format!("defaultGroup: ci\n{ENTRY_GROUPS}"));
     assert_eq!(
         expressions(&namespace_selectors(&c, &BTreeSet::new())[&PodEntry::DefaultGroup])[0],
         json!({"key": "pod-director/group", "operator": "DoesNotExist"})
     );
     assert_eq!(default_group_follows(&c), PodEntry::Enforce);
     assert_eq!(
-        default_group_follows(&config(&format!("defaultGroup: gpu\n{GROUPS}"))),
+        default_group_follows(&config(&format!("defaultGroup: gpu\n{ENTRY_GROUPS}"))),
         PodEntry::Observe
     );
-    assert_eq!(default_group_follows(&config(GROUPS)), PodEntry::Observe);
+    assert_eq!(default_group_follows(&config(ENTRY_GROUPS)), PodEntry::Observe);
     let by_default = config("defaultMode: enforce\ndefaultGroup: batch\ngroups: {batch: {}}");
     assert_eq!(
         default_group_follows(&by_default),
@@ -127,16 +124,16 @@ fn entry<'a>(webhooks: &'a [Value], name: &str) -> &'a Value {
 #[test]
 fn webhooks_that_match_the_configuration_need_no_patch() {
     for kind in [Kind::Mutating, Kind::Validating] {
-        let live = rendered(kind, "pd", GROUPS);
-        let (ops, changed) = plan(kind, &live, GROUPS);
+        let live = rendered_entries(kind, "pd", ENTRY_GROUPS);
+        let (ops, changed) = plan(kind, &live, ENTRY_GROUPS);
         assert!(ops.is_empty() && changed.is_empty(), "{kind}: {ops:?}");
     }
 }
 
 #[test]
 fn a_group_flipped_to_enforce_moves_to_the_enforce_entry_and_nothing_else_is_touched() {
-    let live = rendered(Kind::Validating, "pd", GROUPS);
-    let flipped = GROUPS.replace("gpu: {mode: warn}", "gpu: {mode: enforce}");
+    let live = rendered_entries(Kind::Validating, "pd", ENTRY_GROUPS);
+    let flipped = ENTRY_GROUPS.replace("gpu: {mode: warn}", "gpu: {mode: enforce}");
     let (ops, changed) = plan(Kind::Validating, &live, &flipped);
     assert_eq!(
         changed,
@@ -174,7 +171,7 @@ fn a_group_flipped_to_enforce_moves_to_the_enforce_entry_and_nothing_else_is_tou
 
 #[test]
 fn every_changed_entry_is_guarded_by_a_test_of_its_name() {
-    let live = rendered(Kind::Mutating, "pd", GROUPS);
+    let live = rendered_entries(Kind::Mutating, "pd", ENTRY_GROUPS);
     let (ops, _) = plan(Kind::Mutating, &live, "groups: {ci: {}}");
     let ops = serde_json::to_value(&ops).unwrap();
     assert_eq!(
@@ -195,8 +192,8 @@ fn every_changed_entry_is_guarded_by_a_test_of_its_name() {
 
 #[test]
 fn a_default_group_set_by_a_reload_gets_unlabelled_namespaces_and_the_enforce_policy() {
-    let live = rendered(Kind::Mutating, "pd", GROUPS);
-    let with_default = format!("defaultGroup: ci\n{GROUPS}");
+    let live = rendered_entries(Kind::Mutating, "pd", ENTRY_GROUPS);
+    let with_default = format!("defaultGroup: ci\n{ENTRY_GROUPS}");
     let (ops, changed) = plan(Kind::Mutating, &live, &with_default);
     assert_eq!(changed, ["default-group.mutate.pd.pod-director.io"]);
     let after = patched(&live, &ops);
@@ -211,7 +208,7 @@ fn a_default_group_set_by_a_reload_gets_unlabelled_namespaces_and_the_enforce_po
         webhook_failure_policy_enforce: "Ignore".to_owned(),
         ..EntrySettings::default()
     };
-    let live = rendered_with(Kind::Mutating, "pd", GROUPS, &relaxed);
+    let live = rendered_entries_with(Kind::Mutating, "pd", ENTRY_GROUPS, &relaxed);
     let (ops, _) = plan_patch(
         Kind::Mutating,
         "pd",
@@ -230,7 +227,7 @@ fn a_default_group_set_by_a_reload_gets_unlabelled_namespaces_and_the_enforce_po
 
 #[test]
 fn every_field_the_chart_renders_is_restored_after_a_hand_edit() {
-    let live = rendered(Kind::Validating, "pd", GROUPS);
+    let live = rendered_entries(Kind::Validating, "pd", ENTRY_GROUPS);
     let owned = live.clone();
     let mut edited = live.clone();
     let enforce = 0;
@@ -251,7 +248,7 @@ fn every_field_the_chart_renders_is_restored_after_a_hand_edit() {
         .expect("guard entry");
     edited[guard]["failurePolicy"] = json!("Ignore");
     edited[guard]["rules"][0]["resources"] = json!(["namespaces"]);
-    let (ops, changed) = plan(Kind::Validating, &edited, GROUPS);
+    let (ops, changed) = plan(Kind::Validating, &edited, ENTRY_GROUPS);
     assert_eq!(
         changed,
         [
@@ -274,13 +271,13 @@ fn every_field_the_chart_renders_is_restored_after_a_hand_edit() {
             assert_eq!(got, want, "entry {i} restored");
         }
     }
-    let (again, _) = plan(Kind::Validating, &after, GROUPS);
+    let (again, _) = plan(Kind::Validating, &after, ENTRY_GROUPS);
     assert!(again.is_empty(), "{again:?}");
 }
 
 #[test]
 fn the_guard_entries_split_namespaces_by_their_groups_modes() {
-    let selectors = guard_object_selectors(&config(GROUPS));
+    let selectors = guard_object_selectors(&config(ENTRY_GROUPS));
     assert_eq!(
         expressions(&selectors[&GuardEntry::Enforce]),
         json!([{"key": "pod-director/group", "operator": "In", "values": ["ci"]}])
@@ -293,7 +290,7 @@ fn the_guard_entries_split_namespaces_by_their_groups_modes() {
         ])
     );
     // With an enforced defaultGroup an unlabelled namespace is in enforce.
-    let selectors = guard_object_selectors(&config(&format!("defaultGroup: ci\n{GROUPS}")));
+    let selectors = guard_object_selectors(&config(&format!("defaultGroup: ci\n{ENTRY_GROUPS}")));
     assert_eq!(
         expressions(&selectors[&GuardEntry::Enforce]),
         json!([{"key": "pod-director/group", "operator": "NotIn", "values": ["batch", "gpu"]}])
@@ -325,20 +322,20 @@ fn the_guard_entries_failure_policies_follow_the_groups_or_the_explicit_guard_mo
         .map(|w| w["failurePolicy"].clone())
         .collect()
     };
-    assert_eq!(policies(GROUPS), [json!("Fail"), json!("Ignore")]);
+    assert_eq!(policies(ENTRY_GROUPS), [json!("Fail"), json!("Ignore")]);
     assert_eq!(
-        policies(&format!("namespaceGuard: {{mode: enforce}}\n{GROUPS}")),
+        policies(&format!("namespaceGuard: {{mode: enforce}}\n{ENTRY_GROUPS}")),
         [json!("Fail"), json!("Fail")]
     );
     assert_eq!(
-        policies(&format!("namespaceGuard: {{mode: dryRun}}\n{GROUPS}")),
+        policies(&format!("namespaceGuard: {{mode: dryRun}}\n{ENTRY_GROUPS}")),
         [json!("Ignore"), json!("Ignore")]
     );
     assert!(
         owned_entries(
             Kind::Mutating,
             "pd",
-            &config(GROUPS),
+            &config(ENTRY_GROUPS),
             &EntrySettings::default(),
             &BTreeSet::new()
         )
@@ -350,13 +347,13 @@ fn the_guard_entries_failure_policies_follow_the_groups_or_the_explicit_guard_mo
 
 #[test]
 fn a_missing_entry_is_an_error_and_nothing_is_added() {
-    let mut live = rendered(Kind::Mutating, "pd", GROUPS);
+    let mut live = rendered_entries(Kind::Mutating, "pd", ENTRY_GROUPS);
     live.retain(|w| w["name"] != "default-group.mutate.pd.pod-director.io");
     let err = plan_patch(
         Kind::Mutating,
         "pd",
         &live,
-        &config(GROUPS),
+        &config(ENTRY_GROUPS),
         &EntrySettings::default(),
         &BTreeSet::new(),
     )
@@ -367,13 +364,13 @@ fn a_missing_entry_is_an_error_and_nothing_is_added() {
         ),
         "{err}"
     );
-    let mut live = rendered(Kind::Validating, "pd", GROUPS);
+    let mut live = rendered_entries(Kind::Validating, "pd", ENTRY_GROUPS);
     live.retain(|w| w["name"] != "observe.namespace-guard.pd.pod-director.io");
     let err = plan_patch(
         Kind::Validating,
         "pd",
         &live,
-        &config(GROUPS),
+        &config(ENTRY_GROUPS),
         &EntrySettings::default(),
         &BTreeSet::new(),
     )
@@ -394,7 +391,7 @@ groups:
 fn the_reservation_entry_is_added_when_a_group_starts_to_reserve_and_removed_when_none_does() {
     let reservation = "reservation.pd.pod-director.io";
     // Live: rendered without a reservation; a group starts to reserve.
-    let live = rendered(Kind::Validating, "pd", GROUPS);
+    let live = rendered_entries(Kind::Validating, "pd", ENTRY_GROUPS);
     assert!(live.iter().all(|w| w["name"] != reservation));
     let (ops, changed) = plan(Kind::Validating, &live, RESERVING);
     assert!(changed.contains(&reservation.to_owned()), "{changed:?}");
@@ -427,7 +424,7 @@ fn the_reservation_entry_is_added_when_a_group_starts_to_reserve_and_removed_whe
     assert!(gone.iter().all(|w| w["name"] != reservation));
     assert_eq!(gone.len(), after.len() - 1);
     // The mutating configuration never has one.
-    let mutating = rendered(Kind::Mutating, "pd", RESERVING);
+    let mutating = rendered_entries(Kind::Mutating, "pd", RESERVING);
     assert!(mutating.iter().all(|w| w["name"] != reservation));
     let (ops, _) = plan(Kind::Mutating, &mutating, RESERVING);
     assert!(ops.is_empty());
@@ -558,7 +555,7 @@ fn expressions_of(entry: &Value) -> Value {
 #[test]
 fn the_policy_entries_are_added_with_the_enforce_entrys_client_config_and_removed_after() {
     let handed = BTreeSet::from(["ci".to_owned()]);
-    let live = rendered(Kind::Mutating, "pd", ON_POLICY);
+    let live = rendered_entries(Kind::Mutating, "pd", ON_POLICY);
     let (ops, changed) = plan_patch(
         Kind::Mutating,
         "pd",
