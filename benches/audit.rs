@@ -150,6 +150,7 @@ async fn ensure(client: &kube::Client, args: &Args) {
 }
 
 /// Runs the audit once: wall time, peak RSS (KiB) of the child, and its report.
+#[allow(unsafe_code)] // a system call the standard library lacks (SAFETY below)
 fn run_once(args: &Args, config: &Path) -> (Duration, i64, Value) {
     let started = Instant::now();
     // Reaped below by wait4, which also gives its resource usage.

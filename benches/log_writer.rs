@@ -26,6 +26,7 @@ const ROUNDS: usize = 21;
 const BATCH: usize = 2000;
 
 /// A pipe whose read end a thread drains; the write end as a file.
+#[allow(unsafe_code)] // a system call the standard library lacks (SAFETY below)
 fn drained_pipe() -> std::fs::File {
     let mut fds = [0; 2];
     // SAFETY: pipe writes two new descriptors into the array.

@@ -14,7 +14,13 @@
 - One unit-test layout: a module's unit tests in `foo/tests.rs` beside `foo.rs` (split into
   `foo/tests/*.rs` when long), never written in `foo.rs`, in a sibling `foo_tests.rs`, or by `#[path]`.
 - The decision's field names are written once (src/telemetry.rs, `decision_fields!`): no other
-  product source (tests aside) names them.
+  product source (tests aside) names any of them.
+- One name and one home per concept: no `use … as …` of the crates' own items, each type name
+  declared once per crate, one `--group` check, `MANAGED_BY` written once.
+- The decision's walk and the audit's seam under their ceilings (issue 52): explain's `decide`,
+  `src/cli/explain.rs`, `Admission::placement`, the engine names `scan.rs` imports and its `scan`,
+  no `Audit { .. }` literal outside the engine, the engine's older entries and every engine
+  `pub fn` used outside it. It prints the Rust code lines of the product and the engine.
 """
 
 import re

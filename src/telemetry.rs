@@ -88,7 +88,7 @@ macro_rules! decision_fields {
         /// The runs of [`DECISION_FIELDS`] recorded together (each with a [`FieldBatch`]).
         pub(crate) mod fields {
             $($(#[$doc])* #[allow(dead_code)] // A run recorded field by field is listed for the order.
-            pub const $run: [&str; [$($field),*].len()] = [$($field),*];)*
+            pub(crate) const $run: [&str; [$($field),*].len()] = [$($field),*];)*
         }
 
         /// Every field of the decision log line besides `timestamp`, `level`,

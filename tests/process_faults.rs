@@ -309,6 +309,7 @@ fn rss_kib(pid: i32) -> u64 {
 }
 
 /// Raises this process's soft descriptor limit to its hard limit (the measurement opens many connections).
+#[allow(unsafe_code)] // a system call the standard library lacks (SAFETY below)
 fn raise_own_open_files_limit() {
     let mut limit = libc::rlimit {
         rlim_cur: 0,

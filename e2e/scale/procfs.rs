@@ -7,7 +7,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// User + system CPU seconds the process has used so far.
-pub fn cpu_seconds(pid: u32) -> Option<f64> {
+#[allow(unsafe_code)] // a system call the standard library lacks (SAFETY below)
+pub(crate) fn cpu_seconds(pid: u32) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name is in parentheses and may hold spaces: count fields after the last `)`.
     let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
@@ -19,7 +20,7 @@ pub fn cpu_seconds(pid: u32) -> Option<f64> {
 }
 
 /// A `/proc/PID/status` field in kB (e.g. `VmRSS`, `VmHWM`: the peak resident set), in bytes.
-pub fn status_bytes(pid: u32, field: &str) -> Option<u64> {
+pub(crate) fn status_bytes(pid: u32, field: &str) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let line = status
         .lines()
@@ -28,19 +29,19 @@ pub fn status_bytes(pid: u32, field: &str) -> Option<u64> {
     Some(kib * 1024)
 }
 
-pub fn rss(pid: u32) -> u64 {
+pub(crate) fn rss(pid: u32) -> u64 {
     status_bytes(pid, "VmRSS").unwrap_or(0)
 }
 
 /// Records the process's `VmRSS` every `every` until dropped (or the process is gone).
-pub struct Sampler {
+pub(crate) struct Sampler {
     samples: Arc<Mutex<Vec<(Instant, u64)>>>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl Sampler {
-    pub fn start(pid: u32, every: Duration) -> Self {
+    pub(crate) fn start(pid: u32, every: Duration) -> Self {
         let samples = Arc::new(Mutex::new(Vec::new()));
         let stop = Arc::new(AtomicBool::new(false));
         let (into, stopped) = (samples.clone(), stop.clone());
@@ -59,7 +60,7 @@ impl Sampler {
     }
 
     /// The samples taken between `from` and `to`.
-    pub fn between(&self, from: Instant, to: Instant) -> Vec<u64> {
+    pub(crate) fn between(&self, from: Instant, to: Instant) -> Vec<u64> {
         let samples = self.samples.lock().expect("not poisoned");
         samples
             .iter()

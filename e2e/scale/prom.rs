@@ -4,18 +4,18 @@
 
 use std::collections::BTreeMap;
 
-pub type Labels = BTreeMap<String, String>;
+pub(crate) type Labels = BTreeMap<String, String>;
 
 /// One sample line: `name{labels} value`.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Sample {
+pub(crate) struct Sample {
     pub name: String,
     pub labels: Labels,
     pub value: f64,
 }
 
 /// Every sample of `text` (comments and unparsable lines skipped).
-pub fn parse(text: &str) -> Vec<Sample> {
+pub(crate) fn parse(text: &str) -> Vec<Sample> {
     text.lines()
         .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
         .filter_map(parse_line)
@@ -68,7 +68,7 @@ fn parse_line(line: &str) -> Option<Sample> {
 }
 
 /// The sum of the samples named `name` whose labels `keep`.
-pub fn sum(samples: &[Sample], name: &str, keep: impl Fn(&Labels) -> bool) -> f64 {
+pub(crate) fn sum(samples: &[Sample], name: &str, keep: impl Fn(&Labels) -> bool) -> f64 {
     samples
         .iter()
         .filter(|s| s.name == name && keep(&s.labels))
@@ -77,7 +77,7 @@ pub fn sum(samples: &[Sample], name: &str, keep: impl Fn(&Labels) -> bool) -> f6
 }
 
 /// The distinct values of label `label` among the samples named `name`.
-pub fn label_values(samples: &[Sample], name: &str, label: &str) -> Vec<String> {
+pub(crate) fn label_values(samples: &[Sample], name: &str, label: &str) -> Vec<String> {
     let mut values: Vec<String> = samples
         .iter()
         .filter(|s| s.name == name)
@@ -90,7 +90,7 @@ pub fn label_values(samples: &[Sample], name: &str, label: &str) -> Vec<String> 
 
 /// A cumulative histogram: `(le, count ≤ le)` sorted by `le` (the last one `+Inf`), sum, count.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Histogram {
+pub(crate) struct Histogram {
     pub buckets: Vec<(f64, f64)>,
     pub sum: f64,
     pub count: f64,
@@ -98,7 +98,7 @@ pub struct Histogram {
 
 impl Histogram {
     /// The histogram `base` (`base_bucket`, `base_sum`, `base_count`) summed over the series `keep` keeps.
-    pub fn of(samples: &[Sample], base: &str, keep: impl Fn(&Labels) -> bool) -> Self {
+    pub(crate) fn of(samples: &[Sample], base: &str, keep: impl Fn(&Labels) -> bool) -> Self {
         let mut by_le: BTreeMap<u64, (f64, f64)> = BTreeMap::new();
         let bucket = format!("{base}_bucket");
         for s in samples.iter().filter(|s| s.name == bucket && keep(&s.labels)) {
@@ -117,7 +117,7 @@ impl Histogram {
     }
 
     /// What was observed between `earlier` and `self` (same buckets).
-    pub fn since(&self, earlier: &Histogram) -> Histogram {
+    pub(crate) fn since(&self, earlier: &Histogram) -> Histogram {
         let before = |le: f64| {
             earlier
                 .buckets
@@ -133,7 +133,7 @@ impl Histogram {
     }
 
     /// Adds `other`'s observations (same buckets, or `self` empty).
-    pub fn add(&mut self, other: &Histogram) {
+    pub(crate) fn add(&mut self, other: &Histogram) {
         if self.buckets.is_empty() {
             *self = other.clone();
             return;
@@ -150,12 +150,12 @@ impl Histogram {
     }
 
     /// `_sum / _count`.
-    pub fn mean(&self) -> Option<f64> {
+    pub(crate) fn mean(&self) -> Option<f64> {
         (self.count > 0.0).then(|| self.sum / self.count)
     }
 
     /// The `le` of the bucket holding quantile `q` (an upper bound of it).
-    pub fn bucket_of(&self, q: f64) -> Option<f64> {
+    pub(crate) fn bucket_of(&self, q: f64) -> Option<f64> {
         let total = self.buckets.last()?.1;
         (total > 0.0).then_some(())?;
         self.buckets.iter().find(|(_, c)| *c >= q * total).map(|(le, _)| *le)
@@ -163,7 +163,7 @@ impl Histogram {
 
     /// Quantile `q`, interpolated linearly inside its bucket as `histogram_quantile` does
     /// (the lowest bucket starts at 0; a quantile in the `+Inf` bucket is the highest finite `le`).
-    pub fn quantile(&self, q: f64) -> Option<f64> {
+    pub(crate) fn quantile(&self, q: f64) -> Option<f64> {
         let total = self.buckets.last()?.1;
         if total <= 0.0 {
             return None;

@@ -247,7 +247,7 @@ async fn round(env: &Env, ns: &str, i: usize, length: Duration, concurrency: usi
     latencies
 }
 
-pub async fn run() {
+pub(crate) async fn run() {
     let settings = ReportsScale::from_env();
     let started = Instant::now();
     let env = Env::start_with(

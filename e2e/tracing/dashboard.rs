@@ -23,10 +23,10 @@ use serde_json::Value;
 use crate::harness::prometheus::Prometheus;
 
 /// Series keyed by the values of a panel's grouping labels (in the order named).
-pub type Series = BTreeMap<Vec<String>, f64>;
+pub(crate) type Series = BTreeMap<Vec<String>, f64>;
 
 /// What the rollout did.
-pub struct Observed {
+pub(crate) struct Observed {
     /// pod-director's decision log lines of the time range.
     pub decisions: Vec<Value>,
     /// pod-director's `/metrics` at the start and at the end of the time range.
@@ -36,14 +36,14 @@ pub struct Observed {
 
 /// One sample of an OpenMetrics exposition.
 #[derive(Debug, Clone)]
-pub struct Sample {
+pub(crate) struct Sample {
     pub name: String,
     pub labels: BTreeMap<String, String>,
     pub value: f64,
 }
 
 /// Parses the samples of an exposition (exemplars and comments dropped).
-pub fn parse_exposition(text: &str) -> Vec<Sample> {
+pub(crate) fn parse_exposition(text: &str) -> Vec<Sample> {
     let mut out = Vec::new();
     for line in text.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
         let line = line.split(" # ").next().unwrap_or(line);
@@ -95,23 +95,23 @@ fn parse_labels(text: &str) -> BTreeMap<String, String> {
 
 /// A `$group` selection, as a Grafana user makes it.
 #[derive(Debug, Clone)]
-pub struct Selection {
+pub(crate) struct Selection {
     /// `None`: All.
     pub groups: Option<Vec<String>>,
 }
 
 impl Selection {
-    pub fn all() -> Self {
+    pub(crate) fn all() -> Self {
         Self { groups: None }
     }
 
-    pub fn of(groups: &[&str]) -> Self {
+    pub(crate) fn of(groups: &[&str]) -> Self {
         Self {
             groups: Some(groups.iter().map(|g| (*g).to_owned()).collect()),
         }
     }
 
-    pub fn admits(&self, group: &str) -> bool {
+    pub(crate) fn admits(&self, group: &str) -> bool {
         self.groups.as_ref().is_none_or(|g| g.iter().any(|x| x == group))
     }
 
@@ -157,7 +157,7 @@ fn regex_escape(value: &str) -> String {
 
 /// The dashboard's variables for one evaluation: Grafana's built-ins for the time
 /// range, and `$group`.
-pub struct Variables {
+pub(crate) struct Variables {
     pub start: f64,
     pub end: f64,
     /// The Prometheus datasource's scrape interval (Grafana: "Scrape interval").
@@ -169,7 +169,7 @@ pub struct Variables {
 const MAX_DATA_POINTS: f64 = 1000.0;
 
 impl Variables {
-    pub fn new(start: f64, end: f64, scrape_interval: Duration, group: Selection) -> Self {
+    pub(crate) fn new(start: f64, end: f64, scrape_interval: Duration, group: Selection) -> Self {
         Self {
             start,
             end,
@@ -184,13 +184,13 @@ impl Variables {
 
     /// `$__interval`: the range over max data points, rounded as Grafana rounds it,
     /// never below the scrape interval (the datasource's minimum).
-    pub fn interval(&self) -> Duration {
+    pub(crate) fn interval(&self) -> Duration {
         let raw = (self.end - self.start) * 1000.0 / MAX_DATA_POINTS;
         Duration::from_millis(round_interval(raw)).max(self.scrape_interval)
     }
 
     /// `$__rate_interval` = max(`$__interval` + scrape interval, 4 × scrape interval).
-    pub fn rate_interval(&self) -> Duration {
+    pub(crate) fn rate_interval(&self) -> Duration {
         (self.interval() + self.scrape_interval).max(self.scrape_interval * 4)
     }
 
@@ -217,7 +217,7 @@ impl Variables {
     }
 
     /// `expr` with every `$name`, `${name}`, `${name:format}` and `[[name]]` replaced.
-    pub fn interpolate(&self, expr: &str, dashboard: &Value) -> Result<String, String> {
+    pub(crate) fn interpolate(&self, expr: &str, dashboard: &Value) -> Result<String, String> {
         let mut out = String::new();
         let mut rest = expr;
         while let Some(at) = rest.find(['$', '[']) {
@@ -347,7 +347,7 @@ impl Sample {
 
 impl Observed {
     /// Decision lines passing `keep`, counted by the labels `by`.
-    pub fn decisions(&self, by: &[&str], keep: impl Fn(&Value) -> bool) -> Series {
+    pub(crate) fn decisions(&self, by: &[&str], keep: impl Fn(&Value) -> bool) -> Series {
         let mut out = Series::new();
         for line in self.decisions.iter().filter(|l| keep(l)) {
             let key = by.iter().map(|l| text(line, field_of(l)).to_owned()).collect();
@@ -358,7 +358,7 @@ impl Observed {
 
     /// Conflicts of the decision lines passing `keep`, by `by` (`resolution`: the
     /// parenthesised end of each `placement.conflicts` entry).
-    pub fn conflicts(&self, by: &[&str], keep: impl Fn(&Value) -> bool) -> Series {
+    pub(crate) fn conflicts(&self, by: &[&str], keep: impl Fn(&Value) -> bool) -> Series {
         let mut out = Series::new();
         for line in self.decisions.iter().filter(|l| keep(l)) {
             let conflicts: Vec<String> = match &line["placement.conflicts"] {
@@ -385,7 +385,7 @@ impl Observed {
     }
 
     /// The increase of counter samples `name` between the two scrapes, by `by`.
-    pub fn increase(&self, name: &str, by: &[&str]) -> Series {
+    pub(crate) fn increase(&self, name: &str, by: &[&str]) -> Series {
         let sum = |samples: &[Sample]| {
             let mut out = Series::new();
             for s in samples.iter().filter(|s| s.name == name) {
@@ -404,7 +404,7 @@ impl Observed {
     }
 
     /// Gauge samples `name` at the end, by `by` (max per key, as `max by`), where `keep` holds.
-    pub fn gauge(&self, name: &str, by: &[&str], keep: impl Fn(&Sample) -> bool) -> Series {
+    pub(crate) fn gauge(&self, name: &str, by: &[&str], keep: impl Fn(&Sample) -> bool) -> Series {
         let mut out = Series::new();
         for s in self.after.iter().filter(|s| s.name == name && keep(s)) {
             let entry = out.entry(s.key(by)).or_insert(f64::MIN);
@@ -428,13 +428,13 @@ fn in_group(line: &Value, sel: &Selection) -> bool {
 
 mod expectations;
 
-pub use self::expectations::{Check, EXPECTATIONS};
+pub(crate) use self::expectations::{Check, EXPECTATIONS};
 use self::expectations::{REF_IDS, ROLLOUT};
 
 // --- the evaluation ----------------------------------------------------------------------
 
 /// The dashboards of `otel/grafana/dashboards/`, by uid.
-pub fn dashboards() -> Vec<(String, Value)> {
+pub(crate) fn dashboards() -> Vec<(String, Value)> {
     let dir = crate::harness::repo().join("otel/grafana/dashboards");
     let mut out = Vec::new();
     for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
@@ -460,7 +460,7 @@ fn all_panels(dashboard: &Value) -> impl Iterator<Item = &Value> {
 }
 
 /// Every panel of a dashboard, rows' nested panels included, rows themselves excluded.
-pub fn panels(dashboard: &Value) -> Vec<&Value> {
+pub(crate) fn panels(dashboard: &Value) -> Vec<&Value> {
     all_panels(dashboard).filter(|p| p["type"] != "row").collect()
 }
 
@@ -475,7 +475,7 @@ fn is_prometheus(panel: &Value, target: &Value) -> bool {
 
 /// The table and the dashboards agree: every panel has exactly one entry, every
 /// query of it a check; returns the problems.
-pub fn coverage() -> Vec<String> {
+pub(crate) fn coverage() -> Vec<String> {
     coverage_of(&dashboards())
 }
 
@@ -577,7 +577,7 @@ fn show(series: &Series) -> String {
 }
 
 /// One evaluated query, for the report.
-pub struct Evaluated {
+pub(crate) struct Evaluated {
     pub panel: String,
     pub ref_id: String,
     pub selection: String,
@@ -587,7 +587,7 @@ pub struct Evaluated {
 
 /// Evaluates every Prometheus query of every dashboard for each `$group` selection;
 /// returns what each showed and every mismatch with [`EXPECTATIONS`].
-pub async fn evaluate(
+pub(crate) async fn evaluate(
     prometheus: &Prometheus,
     observed: &Observed,
     selections: &[Selection],

@@ -21,7 +21,7 @@ const SCRAPE: Duration = Duration::from_millis(200);
 const MIN_RANGE: Duration = Duration::from_secs(20);
 
 /// What the rollout meant each of its pods' mutate decisions to be.
-pub struct Rollout {
+pub(crate) struct Rollout {
     pub intended: Vec<(String, String, &'static str)>,
     /// Trace ids of the `error` reviews sent directly.
     pub error_traces: Vec<String>,
@@ -34,7 +34,7 @@ async fn scrape(env: &Env) -> Vec<dashboard::Sample> {
 
 /// Creates pods in namespaces of the suite's groups, each meant to be one decision;
 /// sends undecidable reviews; reloads the config once and has one reload refused.
-pub async fn run(env: &mut Env, prometheus: &Prometheus) -> Rollout {
+pub(crate) async fn run(env: &mut Env, prometheus: &Prometheus) -> Rollout {
     let dry = env.namespace(Some("e2e-dryrun")).await;
     let enforce = env.namespace(Some("e2e-enforce")).await;
     let excluded = env.namespace(Some("e2e-exclusion")).await;

@@ -99,7 +99,7 @@ pub(super) struct Request<'a> {
 
 impl<'a> Request<'a> {
     /// The kube-core request without its objects (read by the response builders), and the objects.
-    pub fn split(self, types: TypeMeta) -> (AdmissionRequest<DynamicObject>, Object<'a>, Object<'a>) {
+    pub(super) fn split(self, types: TypeMeta) -> (AdmissionRequest<DynamicObject>, Object<'a>, Object<'a>) {
         let request = AdmissionRequest {
             types,
             uid: self.uid,

@@ -35,7 +35,7 @@ enum CliError {
     Yaml(String),
 }
 
-pub fn run(args: &AuditArgs) -> ExitCode {
+pub(super) fn run(args: &AuditArgs) -> ExitCode {
     let result = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

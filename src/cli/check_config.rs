@@ -7,7 +7,7 @@ use super::CheckConfigArgs;
 use pod_director_engine::compile::admission_policies::{self, object_name};
 use pod_director_engine::config::{Config, EnforceWith, schema};
 
-pub fn run(args: &CheckConfigArgs) -> ExitCode {
+pub(super) fn run(args: &CheckConfigArgs) -> ExitCode {
     if args.print_schema {
         return match serde_json::to_string_pretty(&schema::schema_json()) {
             Ok(text) => super::stdout::emit(&format!("{text}\n"), ExitCode::SUCCESS, 1),

@@ -134,7 +134,7 @@ struct ViolationView {
     message: String,
 }
 
-pub fn run(args: &ExplainArgs) -> ExitCode {
+pub(crate) fn run(args: &ExplainArgs) -> ExitCode {
     if args.policies {
         return super::policies::run(args);
     }

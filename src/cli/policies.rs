@@ -67,7 +67,7 @@ fn yaml(policies: &[Policies]) -> Result<String, PrintError> {
     Ok(out)
 }
 
-pub fn run(args: &ExplainArgs) -> ExitCode {
+pub(super) fn run(args: &ExplainArgs) -> ExitCode {
     let rendered = compiled(args).and_then(|policies| {
         if policies.is_empty() {
             eprintln!(

@@ -71,7 +71,7 @@ pub trait NamespaceSource: Send + Sync + 'static {
 
 /// The labels of namespace `name`: from the cache, else from a live read.
 /// A namespace that does not exist has no labels.
-pub async fn lookup(source: &dyn NamespaceSource, name: &str) -> Result<Labels, LookupError> {
+pub(crate) async fn lookup(source: &dyn NamespaceSource, name: &str) -> Result<Labels, LookupError> {
     if let Some(labels) = source.cached(name) {
         return Ok(labels);
     }
@@ -204,7 +204,7 @@ pub(crate) struct KubeNamespaces {
 
 impl KubeNamespaces {
     /// Starts the metadata-only reflector (in a task, until dropped).
-    pub fn start(client: Client) -> Self {
+    pub(crate) fn start(client: Client) -> Self {
         let (store, writer) = reflector::store::<NamespaceMeta>();
         let ready = Arc::new(AtomicBool::new(false));
         let stream = watcher(Api::<NamespaceMeta>::all(client.clone()), watcher::Config::default())

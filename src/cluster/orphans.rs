@@ -39,7 +39,7 @@ pub(crate) const OTHER_GROUPS: &str = "(other)";
 const READY_POLL: Duration = Duration::from_millis(200);
 
 /// Orphaned groups → how many (non-excluded) cached namespaces select each.
-pub fn count(config: &Config, namespaces: &dyn NamespaceSource) -> BTreeMap<String, usize> {
+pub(crate) fn count(config: &Config, namespaces: &dyn NamespaceSource) -> BTreeMap<String, usize> {
     let mut orphaned: BTreeMap<String, usize> = BTreeMap::new();
     for (namespace, group) in namespaces.label_values(&config.namespace_label) {
         if config.groups.contains_key(&group) || config.excluded_namespaces.contains(&namespace) {
@@ -51,7 +51,7 @@ pub fn count(config: &Config, namespaces: &dyn NamespaceSource) -> BTreeMap<Stri
 }
 
 /// At most [`MAX_SERIES`] groups, the largest first kept by name; the rest summed into [`OTHER_GROUPS`].
-pub fn bounded(orphaned: &BTreeMap<String, usize>) -> BTreeMap<String, usize> {
+pub(crate) fn bounded(orphaned: &BTreeMap<String, usize>) -> BTreeMap<String, usize> {
     if orphaned.len() <= MAX_SERIES {
         return orphaned.clone();
     }
@@ -66,7 +66,7 @@ pub fn bounded(orphaned: &BTreeMap<String, usize>) -> BTreeMap<String, usize> {
 }
 
 /// Logs one WARN per orphaned group of `loaded` (nothing when there is none).
-pub fn report(loaded: &Loaded, namespaces: &dyn NamespaceSource) {
+pub(crate) fn report(loaded: &Loaded, namespaces: &dyn NamespaceSource) {
     let orphaned = count(&loaded.config, namespaces);
     for (group, selecting) in &orphaned {
         warn!(

@@ -48,12 +48,12 @@ pub trait PodSource: Send + Sync + 'static {
 }
 
 /// Pods read with the cluster client.
-pub struct KubePods {
+pub(crate) struct KubePods {
     client: Client,
 }
 
 impl KubePods {
-    pub fn new(client: Client) -> Self {
+    pub(crate) fn new(client: Client) -> Self {
         Self { client }
     }
 }
@@ -119,7 +119,7 @@ impl PodMetrics {
 }
 
 /// The pod `namespace/name` from `source`, bounded by `timeout` and counted.
-pub async fn lookup(
+pub(crate) async fn lookup(
     source: &dyn PodSource,
     namespace: &str,
     name: &str,

@@ -122,14 +122,14 @@ enum WatchEnded {
 }
 
 /// Reads provisioners from the API server into a store, for as long as it lives.
-pub struct KubeProvisioners {
+pub(crate) struct KubeProvisioners {
     store: Arc<ProvisionerStore>,
     _tasks: Vec<AbortOnDropHandle<()>>,
 }
 
 impl KubeProvisioners {
     /// Starts discovery (and, once a resource is served, its watch), one task per resource.
-    pub fn start(client: Client, discovery_interval: Duration) -> Self {
+    pub(crate) fn start(client: Client, discovery_interval: Duration) -> Self {
         let store = Arc::new(ProvisionerStore::new());
         store.expect(SOURCES.len());
         let tasks = SOURCES
@@ -142,7 +142,7 @@ impl KubeProvisioners {
         Self { store, _tasks: tasks }
     }
 
-    pub fn store(&self) -> Arc<ProvisionerStore> {
+    pub(crate) fn store(&self) -> Arc<ProvisionerStore> {
         self.store.clone()
     }
 }

@@ -37,7 +37,7 @@ use pod_director_engine::compile::{MANAGED_BY, MANAGED_BY_LABEL};
 use pod_director_engine::config::Config;
 
 /// The field manager of the reports' server-side applies.
-pub const FIELD_MANAGER: &str = "pod-director-reports";
+pub(crate) const FIELD_MANAGER: &str = "pod-director-reports";
 /// Logged when the writer finds the Report CRD served (after it was not, or at start).
 pub const REPORTS_SERVED: &str = "reports: the Report CRD is served; writing a report per grouped namespace";
 /// Logged when the writer finds the Report CRD not served (at start, or removed): install the
@@ -50,7 +50,7 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// What one pass wants: the reports (none with `--reports false`: pod-director's are removed),
 /// and the audit's outcomes (for the Events).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Wanted {
+pub(crate) struct Wanted {
     pub reports: BTreeMap<String, Report>,
     pub ledger: Arc<pod_director_engine::audit::workloads::Ledger>,
 }
@@ -164,7 +164,7 @@ impl PassError {
 
 /// What one pass did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct Written {
+pub(crate) struct Written {
     pub applied: usize,
     pub deleted: usize,
     pub unchanged: usize,

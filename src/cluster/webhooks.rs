@@ -67,7 +67,7 @@ pub(crate) enum ReconcileError {
 }
 
 /// Keeps the named webhook configurations in step with the live configuration.
-pub struct Reconciler {
+pub(crate) struct Reconciler {
     pub client: Client,
     pub targets: Vec<(Kind, String)>,
     pub entries: EntrySettings,
@@ -130,7 +130,7 @@ where
 impl Reconciler {
     /// One pass over every target: patches what drifted. Counts and logs the result;
     /// `false` when some target could not be reconciled.
-    pub async fn reconcile(&self) -> bool {
+    pub(crate) async fn reconcile(&self) -> bool {
         let loaded = self.live.load_full();
         let attempt = async {
             let mut errors: Vec<ReconcileError> = Vec::new();
@@ -248,7 +248,7 @@ impl Reconciler {
 
 /// Reconciles now, after every change announced on `changed`, every `resync`, and
 /// after a failure with a growing delay (1 s doubling to 30 s), until `shutdown`.
-pub fn spawn(
+pub(crate) fn spawn(
     reconciler: Reconciler,
     mut changed: watch::Receiver<String>,
     resync: Duration,

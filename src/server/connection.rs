@@ -101,7 +101,7 @@ pub(crate) enum Phase {
 
 /// The connections of one listener: how many are open, and what the drain did.
 #[derive(Debug)]
-pub struct Tracker {
+pub(crate) struct Tracker {
     open: AtomicUsize,
     closed: Notify,
     gauge: Option<Gauge>,
@@ -120,7 +120,7 @@ pub struct Tracker {
 
 impl Tracker {
     /// `gauge` follows the open connections (the admission port's `pod_director_connections_open`).
-    pub fn new(gauge: Option<Gauge>, rejection: Rejection) -> Self {
+    pub(crate) fn new(gauge: Option<Gauge>, rejection: Rejection) -> Self {
         Self {
             open: AtomicUsize::new(0),
             closed: Notify::new(),
@@ -134,11 +134,11 @@ impl Tracker {
         }
     }
 
-    pub fn open(&self) -> usize {
+    pub(crate) fn open(&self) -> usize {
         self.open.load(Ordering::SeqCst)
     }
 
-    pub fn rejection(&self) -> Rejection {
+    pub(crate) fn rejection(&self) -> Rejection {
         self.rejection
     }
 
@@ -305,7 +305,7 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for CountingIo<I> {
 }
 
 /// Everything a connection task needs, shared by the listener's connections.
-pub struct Listener {
+pub(crate) struct Listener {
     /// `admission` or `probe`, for logs.
     pub name: &'static str,
     pub tls: Option<TlsAcceptor>,

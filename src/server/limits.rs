@@ -27,6 +27,7 @@ const FLOOR: usize = 16;
 pub(crate) const MEMORY_CEILING: usize = 4096;
 
 /// The soft `RLIMIT_NOFILE`; `None` when it cannot be read or is unlimited.
+#[allow(unsafe_code)] // a system call the standard library lacks (SAFETY below)
 pub(crate) fn open_files_limit() -> Option<u64> {
     let mut limit = libc::rlimit {
         rlim_cur: 0,
@@ -49,7 +50,7 @@ pub(crate) fn derived_max_connections(soft: u64) -> usize {
 
 /// The cap in effect: `flag` when given, else derived from the descriptor limit;
 /// warns when the limit leaves too little or the flag asks for more than it allows.
-pub fn max_connections(flag: Option<usize>) -> usize {
+pub(crate) fn max_connections(flag: Option<usize>) -> usize {
     let limit = open_files_limit();
     let derived = limit.map(derived_max_connections);
     match (flag, limit, derived) {

@@ -34,7 +34,7 @@ const SETTLE: Duration = Duration::from_millis(100);
 /// A digest of the files' content (or of the error reading them).
 pub(crate) type Fingerprint = [u8; 32];
 
-pub fn fingerprint(paths: &[&Path]) -> Fingerprint {
+pub(crate) fn fingerprint(paths: &[&Path]) -> Fingerprint {
     let mut hasher = Sha256::new();
     for path in paths {
         match std::fs::read(path) {
@@ -217,7 +217,11 @@ impl Reload for TlsReload {
 
 /// Checks `target`'s files whenever their directories report a change, every `poll`, and when a
 /// refused new version has been unchanged for [`QUIET`], until `shutdown`.
-pub fn spawn(target: impl Reload, poll: Duration, mut shutdown: watch::Receiver<bool>) -> tokio::task::JoinHandle<()> {
+pub(crate) fn spawn(
+    target: impl Reload,
+    poll: Duration,
+    mut shutdown: watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
     let (tx, mut rx) = mpsc::unbounded_channel::<()>();
     let directories: BTreeSet<PathBuf> = target
         .paths()

@@ -98,7 +98,7 @@ fn is_json(content_type: &str) -> bool {
 }
 
 /// A review posted to `/{name}`: its headers and its JSON body, within `max_body_bytes`.
-pub fn review_request(
+pub(crate) fn review_request(
     name: &'static str,
     max_body_bytes: u64,
 ) -> impl Filter<Extract = (http::HeaderMap, Bytes), Error = Rejection> + Clone {
@@ -111,12 +111,12 @@ pub fn review_request(
 }
 
 /// An AdmissionReview answer.
-pub fn review_reply(body: Vec<u8>, status: StatusCode) -> impl Reply {
+pub(crate) fn review_reply(body: Vec<u8>, status: StatusCode) -> impl Reply {
     warp::reply::with_status(warp::reply::with_header(body, CONTENT_TYPE, "application/json"), status)
 }
 
 /// `POST /mutate`, `POST /validate`, `POST /validate-namespace` and `POST /validate-reservation`.
-pub fn admission(
+pub(crate) fn admission(
     admission: Arc<Admission>,
     max_body_bytes: u64,
 ) -> impl Filter<Extract = (impl Reply,), Error = Infallible> + Clone {
@@ -178,7 +178,7 @@ fn text(status: StatusCode, message: String) -> warp::reply::Response {
 }
 
 /// Maps each rejection to its own status with a message saying what to do.
-pub async fn rejection(rejection: Rejection) -> Result<warp::reply::Response, Infallible> {
+pub(crate) async fn rejection(rejection: Rejection) -> Result<warp::reply::Response, Infallible> {
     let reply = if rejection.is_not_found() {
         text(
             StatusCode::NOT_FOUND,

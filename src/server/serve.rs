@@ -15,7 +15,7 @@ use super::connection::{self, Listener, Phase};
 
 /// Accepts connections until shutdown (refusing those beyond `max_connections` at accept),
 /// then drains: see [`connection`].
-pub async fn serve(
+pub(crate) async fn serve(
     listener: TcpListener,
     shared: Arc<Listener>,
     max_connections: usize,

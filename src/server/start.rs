@@ -125,22 +125,23 @@ pub(crate) fn tls_acceptor(
 }
 
 /// Binds `addr`.
-pub async fn bind(addr: SocketAddr) -> Result<TcpListener, ServerError> {
+pub(crate) async fn bind(addr: SocketAddr) -> Result<TcpListener, ServerError> {
     TcpListener::bind(addr)
         .await
         .map_err(|source| ServerError::Bind { addr, source })
 }
 
 /// The address `listener` is bound to (`fallback` when the OS does not say).
-pub fn local_addr(listener: &TcpListener, fallback: SocketAddr) -> SocketAddr {
+pub(crate) fn local_addr(listener: &TcpListener, fallback: SocketAddr) -> SocketAddr {
     listener.local_addr().unwrap_or(fallback)
 }
 
 /// A listener's request handler.
-pub type Respond = Arc<dyn Fn(http::Request<Incoming>) -> BoxFuture<'static, warp::reply::Response> + Send + Sync>;
+pub(crate) type Respond =
+    Arc<dyn Fn(http::Request<Incoming>) -> BoxFuture<'static, warp::reply::Response> + Send + Sync>;
 
 /// Wraps a warp filter as a request → response function with a deadline.
-pub fn respond<F, R>(filter: F, timeout: Duration) -> Respond
+pub(crate) fn respond<F, R>(filter: F, timeout: Duration) -> Respond
 where
     F: Filter<Extract = (R,), Error = std::convert::Infallible> + Clone + Send + Sync + 'static,
     R: Reply,
@@ -165,7 +166,7 @@ where
 
 /// hyper's HTTP/1.1 and HTTP/2 settings for `timeouts`. hyper's own HTTP/1 header-read timeout is off:
 /// it also runs while a keep-alive connection is idle; the connection watchdog times heads instead.
-pub fn builder(timeouts: &Timeouts) -> auto::Builder<TokioExecutor> {
+pub(crate) fn builder(timeouts: &Timeouts) -> auto::Builder<TokioExecutor> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder.http1().timer(TokioTimer::new()).header_read_timeout(None);
     builder

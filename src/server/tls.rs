@@ -89,7 +89,7 @@ pub(crate) fn certified_key(files: &TlsFiles, cert_pem: &[u8], key_pem: &[u8]) -
 }
 
 /// Reads and parses the pair from disk.
-pub fn load(files: &TlsFiles) -> Result<CertifiedKey, TlsError> {
+pub(crate) fn load(files: &TlsFiles) -> Result<CertifiedKey, TlsError> {
     let read = |path: &Path| {
         std::fs::read(path).map_err(|source| TlsError::Read {
             path: path.to_owned(),
@@ -101,19 +101,19 @@ pub fn load(files: &TlsFiles) -> Result<CertifiedKey, TlsError> {
 
 /// Hands out the current certificate to each new handshake.
 #[derive(Debug)]
-pub struct CertResolver {
+pub(crate) struct CertResolver {
     current: ArcSwap<CertifiedKey>,
 }
 
 impl CertResolver {
-    pub fn new(initial: CertifiedKey) -> Self {
+    pub(crate) fn new(initial: CertifiedKey) -> Self {
         Self {
             current: ArcSwap::from_pointee(initial),
         }
     }
 
     /// Makes `next` the certificate of every connection from now on.
-    pub fn replace(&self, next: CertifiedKey) {
+    pub(crate) fn replace(&self, next: CertifiedKey) {
         self.current.store(Arc::new(next));
     }
 }
@@ -125,7 +125,7 @@ impl ResolvesServerCert for CertResolver {
 }
 
 /// A server configuration using `resolver`, offering HTTP/2 and HTTP/1.1 (ALPN).
-pub fn server_config(resolver: Arc<CertResolver>) -> Result<rustls::ServerConfig, TlsError> {
+pub(crate) fn server_config(resolver: Arc<CertResolver>) -> Result<rustls::ServerConfig, TlsError> {
     let mut config = rustls::ServerConfig::builder_with_provider(tls_provider())
         .with_safe_default_protocol_versions()
         .map_err(TlsError::Config)?

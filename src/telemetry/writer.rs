@@ -148,7 +148,7 @@ impl WriterGuard {
 }
 
 /// Starts the writer thread moving lines to `out`; `dropped` counts the lines that did not fit in `capacity` bytes.
-pub fn spawn<W>(
+pub(super) fn spawn<W>(
     out: W,
     capacity: usize,
     format: LogFormat,

@@ -21,7 +21,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use super::Pki;
 
 /// The fake API server; stops when dropped.
-pub struct FakeApi {
+pub(crate) struct FakeApi {
     pub addr: SocketAddr,
     pub requests: Arc<AtomicUsize>,
     task: tokio::task::JoinHandle<()>,
@@ -91,7 +91,7 @@ fn answer(request: &http::Request<hyper::body::Incoming>) -> http::Response<Body
 }
 
 impl FakeApi {
-    pub async fn start() -> Self {
+    pub(crate) async fn start() -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind fake API");
@@ -117,7 +117,7 @@ impl FakeApi {
     }
 
     /// A kubeconfig pointing at this server.
-    pub fn kubeconfig(&self, dir: &Path) -> PathBuf {
+    pub(crate) fn kubeconfig(&self, dir: &Path) -> PathBuf {
         let path = dir.join("kubeconfig");
         let text = format!(
             "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: http://{}\n\
@@ -131,7 +131,7 @@ impl FakeApi {
 }
 
 /// A free loopback port (bound, then released for the child).
-pub fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
@@ -139,7 +139,7 @@ pub fn free_port() -> u16 {
 }
 
 /// `pod-director serve` running as a child process.
-pub struct ServeProcess {
+pub(crate) struct ServeProcess {
     pub child: Child,
     pub addr: SocketAddr,
     pub probe_addr: SocketAddr,
@@ -149,7 +149,7 @@ pub struct ServeProcess {
 }
 
 /// The child's extra `serve` arguments, how its standard output is wired (discarded unless set), and its limits.
-pub struct Spawn<'a> {
+pub(crate) struct Spawn<'a> {
     pub stdout: Stdio,
     /// Soft RLIMIT_NOFILE for the child.
     pub open_files: Option<u64>,
@@ -157,7 +157,7 @@ pub struct Spawn<'a> {
 }
 
 impl<'a> Spawn<'a> {
-    pub fn args(args: &'a [&'a str]) -> Self {
+    pub(crate) fn args(args: &'a [&'a str]) -> Self {
         Self {
             stdout: Stdio::null(),
             open_files: None,
@@ -165,20 +165,21 @@ impl<'a> Spawn<'a> {
         }
     }
 
-    pub fn open_files(self, limit: u64) -> Self {
+    pub(crate) fn open_files(self, limit: u64) -> Self {
         Self {
             open_files: Some(limit),
             ..self
         }
     }
 
-    pub fn stdout(self, stdout: Stdio) -> Self {
+    pub(crate) fn stdout(self, stdout: Stdio) -> Self {
         Self { stdout, ..self }
     }
 }
 
 impl ServeProcess {
-    pub async fn start(config_yaml: &str, spawn: Spawn<'_>) -> Self {
+    #[allow(unsafe_code)] // a system call the standard library lacks (SAFETY below)
+    pub(crate) async fn start(config_yaml: &str, spawn: Spawn<'_>) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let pki = Pki::new();
         let leaf = pki.leaf("pod-director child");
@@ -250,12 +251,13 @@ impl ServeProcess {
         process
     }
 
-    pub fn pid(&self) -> i32 {
+    pub(crate) fn pid(&self) -> i32 {
         i32::try_from(self.child.id()).unwrap_or(i32::MAX)
     }
 
     /// Sends SIGTERM.
-    pub fn terminate(&self) {
+    #[allow(unsafe_code)] // a system call the standard library lacks (SAFETY below)
+    pub(crate) fn terminate(&self) {
         // SAFETY: kill with a pid of our own child.
         unsafe {
             libc::kill(self.pid(), libc::SIGTERM);
@@ -263,7 +265,7 @@ impl ServeProcess {
     }
 
     /// Waits (bounded) for the child to exit; kills it when it does not.
-    pub fn wait(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+    pub(crate) fn wait(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
         let deadline = std::time::Instant::now() + limit;
         while std::time::Instant::now() < deadline {
             if let Ok(Some(status)) = self.child.try_wait() {
@@ -276,7 +278,7 @@ impl ServeProcess {
         None
     }
 
-    pub async fn metrics(&self) -> String {
+    pub(crate) async fn metrics(&self) -> String {
         match reqwest::get(format!("http://{}/metrics", self.probe_addr)).await {
             Ok(response) => response.text().await.unwrap_or_default(),
             Err(_) => String::new(),

@@ -6,7 +6,7 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-pub fn bin() -> Command {
+pub(crate) fn bin() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_pod-director"));
     cmd.env_remove("POD_DIRECTOR_CONFIG").env_remove("POD_NAMESPACE");
     for (k, _) in std::env::vars() {
@@ -18,16 +18,16 @@ pub fn bin() -> Command {
 }
 
 /// `path` below `examples/`.
-pub fn example(path: &str) -> PathBuf {
+pub(crate) fn example(path: &str) -> PathBuf {
     pod_director_testkit::repo().join("examples").join(path)
 }
 
-pub fn run(args: &[&str]) -> Output {
+pub(crate) fn run(args: &[&str]) -> Output {
     bin().args(args).output().expect("binary runs")
 }
 
 /// `explain -c CONFIG`, `-f` for each of `files`, then `extra`.
-pub fn explain(config: &Path, files: &[&Path], extra: &[&str]) -> Output {
+pub(crate) fn explain(config: &Path, files: &[&Path], extra: &[&str]) -> Output {
     let mut cmd = bin();
     cmd.arg("explain").arg("-c").arg(config);
     for file in files {
@@ -37,13 +37,13 @@ pub fn explain(config: &Path, files: &[&Path], extra: &[&str]) -> Output {
 }
 
 /// `explain -o json` on the examples' config and `files`, then `extra`.
-pub fn explain_examples(files: &[&str], extra: &[&str]) -> Output {
+pub(crate) fn explain_examples(files: &[&str], extra: &[&str]) -> Output {
     let files: Vec<PathBuf> = files.iter().map(|f| example(f)).collect();
     let files: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();
     explain(&example("config.yaml"), &files, &[&["-o", "json"], extra].concat())
 }
 
-pub fn check_config(config: &Path) -> Output {
+pub(crate) fn check_config(config: &Path) -> Output {
     bin()
         .arg("check-config")
         .arg("-c")
@@ -52,20 +52,20 @@ pub fn check_config(config: &Path) -> Output {
         .expect("binary runs")
 }
 
-pub fn stdout(o: &Output) -> String {
+pub(crate) fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
-pub fn stderr(o: &Output) -> String {
+pub(crate) fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 /// The JSON reports `explain -o json` printed.
-pub fn reports(out: &Output) -> Vec<Value> {
+pub(crate) fn reports(out: &Output) -> Vec<Value> {
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", stderr(out)))
 }
 
-pub fn find<'a>(reports: &'a [Value], name: &str) -> &'a Value {
+pub(crate) fn find<'a>(reports: &'a [Value], name: &str) -> &'a Value {
     reports
         .iter()
         .find(|r| r["name"] == name)
@@ -73,12 +73,12 @@ pub fn find<'a>(reports: &'a [Value], name: &str) -> &'a Value {
 }
 
 /// A report's string field (empty when absent).
-pub fn field<'a>(report: &'a Value, key: &str) -> &'a str {
+pub(crate) fn field<'a>(report: &'a Value, key: &str) -> &'a str {
     report[key].as_str().unwrap_or_default()
 }
 
 /// Writes `text` to `dir/name`.
-pub fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+pub(crate) fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     let path = dir.join(name);
     std::fs::write(&path, text).expect("write a test file");
     path

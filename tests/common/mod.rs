@@ -9,21 +9,21 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub mod child;
-pub mod cli;
+pub(crate) mod child;
+pub(crate) mod cli;
 
-pub use pod_director_testkit::pki::Pki;
+pub(crate) use pod_director_testkit::pki::Pki;
 
 use pod_director::app::RunningServer;
 use pod_director::cluster::NamespaceSource;
 use pod_director::server::{Settings, Timeouts, TlsFiles};
 use pod_director::testing::StaticNamespaces;
-pub use pod_director_testkit::MountedDir;
+pub(crate) use pod_director_testkit::MountedDir;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 /// The server running in-process over real TLS, with its client.
-pub struct Harness {
+pub(crate) struct Harness {
     pub server: RunningServer,
     pub pki: Pki,
     pub client: reqwest::Client,
@@ -35,7 +35,7 @@ pub struct Harness {
     _tmp: tempfile::TempDir,
 }
 
-pub struct Options {
+pub(crate) struct Options {
     pub own_namespace: Option<String>,
     pub request_timeout: Duration,
     pub max_body_bytes: u64,
@@ -58,12 +58,16 @@ impl Default for Options {
 }
 
 impl Harness {
-    pub async fn start(config_yaml: &str) -> Self {
+    pub(crate) async fn start(config_yaml: &str) -> Self {
         Self::start_with(config_yaml, Options::default(), None).await
     }
 
     /// Starts with `source` as the namespace source when given (else a [`StaticNamespaces`]).
-    pub async fn start_with(config_yaml: &str, options: Options, source: Option<Arc<dyn NamespaceSource>>) -> Self {
+    pub(crate) async fn start_with(
+        config_yaml: &str,
+        options: Options,
+        source: Option<Arc<dyn NamespaceSource>>,
+    ) -> Self {
         let tmp = tempfile::tempdir().expect("tempdir");
         let pki = Pki::new();
         let leaf = pki.leaf("pod-director generation 1");
@@ -111,13 +115,13 @@ impl Harness {
     }
 
     /// Labels `namespace` with `pod-director/group=<group>` in the namespace cache.
-    pub fn label(&self, namespace: &str, group: &str) {
+    pub(crate) fn label(&self, namespace: &str, group: &str) {
         self.namespaces
             .insert(namespace, labels(&[("pod-director/group", group)]));
     }
 
     /// POSTs a review to `/mutate` or `/validate`; returns the status and the parsed body.
-    pub async fn post(&self, endpoint: &str, review: &Value) -> (StatusCode, Value) {
+    pub(crate) async fn post(&self, endpoint: &str, review: &Value) -> (StatusCode, Value) {
         let response = self
             .client
             .post(format!("{}{endpoint}", self.base))
@@ -134,7 +138,7 @@ impl Harness {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ClientKind {
+pub(crate) enum ClientKind {
     /// Keeps connections alive (HTTP/2 when offered).
     Pooled,
     /// A new TLS connection for every request.
@@ -144,7 +148,7 @@ pub enum ClientKind {
 }
 
 /// An HTTPS client trusting only the test CA.
-pub fn client(pki: &Pki, kind: ClientKind) -> reqwest::Client {
+pub(crate) fn client(pki: &Pki, kind: ClientKind) -> reqwest::Client {
     let ca = reqwest::Certificate::from_pem(pki.ca_pem().as_bytes()).expect("CA cert");
     let mut builder = reqwest::Client::builder()
         .use_rustls_tls()
@@ -160,13 +164,13 @@ pub fn client(pki: &Pki, kind: ClientKind) -> reqwest::Client {
     builder.build().expect("client")
 }
 
-pub fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+pub(crate) fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
     pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
 }
 
 /// A pod as a ReplicaSet creates it ([`pod_director_testkit::fixtures::replica_set_pod`]), with the
 /// DefaultTolerationSeconds tolerations; `spec` entries are merged into it.
-pub fn pod(namespace: &str, extra_spec: Value) -> Value {
+pub(crate) fn pod(namespace: &str, extra_spec: Value) -> Value {
     let mut pod = pod_director_testkit::fixtures::replica_set_pod(namespace);
     pod["spec"]["tolerations"] = json!([
         {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
@@ -187,7 +191,7 @@ pub fn pod(namespace: &str, extra_spec: Value) -> Value {
 }
 
 /// A pod AdmissionReview exactly as kube-apiserver sends it ([`pod_director_testkit::fixtures::Review`]).
-pub fn review(uid: &str, operation: &str, object: &Value, old_object: Option<&Value>) -> Value {
+pub(crate) fn review(uid: &str, operation: &str, object: &Value, old_object: Option<&Value>) -> Value {
     let review = pod_director_testkit::fixtures::Review::pod(operation, object.clone()).uid(uid);
     match old_object {
         Some(old) => review.old(old.clone()).value(),
@@ -196,17 +200,17 @@ pub fn review(uid: &str, operation: &str, object: &Value, old_object: Option<&Va
 }
 
 /// A CREATE review of a plain [`pod`] in `namespace`.
-pub fn pod_create(uid: &str, namespace: &str) -> Value {
+pub(crate) fn pod_create(uid: &str, namespace: &str) -> Value {
     review(uid, "CREATE", &pod(namespace, json!({})), None)
 }
 
 /// The bytes of a CREATE review of a plain [`pod`] in namespace `ns`.
-pub fn review_bytes(uid: &str) -> Vec<u8> {
+pub(crate) fn review_bytes(uid: &str) -> Vec<u8> {
     serde_json::to_vec(&pod_create(uid, "ns")).unwrap_or_default()
 }
 
 /// A whole HTTP/1.1 `POST /mutate` of [`review_bytes`].
-pub fn raw_request(uid: &str) -> Vec<u8> {
+pub(crate) fn raw_request(uid: &str) -> Vec<u8> {
     let body = review_bytes(uid);
     let mut request = format!(
         "POST /mutate HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
@@ -218,14 +222,14 @@ pub fn raw_request(uid: &str) -> Vec<u8> {
 }
 
 /// `pod` with `patch` applied, as the API server would.
-pub fn patched(pod: &Value, patch: &json_patch::Patch) -> Value {
+pub(crate) fn patched(pod: &Value, patch: &json_patch::Patch) -> Value {
     let mut doc = pod.clone();
     json_patch::patch(&mut doc, patch).expect("the patch applies to the original pod");
     doc
 }
 
 /// Waits until `check` holds, polling every 50 ms, for at most `limit`.
-pub async fn eventually<F, Fut>(limit: Duration, mut check: F) -> bool
+pub(crate) async fn eventually<F, Fut>(limit: Duration, mut check: F) -> bool
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
@@ -241,7 +245,7 @@ where
 }
 
 /// A raw TLS connection to `addr` trusting the test CA, offering `alpn` (`h2`, `http/1.1`).
-pub async fn tls_connect(
+pub(crate) async fn tls_connect(
     addr: SocketAddr,
     pki: &Pki,
     alpn: &[&str],
@@ -253,7 +257,7 @@ pub async fn tls_connect(
 
 /// [`tls_connect`], or the error of the connect or of the handshake (a server at its
 /// connection cap closes a connection at accept).
-pub async fn try_tls_connect(
+pub(crate) async fn try_tls_connect(
     addr: SocketAddr,
     pki: &Pki,
     alpn: &[&str],
@@ -278,7 +282,7 @@ pub async fn try_tls_connect(
 
 /// Reads from `stream` until the server closes it (EOF or an error), for at most `limit`:
 /// how long that took and the bytes received; `None` when still open after `limit`.
-pub async fn closed_within<S>(stream: &mut S, limit: Duration) -> Option<(Duration, Vec<u8>)>
+pub(crate) async fn closed_within<S>(stream: &mut S, limit: Duration) -> Option<(Duration, Vec<u8>)>
 where
     S: tokio::io::AsyncRead + Unpin,
 {
@@ -297,10 +301,11 @@ where
 }
 
 /// The HTTP/2 connection preface followed by an empty SETTINGS frame.
-pub const HTTP2_PREFACE_AND_SETTINGS: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00";
+pub(crate) const HTTP2_PREFACE_AND_SETTINGS: &[u8] =
+    b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00";
 
 /// Whether `bytes` (frames from the server) hold an HTTP/2 GOAWAY frame.
-pub fn has_goaway(bytes: &[u8]) -> bool {
+pub(crate) fn has_goaway(bytes: &[u8]) -> bool {
     let mut at = 0;
     while at + 9 <= bytes.len() {
         let length = (usize::from(bytes[at]) << 16) | (usize::from(bytes[at + 1]) << 8) | usize::from(bytes[at + 2]);
@@ -313,7 +318,7 @@ pub fn has_goaway(bytes: &[u8]) -> bool {
 }
 
 /// A metric's value in `/metrics` of the harness (the first line starting with `line_start`).
-pub async fn metric(harness: &Harness, line_start: &str) -> Option<f64> {
+pub(crate) async fn metric(harness: &Harness, line_start: &str) -> Option<f64> {
     let text = reqwest::get(format!("{}/metrics", harness.probe))
         .await
         .ok()?
@@ -324,7 +329,7 @@ pub async fn metric(harness: &Harness, line_start: &str) -> Option<f64> {
 }
 
 /// Namespaces that take `delay` to answer, to keep a request in flight.
-pub struct Slow {
+pub(crate) struct Slow {
     pub inner: pod_director::testing::StaticNamespaces,
     pub delay: std::time::Duration,
 }

@@ -20,7 +20,7 @@ use crate::common;
 
 /// The configuration the reviews run against: one group per mode and conflict
 /// policy, and `bulky`, whose patch is larger than a span attribute may be.
-pub fn config() -> String {
+pub(crate) fn config() -> String {
     let bulky: Vec<String> = (0..40)
         .map(|i| format!("      example.com/feature-{i:02}: enabled-on-this-node-pool-{i:02}"))
         .collect();
@@ -49,7 +49,7 @@ groups:
 "#;
 
 /// Namespace → group label value (`unknown` names no defined group).
-pub const NAMESPACES: &[(&str, &str)] = &[
+pub(crate) const NAMESPACES: &[(&str, &str)] = &[
     ("team-shadow", "shadow"),
     ("team-strict", "strict"),
     ("team-lenient", "lenient"),
@@ -59,7 +59,7 @@ pub const NAMESPACES: &[(&str, &str)] = &[
 
 /// The cluster's nodes: one ci node (tainted for ci), one general node. Groups
 /// `shadow` finds 1 feasible node; `strict` and `lenient` (no toleration) find none.
-pub fn nodes() -> StaticNodes {
+pub(crate) fn nodes() -> StaticNodes {
     let nodes = StaticNodes::new();
     let linux = |pool| [("node-pool", pool), ("kubernetes.io/os", "linux")];
     nodes.insert(node("ci-1", &linux("ci"), &[("dedicated", "ci", "NoSchedule")], false));
@@ -69,7 +69,7 @@ pub fn nodes() -> StaticNodes {
 
 /// Collects exported spans and the resource attributes they are exported with.
 #[derive(Debug, Clone, Default)]
-pub struct Exported {
+pub(crate) struct Exported {
     spans: Arc<Mutex<Vec<SpanData>>>,
     resource: Arc<Mutex<Vec<String>>>,
 }
@@ -90,14 +90,14 @@ impl SpanExporter for Exported {
 }
 
 /// One request to review.
-pub struct Request {
+pub(crate) struct Request {
     pub webhook: Webhook,
     pub headers: http::HeaderMap,
     pub body: Vec<u8>,
 }
 
 impl Request {
-    pub fn mutate(body: Value) -> Self {
+    pub(crate) fn mutate(body: Value) -> Self {
         Self {
             webhook: Webhook::Mutate,
             headers: http::HeaderMap::new(),
@@ -105,28 +105,28 @@ impl Request {
         }
     }
 
-    pub fn validate(body: Value) -> Self {
+    pub(crate) fn validate(body: Value) -> Self {
         Self {
             webhook: Webhook::Validate,
             ..Self::mutate(body)
         }
     }
 
-    pub fn reservation(body: Value) -> Self {
+    pub(crate) fn reservation(body: Value) -> Self {
         Self {
             webhook: Webhook::ValidateReservation,
             ..Self::mutate(body)
         }
     }
 
-    pub fn namespace_guard(body: Value) -> Self {
+    pub(crate) fn namespace_guard(body: Value) -> Self {
         Self {
             webhook: Webhook::ValidateNamespace,
             ..Self::mutate(body)
         }
     }
 
-    pub fn raw(webhook: Webhook, body: &[u8]) -> Self {
+    pub(crate) fn raw(webhook: Webhook, body: &[u8]) -> Self {
         Self {
             webhook,
             headers: http::HeaderMap::new(),
@@ -134,7 +134,7 @@ impl Request {
         }
     }
 
-    pub fn with_traceparent(mut self, traceparent: &'static str) -> Self {
+    pub(crate) fn with_traceparent(mut self, traceparent: &'static str) -> Self {
         self.headers
             .insert("traceparent", http::HeaderValue::from_static(traceparent));
         self
@@ -142,7 +142,7 @@ impl Request {
 }
 
 /// What the reviews emitted.
-pub struct Emitted {
+pub(crate) struct Emitted {
     pub spans: Vec<SpanData>,
     /// Keys of the resource attributes the spans are exported with.
     pub resource: Vec<String>,
@@ -153,13 +153,13 @@ pub struct Emitted {
 
 impl Emitted {
     /// The decision log lines, in order.
-    pub fn decisions(&self) -> Vec<&Value> {
+    pub(crate) fn decisions(&self) -> Vec<&Value> {
         self.lines.iter().filter(|l| l["target"] == DECISION_TARGET).collect()
     }
 }
 
 /// Reviews `requests` in order, one after the other.
-pub fn review(requests: Vec<Request>) -> Emitted {
+pub(crate) fn review(requests: Vec<Request>) -> Emitted {
     let (admission, metrics) = pod_director::testing::admission(&config(), NAMESPACES);
     let admission = admission.with_nodes(Arc::new(Nodes::new(Arc::new(nodes()))), metrics.nodes.clone());
     let exported = Exported::default();
@@ -193,20 +193,20 @@ pub fn review(requests: Vec<Request>) -> Emitted {
 }
 
 /// A pod CREATE AdmissionReview as kube-apiserver sends it: a ReplicaSet's pod with `spec`.
-pub fn pod_create(uid: &str, namespace: &str, spec: Value) -> Value {
+pub(crate) fn pod_create(uid: &str, namespace: &str, spec: Value) -> Value {
     let mut pod = pod_director_testkit::fixtures::replica_set_pod(namespace);
     pod["spec"] = spec;
     common::review(uid, "CREATE", &pod, None)
 }
 
 /// A plain pod spec with one container.
-pub fn spec() -> Value {
+pub(crate) fn spec() -> Value {
     json!({"containers": [{"name": "web", "image": "nginx:1.27"}]})
 }
 
 /// A representative mix: would-patch, conflict (denied, overridden), unknown
 /// group, skipped (excluded namespace and not applicable), validate, error.
-pub fn representative_requests() -> Vec<Request> {
+pub(crate) fn representative_requests() -> Vec<Request> {
     let conflicting =
         json!({"containers": [{"name": "web", "image": "nginx:1.27"}], "nodeSelector": {"node-pool": "gpu"}});
     let mut delete = pod_create("uid-delete", "team-shadow", spec());
@@ -235,7 +235,7 @@ pub fn representative_requests() -> Vec<Request> {
 }
 
 /// A namespace UPDATE by a tenant moving `namespace` to group `to`, as kube-apiserver sends it.
-pub fn namespace_relabel(uid: &str, namespace: &str, to: &str) -> Value {
+pub(crate) fn namespace_relabel(uid: &str, namespace: &str, to: &str) -> Value {
     let object = |group: &str| {
         json!({"kind": "Namespace", "apiVersion": "v1", "metadata": {"name": namespace,
             "labels": {"kubernetes.io/metadata.name": namespace, "pod-director/group": group}}})

@@ -22,6 +22,7 @@ fn grow(delta: i64) {
 }
 
 // SAFETY: forwards to the system allocator unchanged; only counts.
+#[allow(unsafe_code)] // a global allocator is an unsafe trait (SAFETY below)
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         ALLOCATIONS.fetch_add(1, Ordering::Relaxed);

@@ -102,6 +102,7 @@ pub fn free_local_addr() -> SocketAddr {
 
 /// The child of `command` dies with the thread that spawned it (the scenario's), even
 /// when the test binary is killed and no Drop runs.
+#[allow(unsafe_code)] // a system call the standard library lacks (SAFETY below)
 pub fn die_with_parent(command: &mut Command) {
     // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
     unsafe {
@@ -316,6 +317,7 @@ impl PodDirector {
 
     /// SIGTERM (pod-director drains and exits), SIGKILL after 10 s; reaps the process and
     /// returns its exit status (`None` when it was already stopped).
+    #[allow(unsafe_code)] // a system call the standard library lacks (SAFETY below)
     pub fn stop(&mut self) -> Option<std::process::ExitStatus> {
         let mut child = self.child.take()?;
         if matches!(child.try_wait(), Ok(None)) {

@@ -4,11 +4,11 @@
 use super::*;
 
 /// What one query must show: wanted series from the rollout for a `$group` selection.
-pub type Want = fn(&Observed, &Selection) -> Series;
+pub(super) type Want = fn(&Observed, &Selection) -> Series;
 
 /// One query's check.
 #[derive(Clone, Copy)]
-pub enum Check {
+pub(crate) enum Check {
     /// A stat panel: one series without labels whose value, rounded to the panel's
     /// decimals (0 here: the stats count pods), is the wanted total.
     Total(Want),
@@ -39,7 +39,7 @@ impl Check {
 }
 
 /// The expectations of one panel: one check per query, in `refId` order (A, B, …).
-pub struct Expectation {
+pub(crate) struct Expectation {
     pub dashboard: &'static str,
     pub panel: &'static str,
     pub checks: &'static [Check],
@@ -72,7 +72,7 @@ const fn rollout(panel: &'static str, checks: &'static [Check]) -> Expectation {
 }
 
 /// Every panel of every dashboard (rows excepted). Add a panel, add its line here.
-pub const EXPECTATIONS: &[Expectation] = &[
+pub(crate) const EXPECTATIONS: &[Expectation] = &[
     rollout(
         "Would patch",
         &[Check::Total(|o, s| mutated(o, s, &[], &["would_patch"]))],

@@ -15,18 +15,18 @@ use pod_director_engine::placement::{Pod, PodMetadata, PodSpec};
 /// under it (`"spec.tolerations"`). Set as fields are entered and restored
 /// as they end, so after an error it names the innermost field that was being read.
 #[derive(Debug, Default)]
-pub struct Trail {
+pub(crate) struct Trail {
     at: Cell<(&'static str, &'static str)>,
 }
 
 impl Trail {
     /// Back at the top of an object (before an object is read again).
-    pub fn reset(&self) {
+    pub(crate) fn reset(&self) {
         self.at.set(("", ""));
     }
 
     /// The path of the field last entered (`spec.tolerations`), empty at the top of the object.
-    pub fn path(&self) -> String {
+    pub(crate) fn path(&self) -> String {
         let (prefix, field) = self.at.get();
         match (prefix, field) {
             (_, "") => prefix.trim_end_matches('.').to_owned(),
@@ -135,7 +135,7 @@ pub(crate) struct PodSeed<'t> {
 
 impl<'t> PodSeed<'t> {
     /// A pod object.
-    pub fn pod(trail: &'t Trail) -> Self {
+    pub(super) fn pod(trail: &'t Trail) -> Self {
         Self {
             trail,
             typed: true,

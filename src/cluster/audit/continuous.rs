@@ -270,6 +270,7 @@ async fn scan_once(c: &Continuous) -> Duration {
 /// time, but glibc keeps what a thread freed in that thread's arena, resident: without this the
 /// pages of every scan stay in the resident set between scans (as they did at 10,000 pods in the
 /// scale run: docs/src/performance-at-scale.md).
+#[allow(unsafe_code)] // a system call the standard library lacks (SAFETY below)
 fn release_freed_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim takes no pointer; it only returns free memory of glibc's arenas to the kernel.

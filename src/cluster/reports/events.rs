@@ -26,7 +26,7 @@ use tracing::{info, warn};
 use pod_director_engine::audit::workloads::{Ledger, Rule, WorkloadVerdict};
 
 /// Most Events published per scan.
-pub const MAX_EVENTS_PER_SCAN: usize = 20;
+pub(crate) const MAX_EVENTS_PER_SCAN: usize = 20;
 /// The `action` of every Event.
 const ACTION: &str = "Audit";
 /// Longest note (the API server refuses more than 1 kB).
@@ -37,7 +37,7 @@ type EventKey = (String, String, String, Rule);
 
 /// One verdict change to publish.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Change {
+pub(crate) struct Change {
     pub namespace: String,
     /// `Kind/name`.
     pub workload: String,
@@ -48,7 +48,7 @@ pub struct Change {
 
 /// The verdicts of the previous scan; `None` before the first.
 #[derive(Debug, Default)]
-pub struct Baseline {
+pub(crate) struct Baseline {
     previous: Option<BTreeMap<EventKey, WorkloadVerdict>>,
 }
 
@@ -66,7 +66,7 @@ fn reason(rule: Rule, verdict: WorkloadVerdict) -> Option<(EventType, &'static s
 
 impl Baseline {
     /// The changes since the previous scan (none at the first), and the new baseline.
-    pub fn changes(&mut self, ledger: &Ledger) -> Vec<Change> {
+    pub(crate) fn changes(&mut self, ledger: &Ledger) -> Vec<Change> {
         let current: BTreeMap<EventKey, (WorkloadVerdict, String, String)> = ledger
             .namespaces
             .iter()
@@ -113,7 +113,7 @@ impl Baseline {
 }
 
 /// The object an Event is about: the workload (`Kind/name`) in its namespace.
-pub fn regarding(namespace: &str, workload: &str) -> ObjectReference {
+pub(crate) fn regarding(namespace: &str, workload: &str) -> ObjectReference {
     let (kind, name) = workload.split_once('/').unwrap_or(("Pod", workload));
     let api_version = match kind {
         "Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet" => "apps/v1",
@@ -130,7 +130,7 @@ pub fn regarding(namespace: &str, workload: &str) -> ObjectReference {
 }
 
 /// Publishes the Events of one scan's changes (bounded); returns how many were published.
-pub async fn publish(recorder: &Recorder, changes: &[Change]) -> usize {
+pub(crate) async fn publish(recorder: &Recorder, changes: &[Change]) -> usize {
     let mut published = 0;
     let mut failed: Option<String> = None;
     for change in changes.iter().take(MAX_EVENTS_PER_SCAN) {
@@ -171,7 +171,7 @@ pub async fn publish(recorder: &Recorder, changes: &[Change]) -> usize {
 }
 
 /// A recorder reporting as `controller` (the chart's full name), instance this replica.
-pub fn recorder(client: Client, controller: &str) -> Recorder {
+pub(crate) fn recorder(client: Client, controller: &str) -> Recorder {
     Recorder::new(
         client,
         Reporter {

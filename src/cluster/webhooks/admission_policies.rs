@@ -33,7 +33,7 @@ use pod_director_engine::compile::webhook_entries::FIELD_MANAGER;
 use pod_director_engine::compile::{MANAGED_BY, MANAGED_BY_LABEL};
 
 /// How long a group's policies are in place before its pods leave the webhook.
-pub const HANDOVER_DELAY: Duration = Duration::from_secs(2);
+pub(crate) const HANDOVER_DELAY: Duration = Duration::from_secs(2);
 
 /// The four kinds, in apply order (each policy before its binding), with their resources.
 const KINDS: [(&str, &str); 4] = [
@@ -73,7 +73,7 @@ pub(crate) enum PolicyError {
 
 /// The state across passes: when each group's objects were first in place, and what was applied.
 #[derive(Debug, Default)]
-pub struct PolicySync {
+pub(crate) struct PolicySync {
     applied: Mutex<BTreeMap<String, (Instant, Vec<Value>)>>,
     unserved_warned: Mutex<[bool; 2]>,
     pending: AtomicBool,
@@ -172,7 +172,7 @@ impl PolicySync {
     }
 
     /// Whether the last pass left a group waiting for its hand-over (the next pass comes soon).
-    pub fn is_pending(&self) -> bool {
+    pub(crate) fn is_pending(&self) -> bool {
         self.pending.load(Ordering::Relaxed)
     }
 

@@ -23,9 +23,9 @@ use json_patch::PatchOperation;
 use serde_json::Value;
 
 /// Re-asserts of one field to one wanted value before the reconciler yields.
-pub const BOUND: usize = 3;
+pub(crate) const BOUND: usize = 3;
 /// The window the re-asserts are counted in.
-pub const WINDOW: Duration = Duration::from_secs(30 * 60);
+pub(crate) const WINDOW: Duration = Duration::from_secs(30 * 60);
 
 /// A field of an entry of a configuration.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -47,7 +47,7 @@ struct Field {
 
 /// A field the reconciler stopped re-asserting.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Yield {
+pub(crate) struct Yield {
     pub entry: String,
     pub field: String,
     /// Field managers other than pod-director's that the managedFields name for it.
@@ -56,7 +56,7 @@ pub struct Yield {
 
 /// What [`Yields::settle`] leaves of a plan.
 #[derive(Debug, Default)]
-pub struct Settled {
+pub(crate) struct Settled {
     pub operations: Vec<PatchOperation>,
     pub changed: Vec<String>,
     pub yielded: Vec<Yield>,
@@ -64,7 +64,7 @@ pub struct Settled {
 
 /// The reconciler's memory of the fields it re-asserted (per process).
 #[derive(Debug, Default)]
-pub struct Yields {
+pub(crate) struct Yields {
     fields: BTreeMap<FieldKey, Field>,
 }
 
@@ -113,7 +113,7 @@ fn writers(metadata: &Value, entry: &str, field: &str) -> Vec<String> {
 impl Yields {
     /// `plan` (with its `changed` entries) for configuration `configuration`, whose live
     /// object is `live`, less the field patches pod-director yields ([`BOUND`], [`WINDOW`]).
-    pub fn settle(
+    pub(crate) fn settle(
         &mut self,
         configuration: &str,
         live: &Value,
@@ -197,7 +197,7 @@ impl Yields {
     }
 
     /// How many fields the reconciler leaves to another writer now.
-    pub fn yielded(&self) -> usize {
+    pub(crate) fn yielded(&self) -> usize {
         self.fields.values().filter(|f| f.yielded_to.is_some()).count()
     }
 }

@@ -99,7 +99,7 @@ pub(crate) enum TolerationOperator {
 /// A taint effect; empty in a toleration matches every effect.
 #[derive(Default, Deserialize, JsonSchema)]
 #[schemars(rename = "taintEffect")]
-pub enum TaintEffectName {
+pub(super) enum TaintEffectName {
     #[default]
     #[serde(rename = "")]
     Any,
@@ -112,7 +112,7 @@ pub enum TaintEffectName {
 #[derive(Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 #[schemars(rename = "toleration", transform = toleration_rules, transform = super::schema::ordered::<Toleration>)]
-pub struct Toleration {
+pub(super) struct Toleration {
     key: TolerationKey,
     operator: TolerationOperator,
     value: LabelValue,
@@ -166,7 +166,7 @@ pub(crate) enum LabelSelectorOperator {
 #[derive(Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 #[schemars(rename = "nodeSelectorRequirement", transform = super::schema::ordered::<NodeSelectorRequirement>)]
-pub struct NodeSelectorRequirement {
+pub(super) struct NodeSelectorRequirement {
     #[schemars(length(min = 1))]
     key: String,
     operator: NodeSelectorOperator,
@@ -178,7 +178,7 @@ pub struct NodeSelectorRequirement {
 #[derive(Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 #[schemars(rename = "nodeSelectorTerm", transform = super::schema::ordered::<NodeSelectorTerm>)]
-pub struct NodeSelectorTerm {
+pub(super) struct NodeSelectorTerm {
     match_expressions: Vec<NodeSelectorRequirement>,
     match_fields: Vec<NodeSelectorRequirement>,
 }
@@ -187,7 +187,7 @@ pub struct NodeSelectorTerm {
 #[derive(Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[schemars(rename = "nodeSelector", transform = super::schema::ordered::<NodeSelector>)]
-pub struct NodeSelector {
+pub(super) struct NodeSelector {
     #[schemars(length(min = 1))]
     node_selector_terms: Vec<NodeSelectorTerm>,
 }
@@ -196,7 +196,7 @@ pub struct NodeSelector {
 #[derive(Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 #[schemars(rename = "preferredSchedulingTerm", transform = super::schema::ordered::<PreferredSchedulingTerm>)]
-pub struct PreferredSchedulingTerm {
+pub(super) struct PreferredSchedulingTerm {
     #[schemars(range(min = 1, max = 100))]
     weight: i32,
     preference: NodeSelectorTerm,
@@ -206,7 +206,7 @@ pub struct PreferredSchedulingTerm {
 #[derive(Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 #[schemars(rename = "nodeAffinity", transform = super::schema::ordered::<NodeAffinity>)]
-pub struct NodeAffinity {
+pub(super) struct NodeAffinity {
     required_during_scheduling_ignored_during_execution: NodeSelector,
     preferred_during_scheduling_ignored_during_execution: Vec<PreferredSchedulingTerm>,
 }
@@ -226,7 +226,7 @@ pub(crate) struct LabelSelectorRequirement {
 #[derive(Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 #[schemars(rename = "labelSelector", transform = super::schema::ordered::<LabelSelector>)]
-pub struct LabelSelector {
+pub(super) struct LabelSelector {
     #[schemars(with = "Labels")]
     match_labels: (),
     match_expressions: Vec<LabelSelectorRequirement>,
@@ -257,7 +257,7 @@ pub(crate) type Labels = MapOf<LabelKey, LabelValue>;
 #[derive(Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[schemars(rename = "podAffinityTerm", transform = super::schema::ordered::<PodAffinityTerm>)]
-pub struct PodAffinityTerm {
+pub(super) struct PodAffinityTerm {
     #[serde(default)]
     label_selector: LabelSelector,
     #[serde(default)]
@@ -275,7 +275,7 @@ pub struct PodAffinityTerm {
 #[derive(Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[schemars(rename = "weightedPodAffinityTerm", transform = super::schema::ordered::<WeightedPodAffinityTerm>)]
-pub struct WeightedPodAffinityTerm {
+pub(super) struct WeightedPodAffinityTerm {
     #[schemars(range(min = 1, max = 100))]
     weight: i32,
     pod_affinity_term: PodAffinityTerm,
@@ -294,7 +294,7 @@ pub(crate) struct PodAffinity {
 #[derive(Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 #[schemars(rename = "affinity", transform = super::schema::ordered::<Affinity>)]
-pub struct Affinity {
+pub(super) struct Affinity {
     node_affinity: NodeAffinity,
     pod_affinity: PodAffinity,
     pod_anti_affinity: PodAffinity,

@@ -5,16 +5,16 @@ use std::fmt;
 
 /// A position in the configuration document, as errors name it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Path(String);
+pub(super) struct Path(String);
 
 impl Path {
-    pub fn root() -> Self {
+    pub(super) fn root() -> Self {
         Self::default()
     }
 
     /// The value under `key`: `.key`, or `["key"]` when the key is not a plain word.
     #[must_use]
-    pub fn key(&self, key: &str) -> Self {
+    pub(super) fn key(&self, key: &str) -> Self {
         let plain = key.starts_with(|c: char| c.is_ascii_alphanumeric())
             && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
         Self(match (plain, self.0.is_empty()) {
@@ -25,7 +25,7 @@ impl Path {
     }
 
     #[must_use]
-    pub fn index(&self, index: usize) -> Self {
+    pub(super) fn index(&self, index: usize) -> Self {
         Self(format!("{}[{index}]", self.0))
     }
 }

@@ -108,7 +108,7 @@ fn strip(value: &mut Value, keyword: &str) {
 pub(super) struct Node(&'static Value, &'static str);
 
 impl Node {
-    pub fn root() -> Self {
+    pub(super) fn root() -> Self {
         Node(&SCHEMA, "config")
     }
 
@@ -134,12 +134,12 @@ impl Node {
     }
 
     /// The name of the definition this node is (`labelKey`, `toleration`), or "" for an inline one.
-    pub fn name(&self) -> &'static str {
+    pub(super) fn name(&self) -> &'static str {
         self.non_null().1
     }
 
     /// A keyword of this node (of its non-null branch).
-    pub fn get(&self, keyword: &str) -> Option<&'static Value> {
+    pub(super) fn get(&self, keyword: &str) -> Option<&'static Value> {
         self.non_null().0.get(keyword)
     }
 
@@ -167,7 +167,7 @@ impl Node {
     }
 
     /// The keys of a mapping of fixed shape, in declaration order; empty for other nodes.
-    pub fn keys(&self) -> Vec<&'static str> {
+    pub(super) fn keys(&self) -> Vec<&'static str> {
         match (self.get(KEYS), self.get("properties")) {
             (Some(Value::Array(keys)), _) => keys.iter().filter_map(Value::as_str).collect(),
             (None, Some(Value::Object(properties))) => properties.keys().map(String::as_str).collect(),
@@ -176,7 +176,7 @@ impl Node {
     }
 
     /// The node a key of this mapping holds: a fixed key, or any key of a free mapping.
-    pub fn child(&self, key: &str) -> Option<Node> {
+    pub(super) fn child(&self, key: &str) -> Option<Node> {
         if let Some(Value::Object(properties)) = self.get("properties") {
             return properties.get(key).map(Node::resolve);
         }
@@ -192,7 +192,7 @@ impl Node {
     }
 
     /// The node an item of this list holds.
-    pub fn item(&self) -> Option<Node> {
+    pub(super) fn item(&self) -> Option<Node> {
         self.get("items").map(Node::resolve)
     }
 
@@ -201,7 +201,7 @@ impl Node {
         !self.keys().is_empty()
     }
 
-    pub fn is(&self, kind: &str) -> bool {
+    pub(super) fn is(&self, kind: &str) -> bool {
         self.types().contains(&kind)
     }
 

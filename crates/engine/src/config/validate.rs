@@ -412,7 +412,7 @@ impl Checker {
 }
 
 /// Every problem in the document, in document order. Empty means valid.
-pub fn check(document: &Value) -> Vec<FieldError> {
+pub(super) fn check(document: &Value) -> Vec<FieldError> {
     let mut checker = Checker { errors: Vec::new() };
     checker.value(document, &Path::root(), Node::root());
     checker.errors

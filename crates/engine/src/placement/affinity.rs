@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::{
 /// podAffinity or podAntiAffinity: k8s-openapi types them apart, but the engine treats
 /// them alike (the group's terms must be present; nothing is ever removed).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PodKind {
+pub(super) enum PodKind {
     Affinity,
     AntiAffinity,
 }
@@ -26,10 +26,10 @@ pub(crate) struct PodTerms<'a> {
 }
 
 impl PodKind {
-    pub const ALL: [PodKind; 2] = [PodKind::Affinity, PodKind::AntiAffinity];
+    pub(super) const ALL: [PodKind; 2] = [PodKind::Affinity, PodKind::AntiAffinity];
 
     /// The key under `spec.affinity`.
-    pub fn key(self) -> &'static str {
+    pub(super) fn key(self) -> &'static str {
         match self {
             PodKind::Affinity => "podAffinity",
             PodKind::AntiAffinity => "podAntiAffinity",
@@ -37,7 +37,7 @@ impl PodKind {
     }
 
     /// How reasons name it.
-    pub fn name(self) -> &'static str {
+    pub(super) fn name(self) -> &'static str {
         match self {
             PodKind::Affinity => "pod affinity",
             PodKind::AntiAffinity => "pod anti-affinity",
@@ -45,7 +45,7 @@ impl PodKind {
     }
 
     /// This kind's terms in `affinity`, when it has the kind at all.
-    pub fn terms(self, affinity: &Affinity) -> Option<PodTerms<'_>> {
+    pub(super) fn terms(self, affinity: &Affinity) -> Option<PodTerms<'_>> {
         match self {
             PodKind::Affinity => affinity.pod_affinity.as_ref().map(|a| PodTerms {
                 required: a.required_during_scheduling_ignored_during_execution.as_ref(),
@@ -59,7 +59,7 @@ impl PodKind {
     }
 
     /// This kind of `affinity` as JSON (`null` when absent).
-    pub fn json(self, affinity: &Affinity) -> serde_json::Value {
+    pub(super) fn json(self, affinity: &Affinity) -> serde_json::Value {
         let value = match self {
             PodKind::Affinity => affinity.pod_affinity.as_ref().map(serde_json::to_value),
             PodKind::AntiAffinity => affinity.pod_anti_affinity.as_ref().map(serde_json::to_value),
@@ -70,12 +70,12 @@ impl PodKind {
 
 impl<'a> PodTerms<'a> {
     /// The required terms, none when absent.
-    pub fn required(&self) -> &'a [PodAffinityTerm] {
+    pub(super) fn required(&self) -> &'a [PodAffinityTerm] {
         self.required.map(Vec::as_slice).unwrap_or_default()
     }
 
     /// The preferred terms, none when absent.
-    pub fn preferred(&self) -> &'a [WeightedPodAffinityTerm] {
+    pub(super) fn preferred(&self) -> &'a [WeightedPodAffinityTerm] {
         self.preferred.map(Vec::as_slice).unwrap_or_default()
     }
 
@@ -148,7 +148,7 @@ fn fields(t: &NodeSelectorTerm) -> &[NodeSelectorRequirement] {
 }
 
 /// Whether the term has no requirement at all (and so matches no node).
-pub fn is_empty(t: &NodeSelectorTerm) -> bool {
+pub(super) fn is_empty(t: &NodeSelectorTerm) -> bool {
     expressions(t).is_empty() && fields(t).is_empty()
 }
 
@@ -199,7 +199,7 @@ pub(crate) fn and_terms(pod: &NodeSelectorTerm, group: &NodeSelectorTerm) -> Nod
 /// What `override` puts in place of a pod term that conflicts with `group`: the
 /// pod's requirements on keys the group does not constrain, AND the group's term.
 /// When the pod constrains nothing else, that is the group's term alone.
-pub fn overridden(pod: &NodeSelectorTerm, group: &NodeSelectorTerm) -> NodeSelectorTerm {
+pub(super) fn overridden(pod: &NodeSelectorTerm, group: &NodeSelectorTerm) -> NodeSelectorTerm {
     let rest = without_keys_of(pod, group);
     if is_empty(&rest) {
         group.clone()

@@ -104,7 +104,7 @@ pub(crate) fn normalized(t: &Toleration) -> Cow<'_, Toleration> {
 
 /// Whether `a` and `b` are the same toleration spelled alike: `normalized(a) ==
 /// normalized(b)`, without building either.
-pub fn same(a: &Toleration, b: &Toleration) -> bool {
+pub(crate) fn same(a: &Toleration, b: &Toleration) -> bool {
     fn set(s: &Option<String>) -> Option<&str> {
         s.as_deref().filter(|s| !s.is_empty())
     }
