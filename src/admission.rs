@@ -63,6 +63,10 @@ mod render;
 mod span;
 mod wire;
 
+/// Logged (WARN, in the decision's span) when `/validate` would refuse a pod of a dryRun or warn
+/// group that `/mutate`'s decision of the same pod admits: the `shadowValidation` sample matters.
+pub const SHADOW_DISAGREES: &str = "shadow: /validate would refuse a pod that /mutate's decision admits; pods the shadowValidation sample leaves out may hide such refusals";
+
 /// An HTTP answer: a status and an AdmissionReview JSON body.
 #[derive(Debug, Clone)]
 pub struct Reply {
@@ -230,11 +234,20 @@ impl Admission {
         };
         let nodes = self.nodes.as_ref().map(|(nodes, _)| nodes.view(looked_up));
         let context = context.with_nodes(nodes.as_ref().map(|v| v as &dyn NodeView));
-        let outcome = decidable.decide(&View {
+        let view = View {
             config,
             namespace,
             context: &context,
-        });
+        };
+        let outcome = decidable.decide(&view);
+        if decidable.shadow_disagrees(&view, &outcome) {
+            self.metrics.shadow_disagreement(&outcome);
+            tracing::warn!(
+                placement.group = outcome.group.as_deref().unwrap_or_default(),
+                placement.summary = outcome.summary.as_str(),
+                "{SHADOW_DISAGREES}"
+            );
+        }
         if outcome.decision == Decision::Error {
             let message = outcome
                 .message

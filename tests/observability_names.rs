@@ -70,6 +70,10 @@ fn emitted() -> Emitted {
     others.reloads.tls_reloaded(ReloadResult::Error);
     others.namespaces.set_namespace_cache_size(3);
     others.pods.initialise();
+    // The series exported at 0 from the configuration (a group in dryRun: its shadow's disagreements).
+    others
+        .admission
+        .initialise(&pod_director_testkit::config("groups: {shadow: {mode: dryRun}}"));
     others.orphans.set_orphaned_groups(&[("removed".to_owned(), 2)].into());
     for result in ReconcileResult::ALL {
         others.reconciles.webhook_reconciled(result);

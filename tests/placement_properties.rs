@@ -341,6 +341,34 @@ proptest! {
     }
 
     #[test]
+    fn in_dry_run_and_warn_validate_refuses_no_pod_create_that_mutate_admits(
+        pod_json in pod(),
+        g in group(),
+        warn in any::<bool>(),
+    ) {
+        // The shadow predicts enforce's refusals at /mutate: /validate's sample only re-judges them.
+        let mode = if warn { Mode::Warn } else { Mode::DryRun };
+        let config = Config {
+            groups: BTreeMap::from([("g".to_owned(), Group { mode: Some(mode), ..g })]),
+            ..Config::default()
+        };
+        let labels = BTreeMap::from([("pod-director/group".to_owned(), "g".to_owned())]);
+        let ns = Namespace { name: "ns", labels: &labels };
+        let ctx = Context::default();
+        let view = View { config: &config, namespace: &ns, context: &ctx };
+        let pod = typed(&pod_json);
+        let subject = Subject::Pod(Write::Create(&pod));
+        let validate = decision::Decidable::at(Webhook::Validate, &subject).expect("decided at /validate");
+        let outcome = validate.decide(&view);
+        let mutate = decision::decide(Webhook::Mutate, &subject, &view);
+        prop_assert!(
+            !validate.shadow_disagrees(&view, &outcome),
+            "/validate {:?} ({}) where /mutate {:?} ({})",
+            outcome.decision, outcome.summary, mutate.decision, mutate.summary
+        );
+    }
+
+    #[test]
     fn required_node_affinity_of_the_result_is_pod_and_group(pod_json in pod(), g in group()) {
         let original = typed(&pod_json);
         let p = plan(&original, &g);

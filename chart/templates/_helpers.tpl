@@ -189,7 +189,30 @@ the key is absent) + kube-system + the release's own.
 {{- end }}
 
 {{/*
-The webhook entries, as a JSON list of {name, failurePolicy, matchExpressions}.
+The matchCondition of the validating entries of groups in dryRun and warn (`observe`, and
+`default-group` while it follows it; "shadow" in pod-director.webhookEntries): /mutate predicts
+the fate of their pod CREATEs, so /validate judges only the sample config.shadowValidation
+draws (oneIn16 by default: the pods of one controller in 16, every pod without an owner); every
+other request still goes to /validate (bindings, DaemonSets, UPDATEs, pods naming spec.nodeName).
+"" with shadowValidation every. The server renders the same
+(crates/engine/src/compile/webhook_entries.rs, SHADOW_SAMPLE_CONDITION); the goldens hold the two equal.
+*/}}
+{{- define "pod-director.shadowSampleExpression" -}}
+{{- $sample := .Values.config.shadowValidation | default "oneIn16" }}
+{{- $owner := "" }}
+{{- if eq $sample "none" }}
+{{- $owner = "false" }}
+{{- else if ne $sample "every" }}
+{{- $suffix := ternary "00" "0" (eq $sample "oneIn256") }}
+{{- $owner = printf "(!has(object.metadata.ownerReferences) || size(object.metadata.ownerReferences) == 0 || object.metadata.ownerReferences[0].uid.endsWith(\"%s\"))" $suffix }}
+{{- end }}
+{{- if $owner -}}
+(has(request.subResource) && request.subResource == 'binding') || (request.resource.resource != "pods" || request.operation != "CREATE" || (has(object.spec.nodeName) && object.spec.nodeName != "")) || {{ $owner }}
+{{- end }}
+{{- end }}
+
+{{/*
+The webhook entries, as a JSON list of {name, failurePolicy, matchExpressions, shadow}.
 Label selector semantics matter here: `NotIn` also matches namespaces WITHOUT the
 label, so every entry for labelled namespaces pairs its condition with the label's
 presence (In implies it; the unknown-group entry adds Exists).
@@ -219,18 +242,18 @@ the goldens both are checked against (scripts/chart-test.sh selectors).
 {{- if $groups }}
 {{- $expressions = list (dict "key" $label "operator" "In" "values" $groups) $excluded }}
 {{- end }}
-{{- $entries = append $entries (dict "name" $entry "failurePolicy" (get $policies $entry) "matchExpressions" $expressions) }}
+{{- $entries = append $entries (dict "name" $entry "failurePolicy" (get $policies $entry) "matchExpressions" $expressions "shadow" (eq $entry "observe")) }}
 {{- end }}
 {{- $default := $nothing }}
 {{- if $by.defaultEntry }}
 {{- $default = list (dict "key" $label "operator" "DoesNotExist") $excluded }}
 {{- end }}
-{{- $entries = append $entries (dict "name" "default-group" "failurePolicy" (get $policies ($by.defaultEntry | default "observe")) "matchExpressions" $default) }}
+{{- $entries = append $entries (dict "name" "default-group" "failurePolicy" (get $policies ($by.defaultEntry | default "observe")) "matchExpressions" $default "shadow" (ne $by.defaultEntry "enforce")) }}
 {{- $unknown := list (dict "key" $label "operator" "Exists") }}
 {{- if $by.all }}
 {{- $unknown = append $unknown (dict "key" $label "operator" "NotIn" "values" $by.all) }}
 {{- end }}
-{{- $entries = append $entries (dict "name" "unknown-group" "failurePolicy" .Values.webhook.failurePolicy.unknownGroup "matchExpressions" (append $unknown $excluded)) }}
+{{- $entries = append $entries (dict "name" "unknown-group" "failurePolicy" .Values.webhook.failurePolicy.unknownGroup "matchExpressions" (append $unknown $excluded) "shadow" false) }}
 {{- toJson $entries }}
 {{- end }}
 

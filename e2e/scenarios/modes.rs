@@ -299,3 +299,78 @@ async fn dry_run_predicts_enforce_pod_by_pod_would_deny_exactly_where_enforce_de
     }
     assert!(mismatches.is_empty(), "shadow != enforce:\n{}", mismatches.join("\n"));
 }
+
+/// A pod of a controller, its owner's UID `owner_uid` (the sample is drawn from it).
+fn owned(name: &str, owner_uid: &str, spec: Value) -> k8s_openapi::api::core::v1::Pod {
+    crate::harness::k8s::pod_from(json!({
+        "metadata": {
+            "name": name,
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": owner_uid, "controller": true}],
+        },
+        "spec": spec,
+    }))
+}
+
+/// `shadowValidation: oneIn16` (the default): `/mutate` predicts every pod's fate; `/validate`
+/// judges again the pods of one controller in 16 and every bare pod, and every pod naming a node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dry_run_group_costs_one_webhook_call_for_the_pods_of_fifteen_controllers_in_sixteen() {
+    let env = Env::start("shadow-sample").await;
+    let ns = env.namespace(Some("e2e-dryrun")).await;
+    let containers = json!({"containers": [{"name": "c", "image": "registry.invalid/pause:3"}]});
+    let named = json!({"nodeName": "e2e-shadow-nowhere", "containers": containers["containers"].clone()});
+    let cases = [
+        (
+            "unsampled",
+            owned("unsampled", "7c1d0a2e-5b4f-4e3a-9d2c-1a2b3c4d5e6f", containers.clone()),
+        ),
+        ("named", owned("named", "7c1d0a2e-5b4f-4e3a-9d2c-1a2b3c4d5e6d", named)),
+        (
+            "sampled",
+            owned("sampled", "7c1d0a2e-5b4f-4e3a-9d2c-1a2b3c4d5e60", containers.clone()),
+        ),
+        ("bare", pod("bare")),
+    ];
+    for (name, object) in &cases {
+        let created = env.create_pod_dry_run(&ns, object).await;
+        assert!(
+            created.status.is_success(),
+            "{name}: {} {}",
+            created.status,
+            created.body
+        );
+        let mutate = env.decision(&ns, name, "mutate").await;
+        assert_eq!(
+            mutate.decision(),
+            "would_patch",
+            "{name}: every pod is predicted at /mutate"
+        );
+    }
+    // The pod naming a node that does not exist: /validate's would-be refusal (its node is checked there).
+    let named = env.decision(&ns, "named", "validate").await;
+    assert_eq!(named.decision(), "would_deny", "{named:?}");
+    for name in ["sampled", "bare"] {
+        let validate = env.decision(&ns, name, "validate").await;
+        assert_eq!(validate.decision(), "noop", "{name}: {validate:?}");
+    }
+    // Created before the others, so its /validate line (had it been sent) would be in the log by now.
+    let unsampled = env
+        .decisions_with(&[
+            ("admission.request.namespace", &ns),
+            ("admission.request.name", "unsampled"),
+            ("webhook", "validate"),
+        ])
+        .await;
+    assert!(
+        unsampled.is_empty(),
+        "a pod of an unsampled controller costs one call: {unsampled:?}"
+    );
+    if env.settings.target == crate::harness::Target::Local {
+        let sample = r#"pod_director_shadow_disagreements_total{group="e2e-dryrun",mode="dryRun",webhook="validate"}"#;
+        assert_eq!(
+            env.metric(sample).await,
+            Some(0.0),
+            "no /validate refusal that /mutate did not predict"
+        );
+    }
+}

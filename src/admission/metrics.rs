@@ -35,7 +35,8 @@ const EXEMPT: &str = "exempt";
 
 /// `pod_director_decisions_total`, `pod_director_conflicts_total`,
 /// `pod_director_admission_duration_seconds`, `pod_director_no_feasible_node_total`,
-/// `pod_director_reservation_decisions_total`, `pod_director_alternative_decisions_total`.
+/// `pod_director_reservation_decisions_total`, `pod_director_alternative_decisions_total`,
+/// `pod_director_shadow_disagreements_total`.
 #[derive(Debug, Clone)]
 pub struct AdmissionMetrics {
     decisions: Family<DecisionLabels, Counter>,
@@ -44,6 +45,7 @@ pub struct AdmissionMetrics {
     no_feasible_node: Family<GroupModeLabels, Counter>,
     reservations: Family<ReservationLabels, Counter>,
     alternatives: Family<AlternativeLabels, Counter>,
+    shadow_disagreements: Family<GroupModeLabels, Counter>,
 }
 
 impl AdmissionMetrics {
@@ -86,6 +88,12 @@ impl AdmissionMetrics {
             "Decisions of groups that offer alternatives, by group, chosen placement (an alternative's name or default), decision and webhook",
             Family::default(),
         );
+        let shadow_disagreements = register(
+            r,
+            "shadow_disagreements",
+            "Pod CREATEs of dryRun and warn groups that /validate (the shadowValidation sample) would refuse while /mutate's decision of the same pod admits them, by group, mode and webhook",
+            Family::default(),
+        );
         Self {
             decisions,
             conflicts,
@@ -93,6 +101,7 @@ impl AdmissionMetrics {
             no_feasible_node,
             reservations,
             alternatives,
+            shadow_disagreements,
         }
     }
 
@@ -163,6 +172,13 @@ impl AdmissionMetrics {
                 mode: mode.as_str(),
                 webhook: Webhook::Mutate.as_str(),
             });
+            if mode != Mode::Enforce {
+                let _ = self.shadow_disagreements.get_or_create(&GroupModeLabels {
+                    group: name.clone(),
+                    mode: mode.as_str(),
+                    webhook: Webhook::Validate.as_str(),
+                });
+            }
             for alternative in group.placement_names().filter(|_| !group.alternatives.is_empty()) {
                 let _ = self.alternatives.get_or_create(&AlternativeLabels {
                     group: name.clone(),
@@ -214,6 +230,18 @@ impl AdmissionMetrics {
                 });
             }
         }
+    }
+
+    /// Counts a `/validate` refusal that `/mutate`'s decision of the same pod did not predict
+    /// ([`pod_director_engine::decision::Decidable::shadow_disagrees`]).
+    pub(crate) fn shadow_disagreement(&self, outcome: &Outcome) {
+        self.shadow_disagreements
+            .get_or_create(&GroupModeLabels {
+                group: outcome.group.clone().unwrap_or_default(),
+                mode: outcome.mode.map(Mode::as_str).unwrap_or_default(),
+                webhook: outcome.webhook.as_str(),
+            })
+            .inc();
     }
 
     /// Counts one decision and its latency.

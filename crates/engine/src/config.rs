@@ -107,21 +107,17 @@ named_enum! {
 }
 
 named_enum! {
-    /// Which pods of groups enforced by admission policies the webhook still sees, to log and
-    /// count their decisions (`policyObservation`): a failurePolicy-Ignore call, sampled by the
-    /// owner's UID (pods without an owner are always observed).
+    /// Which pods an observing webhook call is sent for, sampled by the owner's UID (a bare pod always is).
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, JsonSchema)]
     #[serde(rename_all = "camelCase")]
-    #[schemars(rename = "policyObservation", transform = schema::variants_as_enum)]
-    pub enum PolicyObservation {
-        /// Every pod: a webhook call per pod, as many as the webhook path makes (but never refusing).
+    #[schemars(rename = "observation", transform = schema::variants_as_enum)]
+    pub enum Observation {
         Every => "every",
         /// The pods of one controller in 16 (its UID's last hex digit is 0), and every pod without an owner.
         #[default]
         OneIn16 => "oneIn16",
         /// The pods of one controller in 256 (its UID ends in 00), and every pod without an owner.
         OneIn256 => "oneIn256",
-        /// None: no decision line for these pods; the policies' own audit is the API server's.
         None => "none",
     }
 }
@@ -274,9 +270,12 @@ pub struct Config {
     /// Schedulers whose bindings of pods to nodes (`pods/binding`) reservations trust.
     #[serde(skip_serializing_if = "is_default")]
     pub trusted_schedulers: TrustedSchedulers,
-    /// Which pods of groups enforced by admission policies are still sent to the webhook to be logged.
+    /// Which pods of groups enforced by admission policies are still sent to the webhook, logged.
     #[serde(skip_serializing_if = "is_default")]
-    pub policy_observation: PolicyObservation,
+    pub policy_observation: Observation,
+    /// Which pod CREATEs of dryRun and warn groups `/validate` judges again after `/mutate`.
+    #[serde(skip_serializing_if = "is_default")]
+    pub shadow_validation: Observation,
     /// Groups by name (the namespace label value)
     #[schemars(with = "kubernetes::MapOf<kubernetes::GroupName, Group>")]
     pub groups: BTreeMap<String, Group>,
@@ -298,7 +297,8 @@ impl Default for Config {
             daemon_set_controller: DEFAULT_DAEMON_SET_CONTROLLER.to_owned(),
             namespace_guard: NamespaceGuard::default(),
             trusted_schedulers: TrustedSchedulers::default(),
-            policy_observation: PolicyObservation::default(),
+            policy_observation: Observation::default(),
+            shadow_validation: Observation::default(),
             groups: BTreeMap::new(),
         }
     }

@@ -29,7 +29,7 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
-use crate::config::Config;
+use crate::config::{Config, Mode};
 use crate::namespace_guard::{self, NamespaceWrite};
 use crate::placement::reservation::{self, any_reservation};
 use crate::placement::{self, Context, Decision, Namespace, Outcome, Pod, Selection, SkipReason, Webhook};
@@ -181,6 +181,35 @@ impl<'s> Decidable<'s> {
     /// DaemonSet's patch is its template's pod's, under `/spec/template` ([`Outcome::rerooted`]).
     pub fn patch_root(&self) -> Option<&'static [&'static str]> {
         matches!(self.subject, Subject::DaemonSet(_)).then_some(placement::DAEMON_SET_TEMPLATE)
+    }
+
+    /// Whether `outcome`, this `/validate` decision of a pod CREATE of a group in dryRun or warn
+    /// (one the `shadowValidation` sample sends: no `spec.nodeName`), refuses what `/mutate`'s
+    /// decision of the same pod admits. `/mutate` predicts enforce's refusals for every such pod
+    /// (the API server reinvokes it when a later mutating webhook changes the pod, so its last
+    /// decision saw the pod `/validate` sees); where the two disagree, the pods the sample leaves
+    /// out may hide such refusals.
+    pub fn shadow_disagrees(&self, view: &View<'_>, outcome: &Outcome) -> bool {
+        let Subject::Pod(Write::Create(pod)) = *self.subject else {
+            return false;
+        };
+        let shadow = matches!(outcome.mode, Some(Mode::DryRun | Mode::Warn));
+        if self.webhook != Webhook::Validate || !shadow || outcome.decision != Decision::WouldDeny {
+            return false;
+        }
+        if pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.as_deref())
+            .is_some_and(|n| !n.is_empty())
+        {
+            return false;
+        }
+        let mutate = Decidable {
+            webhook: Webhook::Mutate,
+            subject: self.subject,
+        };
+        mutate.decide(view).decision != Decision::WouldDeny
     }
 
     /// The webhook's decision (a DaemonSet's patch relative to its template's pod: see
@@ -394,3 +423,6 @@ fn requester_dependent(subject: &Subject<'_>, view: &View<'_>, mutation: &Outcom
     }
     None
 }
+
+#[cfg(test)]
+mod tests;

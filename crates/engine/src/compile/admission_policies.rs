@@ -27,7 +27,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use super::{MANAGED_BY, MANAGED_BY_LABEL};
-use crate::config::{Config, EnforceWith, Group, Mode, OnConflict, PolicyObservation};
+use crate::config::{Config, EnforceWith, Group, Mode, Observation, OnConflict};
 use crate::placement::tolerations::{describe, normalized, same};
 
 /// API version of the four objects (GA MutatingAdmissionPolicy: Kubernetes 1.36).
@@ -588,20 +588,29 @@ pub fn compile_all(config: &Config, excluded: &[String]) -> BTreeMap<String, Pol
 
 /// The CEL condition of the observing webhook entry: which policy-path pods the webhook
 /// still sees (failurePolicy Ignore). `None`: none is sent.
+pub(crate) fn observation_condition(observation: Observation) -> Option<String> {
+    match owner_sample(observation) {
+        _ if observation == Observation::None => None,
+        None => Some(format!("!({WEBHOOK_ONLY})")),
+        Some(sample) => Some(format!("!({WEBHOOK_ONLY}) && {sample}")),
+    }
+}
+
+/// CEL: the pod is in the sample of `observation` (`None`: every pod is).
 ///
 /// A webhook's `matchConditions` see no request UID, and a pod created from `generateName`
 /// (every controller's pod) has no name yet, so the sample is drawn from the owner's UID (a
 /// random UUID): the pods of one controller in 16 (or 256) are observed, each with all its
 /// pods. Pods without an owner, created one at a time by people, are always observed.
-pub(crate) fn observation_condition(observation: PolicyObservation) -> Option<String> {
+pub(crate) fn owner_sample(observation: Observation) -> Option<String> {
     let suffix = match observation {
-        PolicyObservation::None => return None,
-        PolicyObservation::Every => return Some(format!("!({WEBHOOK_ONLY})")),
-        PolicyObservation::OneIn16 => "0",
-        PolicyObservation::OneIn256 => "00",
+        Observation::Every => return None,
+        Observation::None => return Some("false".to_owned()),
+        Observation::OneIn16 => "0",
+        Observation::OneIn256 => "00",
     };
     Some(format!(
-        r#"!({WEBHOOK_ONLY}) && (!has(object.metadata.ownerReferences) || size(object.metadata.ownerReferences) == 0 || object.metadata.ownerReferences[0].uid.endsWith("{suffix}"))"#
+        r#"(!has(object.metadata.ownerReferences) || size(object.metadata.ownerReferences) == 0 || object.metadata.ownerReferences[0].uid.endsWith("{suffix}"))"#
     ))
 }
 

@@ -14,7 +14,10 @@
 //! | `default-group` | label DoesNotExist (with `defaultGroup`) | the default group's entry's |
 //! | `unknown-group` | label Exists, NotIn [every group] | `webhook.failurePolicy.unknownGroup` |
 //!
-//! and every entry also has `kubernetes.io/metadata.name NotIn [excluded]`. An
+//! and every entry also has `kubernetes.io/metadata.name NotIn [excluded]`. The validating
+//! `observe` entry (and `default-group` while it follows `observe`) sends `/validate` only the
+//! pod CREATEs of the `shadowValidation` sample ([`SHADOW_SAMPLE_CONDITION`]): `/mutate` predicts
+//! the others' fate. An
 //! entry with nothing to serve (no group in that mode, no `defaultGroup`) is
 //! still rendered, selecting [`NO_NAMESPACE`], so that a reload never needs an
 //! entry that does not exist. The ValidatingWebhookConfiguration also has the
@@ -333,6 +336,27 @@ fn pod_rules(kind: Kind, operations: &[&str]) -> Vec<Value> {
     rules
 }
 
+/// The matchCondition of the `observe` validating entry (and of `default-group` when it follows
+/// `observe`): `/mutate` predicts the fate of a dryRun or warn group's pod CREATE, so `/validate`
+/// judges only the sample `shadowValidation` draws from them (one controller's pods in 16 and
+/// every pod without an owner by default); every other request it is sent as before — pods naming
+/// `spec.nodeName` (the Node is checked at `/validate`), UPDATEs, DaemonSets and bindings (a
+/// Binding has no spec: asked first). `None` with `shadowValidation: every`.
+fn shadow_validation_condition(config: &Config) -> Option<Value> {
+    let sample = admission_policies::owner_sample(config.shadow_validation)?;
+    Some(serde_json::json!({
+        "name": SHADOW_SAMPLE_CONDITION,
+        "expression": format!(
+            "({}) || ({}) || {sample}",
+            reservation::IS_BINDING,
+            admission_policies::WEBHOOK_ONLY
+        ),
+    }))
+}
+
+/// The name of [`shadow_validation_condition`].
+pub const SHADOW_SAMPLE_CONDITION: &str = "predicted-at-mutate-or-sampled";
+
 /// The matchCondition that keeps a trusted scheduler's bindings (`trustedSchedulers`) away
 /// from an entry: they never reach pod-director ([`reservation::binding_expression`]).
 fn binding_condition(config: &Config) -> Value {
@@ -394,7 +418,13 @@ pub fn owned_entries(
             value["namespaceSelector"] = serde_json::to_value(&selectors[&entry]).unwrap_or(Value::Null);
             value["rules"] = rules.clone();
             if kind == Kind::Validating {
-                value["matchConditions"] = serde_json::json!([binding_condition(config)]);
+                let mut conditions = vec![binding_condition(config)];
+                let observed = entry == PodEntry::Observe
+                    || (entry == PodEntry::DefaultGroup && default_group_follows(config) == PodEntry::Observe);
+                if let Some(condition) = shadow_validation_condition(config).filter(|_| observed) {
+                    conditions.push(condition);
+                }
+                value["matchConditions"] = Value::Array(conditions);
             }
             value
         })

@@ -336,14 +336,14 @@ groups:
 
 #[test]
 fn observation_is_sampled_by_the_owner_uid_and_keeps_every_bare_pod() {
-    assert_eq!(observation_condition(PolicyObservation::None), None);
-    let every = observation_condition(PolicyObservation::Every).unwrap_or_default();
+    assert_eq!(observation_condition(Observation::None), None);
+    let every = observation_condition(Observation::Every).unwrap_or_default();
     assert_eq!(every, format!("!({WEBHOOK_ONLY})"));
-    let sampled = observation_condition(PolicyObservation::OneIn16).unwrap_or_default();
+    let sampled = observation_condition(Observation::OneIn16).unwrap_or_default();
     assert!(sampled.starts_with(&format!("!({WEBHOOK_ONLY}) && ")), "{sampled}");
     assert!(sampled.contains(r#"ownerReferences[0].uid.endsWith("0")"#), "{sampled}");
     assert!(sampled.contains("!has(object.metadata.ownerReferences)"), "{sampled}");
-    let rarer = observation_condition(PolicyObservation::OneIn256).unwrap_or_default();
+    let rarer = observation_condition(Observation::OneIn256).unwrap_or_default();
     assert!(rarer.contains(r#"uid.endsWith("00")"#), "{rarer}");
 }
 
