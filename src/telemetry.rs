@@ -67,6 +67,7 @@ use std::time::Duration;
 
 use self::filter::env_filter;
 use self::json::json_string;
+pub(crate) use self::json::write_json_string;
 use self::otlp::{otlp_enabled, tracer_provider};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::SdkTracerProvider;

@@ -435,10 +435,9 @@ pub(super) fn decided(
     out
 }
 
-/// Appends `text` as a JSON string.
+/// Appends `text` as a JSON string (as serde_json writes it, faster: the log lines' writer).
 fn string(out: &mut Vec<u8>, text: &str) {
-    // Serializing a string into a Vec cannot fail.
-    let _ = serde_json::to_writer(&mut *out, text);
+    crate::telemetry::write_json_string(out, text);
 }
 
 /// The review as the API server reads it: kube-core's serialization, except

@@ -73,10 +73,74 @@ pub(super) fn json_string(text: &str) -> String {
     serde_json::to_string(text).unwrap_or_else(|_| "null".to_owned())
 }
 
-/// Appends `text` as a JSON string.
-fn write_json_string(out: &mut Vec<u8>, text: &str) {
-    // Serializing a string into a Vec cannot fail.
-    let _ = serde_json::to_writer(&mut *out, text);
+/// Appends `text` as a JSON string, byte for byte as serde_json writes it: `"` and `\\` escaped
+/// with a backslash, control characters as `\\b`, `\\t`, `\\n`, `\\f`, `\\r` or `\\u00xx`,
+/// everything else (UTF-8 included) as it is. The runs between escapes are found eight bytes at a
+/// time and copied whole: log lines and responses are mostly such runs.
+pub(crate) fn write_json_string(out: &mut Vec<u8>, text: &str) {
+    let bytes = text.as_bytes();
+    out.reserve(bytes.len() + 2);
+    out.push(b'"');
+    let mut start = 0;
+    while let Some(at) = next_escape(bytes, start) {
+        out.extend_from_slice(&bytes[start..at]);
+        let byte = bytes[at];
+        let short = match byte {
+            b'"' => b'"',
+            b'\\' => b'\\',
+            0x08 => b'b',
+            b'\t' => b't',
+            b'\n' => b'n',
+            0x0c => b'f',
+            b'\r' => b'r',
+            _ => 0,
+        };
+        if short == 0 {
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            out.extend_from_slice(&[
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX[usize::from(byte >> 4)],
+                HEX[usize::from(byte & 0xf)],
+            ]);
+        } else {
+            out.extend_from_slice(&[b'\\', short]);
+        }
+        start = at + 1;
+    }
+    out.extend_from_slice(&bytes[start..]);
+    out.push(b'"');
+}
+
+/// The first byte at or after `from` that a JSON string escapes (`"`, `\\`, below 0x20).
+fn next_escape(bytes: &[u8], from: usize) -> Option<usize> {
+    const ONES: u64 = u64::MAX / 255;
+    const HIGH: u64 = ONES << 7;
+    let rest = bytes.get(from..)?;
+    let mut chunks = rest.chunks_exact(8);
+    let mut at = from;
+    for chunk in &mut chunks {
+        let mut word = [0; 8];
+        word.copy_from_slice(chunk);
+        let word = u64::from_le_bytes(word);
+        // A byte's high bit is set in each mask where that byte is below 0x20, a quote or a backslash
+        // (bytes of 0x80 and above never are: `& !word`).
+        let control = word.wrapping_sub(ONES * 0x20);
+        let quote = (word ^ (ONES * u64::from(b'"'))).wrapping_sub(ONES) & !(word ^ (ONES * u64::from(b'"')));
+        let backslash = (word ^ (ONES * u64::from(b'\\'))).wrapping_sub(ONES) & !(word ^ (ONES * u64::from(b'\\')));
+        let found = ((control & !word) | quote | backslash) & HIGH;
+        if found != 0 {
+            // The lowest flagged byte is exact; flags above it may be borrows, and are not read.
+            return Some(at + found.trailing_zeros() as usize / 8);
+        }
+        at += 8;
+    }
+    let tail = chunks.remainder();
+    tail.iter()
+        .position(|&b| b < 0x20 || b == b'"' || b == b'\\')
+        .map(|i| at + i)
 }
 
 /// Appends `text` as a JSON value when it is JSON (kept on one line), else as a string.

@@ -292,3 +292,34 @@ fn json_timestamps_are_rfc3339_utc_with_microseconds_as_tracing_subscriber_write
         assert_eq!(String::from_utf8_lossy(&out), expected, "{secs}");
     }
 }
+
+#[test]
+fn json_strings_are_written_byte_for_byte_as_serde_json_writes_them() {
+    let mut cases: Vec<String> = vec![
+        String::new(),
+        "plain".to_owned(),
+        "exactly8".to_owned(),
+        r#"[{"op":"add","path":"/spec/nodeSelector","value":{"node-pool":"ci"}}]"#.to_owned(),
+        "é, ✓, 𝄞 and \u{7f}\u{80}\u{ff} stay as they are".to_owned(),
+        "a\\b\"c/d\u{2028}".to_owned(),
+    ];
+    // Every ASCII byte at every place in and around an eight-byte chunk, alone and beside an escape.
+    for byte in 0u8..0x80 {
+        let c = char::from(byte);
+        for at in 0..18 {
+            let mut text: String = "x".repeat(at);
+            text.push(c);
+            text.push_str(&"y".repeat(17 - at));
+            cases.push(text.clone());
+            text.push('"');
+            text.insert(0, '\n');
+            cases.push(text);
+        }
+    }
+    for text in cases {
+        let mut out = Vec::new();
+        super::json::write_json_string(&mut out, &text);
+        let expected = serde_json::to_string(&text).expect("a string serializes");
+        assert_eq!(String::from_utf8_lossy(&out), expected, "{text:?}");
+    }
+}
