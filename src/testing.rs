@@ -1,13 +1,18 @@
 //! The test helpers whose types are the product's own (the `testing` feature, and the unit tests):
 //! in-memory namespace and node sources (`sources.rs`) implementing the product's source traits,
-//! the admission path built on them, and the load harness's floor server on the admission port's
-//! stack (`floor.rs`), and an in-process API server paging the lists the audit reads (`paged.rs`). `tests/`, `benches/` and `e2e/` use them with the `testing` feature; the
-//! test kit (`crates/testkit`) names none of the product's types, so the product's unit tests link
-//! one copy of it. Never used by pod-director itself, not compiled into its release build.
+//! the admission path built on them, the load harness's floor server on the admission port's
+//! stack (`floor.rs`), an in-process API server paging the lists the audit reads (`paged.rs`),
+//! the server in-process over real TLS ([`harness`]) and the reviews run through the production
+//! telemetry layers ([`telemetry`]). `tests/`, `benches/` and `e2e/` use them with the `testing`
+//! feature; what names none of the product's types is the test kit's (`crates/testkit`), so the
+//! product's unit tests link one copy of it. Never used by pod-director itself, not compiled into
+//! its release build.
 
 mod floor;
+pub mod harness;
 mod paged;
 mod sources;
+pub mod telemetry;
 
 pub use floor::{CannedServer, start_canned};
 pub use paged::PagedCluster;

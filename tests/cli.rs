@@ -7,9 +7,7 @@ use std::process::{Command, Output, Stdio};
 use pod_director_testkit::assert_contains;
 use serde_json::Value;
 
-mod common;
-
-use common::cli::*;
+use pod_director_testkit::cli::*;
 
 #[test]
 fn explain_reports_every_pod_and_template_of_the_examples_as_json() {

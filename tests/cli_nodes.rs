@@ -1,13 +1,11 @@
 //! `explain --nodes`, end to end: the real binary reading Node manifests (and Karpenter
 //! NodePools) and counting the nodes each pod can run on.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use common::cli::*;
 use pod_director_testkit::assert_contains;
+use pod_director_testkit::cli::*;
 
 /// Node manifests: ci-1 (tainted for ci), ci-2 (cordoned), gpu-1 (tainted for GPUs).
 const NODES: [&str; 3] = [

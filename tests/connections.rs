@@ -5,22 +5,19 @@
 //! while established clients and the probe port keep being served; a
 //! shutdown answers the requests that have arrived.
 
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::{
-    HTTP2_PREFACE_AND_SETTINGS, Harness, Options, Slow, closed_within, has_goaway, metric, pod_create, raw_request,
-    review_bytes, tls_connect,
-};
 use futures::future::BoxFuture;
 use http_body_util::{BodyExt as _, Full};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use pod_director::server::Timeouts;
 use pod_director::testing::StaticNamespaces;
-use pod_director_testkit::assert_contains;
+use pod_director::testing::harness::{Harness, Options, Slow, metric};
+use pod_director_testkit::fixtures::{labels, pod_create, raw_request, review_bytes};
+use pod_director_testkit::wire::{self, HTTP2_PREFACE_AND_SETTINGS, closed_within, has_goaway, tls_connect};
+use pod_director_testkit::{assert_contains, eventually};
 use serde_json::Value;
 use tokio::io::AsyncWriteExt as _;
 
@@ -264,8 +261,7 @@ fn slow(delay: Duration) -> Arc<Slow> {
         inner: StaticNamespaces::new(),
         delay,
     };
-    slow.inner
-        .insert_remote("ns", common::labels(&[("pod-director/group", "ci")]));
+    slow.inner.insert_remote("ns", labels(&[("pod-director/group", "ci")]));
     Arc::new(slow)
 }
 
@@ -276,8 +272,8 @@ async fn a_request_slower_than_the_idle_and_header_timeouts_is_answered() {
         ..Options::default()
     };
     let harness = Harness::start_with(CONFIG, options, Some(slow(Duration::from_millis(1800)))).await;
-    for kind in [common::ClientKind::Http1, common::ClientKind::Pooled] {
-        let client = common::client(&harness.pki, kind);
+    for kind in [wire::ClientKind::Http1, wire::ClientKind::Pooled] {
+        let client = wire::client(&harness.pki, kind);
         let response = client
             .post(format!("{}/mutate", harness.base))
             .header("content-type", "application/json")
@@ -302,7 +298,7 @@ async fn connections_beyond_the_cap_are_refused_at_accept_while_open_ones_and_pr
         held.push(tls_connect(harness.server.addr, &harness.pki, &["h2"]).await);
     }
     assert!(
-        common::eventually(Duration::from_secs(2), || async {
+        eventually(Duration::from_secs(2), || async {
             metric(&harness, "pod_director_connections_open").await == Some(6.0)
         })
         .await
@@ -330,7 +326,7 @@ async fn connections_beyond_the_cap_are_refused_at_accept_while_open_ones_and_pr
     // Room again once connections close.
     drop(held);
     assert!(
-        common::eventually(Duration::from_secs(2), || async {
+        eventually(Duration::from_secs(2), || async {
             metric(&harness, "pod_director_connections_open").await == Some(1.0)
         })
         .await

@@ -3,17 +3,14 @@
 //! on the span only, the caller's trace joined even when unsampled, errors
 //! marked, and latency exemplars pointing at exported traces.
 
-mod common;
-mod telemetry_harness;
-
 use std::collections::BTreeSet;
 
 use opentelemetry::trace::Status;
 use opentelemetry_sdk::trace::SpanData;
 use pod_director::metrics::EXEMPLAR_TRACE_LABEL;
 use pod_director::telemetry::{DECISION_FIELDS, JSON_FIELDS, LOG_LINE_KEYS, MAX_ATTRIBUTE_BYTES};
+use pod_director::testing::telemetry::{Request, pod_create, representative_requests, review, spec};
 use serde_json::Value;
-use telemetry_harness::{Request, pod_create, representative_requests, review, spec};
 
 fn attribute<'a>(span: &'a SpanData, key: &str) -> Option<&'a opentelemetry::Value> {
     span.attributes

@@ -2,14 +2,12 @@
 //! error (400/503) or a precise 4xx, promptly; a valid review gets the same answer however it
 //! is chunked; and the server keeps serving.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use common::{Harness, Options, pod_create};
 use futures::StreamExt as _;
-use pod_director_testkit::fixtures::{with, without};
+use pod_director::testing::harness::{Harness, Options};
+use pod_director_testkit::fixtures::{pod_create, with, without};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 

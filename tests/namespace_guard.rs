@@ -2,11 +2,10 @@
 //! answers Namespace reviews with the guard's decision, and a config reload
 //! switches its mode without a restart.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{Harness, eventually};
+use pod_director::testing::harness::Harness;
+use pod_director_testkit::eventually;
 use pod_director_testkit::fixtures::Review;
 use reqwest::StatusCode;
 use serde_json::{Value, json};

@@ -7,9 +7,6 @@
 //! production subscriber layers and from rendering the real metrics registry.
 //! The book's reference pages (docs/src/reference/log-fields.md, metrics.md) must document each of them too.
 
-mod common;
-mod telemetry_harness;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -21,6 +18,7 @@ use pod_director::cluster::ScanResult;
 use pod_director::metrics::EXEMPLAR_TRACE_LABEL;
 use pod_director::server::{ConnectionTimeout, Rejection, ReloadResult};
 use pod_director::telemetry::{DECISION_FIELDS, LOG_LINE_KEYS};
+use pod_director::testing::telemetry;
 use pod_director_engine::audit::reservation::ReservationAudit;
 use pod_director_engine::audit::{Audit, AuditDecision, Counts, GroupAudit, Verdict};
 use pod_director_engine::config::Mode;
@@ -50,7 +48,7 @@ const TIMEOUTS: [ConnectionTimeout; 4] = [
 ];
 
 fn emitted() -> Emitted {
-    let run = telemetry_harness::review(telemetry_harness::representative_requests());
+    let run = telemetry::review(telemetry::representative_requests());
     let span_attributes = run
         .spans
         .iter()

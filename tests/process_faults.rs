@@ -3,15 +3,14 @@
 //! middle of a burst of clients, a low file-descriptor limit under a flood of
 //! connections, and a standard output nobody reads.
 
-mod common;
-
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::child::{ServeProcess, Spawn};
-use common::{pod_create, raw_request, review_bytes, tls_connect};
-use pod_director_testkit::metric_value;
+use pod_director_testkit::child::{ServeProcess, Spawn};
+use pod_director_testkit::fixtures::{pod_create, raw_request, review_bytes};
+use pod_director_testkit::wire::{self, tls_connect};
+use pod_director_testkit::{eventually, metric_value};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 const CONFIG: &str = "groups:\n  ci:\n    mode: enforce\n    nodeSelector: {node-pool: ci}\n";
@@ -218,8 +217,8 @@ async fn with_a_low_descriptor_limit_a_flood_is_refused_while_probes_and_a_conne
     // Once the flood goes away, new clients are served again (while the server is still
     // closing the flood, a new connection may be refused at accept: try again).
     drop(flood);
-    let served = common::eventually(Duration::from_secs(5), || async {
-        let Ok(mut tls) = common::try_tls_connect(server.addr, &server.pki, &["http/1.1"]).await else {
+    let served = eventually(Duration::from_secs(5), || async {
+        let Ok(mut tls) = wire::try_tls_connect(server.addr, &server.pki, &["http/1.1"]).await else {
             return false;
         };
         if tls.write_all(&raw_request("u-after")).await.is_err() {
@@ -237,7 +236,7 @@ async fn with_a_low_descriptor_limit_a_flood_is_refused_while_probes_and_a_conne
 
 /// Latencies of `count` reviews over one keep-alive connection, sorted.
 async fn latencies(server: &ServeProcess, count: usize) -> Vec<Duration> {
-    let client = common::client(&server.pki, common::ClientKind::Http1);
+    let client = wire::client(&server.pki, wire::ClientKind::Http1);
     let url = format!("https://{}/mutate", server.addr);
     let mut out = Vec::with_capacity(count);
     for n in 0..count {

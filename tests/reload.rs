@@ -2,14 +2,14 @@
 //! certificate rotates under load with zero failed requests, and the
 //! configuration changes without a restart while invalid versions are refused.
 
-mod common;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::{ClientKind, Harness, eventually, metric, pod_create};
-use pod_director_testkit::fixtures::decoded_patch;
+use pod_director::testing::harness::{Harness, metric};
+use pod_director_testkit::eventually;
+use pod_director_testkit::fixtures::{decoded_patch, pod_create};
+use pod_director_testkit::wire::{self, ClientKind};
 use reqwest::StatusCode;
 use serde_json::Value;
 
@@ -17,7 +17,7 @@ const CONFIG: &str = "groups:\n  ci:\n    mode: dryRun\n    nodeSelector: {node-
 
 /// The DER certificate a fresh connection is served.
 async fn served_certificate(harness: &Harness) -> Vec<u8> {
-    let client = common::client(&harness.pki, ClientKind::FreshConnections);
+    let client = wire::client(&harness.pki, ClientKind::FreshConnections);
     let response = client
         .get(format!("{}/healthz-not-here", harness.base))
         .send()
@@ -44,7 +44,7 @@ async fn the_certificate_rotates_under_load_without_a_failed_request() {
     let body = pod_create("u-load", "ns");
     let mut loaders = Vec::new();
     for kind in [ClientKind::Pooled, ClientKind::FreshConnections, ClientKind::Http1] {
-        let client = common::client(&harness.pki, kind);
+        let client = wire::client(&harness.pki, kind);
         let url = format!("{}/mutate", harness.base);
         let (stop, sent, failed, body) = (stop.clone(), sent.clone(), failed.clone(), body.clone());
         loaders.push(tokio::spawn(async move {

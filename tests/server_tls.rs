@@ -3,15 +3,14 @@
 //! HTTP/1.1 and HTTP/2, probes, 503 when namespaces cannot be read, and a
 //! graceful shutdown that finishes in-flight requests.
 
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{ClientKind, Harness, Options, Slow, eventually, patched, pod, pod_create, review};
 use pod_director::testing::StaticNamespaces;
-use pod_director_testkit::assert_contains;
-use pod_director_testkit::fixtures::decoded_patch;
+use pod_director::testing::harness::{Harness, Options, Slow};
+use pod_director_testkit::fixtures::{decoded_patch, labels, patched, pod, pod_create, review};
+use pod_director_testkit::wire::{self, ClientKind};
+use pod_director_testkit::{assert_contains, eventually};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -292,7 +291,7 @@ async fn a_namespace_created_a_moment_ago_is_found_by_the_live_lookup() {
     let harness = Harness::start(&matrix_config()).await;
     harness
         .namespaces
-        .insert_remote("brand-new", common::labels(&[("pod-director/group", "enforce-reject")]));
+        .insert_remote("brand-new", labels(&[("pod-director/group", "enforce-reject")]));
     let (status, body) = harness.post("/mutate", &pod_create("u", "brand-new")).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body["response"]["auditAnnotations"]["group"], "enforce-reject");
@@ -323,7 +322,7 @@ async fn http2_and_http1_clients_are_both_served() {
         (ClientKind::Pooled, reqwest::Version::HTTP_2),
         (ClientKind::Http1, reqwest::Version::HTTP_11),
     ] {
-        let client = common::client(&harness.pki, kind);
+        let client = wire::client(&harness.pki, kind);
         let response = client
             .post(format!("{}/mutate", harness.base))
             .json(&body)
@@ -380,7 +379,7 @@ async fn shutdown_finishes_in_flight_requests_and_stops_accepting() {
         delay: Duration::from_millis(700),
     };
     slow.inner
-        .insert_remote("ns", common::labels(&[("pod-director/group", "enforce-reject")]));
+        .insert_remote("ns", labels(&[("pod-director/group", "enforce-reject")]));
     let harness = Harness::start_with(&matrix_config(), Options::default(), Some(Arc::new(slow))).await;
     let client = harness.client.clone();
     let url = format!("{}/mutate", harness.base);

@@ -1,6 +1,8 @@
 //! AdmissionReview bodies shaped like kube-apiserver's, for tests and benches:
 //! the one review builder of the tree (unit tests, `tests/`, `benches/`), and
-//! the pod a ReplicaSet creates ([`replica_set_pod`]), a review's JSON edited ([`with`], [`without`]) and a response's patch ([`decoded_patch`]).
+//! the pod a ReplicaSet creates ([`replica_set_pod`]), a review's JSON edited ([`with`], [`without`]) and a response's patch ([`decoded_patch`]);
+//! for the server tests, a pod with its default tolerations ([`pod`]), its reviews ([`review`], [`pod_create`],
+//! [`review_bytes`], [`raw_request`]) and the pod a patch makes ([`patched`]).
 //!
 //! [`Review::bytes`] writes the fields in the order kube-apiserver's Go
 //! encoder writes them (`uid`, `kind`, `resource`, … `operation`, `userInfo`,
@@ -9,6 +11,8 @@
 //! edit; bytes serialized from an edited `Value` have their keys sorted
 //! (`object` before `operation` and `resource`), which takes the decoder's
 //! path for objects that come before their request's resource.
+
+use std::collections::BTreeMap;
 
 use base64::Engine as _;
 use serde::Serialize;
@@ -203,6 +207,71 @@ pub fn decoded_patch(response: &Value) -> Option<json_patch::Patch> {
         .decode(encoded)
         .expect("patch is base64");
     Some(serde_json::from_slice(&bytes).expect("patch is a JSON Patch"))
+}
+
+/// `pairs` as a label map.
+pub fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+}
+
+/// A pod as a ReplicaSet creates it ([`replica_set_pod`]), with the
+/// DefaultTolerationSeconds tolerations; `spec` entries are merged into it.
+pub fn pod(namespace: &str, extra_spec: Value) -> Value {
+    let mut pod = replica_set_pod(namespace);
+    pod["spec"]["tolerations"] = json!([
+        {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+        {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+    ]);
+    if let (Some(spec), Value::Object(extra)) = (pod["spec"].as_object_mut(), extra_spec) {
+        for (k, v) in extra {
+            if k == "tolerations" {
+                if let (Some(Value::Array(have)), Value::Array(more)) = (spec.get_mut("tolerations"), v) {
+                    have.extend(more);
+                }
+            } else {
+                spec.insert(k, v);
+            }
+        }
+    }
+    pod
+}
+
+/// A pod AdmissionReview exactly as kube-apiserver sends it ([`Review`]).
+pub fn review(uid: &str, operation: &str, object: &Value, old_object: Option<&Value>) -> Value {
+    let review = Review::pod(operation, object.clone()).uid(uid);
+    match old_object {
+        Some(old) => review.old(old.clone()).value(),
+        None => review.value(),
+    }
+}
+
+/// A CREATE review of a plain [`pod`] in `namespace`.
+pub fn pod_create(uid: &str, namespace: &str) -> Value {
+    review(uid, "CREATE", &pod(namespace, json!({})), None)
+}
+
+/// The bytes of a CREATE review of a plain [`pod`] in namespace `ns`.
+pub fn review_bytes(uid: &str) -> Vec<u8> {
+    serde_json::to_vec(&pod_create(uid, "ns")).unwrap_or_default()
+}
+
+/// A whole HTTP/1.1 `POST /mutate` of [`review_bytes`].
+pub fn raw_request(uid: &str) -> Vec<u8> {
+    let body = review_bytes(uid);
+    let mut request = format!(
+        "POST /mutate HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    request.extend_from_slice(&body);
+    request
+}
+
+/// `pod` with `patch` applied, as the API server would.
+pub fn patched(pod: &Value, patch: &json_patch::Patch) -> Value {
+    let mut doc = pod.clone();
+    json_patch::patch(&mut doc, patch).expect("the patch applies to the original pod");
+    doc
 }
 
 #[cfg(test)]

@@ -2,9 +2,12 @@
 //! its own so that the product's release build does not compile it (a dev-dependency only).
 //!
 //! - `lib.rs`: the checkout's root ([`repo`]), the log capture, the `/metrics` sample reader, a JSON value's pointers and a condition
-//!   polled until it holds.
+//!   polled until it holds ([`until`], [`eventually`]).
 //! - [`fixtures`]: the AdmissionReview builder; [`pki`]: a test CA issuing serving certificates;
-//!   [`mounted`]: kubelet-style mounted directories.
+//!   [`mounted`]: kubelet-style mounted directories; [`wire`]: an HTTPS client trusting the test CA,
+//!   raw TLS connections and the HTTP/2 frames the server tests read.
+//! - The binary end to end ([`binary`]): [`cli`], a command and readers of what it printed; [`child`],
+//!   `pod-director serve` as a child process against a fake Kubernetes API on loopback.
 //! - The benches' support: [`pods`] (reviews of three sizes), [`nodes`] (cloud-like Node objects),
 //!   [`stats`] (median, CPU time, paired rounds), [`alloc`] (the counting allocator).
 //! - Re-exported: the engine's helpers (a test config, a node, a toleration, `assert_contains`, a
@@ -12,22 +15,27 @@
 //!   `pod_director_engine::testing`).
 //!
 //! It names none of the product's types (those helpers are the product's own, `pod_director::testing`:
-//! in-memory namespaces and nodes, the admission path on them, the floor server), so it does not
-//! depend on the product: the product's unit tests use it as a dev-dependency without a cycle.
+//! in-memory namespaces and nodes, the admission path on them, the floor server, the in-process
+//! server over TLS, the telemetry harness), so it does not depend on the product: the product's unit
+//! tests use it as a dev-dependency without a cycle. These two are the homes of the test helpers
+//! (with the engine's own `testing` module, for the engine's unit tests).
 
 pub mod alloc;
+pub mod child;
+pub mod cli;
 pub mod fixtures;
 pub mod mounted;
 pub mod nodes;
 pub mod pki;
 pub mod pods;
 pub mod stats;
+pub mod wire;
 
 pub use mounted::MountedDir;
 pub use pod_director_engine::testing::{assert_contains, config, loaded, node, scheduler, toleration, with, without};
 
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -70,6 +78,39 @@ pub async fn until(what: &str, check: impl Fn() -> bool) {
         assert!(tokio::time::Instant::now() < deadline, "{what}");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+}
+
+/// Waits until `check` holds, polling every 50 ms, for at most `limit`.
+pub async fn eventually<F, Fut>(limit: Duration, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    while tokio::time::Instant::now() < deadline {
+        if check().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    check().await
+}
+
+/// The product's binary, as cargo built it for the running integration test or bench
+/// (`CARGO_BIN_EXE_pod-director`, else `pod-director` in the test executable's profile directory).
+pub fn binary() -> PathBuf {
+    std::env::var_os("CARGO_BIN_EXE_pod-director").map_or_else(
+        || {
+            // The test executable is <target dir>/<profile dir>/deps/<name>-<hash>.
+            let exe = std::env::current_exe().expect("the test executable's path");
+            let profile_dir = exe
+                .parent()
+                .and_then(Path::parent)
+                .expect("the test executable sits in <profile>/deps");
+            profile_dir.join("pod-director")
+        },
+        PathBuf::from,
+    )
 }
 
 /// The value of the first sample of a `/metrics` text whose line starts with

@@ -1,5 +1,5 @@
-//! The test PKI: a CA of its own issuing serving certificates, for the in-process tests
-//! (`tests/common`), the e2e harness and the benches.
+//! The test PKI: a CA of its own issuing serving certificates, for the in-process server tests
+//! (`pod_director::testing::harness`), the child process ([`crate::child`]), the e2e harness and the benches.
 
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
 

@@ -2,25 +2,24 @@
 //! OpenTelemetry layer with an in-memory exporter, the JSON log layer into a
 //! buffer) and hands back what they emitted: exported spans, log lines and the
 //! metrics text.
-#![allow(dead_code)]
 
 use std::sync::{Arc, Mutex};
 
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::trace::{SpanData, SpanExporter};
-use pod_director::cluster::Nodes;
-use pod_director::telemetry::{self, DECISION_TARGET, JsonLayer};
-use pod_director::testing::StaticNodes;
 use pod_director_engine::placement::Webhook;
+use pod_director_testkit::fixtures::{Review, replica_set_pod};
 use pod_director_testkit::{LogCapture, node};
 use serde_json::{Value, json};
 use tracing_subscriber::layer::SubscriberExt as _;
 
-use crate::common;
+use crate::cluster::Nodes;
+use crate::telemetry::{self, DECISION_TARGET, JsonLayer};
+use crate::testing::StaticNodes;
 
 /// The configuration the reviews run against: one group per mode and conflict
 /// policy, and `bulky`, whose patch is larger than a span attribute may be.
-pub(crate) fn config() -> String {
+pub fn config() -> String {
     let bulky: Vec<String> = (0..40)
         .map(|i| format!("      example.com/feature-{i:02}: enabled-on-this-node-pool-{i:02}"))
         .collect();
@@ -49,7 +48,7 @@ groups:
 "#;
 
 /// Namespace → group label value (`unknown` names no defined group).
-pub(crate) const NAMESPACES: &[(&str, &str)] = &[
+pub const NAMESPACES: &[(&str, &str)] = &[
     ("team-shadow", "shadow"),
     ("team-strict", "strict"),
     ("team-lenient", "lenient"),
@@ -59,7 +58,7 @@ pub(crate) const NAMESPACES: &[(&str, &str)] = &[
 
 /// The cluster's nodes: one ci node (tainted for ci), one general node. Groups
 /// `shadow` finds 1 feasible node; `strict` and `lenient` (no toleration) find none.
-pub(crate) fn nodes() -> StaticNodes {
+pub fn nodes() -> StaticNodes {
     let nodes = StaticNodes::new();
     let linux = |pool| [("node-pool", pool), ("kubernetes.io/os", "linux")];
     nodes.insert(node("ci-1", &linux("ci"), &[("dedicated", "ci", "NoSchedule")], false));
@@ -69,7 +68,7 @@ pub(crate) fn nodes() -> StaticNodes {
 
 /// Collects exported spans and the resource attributes they are exported with.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Exported {
+pub struct Exported {
     spans: Arc<Mutex<Vec<SpanData>>>,
     resource: Arc<Mutex<Vec<String>>>,
 }
@@ -90,14 +89,14 @@ impl SpanExporter for Exported {
 }
 
 /// One request to review.
-pub(crate) struct Request {
+pub struct Request {
     pub webhook: Webhook,
     pub headers: http::HeaderMap,
     pub body: Vec<u8>,
 }
 
 impl Request {
-    pub(crate) fn mutate(body: Value) -> Self {
+    pub fn mutate(body: Value) -> Self {
         Self {
             webhook: Webhook::Mutate,
             headers: http::HeaderMap::new(),
@@ -105,28 +104,28 @@ impl Request {
         }
     }
 
-    pub(crate) fn validate(body: Value) -> Self {
+    pub fn validate(body: Value) -> Self {
         Self {
             webhook: Webhook::Validate,
             ..Self::mutate(body)
         }
     }
 
-    pub(crate) fn reservation(body: Value) -> Self {
+    pub fn reservation(body: Value) -> Self {
         Self {
             webhook: Webhook::ValidateReservation,
             ..Self::mutate(body)
         }
     }
 
-    pub(crate) fn namespace_guard(body: Value) -> Self {
+    pub fn namespace_guard(body: Value) -> Self {
         Self {
             webhook: Webhook::ValidateNamespace,
             ..Self::mutate(body)
         }
     }
 
-    pub(crate) fn raw(webhook: Webhook, body: &[u8]) -> Self {
+    pub fn raw(webhook: Webhook, body: &[u8]) -> Self {
         Self {
             webhook,
             headers: http::HeaderMap::new(),
@@ -134,7 +133,7 @@ impl Request {
         }
     }
 
-    pub(crate) fn with_traceparent(mut self, traceparent: &'static str) -> Self {
+    pub fn with_traceparent(mut self, traceparent: &'static str) -> Self {
         self.headers
             .insert("traceparent", http::HeaderValue::from_static(traceparent));
         self
@@ -142,7 +141,7 @@ impl Request {
 }
 
 /// What the reviews emitted.
-pub(crate) struct Emitted {
+pub struct Emitted {
     pub spans: Vec<SpanData>,
     /// Keys of the resource attributes the spans are exported with.
     pub resource: Vec<String>,
@@ -153,14 +152,14 @@ pub(crate) struct Emitted {
 
 impl Emitted {
     /// The decision log lines, in order.
-    pub(crate) fn decisions(&self) -> Vec<&Value> {
+    pub fn decisions(&self) -> Vec<&Value> {
         self.lines.iter().filter(|l| l["target"] == DECISION_TARGET).collect()
     }
 }
 
 /// Reviews `requests` in order, one after the other.
-pub(crate) fn review(requests: Vec<Request>) -> Emitted {
-    let (admission, metrics) = pod_director::testing::admission(&config(), NAMESPACES);
+pub fn review(requests: Vec<Request>) -> Emitted {
+    let (admission, metrics) = crate::testing::admission(&config(), NAMESPACES);
     let admission = admission.with_nodes(Arc::new(Nodes::new(Arc::new(nodes()))), metrics.nodes.clone());
     let exported = Exported::default();
     let captured = LogCapture::default();
@@ -193,20 +192,20 @@ pub(crate) fn review(requests: Vec<Request>) -> Emitted {
 }
 
 /// A pod CREATE AdmissionReview as kube-apiserver sends it: a ReplicaSet's pod with `spec`.
-pub(crate) fn pod_create(uid: &str, namespace: &str, spec: Value) -> Value {
-    let mut pod = pod_director_testkit::fixtures::replica_set_pod(namespace);
+pub fn pod_create(uid: &str, namespace: &str, spec: Value) -> Value {
+    let mut pod = replica_set_pod(namespace);
     pod["spec"] = spec;
-    common::review(uid, "CREATE", &pod, None)
+    Review::pod("CREATE", pod).uid(uid).value()
 }
 
 /// A plain pod spec with one container.
-pub(crate) fn spec() -> Value {
+pub fn spec() -> Value {
     json!({"containers": [{"name": "web", "image": "nginx:1.27"}]})
 }
 
 /// A representative mix: would-patch, conflict (denied, overridden), unknown
 /// group, skipped (excluded namespace and not applicable), validate, error.
-pub(crate) fn representative_requests() -> Vec<Request> {
+pub fn representative_requests() -> Vec<Request> {
     let conflicting =
         json!({"containers": [{"name": "web", "image": "nginx:1.27"}], "nodeSelector": {"node-pool": "gpu"}});
     let mut delete = pod_create("uid-delete", "team-shadow", spec());
@@ -235,12 +234,12 @@ pub(crate) fn representative_requests() -> Vec<Request> {
 }
 
 /// A namespace UPDATE by a tenant moving `namespace` to group `to`, as kube-apiserver sends it.
-pub(crate) fn namespace_relabel(uid: &str, namespace: &str, to: &str) -> Value {
+pub fn namespace_relabel(uid: &str, namespace: &str, to: &str) -> Value {
     let object = |group: &str| {
         json!({"kind": "Namespace", "apiVersion": "v1", "metadata": {"name": namespace,
             "labels": {"kubernetes.io/metadata.name": namespace, "pod-director/group": group}}})
     };
-    pod_director_testkit::fixtures::Review::namespace("UPDATE", object(to))
+    Review::namespace("UPDATE", object(to))
         .uid(uid)
         .old(object("strict"))
         .user_info(json!({"username": "alice", "uid": "a1", "groups": ["system:authenticated"]}))

@@ -6,8 +6,8 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-pub(crate) fn bin() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_pod-director"));
+pub fn bin() -> Command {
+    let mut cmd = Command::new(crate::binary());
     cmd.env_remove("POD_DIRECTOR_CONFIG").env_remove("POD_NAMESPACE");
     for (k, _) in std::env::vars() {
         if k.starts_with("POD_DIRECTOR__") {
@@ -18,16 +18,16 @@ pub(crate) fn bin() -> Command {
 }
 
 /// `path` below `examples/`.
-pub(crate) fn example(path: &str) -> PathBuf {
-    pod_director_testkit::repo().join("examples").join(path)
+pub fn example(path: &str) -> PathBuf {
+    crate::repo().join("examples").join(path)
 }
 
-pub(crate) fn run(args: &[&str]) -> Output {
+pub fn run(args: &[&str]) -> Output {
     bin().args(args).output().expect("binary runs")
 }
 
 /// `explain -c CONFIG`, `-f` for each of `files`, then `extra`.
-pub(crate) fn explain(config: &Path, files: &[&Path], extra: &[&str]) -> Output {
+pub fn explain(config: &Path, files: &[&Path], extra: &[&str]) -> Output {
     let mut cmd = bin();
     cmd.arg("explain").arg("-c").arg(config);
     for file in files {
@@ -37,13 +37,13 @@ pub(crate) fn explain(config: &Path, files: &[&Path], extra: &[&str]) -> Output 
 }
 
 /// `explain -o json` on the examples' config and `files`, then `extra`.
-pub(crate) fn explain_examples(files: &[&str], extra: &[&str]) -> Output {
+pub fn explain_examples(files: &[&str], extra: &[&str]) -> Output {
     let files: Vec<PathBuf> = files.iter().map(|f| example(f)).collect();
     let files: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();
     explain(&example("config.yaml"), &files, &[&["-o", "json"], extra].concat())
 }
 
-pub(crate) fn check_config(config: &Path) -> Output {
+pub fn check_config(config: &Path) -> Output {
     bin()
         .arg("check-config")
         .arg("-c")
@@ -52,20 +52,20 @@ pub(crate) fn check_config(config: &Path) -> Output {
         .expect("binary runs")
 }
 
-pub(crate) fn stdout(o: &Output) -> String {
+pub fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
-pub(crate) fn stderr(o: &Output) -> String {
+pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 /// The JSON reports `explain -o json` printed.
-pub(crate) fn reports(out: &Output) -> Vec<Value> {
+pub fn reports(out: &Output) -> Vec<Value> {
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", stderr(out)))
 }
 
-pub(crate) fn find<'a>(reports: &'a [Value], name: &str) -> &'a Value {
+pub fn find<'a>(reports: &'a [Value], name: &str) -> &'a Value {
     reports
         .iter()
         .find(|r| r["name"] == name)
@@ -73,12 +73,12 @@ pub(crate) fn find<'a>(reports: &'a [Value], name: &str) -> &'a Value {
 }
 
 /// A report's string field (empty when absent).
-pub(crate) fn field<'a>(report: &'a Value, key: &str) -> &'a str {
+pub fn field<'a>(report: &'a Value, key: &str) -> &'a str {
     report[key].as_str().unwrap_or_default()
 }
 
 /// Writes `text` to `dir/name`.
-pub(crate) fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+pub fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     let path = dir.join(name);
     std::fs::write(&path, text).expect("write a test file");
     path

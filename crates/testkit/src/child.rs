@@ -18,10 +18,10 @@ use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full, StreamBody};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 
-use super::Pki;
+use crate::pki::Pki;
 
 /// The fake API server; stops when dropped.
-pub(crate) struct FakeApi {
+pub struct FakeApi {
     pub addr: SocketAddr,
     pub requests: Arc<AtomicUsize>,
     task: tokio::task::JoinHandle<()>,
@@ -91,7 +91,7 @@ fn answer(request: &http::Request<hyper::body::Incoming>) -> http::Response<Body
 }
 
 impl FakeApi {
-    pub(crate) async fn start() -> Self {
+    pub async fn start() -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind fake API");
@@ -117,7 +117,7 @@ impl FakeApi {
     }
 
     /// A kubeconfig pointing at this server.
-    pub(crate) fn kubeconfig(&self, dir: &Path) -> PathBuf {
+    pub fn kubeconfig(&self, dir: &Path) -> PathBuf {
         let path = dir.join("kubeconfig");
         let text = format!(
             "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: http://{}\n\
@@ -131,7 +131,7 @@ impl FakeApi {
 }
 
 /// A free loopback port (bound, then released for the child).
-pub(crate) fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
@@ -139,7 +139,7 @@ pub(crate) fn free_port() -> u16 {
 }
 
 /// `pod-director serve` running as a child process.
-pub(crate) struct ServeProcess {
+pub struct ServeProcess {
     pub child: Child,
     pub addr: SocketAddr,
     pub probe_addr: SocketAddr,
@@ -149,7 +149,7 @@ pub(crate) struct ServeProcess {
 }
 
 /// The child's extra `serve` arguments, how its standard output is wired (discarded unless set), and its limits.
-pub(crate) struct Spawn<'a> {
+pub struct Spawn<'a> {
     pub stdout: Stdio,
     /// Soft RLIMIT_NOFILE for the child.
     pub open_files: Option<u64>,
@@ -157,7 +157,7 @@ pub(crate) struct Spawn<'a> {
 }
 
 impl<'a> Spawn<'a> {
-    pub(crate) fn args(args: &'a [&'a str]) -> Self {
+    pub fn args(args: &'a [&'a str]) -> Self {
         Self {
             stdout: Stdio::null(),
             open_files: None,
@@ -165,21 +165,21 @@ impl<'a> Spawn<'a> {
         }
     }
 
-    pub(crate) fn open_files(self, limit: u64) -> Self {
+    pub fn open_files(self, limit: u64) -> Self {
         Self {
             open_files: Some(limit),
             ..self
         }
     }
 
-    pub(crate) fn stdout(self, stdout: Stdio) -> Self {
+    pub fn stdout(self, stdout: Stdio) -> Self {
         Self { stdout, ..self }
     }
 }
 
 impl ServeProcess {
     #[allow(unsafe_code)] // a system call the standard library lacks (SAFETY below)
-    pub(crate) async fn start(config_yaml: &str, spawn: Spawn<'_>) -> Self {
+    pub async fn start(config_yaml: &str, spawn: Spawn<'_>) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let pki = Pki::new();
         let leaf = pki.leaf("pod-director child");
@@ -190,7 +190,7 @@ impl ServeProcess {
         let kubeconfig = api.kubeconfig(dir.path());
         let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let probe_addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
-        let mut command = Command::new(env!("CARGO_BIN_EXE_pod-director"));
+        let mut command = Command::new(crate::binary());
         command
             .arg("serve")
             .arg("--config")
@@ -241,7 +241,7 @@ impl ServeProcess {
             dir,
             api,
         };
-        let ready = super::eventually(Duration::from_secs(60), || async {
+        let ready = crate::eventually(Duration::from_secs(60), || async {
             reqwest::get(format!("http://{probe_addr}/readyz"))
                 .await
                 .is_ok_and(|r| r.status() == 200)
@@ -251,13 +251,13 @@ impl ServeProcess {
         process
     }
 
-    pub(crate) fn pid(&self) -> i32 {
+    pub fn pid(&self) -> i32 {
         i32::try_from(self.child.id()).unwrap_or(i32::MAX)
     }
 
     /// Sends SIGTERM.
     #[allow(unsafe_code)] // a system call the standard library lacks (SAFETY below)
-    pub(crate) fn terminate(&self) {
+    pub fn terminate(&self) {
         // SAFETY: kill with a pid of our own child.
         unsafe {
             libc::kill(self.pid(), libc::SIGTERM);
@@ -265,7 +265,7 @@ impl ServeProcess {
     }
 
     /// Waits (bounded) for the child to exit; kills it when it does not.
-    pub(crate) fn wait(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+    pub fn wait(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
         let deadline = std::time::Instant::now() + limit;
         while std::time::Instant::now() < deadline {
             if let Ok(Some(status)) = self.child.try_wait() {
@@ -278,7 +278,7 @@ impl ServeProcess {
         None
     }
 
-    pub(crate) async fn metrics(&self) -> String {
+    pub async fn metrics(&self) -> String {
         match reqwest::get(format!("http://{}/metrics", self.probe_addr)).await {
             Ok(response) => response.text().await.unwrap_or_default(),
             Err(_) => String::new(),
