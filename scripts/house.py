@@ -15,9 +15,11 @@
 - One unit-test layout: a module's unit tests in `foo/tests.rs` beside `foo.rs` (split into
   `foo/tests/*.rs` when long), never written in `foo.rs`, in a sibling `foo_tests.rs`, or by `#[path]`.
 - The decision's field names are written once (src/telemetry.rs, `decision_fields!`): no other
-  product source (tests aside) names any of them.
+  product source (tests aside) names any of them as a string (every name of the list: a dotted one
+  wherever it is quoted, a plain one where it names a field).
 - One name and one home per concept: no `use … as …` of the crates' own items, each type name
-  declared once per crate, one `--group` check, `MANAGED_BY` written once; test helpers in two
+  declared once per crate, one `--group` check, `MANAGED_BY` and its label written once, one
+  mapping of the engine's decision to the audit's verdicts; test helpers in two
   homes (a crate's own `testing` module, the test kit), never in modules `tests/` share.
 - The decision's walk and the audit's seam under their ceilings (issue 52): explain's `decide`,
   `src/cli/explain.rs`, `Admission::placement`, the engine names `scan.rs` imports and its `scan`,
@@ -80,7 +82,7 @@ def without_tests(text):
 
 def one_name_per_concept(files):
     """No `use … as …` of the crates' own items; each type name declared once per crate; one
-    `--group` check; `MANAGED_BY` once; test helpers in two homes."""
+    `--group` check; `MANAGED_BY` once; one decision-to-verdict mapping; test helpers in two homes."""
     failures = []
     renames = []
     for p in files:
@@ -114,6 +116,23 @@ def one_name_per_concept(files):
     print(f"MANAGED_BY written: {len(managed) // 2 if len(managed) % 2 == 0 else len(managed)}")
     if len(managed) != 2 or len(set(managed)) != 1:
         failures.append(f"MANAGED_BY and its label written more than once: {', '.join(managed)}")
+    # One mapping of the engine's decision to the audit's verdicts (`AuditDecision::of`); the
+    # ledger's verdicts are made from that one (`From<AuditDecision>`), never from a decision again.
+    mappings = sorted({p.relative_to(ROOT).as_posix() for p in files
+                       if p.relative_to(ROOT).as_posix().startswith(("src/", "crates/")) and not TEST_PATH.search(p.relative_to(ROOT).as_posix())
+                       for line in p.read_text(encoding="utf-8").splitlines()
+                       if re.search(r"\bDecision::\w+[\s|\w:]*=>\s*(?:\w+::)*(?:AuditDecision|WorkloadVerdict|Verdict)::", line)})
+    print(f"decision-to-verdict mappings: {len(mappings)} ({', '.join(mappings)})")
+    if len(mappings) != 1:
+        failures.append(f"the engine's decision mapped to the audit's verdicts in {len(mappings)} places: {', '.join(mappings)} (AuditDecision::of once)")
+    # The managed-by label's name and value as code once (the constants), whatever names them.
+    literals = [f"{p.relative_to(ROOT).as_posix()}:{i}" for p in files
+                if p.relative_to(ROOT).as_posix().startswith(("src/", "crates/")) and not TEST_PATH.search(p.relative_to(ROOT).as_posix())
+                for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+                if '"app.kubernetes.io/managed-by' in line and not line.lstrip().startswith("//")]
+    print(f"managed-by label written as code: {len(literals)} ({', '.join(literals)})")
+    if len(literals) != 1:
+        failures.append(f"the managed-by label written {len(literals)} times as code: {', '.join(literals)} (MANAGED_BY_LABEL once)")
     homes = {}
     for p in files:
         rel = p.relative_to(ROOT).as_posix()
@@ -227,8 +246,13 @@ def main():
     # The decision's field names, all of them, written nowhere in the product but their one list.
     telemetry = (ROOT / "src/telemetry.rs").read_text(encoding="utf-8")
     listed = telemetry[telemetry.index("decision_fields! {"):]
-    names = set(re.findall(r'"((?:admission|placement|reservation|config|guard|audit)\.[a-z_.]+)"', listed))
-    pattern = re.compile(r'"(' + "|".join(re.escape(n) for n in sorted(names)) + r')"')
+    listed = listed[:listed.index("\n}\n")]
+    names = set(re.findall(r'"([a-z_.]+)"', listed))
+    # Every name: a dotted one wherever it is quoted, a plain one (`webhook`, `error`, `trace_id`…)
+    # where it names a field (`record("error"`, `"error" = …`), not where it is a label's value.
+    dotted = "|".join(re.escape(n) for n in sorted(names) if "." in n)
+    plain = "|".join(re.escape(n) for n in sorted(names) if "." not in n)
+    pattern = re.compile(r'"(' + dotted + r')"|record\(\s*"(' + plain + r')"|"(' + plain + r')"\s*=[^=>]')
     for p in files:
         rel = p.relative_to(ROOT).as_posix()
         if rel == "src/telemetry.rs" or not rel.startswith("src/") or TEST_PATH.search(rel):

@@ -41,8 +41,8 @@ pub fn record_trace_ids(span: &tracing::Span) -> Option<String> {
         return None;
     }
     let trace_id = ids.trace_id().to_string();
-    span.record("trace_id", trace_id.as_str());
-    span.record("span_id", ids.span_id().to_string().as_str());
+    span.record(super::fields::TRACE[1], trace_id.as_str());
+    span.record(super::fields::TRACE[2], ids.span_id().to_string().as_str());
     ids.is_sampled().then_some(trace_id)
 }
 
