@@ -9,6 +9,13 @@
 #   e2e/cluster.sh restart   stop, then start
 #   e2e/cluster.sh status    exit 0 when running and ready
 #   e2e/cluster.sh env       print `export KUBECONFIG=...` (eval "$(e2e/cluster.sh env)")
+#   e2e/cluster.sh plugins-start   a second kube-apiserver of the same release beside a running
+#                            cluster (`start` first): the reference for the in-tree admission
+#                            plugins PodNodeSelector and PodTolerationRestriction, enabled and
+#                            configured by $E2E_PLUGINS_ADMISSION_CONFIG (a no-op when it runs
+#                            with that file's content)
+#   e2e/cluster.sh plugins-stop    stop it (idempotent; `stop` stops it too)
+#   e2e/cluster.sh plugins-env     print `export KUBECONFIG=...` of the reference server
 #
 # Environment:
 #   E2E_STATE_DIR                    state dir (default $CACHE/e2e-state): pki/, etcd/,
@@ -21,6 +28,10 @@
 #   E2E_CLIENT_QPS                   client QPS of kube-controller-manager and kube-scheduler
 #                                    (burst: twice that); unset: their defaults (20 and 50).
 #                                    The scale simulation (e2e/scale/run) raises it
+#   E2E_PLUGINS_ADMISSION_CONFIG     the reference server's AdmissionConfiguration file
+#                                    (--admission-control-config-file; default
+#                                    e2e/plugins/admission.yaml); its plugins' `path:`s are
+#                                    relative to it
 #   E2E_KUBE_VERSION                 the Kubernetes release of kube-apiserver,
 #                                    kube-controller-manager, kube-scheduler and kubectl
 #                                    (e.g. v1.34.4; default: e2e/tools.sh's KUBE_VERSION);
@@ -266,8 +277,136 @@ wait_for() {
   done
 }
 
+# --- the reference server of the in-tree plugins ------------------------------------------
+# A second kube-apiserver on the cluster's etcd (a key prefix of its own, new at each start, so
+# it never sees a previous run's objects) with the cluster's certificates, authorization and
+# admission plugins plus PodNodeSelector and PodTolerationRestriction. No controller-manager,
+# scheduler or kwok: a namespace gets no `default` ServiceAccount (create it before pods), pods
+# stay Pending, a deleted namespace stays Terminating unless finalized (PUT .../finalize).
+PLUGINS="$STATE/plugins"
+PLUGINS_ADMISSION=(NodeRestriction PodNodeSelector PodTolerationRestriction)
+
+# plugins_config_files: the AdmissionConfiguration file and the files its plugins' `path:`s name.
+plugins_config_files() {
+  local file=$1 dir p
+  dir=$(dirname "$file")
+  echo "$file"
+  # `path: x` (YAML) or `"path": "x"` (JSON), one per line.
+  sed -n 's/^[[:space:]-]*"\{0,1\}path"\{0,1\}:[[:space:]]*["'\'']\{0,1\}\([^"'\'' #,]*\).*/\1/p' "$file" | while read -r p; do
+    [[ -n "$p" ]] || continue
+    if [[ "$p" == /* ]]; then echo "$p"; else echo "$dir/$p"; fi
+  done
+}
+
+plugins_settings() {
+  local file=$1 f
+  settings
+  echo "plugins=${PLUGINS_ADMISSION[*]}"
+  while read -r f; do
+    [[ -r "$f" ]] || die "$f (named by $file) is not readable"
+    echo "$f $(sha256sum <"$f" | cut -d' ' -f1)"
+  done < <(plugins_config_files "$file")
+}
+
+plugins_healthy() {
+  alive plugins-apiserver && [[ -f "$PLUGINS/kubeconfig" ]] &&
+    "$KUBECTL" --kubeconfig "$PLUGINS/kubeconfig" get --raw /readyz >/dev/null 2>&1
+}
+
+cmd_plugins_stop() {
+  local pid i
+  pid=$(pid_of plugins-apiserver) || {
+    rm -f "$RUN/plugins-apiserver.pid"
+    return 0
+  }
+  kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+  for ((i = 0; i < 100; i++)); do
+    running "$pid" || break
+    ((i == 80)) && { kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true; }
+    sleep 0.1
+  done
+  rm -f "$RUN/plugins-apiserver.pid"
+  log "reference server stopped"
+}
+
+PLUGINS_STARTED=0
+# shellcheck disable=SC2317 # an EXIT trap
+on_plugins_start_exit() {
+  local rc=$?
+  if ((PLUGINS_STARTED == 0)); then
+    log "plugins-start failed or was interrupted: stopping the reference server"
+    cmd_plugins_stop || true
+  fi
+  return "$rc"
+}
+
+cmd_plugins_start() {
+  local config="${E2E_PLUGINS_ADMISSION_CONFIG:-$HERE/plugins/admission.yaml}" wanted t0=$SECONDS
+  [[ -r "$config" ]] || die "E2E_PLUGINS_ADMISSION_CONFIG=$config is not readable"
+  config=$(cd "$(dirname "$config")" && pwd)/$(basename "$config")
+  healthy || die "the cluster of $STATE is not running: e2e/cluster.sh start first"
+  wanted=$(plugins_settings "$config")
+  if plugins_healthy && [[ "$(cat "$PLUGINS/settings" 2>/dev/null)" == "$wanted" ]]; then
+    log "reference server already running with $config"
+    return 0
+  fi
+  trap on_plugins_start_exit EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+  cmd_plugins_stop
+  mkdir -p "$PLUGINS"
+  rm -f "$PLUGINS/settings" "$PLUGINS/kubeconfig"
+  local etcd_port api_port kas
+  etcd_port=$(sed -n 's/^etcd=//p' "$STATE/ports")
+  [[ -n "$etcd_port" ]] || die "no etcd port in $STATE/ports"
+  free_port api_port
+  kas=$(tool kube-apiserver)
+  local -a admission=(--enable-admission-plugins="$(
+    IFS=,
+    echo "${PLUGINS_ADMISSION[*]}"
+  )")
+  if [[ "${E2E_SERVICEACCOUNT_ADMISSION:-true}" == false ]]; then
+    admission+=(--disable-admission-plugins=ServiceAccount)
+  fi
+  log "starting the reference server (PodNodeSelector, PodTolerationRestriction; $config) on 127.0.0.1:$api_port"
+  spawn plugins-apiserver "$kas" \
+    --bind-address 127.0.0.1 --secure-port "$api_port" \
+    --advertise-address 127.0.0.1 --endpoint-reconciler-type none \
+    --etcd-servers "http://127.0.0.1:$etcd_port" \
+    --etcd-prefix "/registry-plugins-$(date +%s%N)" \
+    --cert-dir "$PLUGINS" \
+    --tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" \
+    --client-ca-file "$PKI/ca.crt" \
+    --service-account-issuer "https://127.0.0.1:$api_port" \
+    --service-account-key-file "$PKI/sa.pub" \
+    --service-account-signing-key-file "$PKI/sa.key" \
+    --service-cluster-ip-range "$SERVICE_CIDR" \
+    --authorization-mode "$AUTHORIZATION_MODES" \
+    --allow-privileged=true \
+    --profiling=false \
+    --admission-control-config-file "$config" \
+    "${admission[@]}"
+  write_kubeconfig "$PLUGINS/kubeconfig" "$api_port" "$PKI/admin.crt" "$PKI/admin.key" e2e-admin
+  local deadline=$((SECONDS + START_TIMEOUT))
+  until "$KUBECTL" --kubeconfig "$PLUGINS/kubeconfig" get --raw /readyz >/dev/null 2>&1; do
+    alive plugins-apiserver || fail_with_log plugins-apiserver
+    ((SECONDS < deadline)) || die "timed out after ${START_TIMEOUT}s waiting for the reference server's /readyz"
+    sleep 0.5
+  done
+  echo "$wanted" >"$PLUGINS/settings"
+  PLUGINS_STARTED=1
+  trap - EXIT INT TERM
+  log "reference server ready in $((SECONDS - t0))s: KUBECONFIG=$PLUGINS/kubeconfig, https://127.0.0.1:$api_port"
+}
+
+cmd_plugins_env() {
+  echo "export KUBECONFIG=$PLUGINS/kubeconfig"
+  echo "export E2E_STATE_DIR=$STATE"
+}
+
 # --- commands -------------------------------------------------------------------------------
 cmd_stop() {
+  cmd_plugins_stop
   local c pid pids=() i
   for c in "${COMPONENTS[@]}"; do
     if pid=$(pid_of "$c"); then
@@ -533,6 +672,9 @@ main() {
     status) cmd_status ;;
     env) cmd_env ;;
     wait-sa) cmd_wait_sa "$@" ;;
+    plugins-start) cmd_plugins_start ;;
+    plugins-stop) cmd_plugins_stop ;;
+    plugins-env) cmd_plugins_env ;;
     *) usage ;;
   esac
 }

@@ -22,6 +22,7 @@ mod alternatives;
 mod audit;
 mod conflicts;
 mod differential;
+mod in_tree;
 mod lifecycle;
 mod live_config;
 mod modes;

@@ -1,6 +1,8 @@
 //! The pods the scenarios create and the placement they must end up with,
 //! written out by hand from e2e/scenarios/values.yaml (not computed by the engine).
 
+pub mod in_tree;
+
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::Deployment;

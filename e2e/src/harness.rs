@@ -29,6 +29,7 @@ pub mod jaeger;
 pub mod k8s;
 pub mod logs;
 pub mod oci;
+pub mod plugins;
 pub mod process;
 pub mod prometheus;
 pub mod proxy;
@@ -499,6 +500,25 @@ impl Env {
             "metadata": {"name": name, "labels": labels}
         }))
         .expect("a Namespace");
+        self.create_namespace_object(&namespace).await;
+        name
+    }
+
+    /// Creates namespace `name` with `annotations` and no group label, ready for pods (its
+    /// `default` ServiceAccount exists); deleted at the end. Differential scenarios name their
+    /// twins on another API server alike.
+    pub async fn annotated_namespace(&self, name: &str, annotations: &BTreeMap<String, String>) {
+        let namespace: Namespace = serde_json::from_value(json!({
+            "metadata": {"name": name, "annotations": annotations}
+        }))
+        .expect("a Namespace");
+        self.create_namespace_object(&namespace).await;
+        k8s::wait_for_service_account(&self.client, name, "default").await;
+    }
+
+    /// Creates `namespace`, deleted when the scenario ends.
+    async fn create_namespace_object(&self, namespace: &Namespace) {
+        let name = namespace.metadata.name.clone().expect("a named Namespace");
         self.created.lock().expect("not poisoned").namespaces.push(name.clone());
         // A labelled namespace goes through the namespace label guard (failurePolicy Fail when it
         // enforces): right after the webhook configurations are replaced, the API server may still
@@ -506,7 +526,7 @@ impl Env {
         let deadline = tokio::time::Instant::now() + PATIENCE;
         loop {
             match Api::<Namespace>::all(self.client.clone())
-                .create(&PostParams::default(), &namespace)
+                .create(&PostParams::default(), namespace)
                 .await
             {
                 Ok(_) => break,
@@ -518,7 +538,6 @@ impl Env {
                 Err(e) => panic!("namespace {name} created: {e}"),
             }
         }
-        name
     }
 
     /// A ServiceAccount in `namespace` (for pods that must not wait for `default`).
@@ -663,20 +682,7 @@ impl Env {
     /// Applies RBAC objects (e.g. `render_template` output): cluster-wide roles and
     /// bindings; Roles and RoleBindings in their namespace, else the release's.
     pub async fn apply_rbac(&self, objects: Vec<Value>) {
-        use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
-        for object in objects {
-            let namespace = object["metadata"]["namespace"]
-                .as_str()
-                .unwrap_or(&self.settings.namespace);
-            let client = self.client.clone();
-            match object["kind"].as_str() {
-                Some("ClusterRole") => apply_json(Api::<ClusterRole>::all(client), object).await,
-                Some("ClusterRoleBinding") => apply_json(Api::<ClusterRoleBinding>::all(client), object).await,
-                Some("Role") => apply_json(Api::<Role>::namespaced(client, namespace), object).await,
-                Some("RoleBinding") => apply_json(Api::<RoleBinding>::namespaced(client, namespace), object).await,
-                other => panic!("unexpected RBAC object {other:?}"),
-            }
-        }
+        apply_rbac(&self.client, &self.settings.namespace, objects).await;
     }
 
     /// Applies a MutatingWebhookConfiguration of the scenario's own (deleted at the end).
@@ -782,6 +788,23 @@ impl Env {
                     && e["stage"] == "ResponseComplete"
             })
             .collect()
+    }
+}
+
+/// Applies RBAC objects through `client`: cluster-wide roles and bindings; Roles and
+/// RoleBindings in their namespace, else `namespace`.
+pub async fn apply_rbac(client: &Client, namespace: &str, objects: Vec<Value>) {
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+    for object in objects {
+        let namespace = object["metadata"]["namespace"].as_str().unwrap_or(namespace);
+        let client = client.clone();
+        match object["kind"].as_str() {
+            Some("ClusterRole") => apply_json(Api::<ClusterRole>::all(client), object).await,
+            Some("ClusterRoleBinding") => apply_json(Api::<ClusterRoleBinding>::all(client), object).await,
+            Some("Role") => apply_json(Api::<Role>::namespaced(client, namespace), object).await,
+            Some("RoleBinding") => apply_json(Api::<RoleBinding>::namespaced(client, namespace), object).await,
+            other => panic!("unexpected RBAC object {other:?}"),
+        }
     }
 }
 
