@@ -29,7 +29,7 @@ fn handle(loaded: &Loaded, labels: &BTreeMap<String, String>, body: &[u8]) -> Ve
     let Reviewed::Pod(Write::Create(pod)) = &parsed.subject else {
         panic!("bench review is a pod CREATE")
     };
-    let ns = Namespace { name: "team-a", labels };
+    let ns = Namespace::new("team-a", labels);
     let ctx = placement::Context::from_user_info(&parsed.request.user_info);
     let outcome = decide_pod(Webhook::Mutate, &loaded.config, &ns, pod, &ctx);
     admission::respond(&parsed.request.uid, &outcome, &loaded.revision)
@@ -93,10 +93,7 @@ fn bench(c: &mut Criterion) {
         };
         g.bench_function(name, |b| {
             b.iter(|| {
-                let ns = Namespace {
-                    name: "team-a",
-                    labels: &labels,
-                };
+                let ns = Namespace::new("team-a", &labels);
                 decide_pod(
                     Webhook::Mutate,
                     &loaded.config,

@@ -45,10 +45,7 @@ fn bench(c: &mut Criterion) {
         .collect();
     for group in ["ci", "shadow"] {
         let labels = BTreeMap::from([("pod-director/group".to_owned(), group.to_owned())]);
-        let ns = Namespace {
-            name: "team-a",
-            labels: &labels,
-        };
+        let ns = Namespace::new("team-a", &labels);
         let mut g = c.benchmark_group(format!("mutate/{group}"));
         for (size, pod) in &pods {
             g.bench_with_input(BenchmarkId::new("no-nodes", size), pod, |b, pod| {
@@ -86,10 +83,7 @@ fn bench(c: &mut Criterion) {
         for (size, pod) in &pods {
             let spec = pod.spec.clone().unwrap_or_default();
             let labels = BTreeMap::from([("pod-director/group".to_owned(), "ci".to_owned())]);
-            let ns = Namespace {
-                name: "team-a",
-                labels: &labels,
-            };
+            let ns = Namespace::new("team-a", &labels);
             // Warm the memo the way a first review does.
             let ctx = Context::offline().with_nodes(Some(&view as &dyn NodeView));
             let warm = decide_pod(Webhook::Mutate, &loaded.config, &ns, pod, &ctx);

@@ -676,10 +676,7 @@ fn canned(body: &[u8], group: Group) -> Vec<u8> {
     let outcome = decide_pod(
         Webhook::Mutate,
         &loaded.config,
-        &Namespace {
-            name: group.namespace,
-            labels: &labels,
-        },
+        &Namespace::new(group.namespace, &labels),
         pod,
         &placement::Context::from_user_info(&parsed.request.user_info),
     );

@@ -67,10 +67,7 @@ fn bench(c: &mut Criterion) {
         panic!("a pod CREATE")
     };
     let labels = BTreeMap::from([("pod-director/group".to_owned(), "ci".to_owned())]);
-    let ns = Namespace {
-        name: "team-a",
-        labels: &labels,
-    };
+    let ns = Namespace::new("team-a", &labels);
     for (case, ci_pool) in [("pool-empty", false), ("pool-has-nodes", true)] {
         let mut g = c.benchmark_group(format!("mutate/{case}"));
         for pools in [0, 10, 100] {

@@ -59,7 +59,7 @@ fn mutate(loaded: &Loaded, labels: &BTreeMap<String, String>, body: &[u8]) -> Ve
     let Reviewed::Pod(Write::Create(pod)) = &parsed.subject else {
         panic!("bench review is a pod CREATE")
     };
-    let ns = Namespace { name: "team-a", labels };
+    let ns = Namespace::new("team-a", labels);
     let ctx = placement::Context::from_user_info(&parsed.request.user_info);
     let outcome = decide_pod(Webhook::Mutate, &loaded.config, &ns, pod, &ctx);
     admission::respond(&parsed.request.uid, &outcome, &loaded.revision)
@@ -71,10 +71,7 @@ fn reserve(loaded: &Loaded, nodes: &dyn NodeView, body: &[u8]) -> Vec<u8> {
         panic!("bench review is a pod CREATE")
     };
     let labels = BTreeMap::new();
-    let ns = Namespace {
-        name: "batch",
-        labels: &labels,
-    };
+    let ns = Namespace::new("batch", &labels);
     let ctx = placement::Context::from_user_info(&parsed.request.user_info).with_nodes(Some(nodes));
     let outcome = decide_pod(Webhook::ValidateReservation, &loaded.config, &ns, pod, &ctx);
     admission::respond(&parsed.request.uid, &outcome, &loaded.revision)

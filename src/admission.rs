@@ -46,7 +46,7 @@ pub(crate) use self::render::render_error;
 use self::render::respond_with_patch;
 pub use self::render::{MAX_ANNOTATION_BYTES, respond, to_wire};
 use self::span::record_request;
-use crate::cluster::namespaces::{self, Labels, NamespaceSource};
+use crate::cluster::namespaces::{self, NamespaceData, NamespaceSource};
 use crate::cluster::nodes::{NodeMetrics, Nodes};
 use crate::cluster::pods::{PodMetrics, PodSource};
 use crate::telemetry;
@@ -121,6 +121,8 @@ impl Admission {
                 Webhook::Validate => "POST /validate",
                 Webhook::ValidateNamespace => "POST /validate-namespace",
                 Webhook::ValidateReservation => "POST /validate-reservation",
+                Webhook::MutateInTree => "POST /mutate-in-tree",
+                Webhook::ValidateInTree => "POST /validate-in-tree",
             },
             webhook.as_str(),
         );
@@ -201,14 +203,12 @@ impl Admission {
             Err(why) => return Ok(decision::skipped(webhook, why)),
         };
         // A namespace write is its own namespace; a pod's or a DaemonSet's is looked up.
-        let labels = match &subject {
-            Subject::Namespace(write) => write.labels.clone(),
-            _ => self.labels(config, request).await?,
+        let found = match &subject {
+            Subject::Namespace(write) => NamespaceData::from(write.labels.clone()),
+            _ => self.namespace(config, request).await?,
         };
-        let namespace = placement::Namespace {
-            name: request.namespace.as_deref().unwrap_or(request.name.as_str()),
-            labels: &labels,
-        };
+        let name = request.namespace.as_deref().unwrap_or(request.name.as_str());
+        let namespace = placement::Namespace::new(name, &found.labels).with_annotations(&found.annotations);
         let context = Context::from_user_info(&request.user_info);
         self.decide(decidable, config, &namespace, context).await
     }
@@ -260,15 +260,16 @@ impl Admission {
         })
     }
 
-    /// The labels of the request's namespace (none for an excluded one: not looked up).
-    async fn labels(
+    /// The request's namespace: its labels and in-tree annotations (none for an excluded one:
+    /// not looked up).
+    async fn namespace(
         &self,
         config: &Config,
         request: &AdmissionRequest<DynamicObject>,
-    ) -> Result<Labels, AdmissionError> {
+    ) -> Result<NamespaceData, AdmissionError> {
         let name = request.namespace.as_deref().unwrap_or_default();
         if config.excluded_namespaces.iter().any(|n| n == name) {
-            Ok(Labels::new())
+            Ok(NamespaceData::default())
         } else {
             Ok(namespaces::lookup(self.namespaces.as_ref(), name).await?)
         }

@@ -66,6 +66,9 @@ pub enum Command {
     Audit(AuditArgs),
     /// Validate a configuration file; prints "ok" and one line per group, or every error.
     CheckConfig(CheckConfigArgs),
+    /// Turn the in-tree plugins' namespace annotations (PodNodeSelector, PodTolerationRestriction) into groups:
+    /// prints the groups and the namespace labels to set as YAML, and what has no group equivalent.
+    MigrateInTree(MigrateInTreeArgs),
     /// Print the version.
     Version,
 }
@@ -119,6 +122,11 @@ pub struct ExplainArgs {
     /// it: its pods are skipped, and the bindings `--policies` prints exclude it as the applied ones do.
     #[arg(long, env = "POD_NAMESPACE")]
     pub pod_director_namespace: Option<String>,
+    /// Instead of the decisions: the pods that the in-tree plugins (the Namespaces' annotations, the files of
+    /// `inTreePlugins`) and the groups `migrate-in-tree` makes of them decide differently, both in enforce;
+    /// exit 1 when any does.
+    #[arg(long, conflicts_with_all = ["policies", "group", "fail_on"])]
+    pub compare_in_tree: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -156,6 +164,18 @@ pub struct AuditArgs {
 }
 
 #[derive(Debug, clap::Args)]
+pub struct MigrateInTreeArgs {
+    /// Configuration file whose `inTreePlugins` files (the plugins' defaults and whitelists) are read too; the
+    /// groups take its mode and `namespaceLabel` (without it: dryRun, pod-director/group).
+    #[arg(short, long)]
+    pub config: Option<PathBuf>,
+    /// Manifests with the Namespaces (YAML or JSON, Lists too); from a live cluster:
+    /// `kubectl get namespaces -o yaml | pod-director migrate-in-tree -f -`.
+    #[arg(short = 'f', long = "filename", required = true, num_args = 1..)]
+    pub files: Vec<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
 pub struct CheckConfigArgs {
     /// Configuration file (default: $POD_DIRECTOR_CONFIG, else /etc/pod-director/config.yaml).
     #[arg(short, long)]
@@ -173,6 +193,7 @@ pub fn run_offline(command: &Command) -> ExitCode {
         Command::Explain(args) => explain::run(args),
         Command::Audit(args) => audit::run(args),
         Command::CheckConfig(args) => check_config::run(args),
+        Command::MigrateInTree(args) => explain::migrate_in_tree(args),
         Command::Version => stdout::emit(
             &format!("pod-director {}\n", env!("CARGO_PKG_VERSION")),
             ExitCode::SUCCESS,

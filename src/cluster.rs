@@ -28,7 +28,7 @@ pub(crate) mod webhooks;
 // What tests/, the benches and e2e use: the sources they fake or drive, the audit they read.
 pub use self::audit::continuous::{Continuous, LeaseTarget, ScanResult, spawn_audit};
 pub use self::audit::scan::ScanOptions;
-pub use self::namespaces::{Labels, LookupError, NamespaceSource};
+pub use self::namespaces::{Labels, LookupError, NamespaceData, NamespaceSource};
 pub use self::nodes::{KubeNodes, NodeLookupResult, NodeStore, Nodes, ProvisionerStore};
 pub use self::reports::{REPORTS_NOT_SERVED, REPORTS_SERVED, ReportsOptions, spawn_reports};
 pub use self::webhooks::ReconcileResult;

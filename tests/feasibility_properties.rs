@@ -324,7 +324,7 @@ proptest! {
         let view = cache.view(None);
         let config = Config { groups: BTreeMap::from([("g".to_owned(), group)]), ..Config::default() };
         let labels = BTreeMap::from([(config.namespace_label.clone(), "g".to_owned())]);
-        let ns = Namespace { name: "team", labels: &labels };
+        let ns = Namespace::new("team", &labels);
         let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "p"}, "spec": spec})).expect("a Pod");
         let ctx = Context::offline().with_nodes(Some(&view as &dyn NodeView));
         let out = decide_pod(Webhook::Mutate, &config, &ns, &pod, &ctx);

@@ -314,7 +314,7 @@ proptest! {
             ..Config::default()
         };
         let labels = BTreeMap::from([("pod-director/group".to_owned(), "g".to_owned())]);
-        let ns = Namespace { name: "ns", labels: &labels };
+        let ns = Namespace::new("ns", &labels);
         let ctx = Context::default();
         let view = View { config: &config, namespace: &ns, context: &ctx };
         let pod = typed(&pod_json);
@@ -353,7 +353,7 @@ proptest! {
             ..Config::default()
         };
         let labels = BTreeMap::from([("pod-director/group".to_owned(), "g".to_owned())]);
-        let ns = Namespace { name: "ns", labels: &labels };
+        let ns = Namespace::new("ns", &labels);
         let ctx = Context::default();
         let view = View { config: &config, namespace: &ns, context: &ctx };
         let pod = typed(&pod_json);

@@ -66,11 +66,8 @@ impl Admission {
         if let Some(error) = namespace_error(request) {
             return Err(error);
         }
-        let labels = self.labels(config, request).await?;
-        let namespace = placement::Namespace {
-            name: request.namespace.as_deref().unwrap_or_default(),
-            labels: &labels,
-        };
+        let found = self.namespace(config, request).await?;
+        let namespace = placement::Namespace::new(request.namespace.as_deref().unwrap_or_default(), &found.labels);
         let ctx = Context::from_user_info(&request.user_info);
         if let Some(skipped) = decision::binding_skipped(webhook, config, &namespace, &ctx) {
             return Ok(skipped);

@@ -134,6 +134,21 @@ impl AdmissionMetrics {
         };
         let guard = pod_director_engine::namespace_guard::mode_of_group(config, None);
         decisions("", guard.as_str(), Webhook::ValidateNamespace, &[Decision::Noop]);
+        if let Some(section) = &config.in_tree_plugins {
+            let mode = section.mode;
+            let of_mode = match mode {
+                Mode::Enforce => [Decision::Patched, Decision::Denied, Decision::Noop, Decision::Skipped],
+                _ => [
+                    Decision::WouldPatch,
+                    Decision::WouldDeny,
+                    Decision::Noop,
+                    Decision::Skipped,
+                ],
+            };
+            for webhook in [Webhook::MutateInTree, Webhook::ValidateInTree] {
+                decisions("", mode.as_str(), webhook, &of_mode);
+            }
+        }
         for (name, group) in &config.groups {
             let mode = config.mode_of(group);
             let of_mode = if mode == Mode::Enforce {

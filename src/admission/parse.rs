@@ -42,7 +42,7 @@ pub enum Reviewed {
     NotApplicable(String),
 }
 
-/// The labels of a namespace object without any.
+/// The labels (or annotations) of a namespace object without any.
 static NO_LABELS: BTreeMap<String, String> = BTreeMap::new();
 
 impl Reviewed {
@@ -50,6 +50,8 @@ impl Reviewed {
     /// a namespace object without one); for a request not decided, why.
     pub(super) fn subject<'a>(&'a self, name: &'a str) -> Result<Subject<'a>, &'a str> {
         let labels = |namespace: &'a NamespaceObject| namespace.metadata.labels.as_ref().unwrap_or(&NO_LABELS);
+        let annotations =
+            |namespace: &'a NamespaceObject| namespace.metadata.annotations.as_ref().unwrap_or(&NO_LABELS);
         Ok(match self {
             Reviewed::Pod(write) => Subject::Pod(write.as_deref()),
             Reviewed::DaemonSet(write) => Subject::DaemonSet(write.as_deref()),
@@ -59,6 +61,8 @@ impl Reviewed {
                     name: write.object().metadata.name.as_deref().unwrap_or(name),
                     old_labels: write.old().map(labels),
                     labels: labels(write.object()),
+                    old_annotations: write.old().map(annotations),
+                    annotations: annotations(write.object()),
                 })
             }
             // Decided once its pod is read (`super::binding`).

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::AdmissionError;
 use super::wire;
-use pod_director_engine::placement::Outcome;
+use pod_director_engine::placement::{Outcome, Webhook};
 
 /// Longest audit annotation value, in bytes.
 pub const MAX_ANNOTATION_BYTES: usize = 1024;
@@ -24,8 +24,11 @@ pub fn respond(uid: &str, outcome: &Outcome, revision: &str) -> Vec<u8> {
 
 /// [`respond`], given the outcome's [`Outcome::patch_text`] (serialized once per review).
 pub(super) fn respond_with_patch(uid: &str, outcome: &Outcome, revision: &str, patch: &str) -> Vec<u8> {
+    // A group's decision, or the in-tree plugins' (no group, the section's mode).
+    let in_tree = matches!(outcome.webhook, Webhook::MutateInTree | Webhook::ValidateInTree) && outcome.mode.is_some();
     let annotations = match outcome.group {
         Some(_) => annotations(outcome, revision, patch),
+        None if in_tree => annotations(outcome, revision, patch),
         None => Vec::new(),
     };
     wire::decided(uid, outcome, &annotations, patch)

@@ -353,14 +353,14 @@ async fn an_invalid_namespace_is_refused_before_any_lookup() {
     #[derive(Default)]
     struct Counting(std::sync::atomic::AtomicUsize);
     impl NamespaceSource for Counting {
-        fn cached(&self, _name: &str) -> Option<namespaces::Labels> {
+        fn cached(&self, _name: &str) -> Option<namespaces::NamespaceData> {
             self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             None
         }
         fn fetch<'a>(
             &'a self,
             _name: &'a str,
-        ) -> futures::future::BoxFuture<'a, Result<Option<namespaces::Labels>, LookupError>> {
+        ) -> futures::future::BoxFuture<'a, Result<Option<namespaces::NamespaceData>, LookupError>> {
             self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             Box::pin(std::future::ready(Ok(None)))
         }
@@ -553,7 +553,7 @@ async fn is_refused_as_malformed(object: Value, webhooks: &[Webhook]) {
     let namespaces = Arc::new(StaticNamespaces::new());
     namespaces.insert(
         "team-ci",
-        Labels::from([("pod-director/group".to_owned(), "ci".to_owned())]),
+        crate::cluster::Labels::from([("pod-director/group".to_owned(), "ci".to_owned())]),
     );
     let admission = admission(namespaces);
     let stored = object.pointer("/request/object").cloned().unwrap_or_default();
@@ -626,7 +626,7 @@ async fn a_binding_is_admitted_untouched_at_mutate() {
     let namespaces = Arc::new(StaticNamespaces::new());
     namespaces.insert(
         "team-ci",
-        Labels::from([("pod-director/group".to_owned(), "ci".to_owned())]),
+        crate::cluster::Labels::from([("pod-director/group".to_owned(), "ci".to_owned())]),
     );
     let (admission, _) = admission_on(enforce, namespaces);
     for (order, body) in binding_orders() {

@@ -14,7 +14,7 @@ use std::process::ExitCode;
 use serde::Serialize;
 use serde_json::Value;
 
-use self::manifests::{Candidate, collect, read_nodes, read_path};
+use self::manifests::{Candidate, Manifested, collect, read_nodes, read_path};
 use self::render::render_text;
 use super::{ExplainArgs, FailOn, OutputFormat};
 use pod_director_engine::config::{Config, Mode};
@@ -26,7 +26,10 @@ use pod_director_engine::provision::WithProvisioners;
 use pod_director_engine::syntax;
 
 mod manifests;
+mod migrate;
 mod render;
+
+pub(super) use self::migrate::migrate_in_tree;
 
 /// Bad input: exit code 2, nothing printed as success.
 #[derive(Debug, thiserror::Error)]
@@ -82,6 +85,19 @@ struct Report {
     /// The reservations of other groups the pod intrudes on (`/validate-reservation`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     reservation: Vec<String>,
+    /// The in-tree plugins' decision (`inTreePlugins`): `/mutate-in-tree`'s, or `/validate-in-tree`'s
+    /// refusal of the pod the groups' `/mutate` leaves.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    in_tree: Option<InTreeView>,
+}
+
+/// The in-tree plugins' decision of a pod.
+#[derive(Debug, Serialize)]
+struct InTreeView {
+    mode: Option<Mode>,
+    decision: PodVerdict,
+    patch: Value,
+    reason: String,
 }
 
 /// A pod's decision, or why it has none.
@@ -139,7 +155,10 @@ pub(crate) fn run(args: &ExplainArgs) -> ExitCode {
         return super::policies::run(args);
     }
     match explain(args) {
-        Ok((reports, failed)) => {
+        Ok((_, differ, Some(compared))) => {
+            super::stdout::emit(&compared, if differ { ExitCode::from(1) } else { ExitCode::SUCCESS }, 2)
+        }
+        Ok((reports, failed, None)) => {
             let text = match args.output {
                 OutputFormat::Json => match serde_json::to_string_pretty(&reports) {
                     Ok(text) => format!("{text}\n"),
@@ -167,7 +186,7 @@ pub(crate) fn run(args: &ExplainArgs) -> ExitCode {
     }
 }
 
-fn explain(args: &ExplainArgs) -> Result<(Vec<Report>, bool), InputError> {
+fn explain(args: &ExplainArgs) -> Result<(Vec<Report>, bool, Option<String>), InputError> {
     let path = Config::resolve_path(args.config.as_deref());
     let config = pod_director_engine::config::load_config(&path, args.pod_director_namespace.as_deref())?.config;
     super::named_group(&config, args.group.as_deref())?;
@@ -179,10 +198,14 @@ fn explain(args: &ExplainArgs) -> Result<(Vec<Report>, bool), InputError> {
     for path in &args.files {
         read_path(path, &mut sources)?;
     }
-    let mut namespaces: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+    let mut namespaces: BTreeMap<String, Manifested> = BTreeMap::new();
     let mut candidates = Vec::new();
     for source in &sources {
         collect(source, &default_ns, &mut namespaces, &mut candidates)?;
+    }
+    if args.compare_in_tree {
+        let (text, differ) = migrate::compare(&config, &namespaces, &candidates);
+        return Ok((vec![], differ, Some(text)));
     }
     let nodes = read_nodes(&args.nodes)?;
     let with_pools = nodes.as_ref().map(|(nodes, pools)| WithProvisioners {
@@ -200,33 +223,28 @@ fn explain(args: &ExplainArgs) -> Result<(Vec<Report>, bool), InputError> {
             FailOn::Patch => r.decision.denies() || r.decision.patches(),
         })
     });
-    Ok((reports, failed))
+    Ok((reports, failed, None))
 }
 
 fn decide(
     config: &Config,
     group: Option<&str>,
-    namespaces: &BTreeMap<String, BTreeMap<String, String>>,
+    namespaces: &BTreeMap<String, Manifested>,
     nodes: Option<&dyn NodeView>,
     c: Candidate,
 ) -> Report {
-    let forced;
-    let labels = match (group, namespaces.get(&c.namespace)) {
-        (Some(g), _) => {
-            forced = BTreeMap::from([(config.namespace_label.clone(), g.to_owned())]);
-            Some(&forced)
-        }
-        (None, found) => found,
-    };
-    let empty = BTreeMap::new();
+    let (forced, empty) = (
+        group.map(|g| BTreeMap::from([(config.namespace_label.clone(), g.to_owned())])),
+        BTreeMap::new(),
+    );
+    let found = namespaces.get(&c.namespace);
+    let annotations = found.map_or(&empty, |(_, annotations)| annotations);
     let excluded = config.excluded_namespaces.contains(&c.namespace);
+    let labels = forced.as_ref().or(found.map(|(labels, _)| labels));
     let Some(labels) = labels.or(excluded.then_some(&empty)) else {
         return Report::unresolved(c);
     };
-    let namespace = Namespace {
-        name: &c.namespace,
-        labels,
-    };
+    let namespace = Namespace::new(&c.namespace, labels).with_annotations(annotations);
     let context = Context::offline().with_nodes(nodes);
     let view = View {
         config,
@@ -263,6 +281,7 @@ impl Report {
             provisionable_by: Vec::new(),
             requester_dependent: None,
             reservation: Vec::new(),
+            in_tree: None,
         }
     }
 
@@ -303,6 +322,12 @@ impl Report {
             provisionable_by: mutation.provisionable_by.clone(),
             requester_dependent: fate.requester_dependent.clone(),
             reservation: fate.reservation.reservation.iter().map(ToString::to_string).collect(),
+            in_tree: (fate.in_tree.decision != Decision::Skipped || fate.in_tree.mode.is_some()).then(|| InTreeView {
+                mode: fate.in_tree.mode,
+                decision: PodVerdict::Decided(fate.in_tree.decision),
+                patch: fate.in_tree.patch_json(),
+                reason: decision::reason(&fate.in_tree),
+            }),
         }
     }
 }

@@ -1,7 +1,8 @@
 //! Namespace labels: which group a pod's namespace selects.
 //!
 //! In a cluster, [`KubeNamespaces`] keeps a reflector of namespace *metadata*
-//! (a metadata-only watch; managedFields and annotations stripped) and is
+//! (a metadata-only watch; managedFields stripped, and every annotation but the in-tree plugins'
+//! three, [`in_tree::ANNOTATIONS`]) and is
 //! ready after the first full list. A cache miss — a namespace created a moment
 //! before its first pod — falls back to a live metadata GET. When neither
 //! answers, [`lookup`] fails and the webhook replies 503, so the API server
@@ -32,9 +33,43 @@ use tokio_util::task::AbortOnDropHandle;
 use tracing::{debug, info, warn};
 
 use crate::metrics::{gauge, register};
+use pod_director_engine::in_tree;
 
 /// A namespace's labels.
 pub type Labels = BTreeMap<String, String>;
+
+/// What admission reads of a namespace: its labels, and the in-tree plugins' annotations
+/// ([`in_tree::ANNOTATIONS`], the others left out).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NamespaceData {
+    pub labels: Labels,
+    pub annotations: Labels,
+}
+
+impl From<Labels> for NamespaceData {
+    fn from(labels: Labels) -> Self {
+        Self {
+            labels,
+            annotations: Labels::new(),
+        }
+    }
+}
+
+impl NamespaceData {
+    /// A namespace's metadata as admission keeps it: the in-tree plugins' annotations only.
+    pub(crate) fn of(labels: Option<Labels>, annotations: Option<&Labels>) -> Self {
+        let annotations = annotations
+            .into_iter()
+            .flatten()
+            .filter(|(key, _)| in_tree::ANNOTATIONS.contains(&key.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        Self {
+            labels: labels.unwrap_or_default(),
+            annotations,
+        }
+    }
+}
 
 /// Why a namespace's labels could not be determined.
 #[derive(Debug, thiserror::Error)]
@@ -52,12 +87,12 @@ pub enum LookupError {
     Unavailable { name: String, reason: String },
 }
 
-/// Where namespace labels come from.
+/// Where namespace labels (and the in-tree plugins' annotations) come from.
 pub trait NamespaceSource: Send + Sync + 'static {
-    /// Labels from the local cache; `None` on a miss.
-    fn cached(&self, name: &str) -> Option<Labels>;
+    /// The namespace from the local cache; `None` on a miss.
+    fn cached(&self, name: &str) -> Option<NamespaceData>;
     /// A live read for a namespace the cache has not seen; `Ok(None)` when it does not exist.
-    fn fetch<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<Labels>, LookupError>>;
+    fn fetch<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<NamespaceData>, LookupError>>;
     /// Whether the cache has completed its first full list.
     fn is_ready(&self) -> bool;
     /// How many namespaces the cache holds.
@@ -69,21 +104,21 @@ pub trait NamespaceSource: Send + Sync + 'static {
     }
 }
 
-/// The labels of namespace `name`: from the cache, else from a live read.
-/// A namespace that does not exist has no labels.
-pub(crate) async fn lookup(source: &dyn NamespaceSource, name: &str) -> Result<Labels, LookupError> {
-    if let Some(labels) = source.cached(name) {
-        return Ok(labels);
+/// Namespace `name`: from the cache, else from a live read.
+/// A namespace that does not exist has no labels and no annotations.
+pub(crate) async fn lookup(source: &dyn NamespaceSource, name: &str) -> Result<NamespaceData, LookupError> {
+    if let Some(found) = source.cached(name) {
+        return Ok(found);
     }
     debug!(
         namespace = name,
         "namespace not cached yet, reading it from the API server"
     );
     match source.fetch(name).await? {
-        Some(labels) => Ok(labels),
+        Some(found) => Ok(found),
         None => {
             warn!(namespace = name, "namespace does not exist; treating it as unlabelled");
-            Ok(Labels::new())
+            Ok(NamespaceData::default())
         }
     }
 }
@@ -97,8 +132,8 @@ pub(crate) const LIVE_GET_TIMEOUT: Duration = Duration::from_secs(5);
 /// Most "not found" answers remembered at once (reviews can name any namespace).
 const ABSENT_MAX: usize = 4096;
 
-/// What a live GET answers: labels, `None` when the namespace does not exist.
-type Fetched = Result<Option<Labels>, Arc<FetchError>>;
+/// What a live GET answers: the namespace, `None` when it does not exist.
+type Fetched = Result<Option<NamespaceData>, Arc<FetchError>>;
 
 /// A failed live GET, shared by its waiters.
 #[derive(Debug)]
@@ -155,7 +190,7 @@ impl LiveLookups {
     fn join_or_start(
         self: &Arc<Self>,
         name: &str,
-        get: impl FnOnce() -> BoxFuture<'static, Result<Option<Labels>, kube::Error>>,
+        get: impl FnOnce() -> BoxFuture<'static, Result<Option<NamespaceData>, kube::Error>>,
     ) -> Shared<BoxFuture<'static, Fetched>> {
         let Ok(mut in_flight) = self.in_flight.lock() else {
             return futures::future::ready(Err(Arc::new(FetchError::Timeout)))
@@ -211,7 +246,8 @@ impl KubeNamespaces {
             .default_backoff()
             .modify(|ns| {
                 ns.managed_fields_mut().clear();
-                ns.annotations_mut().clear();
+                ns.annotations_mut()
+                    .retain(|key, _| in_tree::ANNOTATIONS.contains(&key.as_str()));
             })
             .reflect(writer);
         let reader = store.clone();
@@ -260,13 +296,13 @@ impl KubeNamespaces {
 }
 
 impl NamespaceSource for KubeNamespaces {
-    fn cached(&self, name: &str) -> Option<Labels> {
+    fn cached(&self, name: &str) -> Option<NamespaceData> {
         self.store
             .get(&ObjectRef::new(name))
-            .map(|ns| ns.metadata.labels.clone().unwrap_or_default())
+            .map(|ns| NamespaceData::of(ns.metadata.labels.clone(), ns.metadata.annotations.as_ref()))
     }
 
-    fn fetch<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<Labels>, LookupError>> {
+    fn fetch<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<NamespaceData>, LookupError>> {
         Box::pin(async move {
             if let Some(reason) = pod_director_engine::syntax::dns1123_label(name) {
                 // Never put into a URL; admission refuses such names before looking them up.
@@ -287,7 +323,7 @@ impl NamespaceSource for KubeNamespaces {
             let get = move || {
                 async move {
                     let found = api.get_metadata_opt(&owned).await?;
-                    Ok(found.map(|ns| ns.metadata.labels.unwrap_or_default()))
+                    Ok(found.map(|ns| NamespaceData::of(ns.metadata.labels, ns.metadata.annotations.as_ref())))
                 }
                 .boxed()
             };

@@ -115,7 +115,8 @@ pub(crate) fn review_reply(body: Vec<u8>, status: StatusCode) -> impl Reply {
     warp::reply::with_status(warp::reply::with_header(body, CONTENT_TYPE, "application/json"), status)
 }
 
-/// `POST /mutate`, `POST /validate`, `POST /validate-namespace` and `POST /validate-reservation`.
+/// `POST /mutate`, `POST /validate`, `POST /validate-namespace`, `POST /validate-reservation`,
+/// `POST /mutate-in-tree` and `POST /validate-in-tree`.
 pub(crate) fn admission(
     admission: Arc<Admission>,
     max_body_bytes: u64,
@@ -136,6 +137,10 @@ pub(crate) fn admission(
         .or(endpoint("validate-namespace", Webhook::ValidateNamespace))
         .unify()
         .or(endpoint("validate-reservation", Webhook::ValidateReservation))
+        .unify()
+        .or(endpoint("mutate-in-tree", Webhook::MutateInTree))
+        .unify()
+        .or(endpoint("validate-in-tree", Webhook::ValidateInTree))
         .unify()
         .recover(rejection)
 }

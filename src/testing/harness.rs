@@ -14,7 +14,7 @@ use reqwest::StatusCode;
 use serde_json::Value;
 
 use crate::app::RunningServer;
-use crate::cluster::{Labels, LookupError, NamespaceSource};
+use crate::cluster::{LookupError, NamespaceData, NamespaceSource};
 use crate::server::{Settings, Timeouts, TlsFiles};
 use crate::testing::StaticNamespaces;
 
@@ -149,10 +149,13 @@ pub struct Slow {
 }
 
 impl NamespaceSource for Slow {
-    fn cached(&self, _name: &str) -> Option<Labels> {
+    fn cached(&self, _name: &str) -> Option<NamespaceData> {
         None
     }
-    fn fetch<'a>(&'a self, name: &'a str) -> futures::future::BoxFuture<'a, Result<Option<Labels>, LookupError>> {
+    fn fetch<'a>(
+        &'a self,
+        name: &'a str,
+    ) -> futures::future::BoxFuture<'a, Result<Option<NamespaceData>, LookupError>> {
         Box::pin(async move {
             tokio::time::sleep(self.delay).await;
             self.inner.fetch(name).await

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::future::BoxFuture;
 
-use crate::cluster::namespaces::{Labels, LookupError, NamespaceSource};
+use crate::cluster::namespaces::{Labels, LookupError, NamespaceData, NamespaceSource};
 use crate::cluster::nodes::{NodeLookupError, NodeSource, NodeStore};
 use pod_director_engine::placement::NodeInfo;
 
@@ -55,8 +55,8 @@ impl<T: Clone + Send + 'static> Remote<T> {
 /// Namespaces held in memory.
 #[derive(Debug, Default)]
 pub struct StaticNamespaces {
-    namespaces: RwLock<HashMap<String, Labels>>,
-    remote: Remote<Labels>,
+    namespaces: RwLock<HashMap<String, NamespaceData>>,
+    remote: Remote<NamespaceData>,
 }
 
 impl StaticNamespaces {
@@ -66,14 +66,19 @@ impl StaticNamespaces {
 
     /// Puts a namespace in the cache.
     pub fn insert(&self, name: &str, labels: Labels) {
+        self.insert_annotated(name, labels, Labels::new());
+    }
+
+    /// Puts a namespace with annotations in the cache (those admission keeps: the in-tree plugins').
+    pub fn insert_annotated(&self, name: &str, labels: Labels, annotations: Labels) {
         if let Ok(mut map) = self.namespaces.write() {
-            map.insert(name.to_owned(), labels);
+            map.insert(name.to_owned(), NamespaceData::of(Some(labels), Some(&annotations)));
         }
     }
 
     /// Puts a namespace where only the live read finds it.
     pub fn insert_remote(&self, name: &str, labels: Labels) {
-        self.remote.insert(name.to_owned(), labels);
+        self.remote.insert(name.to_owned(), NamespaceData::from(labels));
     }
 
     /// Makes live reads fail, as if the API server were down.
@@ -87,11 +92,11 @@ impl StaticNamespaces {
 }
 
 impl NamespaceSource for StaticNamespaces {
-    fn cached(&self, name: &str) -> Option<Labels> {
+    fn cached(&self, name: &str) -> Option<NamespaceData> {
         self.namespaces.read().ok()?.get(name).cloned()
     }
 
-    fn fetch<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<Labels>, LookupError>> {
+    fn fetch<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<Option<NamespaceData>, LookupError>> {
         self.remote
             .fetch(name, |name, reason| LookupError::Unavailable { name, reason })
     }
@@ -109,7 +114,7 @@ impl NamespaceSource for StaticNamespaces {
             return Vec::new();
         };
         map.iter()
-            .filter_map(|(name, labels)| Some((name.clone(), labels.get(key)?.clone())))
+            .filter_map(|(name, found)| Some((name.clone(), found.labels.get(key)?.clone())))
             .collect()
     }
 }

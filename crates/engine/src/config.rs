@@ -20,6 +20,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use crate::plugin_config::{self, PluginFiles};
+
 pub use alternatives::{Alternative, DEFAULT_ALTERNATIVE, DEFAULT_PLACEMENT_LABEL, MAX_ALTERNATIVES};
 pub use env::ENV_PREFIX;
 pub use reserve::{Allow, KUBE_SCHEDULER, Reserve, TrustedSchedulers};
@@ -235,6 +237,35 @@ fn service_account_username(sa: &str) -> Option<String> {
         .map(|(ns, name)| format!("system:serviceaccount:{ns}:{name}"))
 }
 
+/// The in-tree admission plugins PodNodeSelector and PodTolerationRestriction, honoured by
+/// pod-director (`inTreePlugins`): the namespaces' annotations, and the plugins' files.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+#[schemars(rename = "inTreePlugins", transform = schema::ordered::<InTreePlugins>)]
+pub struct InTreePlugins {
+    pub mode: Mode,
+    /// kube-apiserver's `--admission-control-config-file`: its two plugins' entries are read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub admission_config_file: Option<String>,
+    /// PodNodeSelector's own file (`podNodeSelectorPluginConfig`), instead.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pod_node_selector_config_file: Option<String>,
+    /// PodTolerationRestriction's own file (`Configuration`), instead.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pod_toleration_restriction_config_file: Option<String>,
+    /// What the files say, read as the configuration is loaded (paths relative to its file).
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub files: PluginFiles,
+}
+
+impl InTreePlugins {
+    fn file_names(&self) -> [Option<&str>; 3] {
+        let files = [&self.admission_config_file, &self.pod_node_selector_config_file];
+        [files[0], files[1], &self.pod_toleration_restriction_config_file].map(Option::as_deref)
+    }
+}
+
 /// pod-director's configuration: the server's config file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
@@ -279,6 +310,9 @@ pub struct Config {
     /// Groups by name (the namespace label value)
     #[schemars(with = "kubernetes::MapOf<kubernetes::GroupName, Group>")]
     pub groups: BTreeMap<String, Group>,
+    /// The in-tree plugins' annotations and files, honoured (absent: off).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub in_tree_plugins: Option<InTreePlugins>,
 }
 
 impl Default for Config {
@@ -300,6 +334,7 @@ impl Default for Config {
             policy_observation: Observation::default(),
             shadow_validation: Observation::default(),
             groups: BTreeMap::new(),
+            in_tree_plugins: None,
         }
     }
 }
@@ -343,17 +378,6 @@ fn render(errors: &[FieldError]) -> String {
     errors.iter().map(|e| format!("  {e}")).collect::<Vec<_>>().join("\n")
 }
 
-impl ConfigError {
-    /// The individual field errors, when the problem is validation.
-    #[cfg(test)]
-    pub(crate) fn field_errors(&self) -> &[FieldError] {
-        match self {
-            ConfigError::Invalid { errors, .. } => errors,
-            _ => &[],
-        }
-    }
-}
-
 /// A validated configuration and where it came from.
 #[derive(Debug, Clone)]
 pub struct Loaded {
@@ -394,8 +418,8 @@ fn blank(text: &str) -> Option<&'static str> {
 }
 
 impl Config {
-    /// Parses, overrides and validates a YAML (or JSON) document.
-    /// `origin` names the source in error messages.
+    /// Parses, overrides and validates a YAML (or JSON) document. `origin` names the source in
+    /// error messages; the in-tree plugins' files are relative to its directory (a file's path).
     pub fn from_yaml(
         text: &str,
         origin: &str,
@@ -424,7 +448,7 @@ impl Config {
         if !errors.is_empty() {
             return Err(invalid(errors));
         }
-        let config: Config = serde_json::from_value(document).map_err(|e| {
+        let mut config: Config = serde_json::from_value(document).map_err(|e| {
             invalid(vec![FieldError {
                 path: "(document)".to_owned(),
                 message: e.to_string(),
@@ -432,6 +456,15 @@ impl Config {
         })?;
         let mut errors = config.policy_errors();
         errors.extend(config.alternative_errors());
+        if let Some(section) = config.in_tree_plugins.as_mut() {
+            let base = FsPath::new(origin).parent().filter(|dir| !dir.as_os_str().is_empty());
+            match plugin_config::read(section.file_names(), base.unwrap_or(FsPath::new("."))) {
+                Ok(files) => section.files = files,
+                Err(problems) => {
+                    errors.extend(problems.into_iter().map(|(path, message)| FieldError { path, message }))
+                }
+            }
+        }
         if !errors.is_empty() {
             return Err(invalid(errors));
         }
@@ -496,7 +529,11 @@ impl Config {
 
     /// Short, stable content hash of this configuration.
     pub fn revision(&self) -> String {
-        let canonical = serde_json::to_vec(self).unwrap_or_default();
+        let canonical = match &self.in_tree_plugins {
+            Some(section) => serde_json::to_vec(&(self, &section.files)),
+            None => serde_json::to_vec(self),
+        };
+        let canonical = canonical.unwrap_or_default();
         let digest = Sha256::digest(&canonical);
         digest.iter().take(6).map(|b| format!("{b:02x}")).collect()
     }
@@ -563,44 +600,6 @@ impl Config {
                         blockers.join("; ")
                     ),
                 })
-            })
-            .collect()
-    }
-
-    /// One line per group, for `check-config` and start-up logs.
-    pub fn group_summaries(&self) -> Vec<String> {
-        self.groups
-            .iter()
-            .map(|(name, g)| {
-                let selector: Vec<String> = g.node_selector.iter().map(|(k, v)| format!("{k}={v}")).collect();
-                let affinity = g.affinity.as_ref().map(|a| {
-                    let kinds = [
-                        (a.node_affinity.is_some(), "node"),
-                        (a.pod_affinity.is_some(), "pod"),
-                        (a.pod_anti_affinity.is_some(), "podAnti"),
-                    ];
-                    let kinds: Vec<&str> = kinds.into_iter().filter_map(|(on, kind)| on.then_some(kind)).collect();
-                    format!("affinity={}", kinds.join("+"))
-                });
-                let parts = [
-                    Some(format!("mode={}", self.mode_of(g))),
-                    Some(format!("onConflict={}", g.on_conflict)),
-                    (!selector.is_empty()).then(|| format!("nodeSelector={}", selector.join(","))),
-                    (!g.tolerations.is_empty()).then(|| format!("tolerations={}", g.tolerations.len())),
-                    affinity,
-                    (!g.alternatives.is_empty()).then(|| {
-                        format!(
-                            "alternatives={}",
-                            g.placement_names().skip(1).collect::<Vec<_>>().join(",")
-                        )
-                    }),
-                    g.allow_pod_exclusion.then(|| "allowPodExclusion".to_owned()),
-                    g.allow_daemon_sets.then(|| "allowDaemonSets".to_owned()),
-                    g.reserve.as_ref().map(|reserve| format!("reserve={}", reserve.mode)),
-                    (self.default_group.as_deref() == Some(name.as_str())).then(|| "default".to_owned()),
-                    (g.enforce_with != EnforceWith::Webhook).then(|| format!("enforceWith={}", g.enforce_with)),
-                ];
-                format!("{name}: {}", parts.into_iter().flatten().collect::<Vec<_>>().join(" "))
             })
             .collect()
     }

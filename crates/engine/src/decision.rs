@@ -11,6 +11,8 @@
 //! | `validate` | does the pod satisfy its group (and `spec.nodeName`) | the same, on the template | not decided |
 //! | `validate-reservation` | does the pod intrude on another group's reserved nodes | not decided (its pods are, in a [`Fate`]) | not decided |
 //! | `validate-namespace` | not decided | not decided | the group label guard |
+//! | `mutate-in-tree` | the in-tree plugins' mutating phase ([`in_tree`], `inTreePlugins`) | not decided (its pods are) | not decided |
+//! | `validate-in-tree` | their validating phase, on the pod as admitted | not decided | the guard of the in-tree annotations |
 //!
 //! A `pods/binding` CREATE is decided at `validate` (does the bound pod's node satisfy its group)
 //! and `validate-reservation` (does it intrude on a reserved pool), like an UPDATE that sets the
@@ -30,6 +32,7 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
 use crate::config::{Config, Mode};
+use crate::in_tree;
 use crate::namespace_guard::{self, NamespaceWrite};
 use crate::placement::reservation::{self, any_reservation};
 use crate::placement::{self, Context, Decision, Namespace, Outcome, Pod, Selection, SkipReason, Webhook};
@@ -124,11 +127,14 @@ pub fn binding_elsewhere(webhook: Webhook) -> Option<Outcome> {
 /// Why `webhook` does not decide `subject`, if it does not: it is then admitted untouched.
 fn not_decided(webhook: Webhook, subject: &Subject<'_>) -> Option<&'static str> {
     match (subject, webhook) {
-        (Subject::Namespace(_), Webhook::ValidateNamespace) => None,
+        (Subject::Namespace(_), Webhook::ValidateNamespace | Webhook::ValidateInTree) => None,
         (Subject::Namespace(_), _) => Some("namespaces are decided at /validate-namespace"),
         (Subject::Binding { .. }, _) if decides_bindings(webhook) => None,
         (Subject::Binding { .. }, _) => Some(BINDING_ELSEWHERE),
         (_, Webhook::ValidateNamespace) => Some("/validate-namespace decides namespaces only"),
+        (Subject::DaemonSet(_), Webhook::MutateInTree | Webhook::ValidateInTree) => {
+            Some("the in-tree plugins decide pods; a DaemonSet's pods are decided as they are created")
+        }
         (Subject::DaemonSet(_), Webhook::ValidateReservation) => {
             Some("/validate-reservation decides pods; DaemonSets that intrude are reported by explain and audit")
         }
@@ -220,6 +226,9 @@ impl<'s> Decidable<'s> {
         let pod = match *self.subject {
             Subject::Pod(write) => write,
             Subject::Template(pod) => Write::Create(pod),
+            Subject::Namespace(write) if self.webhook == Webhook::ValidateInTree => {
+                return namespace_guard::decide_in_tree(config, &write, ctx);
+            }
             Subject::Namespace(write) => return namespace_guard::decide(config, &write, ctx),
             Subject::Binding { pod, target } if self.webhook == Webhook::Validate => {
                 return placement::validate_binding(config, ns, pod, target, ctx);
@@ -233,11 +242,34 @@ impl<'s> Decidable<'s> {
             }
         };
         match self.webhook {
+            Webhook::MutateInTree | Webhook::ValidateInTree => in_tree_decision(self.webhook, view, pod),
             Webhook::Mutate => placement::mutate(config, ns, pod.object(), ctx),
             Webhook::ValidateReservation => reservation::decide(config, ns, pod.object(), pod.old(), ctx),
             _ => placement::validate(config, ns, pod.object(), pod.old(), ctx),
         }
     }
+}
+
+/// Why the in-tree webhooks decide nothing without `inTreePlugins`.
+const IN_TREE_OFF: &str = "inTreePlugins is off";
+
+/// `/mutate-in-tree`'s or `/validate-in-tree`'s decision of a pod: skipped without `inTreePlugins`
+/// and in the excluded namespaces (pod-director's own among them).
+fn in_tree_decision(webhook: Webhook, view: &View<'_>, pod: Write<&Pod>) -> Outcome {
+    let Some(section) = &view.config.in_tree_plugins else {
+        return skipped(webhook, IN_TREE_OFF);
+    };
+    if view.config.excluded_namespaces.iter().any(|n| n == view.namespace.name) {
+        let mut out = Outcome::new(webhook, Decision::Skipped);
+        out.summary = format!("skipped: {}", SkipReason::ExcludedNamespace);
+        out.skip_reason = Some(SkipReason::ExcludedNamespace);
+        return out;
+    }
+    let decide = match webhook {
+        Webhook::MutateInTree => in_tree::decide_mutate,
+        _ => in_tree::decide_validate,
+    };
+    decide(section.mode, &section.files, view.namespace, pod.object(), pod.old())
 }
 
 /// `webhook`'s decision of `subject` (skipped when it does not decide it; a binding skipped as
@@ -299,6 +331,10 @@ pub struct Fate {
     /// `/validate-reservation`: the reservations of other groups the pod intrudes on (a
     /// DaemonSet's: its pods', as its controller creates them).
     pub reservation: Outcome,
+    /// `/mutate-in-tree` and `/validate-in-tree` (`inTreePlugins`): the in-tree plugins' mutating
+    /// phase, unless it admits the pod and their validating phase refuses the pod as the groups'
+    /// `/mutate` leaves it.
+    pub in_tree: Outcome,
     /// A skip the pod would get in a live cluster only from the right requester, when the one
     /// deciding it (nobody, offline) does not give it.
     pub requester_dependent: Option<String>,
@@ -321,11 +357,17 @@ impl Fate {
         }
     }
 
-    /// The outcome that decides the pod: the placement's, unless another group's reservation
-    /// refuses a pod the placement does not.
+    /// The outcome that decides the pod, in the API server's order: the in-tree plugins' mutating
+    /// phase when it refuses (nothing after it runs), else the placement's, unless another group's
+    /// reservation or the in-tree plugins' validating phase refuses a pod the placement does not.
     pub fn deciding(&self) -> &Outcome {
-        if self.reservation_decides() {
+        let in_tree_refuses = refuses(&self.in_tree);
+        if in_tree_refuses && self.in_tree.webhook == Webhook::MutateInTree {
+            &self.in_tree
+        } else if self.reservation_decides() {
             &self.reservation
+        } else if in_tree_refuses && !refuses(self.placement()) {
+            &self.in_tree
         } else {
             self.placement()
         }
@@ -350,6 +392,20 @@ pub fn reason(outcome: &Outcome) -> String {
 /// by the context's requester, for the reservation) decided at `/mutate`, `/validate` and
 /// `/validate-reservation`.
 pub fn fate(subject: &Subject<'_>, view: &View<'_>) -> Fate {
+    let in_tree_mutation = decide(Webhook::MutateInTree, subject, view);
+    // In enforce the groups' webhooks see the pod /mutate-in-tree patched.
+    let patched = in_tree_mutation
+        .apply_patch()
+        .then(|| subject.pod())
+        .flatten()
+        .map(|write| patched_pod(write.object(), &in_tree_mutation.patch));
+    let rewritten = match (&patched, subject) {
+        (Some(pod), Subject::Pod(Write::Update { old, .. })) => Some(Subject::Pod(Write::Update { new: pod, old })),
+        (Some(pod), Subject::Pod(_)) => Some(Subject::Pod(Write::Create(pod))),
+        (Some(pod), Subject::Template(_)) => Some(Subject::Template(pod)),
+        _ => None,
+    };
+    let subject = rewritten.as_ref().unwrap_or(subject);
     let mutation = decide(Webhook::Mutate, subject, view);
     let validation = decide(Webhook::Validate, subject, view);
     let owned;
@@ -361,11 +417,13 @@ pub fn fate(subject: &Subject<'_>, view: &View<'_>) -> Fate {
         other => *other,
     };
     let reservation = decide(Webhook::ValidateReservation, &pods, view);
+    let in_tree = in_tree_outcome(in_tree_mutation, subject, &mutation, view);
     let mut fate = Fate {
         requester_dependent: requester_dependent(subject, view, &mutation),
         mutation,
         validation,
         reservation,
+        in_tree,
     };
     if let Subject::DaemonSet(_) = subject
         && fate.reservation_decides()
@@ -378,6 +436,49 @@ pub fn fate(subject: &Subject<'_>, view: &View<'_>) -> Fate {
         ));
     }
     fate
+}
+
+/// The in-tree decision of a fate: `/mutate-in-tree`'s, unless it admits the pod and
+/// `/validate-in-tree` refuses the pod as the groups' `/mutate` (`mutation`) leaves it.
+fn in_tree_outcome(mutation_in_tree: Outcome, subject: &Subject<'_>, mutation: &Outcome, view: &View<'_>) -> Outcome {
+    if refuses(&mutation_in_tree) || mutation_in_tree.decision == Decision::Skipped {
+        return mutation_in_tree;
+    }
+    let Some(write) = subject.pod() else {
+        return mutation_in_tree;
+    };
+    let admitted = match mutation.apply_patch() {
+        true => patched_pod(write.object(), &mutation.patch),
+        false => write.object().clone(),
+    };
+    let admitted = match write {
+        Write::Create(_) => Subject::Pod(Write::Create(&admitted)),
+        Write::Update { old, .. } => Subject::Pod(Write::Update { new: &admitted, old }),
+    };
+    let validation = decide(Webhook::ValidateInTree, &admitted, view);
+    if refuses(&validation) {
+        validation
+    } else {
+        mutation_in_tree
+    }
+}
+
+/// `pod` with `patch` applied (its placement fields; the QoS class kept); unchanged when the
+/// patch does not apply.
+pub(crate) fn patched_pod(pod: &Pod, patch: &json_patch::Patch) -> Pod {
+    let Ok(mut value) = serde_json::to_value(pod) else {
+        return pod.clone();
+    };
+    if json_patch::patch(&mut value, patch).is_err() {
+        return pod.clone();
+    }
+    match serde_json::from_value::<Pod>(value) {
+        Ok(mut patched) => {
+            patched.status_qos_class = pod.status_qos_class.clone();
+            patched
+        }
+        Err(_) => pod.clone(),
+    }
 }
 
 /// A DaemonSet's template pod as the DaemonSet controller creates it: controlled by a DaemonSet.

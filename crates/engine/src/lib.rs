@@ -5,6 +5,9 @@
 //! - [`decision`]: the one entry: an object decided as a webhook would (`Decidable`, `decide`), and a
 //!   pod's fate across the webhooks (`fate`), which the audit and `explain` consume.
 //! - [`placement`]: the pure engine (plan, verify, decide).
+//! - [`in_tree`]: the in-tree admission plugins PodNodeSelector and PodTolerationRestriction, decided
+//!   as kube-apiserver decides them (`inTreePlugins`); [`plugin_config`]: their own files, read;
+//!   [`migration`]: their annotations turned into groups, and the pods the two decide differently.
 //! - [`namespace_guard`]: who may change a namespace's group label (`/validate-namespace`).
 //! - [`audit`]: the audit's pure half: a running pod or template decided as its re-creation
 //!   would be, the tallies, findings and verdicts per group and reservation, the workload
@@ -57,8 +60,11 @@ pub mod audit;
 pub mod compile;
 pub mod config;
 pub mod decision;
+pub mod in_tree;
+pub mod migration;
 pub mod namespace_guard;
 pub mod placement;
+pub mod plugin_config;
 pub mod provision;
 pub mod syntax;
 #[cfg(any(test, feature = "testing"))]

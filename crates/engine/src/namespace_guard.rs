@@ -11,10 +11,16 @@
 //! decided in enforce, a change among dryRun/warn groups in dryRun (`would_deny`
 //! reported, the namespace admitted). Writes through the `status` and `finalize`
 //! subresources are decided the same way: the API server persists their labels.
+//!
+//! While `inTreePlugins` is set, the in-tree plugins' three annotations ([`in_tree::ANNOTATIONS`])
+//! are guarded the same way, by the same requesters: they choose the nodes and tolerations of the
+//! namespace's pods as the label does. Adding, changing or removing one is decided in
+//! `namespaceGuard.mode` when it is set, else in `inTreePlugins.mode`.
 
 use std::collections::BTreeMap;
 
 use crate::config::{Config, Mode, NamespaceGuard};
+use crate::in_tree;
 use crate::placement::{
     Context, Decision, MAX_SUMMARY_CHARS, Outcome, Requester, SkipReason, Violation, Webhook, truncate_chars,
 };
@@ -26,6 +32,10 @@ pub struct NamespaceWrite<'a> {
     /// The labels before the write (UPDATE); `None` on CREATE.
     pub old_labels: Option<&'a BTreeMap<String, String>>,
     pub labels: &'a BTreeMap<String, String>,
+    /// The annotations before the write (UPDATE); `None` on CREATE (only the in-tree plugins'
+    /// are read).
+    pub old_annotations: Option<&'a BTreeMap<String, String>>,
+    pub annotations: &'a BTreeMap<String, String>,
 }
 
 /// How a write changes the group label.
@@ -107,8 +117,113 @@ fn who_may(guard: &NamespaceGuard) -> String {
     }
 }
 
-/// The guard's decision for one namespace CREATE or UPDATE.
+/// How strongly an outcome refuses: denied, would deny, or not.
+fn refusal_rank(out: &Outcome) -> u8 {
+    match out.decision {
+        Decision::Denied => 2,
+        Decision::WouldDeny => 1,
+        _ => 0,
+    }
+}
+
+/// The guard's decision for one namespace CREATE or UPDATE: the group label's, unless the change
+/// of an in-tree annotation is refused more strongly.
 pub fn decide(config: &Config, write: &NamespaceWrite<'_>, ctx: &Context) -> Outcome {
+    let label = decide_label(config, write, ctx);
+    match decide_annotations(config, write, ctx) {
+        Some(annotations) if refusal_rank(&annotations) > refusal_rank(&label) => annotations,
+        _ => label,
+    }
+}
+
+/// `/validate-in-tree`'s decision of a namespace write: the guard of the in-tree plugins'
+/// annotations alone (its entry sees every namespace, labelled or not, while `inTreePlugins` is set).
+pub(crate) fn decide_in_tree(config: &Config, write: &NamespaceWrite<'_>, ctx: &Context) -> Outcome {
+    let mut out = decide_annotations(config, write, ctx).unwrap_or_else(|| {
+        let mut out = Outcome::new(Webhook::ValidateInTree, Decision::Noop);
+        out.summary = "no in-tree annotation changed".to_owned();
+        out
+    });
+    out.webhook = Webhook::ValidateInTree;
+    out
+}
+
+/// The in-tree plugins' annotations a write adds, changes or removes, each described.
+fn annotation_changes(write: &NamespaceWrite<'_>) -> Vec<String> {
+    in_tree::ANNOTATIONS
+        .iter()
+        .filter_map(|key| {
+            let old = write.old_annotations.and_then(|a| a.get(*key));
+            match (old, write.annotations.get(*key)) {
+                (None, Some(new)) => Some(format!("set annotation {key}={new:?}")),
+                (Some(old), Some(new)) if old != new => {
+                    Some(format!("change annotation {key} from {old:?} to {new:?}"))
+                }
+                (Some(old), None) => Some(format!("remove annotation {key} (was {old:?})")),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+/// The guard's decision of the in-tree annotations a write changes, while `inTreePlugins` is
+/// set: `None` when it changes none (or is not guarded).
+fn decide_annotations(config: &Config, write: &NamespaceWrite<'_>, ctx: &Context) -> Option<Outcome> {
+    let section = config.in_tree_plugins.as_ref()?;
+    if config.excluded_namespaces.iter().any(|n| n == write.name) {
+        return None;
+    }
+    let changes = annotation_changes(write);
+    if changes.is_empty() {
+        return None;
+    }
+    let guard = &config.namespace_guard;
+    let mode = guard.mode.unwrap_or(section.mode);
+    let mut out = Outcome::new(Webhook::ValidateNamespace, Decision::Noop);
+    out.mode = Some(mode);
+    let requester = &ctx.requester;
+    let what = changes.join(", ");
+    if is_allowed(guard, requester) {
+        out.summary = truncate_chars(
+            format!("{what}: allowed for {}", requester.describe()),
+            MAX_SUMMARY_CHARS,
+        );
+        return Some(out);
+    }
+    let enforce = mode == Mode::Enforce;
+    out.violations = changes
+        .iter()
+        .map(|change| Violation {
+            field: "metadata.annotations".to_owned(),
+            message: format!("{change}: not allowed for {}", requester.describe()),
+        })
+        .collect();
+    out.deny(
+        enforce,
+        format!(
+            "pod-director: {} may not {what} of namespace {:?}: the in-tree plugins' annotations choose the nodes \
+             and tolerations of the namespace's pods. Only {} may change them (namespaceGuard)",
+            requester.describe(),
+            write.name,
+            who_may(guard)
+        ),
+    );
+    let verb = if enforce { "denied: " } else { "would deny: " };
+    out.summary = truncate_chars(
+        format!("{verb}{what}: not allowed for {}", requester.describe()),
+        MAX_SUMMARY_CHARS,
+    );
+    if mode == Mode::Warn {
+        out.warning = Some(truncate_chars(
+            format!("pod-director namespaceGuard: {}", out.summary),
+            MAX_SUMMARY_CHARS,
+        ));
+    }
+    Some(out)
+}
+
+/// The guard's decision of the group label a write sets, changes or removes.
+fn decide_label(config: &Config, write: &NamespaceWrite<'_>, ctx: &Context) -> Outcome {
     let mut out = Outcome::new(Webhook::ValidateNamespace, Decision::Noop);
     if config.excluded_namespaces.iter().any(|n| n == write.name) {
         out.decision = Decision::Skipped;

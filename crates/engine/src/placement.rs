@@ -27,7 +27,7 @@ pub(crate) use decide::{
 };
 pub use feasible::{FEASIBILITY_SCOPE, NodeInfo, NodeLookup, NodeView, Placement};
 pub use plan::{Change, Plan, plan};
-pub use pod::{Pod, PodMetadata, PodSpec};
+pub use pod::{ContainerResources, Pod, PodMetadata, PodSpec};
 pub use tolerations::{NodeTaint, TaintEffect};
 pub use verify::verify;
 
@@ -43,6 +43,10 @@ named_enum! {
         ValidateNamespace => "validate-namespace",
         /// Reservations: whether a pod intrudes on another group's reserved nodes.
         ValidateReservation => "validate-reservation",
+        /// The in-tree plugins' mutating phase (`inTreePlugins`): PodNodeSelector, PodTolerationRestriction.
+        MutateInTree => "mutate-in-tree",
+        /// The in-tree plugins' validating phase, on the pod as admitted.
+        ValidateInTree => "validate-in-tree",
     }
 }
 

@@ -90,5 +90,30 @@ pub fn label_value(s: &str) -> Option<String> {
     check(s, "", LABEL_VALUE_MAX, is_qualified_name_part, QUALIFIED_NAME_RULE)
 }
 
+/// A node selector written `k1=v1,k2=v2` as a label map, the way the API server's
+/// `labels.ConvertSelectorToLabelsMap` reads it: empty is no label; each comma-separated part is one
+/// `=` between a key and a value, both trimmed of white space and valid; a key written twice keeps
+/// its last value.
+pub(crate) fn selector_labels(selector: &str) -> Result<std::collections::BTreeMap<String, String>, String> {
+    let mut labels = std::collections::BTreeMap::new();
+    if selector.is_empty() {
+        return Ok(labels);
+    }
+    for part in selector.split(',') {
+        let Some((key, value)) = part.split_once('=').filter(|(_, value)| !value.contains('=')) else {
+            return Err(format!("invalid selector: {part:?} is not key=value"));
+        };
+        let (key, value) = (key.trim(), value.trim());
+        if let Some(reason) = label_key(key) {
+            return Err(format!("{key:?} is not a valid label key: {reason}"));
+        }
+        if let Some(reason) = label_value(value) {
+            return Err(format!("{value:?} is not a valid value of label {key}: {reason}"));
+        }
+        labels.insert(key.to_owned(), value.to_owned());
+    }
+    Ok(labels)
+}
+
 #[cfg(test)]
 mod tests;

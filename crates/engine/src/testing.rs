@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Toleration;
 use serde_json::Value;
 
 use crate::compile::webhook_entries::{EntrySettings, Kind};
-use crate::config::{Config, Loaded};
+use crate::config::{Config, ConfigError, FieldError, Loaded};
 use crate::decision::{Subject, View, Write};
 use crate::placement::{
     Context, Namespace, NodeInfo, NodeLookup, NodeTaint, NodeView, Outcome, Placement, Pod, Webhook,
@@ -36,6 +36,14 @@ pub fn decide_pod(
 /// A test's configuration file `yaml`, loaded without environment overrides; it must be valid.
 pub fn loaded(yaml: &str) -> Loaded {
     Config::from_yaml(yaml, "test", Vec::new()).unwrap_or_else(|e| panic!("test config: {e}"))
+}
+
+/// The field errors of a configuration that does not validate (none for another error).
+pub fn field_errors(error: &ConfigError) -> &[FieldError] {
+    match error {
+        ConfigError::Invalid { errors, .. } => errors,
+        _ => &[],
+    }
 }
 
 /// The [`Config`] of [`loaded`].

@@ -7,6 +7,7 @@ use std::fmt;
 
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
+use serde_json::value::RawValue;
 
 use pod_director_engine::placement::{Pod, PodMetadata, PodSpec};
 
@@ -198,6 +199,10 @@ impl<'de> Visitor<'de> for PodSeed<'_> {
                     });
                     pod.spec = trail.read(&mut map, prefix, "spec", seed)?;
                 }
+                "status" if self.typed => {
+                    let status: Option<QosStatus> = lenient(map.next_value::<&RawValue>()?);
+                    pod.status_qos_class = status.and_then(|s| s.qos_class);
+                }
                 _ => {
                     map.next_value::<IgnoredAny>()?;
                 }
@@ -233,6 +238,22 @@ impl Key<'_> {
     pub(crate) fn as_str(&self) -> &str {
         &self.0
     }
+}
+
+/// A field read for the pod's QoS class only (the in-tree plugins): its value when it has the
+/// API's shape, else none — checked as JSON syntax only, like the fields placement does not read
+/// (the API server validated the object before calling the webhook).
+fn lenient<T: de::DeserializeOwned>(raw: &RawValue) -> Option<T> {
+    serde_json::from_str(raw.get()).ok()
+}
+
+/// A pod's `status`, as far as its QoS class goes (`status.qosClass`, which the in-tree plugins
+/// read before computing it).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct QosStatus {
+    #[serde(default)]
+    qos_class: Option<String>,
 }
 
 struct MetadataSeed<'t> {
@@ -304,6 +325,10 @@ impl<'de> Visitor<'de> for SpecSeed<'_> {
                 "nodeSelector" => spec.node_selector = trail.value(&mut map, at, "nodeSelector")?,
                 "tolerations" => spec.tolerations = trail.value(&mut map, at, "tolerations")?,
                 "affinity" => spec.affinity = trail.value(&mut map, at, "affinity")?,
+                // The QoS class (the in-tree plugins): the containers' resources, the pod's own.
+                "containers" => spec.containers = lenient(map.next_value::<&RawValue>()?),
+                "initContainers" => spec.init_containers = lenient(map.next_value::<&RawValue>()?),
+                "resources" => spec.resources = lenient(map.next_value::<&RawValue>()?),
                 _ => {
                     map.next_value::<IgnoredAny>()?;
                 }

@@ -72,10 +72,7 @@ fn decided_responses_are_what_kube_cores_builders_make_with_the_patch_as_base64(
     let mut decisions = Vec::new();
     for group in ["ci", "strict", "loose", "shadow", "unknown"] {
         let labels = std::collections::BTreeMap::from([("pod-director/group".to_owned(), group.to_owned())]);
-        let namespace = Namespace {
-            name: "team-ci",
-            labels: &labels,
-        };
+        let namespace = Namespace::new("team-ci", &labels);
         let view = View {
             config: &loaded.config,
             namespace: &namespace,

@@ -222,10 +222,13 @@ fn template_of(kind: &str) -> Option<(&'static [&'static str], &'static str)> {
     }
 }
 
+/// A namespace of the input: its labels, and its in-tree plugins' annotations.
+pub(super) type Manifested = (BTreeMap<String, String>, BTreeMap<String, String>);
+
 pub(super) fn collect(
     source: &Manifest,
     default_ns: &str,
-    namespaces: &mut BTreeMap<String, BTreeMap<String, String>>,
+    namespaces: &mut BTreeMap<String, Manifested>,
     candidates: &mut Vec<Candidate>,
 ) -> Result<(), InputError> {
     let obj = &source.object;
@@ -250,7 +253,17 @@ pub(super) fn collect(
                 .transpose()
                 .map_err(|e| err(format!("Namespace {name}: labels must be a map of strings: {e}")))?
                 .unwrap_or_default();
-            namespaces.insert(name, labels);
+            let annotations: BTreeMap<String, String> = meta
+                .and_then(|m| m.get("annotations"))
+                .map(|a| serde_json::from_value(a.clone()))
+                .transpose()
+                .map_err(|e| err(format!("Namespace {name}: annotations must be a map of strings: {e}")))?
+                .unwrap_or_default();
+            let annotations = annotations
+                .into_iter()
+                .filter(|(key, _)| pod_director_engine::in_tree::ANNOTATIONS.contains(&key.as_str()))
+                .collect();
+            namespaces.insert(name, (labels, annotations));
             return Ok(());
         }
         "Pod" => serde_json::from_value(obj.clone()).map_err(|e| err(format!("cannot read Pod {name}: {e}")))?,

@@ -85,6 +85,17 @@ pub(super) fn render_text(reports: &[Report], with_nodes: bool) -> String {
         if r.patch.as_array().is_some_and(|ops| !ops.is_empty()) {
             out.push_str(&format!("  patch: {}\n", r.patch));
         }
+        if let Some(in_tree) = &r.in_tree {
+            let mode = in_tree.mode.map_or("-", Mode::as_str);
+            out.push_str(&format!(
+                "  in-tree ({mode}, {}): {}\n",
+                in_tree.decision.as_str(),
+                in_tree.reason
+            ));
+            if in_tree.patch.as_array().is_some_and(|ops| !ops.is_empty()) {
+                out.push_str(&format!("  in-tree patch: {}\n", in_tree.patch));
+            }
+        }
         if let (Some(before), Some(after)) = (r.feasible_nodes_before, r.feasible_nodes) {
             out.push_str(&format!(
                 "  feasible nodes: {after} after the patch, {before} before{}\n",

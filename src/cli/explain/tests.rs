@@ -101,10 +101,7 @@ fn the_webhook_the_audit_and_explain_give_the_same_decision_for_the_same_pod() {
             let typed: k8s_openapi::api::core::v1::Pod = serde_json::from_value(pod_json).expect("a pod");
             let pod = placement::Pod::from(&typed);
             let labels = &namespaces[*namespace];
-            let ns = Namespace {
-                name: namespace,
-                labels,
-            };
+            let ns = Namespace::new(namespace, labels);
             // The audit decides the pod's fate as created by its requester, and counts its placement.
             let context = Context {
                 requester: user,
@@ -119,10 +116,14 @@ fn the_webhook_the_audit_and_explain_give_the_same_decision_for_the_same_pod() {
                 .placement()
                 .clone();
 
+            let manifested: BTreeMap<String, super::Manifested> = namespaces
+                .iter()
+                .map(|(n, l)| (n.clone(), (l.clone(), BTreeMap::new())))
+                .collect();
             let explained = decide(
                 &config,
                 None,
-                &namespaces,
+                &manifested,
                 None,
                 Candidate {
                     namespace: namespace.to_string(),

@@ -11,6 +11,7 @@ fn args(config: &std::path::Path, namespace: Option<&str>, group: Option<&str>) 
         fail_on: None,
         nodes: Vec::new(),
         pod_director_namespace: namespace.map(str::to_owned),
+        compare_in_tree: false,
     }
 }
 

@@ -84,7 +84,7 @@ async fn a_namespace_in_the_reflector_store_is_answered_without_an_api_call() {
 
     let found = lookup(&source, "team-ci").await.expect("cached");
 
-    assert_eq!(found, labels(&[("pod-director/group", "ci")]));
+    assert_eq!(found.labels, labels(&[("pod-director/group", "ci")]));
     assert!(seen.lock().map(|s| s.is_empty()).unwrap_or(false));
     assert_eq!(source.cached_count(), 1);
 }
@@ -97,7 +97,7 @@ async fn a_namespace_missing_from_the_store_is_fetched_with_a_metadata_only_get(
 
     let found = lookup(&source, "brand-new").await.expect("fetched");
 
-    assert_eq!(found, labels(&[("pod-director/group", "gpu")]));
+    assert_eq!(found.labels, labels(&[("pod-director/group", "gpu")]));
     let seen = seen.lock().map(|s| s.clone()).unwrap_or_default();
     assert_eq!(seen.len(), 1);
     assert!(seen[0].starts_with("GET /api/v1/namespaces/brand-new"), "{seen:?}");
@@ -110,7 +110,7 @@ async fn a_namespace_that_does_not_exist_has_no_labels() {
     let source = KubeNamespaces::with_store(store, fake_client(&[], Arc::default()));
     assert_eq!(
         lookup(&source, "ghost").await.expect("not found is not an error"),
-        Labels::new()
+        NamespaceData::default()
     );
 }
 
@@ -138,7 +138,7 @@ async fn a_hundred_reviews_of_one_unknown_namespace_cost_one_get() {
     assert!(
         concurrent
             .iter()
-            .all(|found| found.as_ref().is_ok_and(Labels::is_empty))
+            .all(|found| found.as_ref().is_ok_and(|found| found.labels.is_empty()))
     );
     assert_eq!(
         gets(&seen).len(),
@@ -148,7 +148,7 @@ async fn a_hundred_reviews_of_one_unknown_namespace_cost_one_get() {
     );
 
     for _ in 0..100 {
-        assert_eq!(lookup(&source, "ghost").await.ok(), Some(Labels::new()));
+        assert_eq!(lookup(&source, "ghost").await.ok(), Some(NamespaceData::default()));
     }
     assert_eq!(gets(&seen).len(), 1, "\"not found\" is remembered: {:?}", gets(&seen));
 }
@@ -161,7 +161,7 @@ async fn concurrent_lookups_of_a_new_namespace_share_one_get_and_all_get_its_lab
     let source = KubeNamespaces::with_store(store, client);
     let found = futures::future::join_all((0..50).map(|_| lookup(&source, "brand-new"))).await;
     for labels in found {
-        assert_eq!(labels.ok(), Some(labels_of("gpu")));
+        assert_eq!(labels.ok().map(|found| found.labels), Some(labels_of("gpu")));
     }
     assert_eq!(gets(&seen).len(), 1);
 }
@@ -175,9 +175,9 @@ async fn a_namespace_found_absent_is_answered_from_the_cache_once_the_reflector_
     let (store, mut writer) = reflector::store::<NamespaceMeta>();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let source = KubeNamespaces::with_store(store, fake_client(&[], seen.clone()));
-    assert_eq!(lookup(&source, "late").await.ok(), Some(Labels::new()));
+    assert_eq!(lookup(&source, "late").await.ok(), Some(NamespaceData::default()));
     writer.apply_watcher_event(&Event::Apply(namespace_meta("late", "ci")));
-    assert_eq!(lookup(&source, "late").await.ok(), Some(labels_of("ci")));
+    assert_eq!(lookup(&source, "late").await.ok(), Some(labels_of("ci").into()));
     assert_eq!(gets(&seen).len(), 1, "the cache answers, not the remembered absence");
 
     let lookups = LiveLookups::default();
@@ -214,9 +214,27 @@ async fn static_namespaces_fall_back_to_their_remote_table_and_can_be_made_unrea
     let source = StaticNamespaces::new();
     source.insert("cached", labels(&[("g", "a")]));
     source.insert_remote("remote", labels(&[("g", "b")]));
-    assert_eq!(lookup(&source, "cached").await.ok(), Some(labels(&[("g", "a")])));
-    assert_eq!(lookup(&source, "remote").await.ok(), Some(labels(&[("g", "b")])));
+    assert_eq!(lookup(&source, "cached").await.ok(), Some(labels(&[("g", "a")]).into()));
+    assert_eq!(lookup(&source, "remote").await.ok(), Some(labels(&[("g", "b")]).into()));
     source.set_unreachable(true);
-    assert_eq!(lookup(&source, "cached").await.ok(), Some(labels(&[("g", "a")])));
+    assert_eq!(lookup(&source, "cached").await.ok(), Some(labels(&[("g", "a")]).into()));
     assert!(lookup(&source, "remote").await.is_err());
+}
+
+#[test]
+fn the_in_tree_plugins_annotations_are_kept_and_no_other() {
+    let annotations = labels(&[
+        (in_tree::NODE_SELECTOR_ANNOTATION, "pool=team"),
+        (in_tree::TOLERATIONS_WHITELIST_ANNOTATION, "[]"),
+        ("kubectl.kubernetes.io/last-applied-configuration", "{}"),
+    ]);
+    let kept = NamespaceData::of(Some(labels(&[("g", "a")])), Some(&annotations));
+    assert_eq!(
+        kept.annotations,
+        labels(&[
+            (in_tree::NODE_SELECTOR_ANNOTATION, "pool=team"),
+            (in_tree::TOLERATIONS_WHITELIST_ANNOTATION, "[]"),
+        ])
+    );
+    assert_eq!(kept.labels, labels(&[("g", "a")]));
 }

@@ -81,10 +81,7 @@ impl<'a> Scan<'a> {
         self.warnings.extend(side_door(self.config, &meta));
         let labels = meta.labels.unwrap_or_default();
         let reserving = !self.reservations.is_empty();
-        let namespace = Namespace {
-            name: &name,
-            labels: &labels,
-        };
+        let namespace = Namespace::new(&name, &labels);
         match select_group(self.config, &namespace) {
             Selection::Group { name: group, .. } if self.groups.contains_key(group) => {
                 let group = Some(group.to_owned());
@@ -215,7 +212,7 @@ impl<'a> Scan<'a> {
         let (name, labels, group) = self.selected.get(self.current?)?;
         Some(Scanned {
             config: self.config,
-            namespace: Namespace { name, labels },
+            namespace: Namespace::new(name, labels),
             nodes: self.nodes,
             group: group.as_ref().and_then(|g| self.groups.get_mut(g)),
             own: group.as_deref(),

@@ -29,6 +29,9 @@
 //! [`reservation`]): the only entry rendered only when needed, so the reconciler adds and
 //! removes it as the live configuration starts or stops reserving.
 //!
+//! While `inTreePlugins` is set, each configuration starts with the in-tree plugins' entry
+//! ([`in_tree`], `in-tree.<mutate|validate>.<configuration>.pod-director.io`), rendered only then.
+//!
 //! [`owned_entries`] is every field of those entries but `clientConfig`; the
 //! chart's `templates/webhooks.yaml` renders the same, held equal by the goldens
 //! in `tests/webhook_selectors/` (checked against `helm template` by
@@ -404,31 +407,29 @@ pub fn owned_entries(
         }
         entry
     };
-    let mut out: Vec<Value> = PodEntry::ALL
-        .into_iter()
-        .map(|entry| {
-            let policy = match entry {
-                PodEntry::Enforce => enforce_policy,
-                PodEntry::Observe => "Ignore",
-                PodEntry::DefaultGroup if default_group_follows(config) == PodEntry::Enforce => enforce_policy,
-                PodEntry::DefaultGroup => "Ignore",
-                PodEntry::UnknownGroup => settings.webhook_failure_policy_unknown_group.as_str(),
-            };
-            let mut value = common(entry.name(kind.webhook(), name), policy);
-            value["namespaceSelector"] = serde_json::to_value(&selectors[&entry]).unwrap_or(Value::Null);
-            value["rules"] = rules.clone();
-            if kind == Kind::Validating {
-                let mut conditions = vec![binding_condition(config)];
-                let observed = entry == PodEntry::Observe
-                    || (entry == PodEntry::DefaultGroup && default_group_follows(config) == PodEntry::Observe);
-                if let Some(condition) = shadow_validation_condition(config).filter(|_| observed) {
-                    conditions.push(condition);
-                }
-                value["matchConditions"] = Value::Array(conditions);
+    let mut out: Vec<Value> = in_tree::entry(kind, name, config, settings).into_iter().collect();
+    out.extend(PodEntry::ALL.into_iter().map(|entry| {
+        let policy = match entry {
+            PodEntry::Enforce => enforce_policy,
+            PodEntry::Observe => "Ignore",
+            PodEntry::DefaultGroup if default_group_follows(config) == PodEntry::Enforce => enforce_policy,
+            PodEntry::DefaultGroup => "Ignore",
+            PodEntry::UnknownGroup => settings.webhook_failure_policy_unknown_group.as_str(),
+        };
+        let mut value = common(entry.name(kind.webhook(), name), policy);
+        value["namespaceSelector"] = serde_json::to_value(&selectors[&entry]).unwrap_or(Value::Null);
+        value["rules"] = rules.clone();
+        if kind == Kind::Validating {
+            let mut conditions = vec![binding_condition(config)];
+            let observed = entry == PodEntry::Observe
+                || (entry == PodEntry::DefaultGroup && default_group_follows(config) == PodEntry::Observe);
+            if let Some(condition) = shadow_validation_condition(config).filter(|_| observed) {
+                conditions.push(condition);
             }
-            value
-        })
-        .collect();
+            value["matchConditions"] = Value::Array(conditions);
+        }
+        value
+    }));
     let policy_groups: Vec<String> = on_policy.iter().cloned().collect();
     let excluded_names = requirement(METADATA_NAME_LABEL, "NotIn", Some(excluded(config)));
     for entry in PolicyEntry::ALL {
@@ -545,12 +546,16 @@ pub fn plan_patch(
     let mut operations = Vec::new();
     let mut changed = Vec::new();
     let reservation_name = reservation::entry_name(name);
+    let in_tree_name = in_tree::entry_name(kind, name);
+    // The in-tree entry goes first, once every other operation is done (their indices hold).
+    let mut in_tree_entry = None;
     // Rendered only when needed: added when missing, removed when no longer wanted.
     let mut optional: BTreeMap<String, bool> = PolicyEntry::ALL
         .into_iter()
         .map(|e| (e.name(kind.webhook(), name), false))
         .collect();
     optional.insert(reservation_name.clone(), false);
+    optional.insert(in_tree_name.clone(), false);
     for want in owned_entries(kind, name, config, settings, handed) {
         let entry_name = want["name"].as_str().unwrap_or_default().to_owned();
         let index = webhooks.iter().position(|w| w["name"] == entry_name.as_str());
@@ -563,6 +568,8 @@ pub fn plan_patch(
                     .find(|w| w["name"] == PodEntry::Enforce.name(kind.webhook(), name).as_str());
                 let client = if entry_name == reservation_name {
                     enforce.and_then(reservation::client_config_from)
+                } else if entry_name == in_tree_name {
+                    enforce.and_then(|w| in_tree::client_config_from(kind, w))
                 } else {
                     enforce.and_then(|w| w.get("clientConfig")).cloned()
                 };
@@ -573,6 +580,11 @@ pub fn plan_patch(
                 })?;
                 let mut entry = want;
                 entry["clientConfig"] = client;
+                if entry_name == in_tree_name {
+                    in_tree_entry = Some(entry);
+                    changed.push(entry_name);
+                    continue;
+                }
                 if let Some(last) = webhooks.len().checked_sub(1) {
                     operations.push(PatchOperation::Test(TestOperation {
                         path: pointer(&["webhooks", &last.to_string(), "name"]),
@@ -617,6 +629,7 @@ pub fn plan_patch(
         })
         .collect();
     unwanted.sort_by_key(|(index, _)| std::cmp::Reverse(*index));
+    let removed: BTreeSet<usize> = unwanted.iter().map(|(index, _)| *index).collect();
     for (index, entry) in unwanted {
         let i = index.to_string();
         operations.push(PatchOperation::Test(TestOperation {
@@ -627,6 +640,19 @@ pub fn plan_patch(
             path: pointer(&["webhooks", &i]),
         }));
         changed.push(entry);
+    }
+    if let Some(entry) = in_tree_entry {
+        let first = (0..webhooks.len()).find(|i| !removed.contains(i));
+        if let Some(first) = first {
+            operations.push(PatchOperation::Test(TestOperation {
+                path: pointer(&["webhooks", "0", "name"]),
+                value: webhooks[first]["name"].clone(),
+            }));
+        }
+        operations.push(PatchOperation::Add(AddOperation {
+            path: pointer(&["webhooks", "0"]),
+            value: entry,
+        }));
     }
     Ok((operations, changed))
 }
@@ -663,6 +689,7 @@ pub(crate) fn entry_operations(index: usize, live: &Value, want: &Value) -> Vec<
     ops
 }
 
+pub mod in_tree;
 pub mod reservation;
 
 #[cfg(test)]

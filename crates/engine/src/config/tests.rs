@@ -9,7 +9,10 @@ fn errors(yaml: &str) -> Vec<String> {
     match load(yaml) {
         Ok(_) => panic!("expected errors for:\n{yaml}"),
         Err(e) => {
-            let errs: Vec<String> = e.field_errors().iter().map(ToString::to_string).collect();
+            let errs: Vec<String> = crate::testing::field_errors(&e)
+                .iter()
+                .map(ToString::to_string)
+                .collect();
             assert!(!errs.is_empty(), "expected field errors, got {e}");
             errs
         }
@@ -271,7 +274,7 @@ fn environment_overrides_win_over_the_file_and_are_validated() {
 
     let err = Config::from_yaml(FULL, "test.yaml", gpu_mode("on")).unwrap_err();
     assert_eq!(
-        err.field_errors()[0].to_string(),
+        crate::testing::field_errors(&err)[0].to_string(),
         r#"groups.gpu.mode: "on" is not one of dryRun, warn, enforce"#
     );
 }
@@ -285,18 +288,6 @@ fn revision_follows_content_not_formatting() {
     let c = load("groups: {ci: {nodeSelector: {pool: ci2}}}").unwrap().revision;
     assert_eq!(a, b);
     assert_ne!(a, c);
-}
-
-#[test]
-fn summaries_name_each_group_and_its_mode() {
-    let c = load(FULL).unwrap().config;
-    assert_eq!(
-        c.group_summaries(),
-        [
-            "ci: mode=enforce onConflict=reject nodeSelector=node-pool=ci tolerations=1 affinity=node+podAnti",
-            "gpu: mode=dryRun onConflict=reject tolerations=1",
-        ]
-    );
 }
 
 #[test]
@@ -449,7 +440,6 @@ fn a_reservation_loads_with_its_defaults_and_bad_ones_say_what_to_fix() {
     let reserve = loaded.config.groups["gpu"].reserve.clone().expect("reserve");
     assert_eq!(reserve, Reserve::default());
     assert_eq!((reserve.mode, reserve.allow_daemon_sets), (Mode::DryRun, true));
-    assert!(loaded.config.group_summaries()[0].contains("reserve=dryRun"));
 
     let errs = errors(
         "groups:\n  gpu:\n    tolerations: [{operator: Exists}]\n    reserve:\n      mode: enforced\n      allow:\n        namespaces: [Bad_NS]\n        serviceAccounts: [system:serviceaccount:ops:runner]\n        usrs: [a]\n",

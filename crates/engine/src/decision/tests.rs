@@ -21,10 +21,7 @@ fn pod(spec: serde_json::Value) -> Pod {
 fn judged(group: &str, pod: &Pod, outcome: Option<Outcome>) -> (Outcome, bool) {
     let config = config(GROUPS);
     let labels = BTreeMap::from([("pod-director/group".to_owned(), group.to_owned())]);
-    let namespace = Namespace {
-        name: "team",
-        labels: &labels,
-    };
+    let namespace = Namespace::new("team", &labels);
     let context = Context::default();
     let view = View {
         config: &config,

@@ -2,6 +2,7 @@ use std::collections::BTreeMap;
 
 use super::*;
 use crate::config::Config;
+use crate::testing::assert_contains;
 
 fn config(guard: &str) -> Config {
     crate::testing::config(&format!("{guard}\ngroups: {{ci: {{}}, gpu: {{}}}}"))
@@ -20,6 +21,9 @@ fn as_user(username: &str, groups: &[&str]) -> Context<'static> {
     }
 }
 
+/// No annotation.
+const NONE: &BTreeMap<String, String> = &BTreeMap::new();
+
 fn decide_change(config: &Config, old: Option<Option<&str>>, new: Option<&str>, ctx: &Context) -> Outcome {
     let old = old.map(labels);
     let new = labels(new);
@@ -29,6 +33,8 @@ fn decide_change(config: &Config, old: Option<Option<&str>>, new: Option<&str>, 
             name: "team-a",
             old_labels: old.as_ref(),
             labels: &new,
+            old_annotations: old.as_ref().map(|_| NONE),
+            annotations: NONE,
         },
         ctx,
     )
@@ -143,6 +149,8 @@ fn excluded_namespaces_are_not_guarded() {
             name: "kube-system",
             old_labels: None,
             labels: &new,
+            old_annotations: None,
+            annotations: NONE,
         },
         &as_user("alice", &[]),
     );
@@ -161,6 +169,8 @@ fn the_denial_names_the_change_the_label_and_who_may_make_it_as_the_docs_show() 
             name: "team-a",
             old_labels: Some(&old),
             labels: &new,
+            old_annotations: Some(NONE),
+            annotations: NONE,
         },
         &as_user("alice", &["system:authenticated"]),
     );
@@ -260,4 +270,80 @@ fn an_explicit_guard_mode_overrides_the_groups() {
     assert_eq!(mode_of_group(&c, Some("gpu")), Mode::Enforce);
     assert_eq!(mode_of_group(&mixed("", None), Some("gpu")), Mode::DryRun);
     assert_eq!(mode_of_group(&mixed("", None), Some("ci")), Mode::Enforce);
+}
+
+fn annotated(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+}
+
+/// A tenant's UPDATE of namespace team-a from `old` to `new` annotations (the group label unchanged).
+fn annotation_write(
+    config: &Config,
+    old: &BTreeMap<String, String>,
+    new: &BTreeMap<String, String>,
+    ctx: &Context,
+) -> Outcome {
+    let labels = labels(Some("ci"));
+    decide(
+        config,
+        &NamespaceWrite {
+            name: "team-a",
+            old_labels: Some(&labels),
+            labels: &labels,
+            old_annotations: Some(old),
+            annotations: new,
+        },
+        ctx,
+    )
+}
+
+#[test]
+fn a_tenant_cannot_add_change_or_remove_an_in_tree_annotation_in_enforce() {
+    let c = config("inTreePlugins: {mode: enforce}");
+    let tenant = as_user("alice", &["system:authenticated"]);
+    let key = pod_director_engine_key();
+    let selector = annotated(&[(key, "pool=team")]);
+    let other = annotated(&[(key, "pool=other")]);
+    let empty = BTreeMap::new();
+    for (old, new, what) in [
+        (&empty, &selector, "set annotation"),
+        (&selector, &other, "change annotation"),
+        (&selector, &empty, "remove annotation"),
+    ] {
+        let out = annotation_write(&c, old, new, &tenant);
+        assert_eq!(out.decision, Decision::Denied, "{what}");
+        assert_contains(out.message.as_deref().unwrap_or_default(), what);
+        assert_contains(out.message.as_deref().unwrap_or_default(), key);
+    }
+    let unrelated = annotated(&[(key, "pool=team"), ("example.com/note", "x")]);
+    assert_eq!(
+        annotation_write(&c, &selector, &unrelated, &tenant).decision,
+        Decision::Noop,
+        "other annotations are free"
+    );
+    let admin = as_user("root", &["system:masters"]);
+    assert_eq!(annotation_write(&c, &selector, &other, &admin).decision, Decision::Noop);
+}
+
+#[test]
+fn in_tree_annotations_are_guarded_in_the_section_s_mode_and_not_without_it() {
+    let tenant = as_user("alice", &[]);
+    let key = pod_director_engine_key();
+    let (old, new) = (BTreeMap::new(), annotated(&[(key, "")]));
+    let dry = config("inTreePlugins: {mode: dryRun}");
+    let out = annotation_write(&dry, &old, &new, &tenant);
+    assert_eq!(out.decision, Decision::WouldDeny);
+    assert!(out.allowed());
+    let off = config("");
+    assert_eq!(annotation_write(&off, &old, &new, &tenant).decision, Decision::Noop);
+    let guard_mode = config("inTreePlugins: {mode: dryRun}\nnamespaceGuard: {mode: enforce}");
+    assert_eq!(
+        annotation_write(&guard_mode, &old, &new, &tenant).decision,
+        Decision::Denied,
+        "namespaceGuard.mode wins"
+    );
+}
+
+fn pod_director_engine_key() -> &'static str {
+    crate::in_tree::NODE_SELECTOR_ANNOTATION
 }

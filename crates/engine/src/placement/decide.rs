@@ -55,6 +55,27 @@ impl Noun {
 pub struct Namespace<'a> {
     pub name: &'a str,
     pub labels: &'a BTreeMap<String, String>,
+    /// The in-tree plugins' annotations ([`crate::in_tree::ANNOTATIONS`]; others may be left out).
+    pub annotations: &'a BTreeMap<String, String>,
+}
+
+/// No annotation.
+const NO_ANNOTATIONS: &BTreeMap<String, String> = &BTreeMap::new();
+
+impl<'a> Namespace<'a> {
+    /// The namespace `name` with `labels`, without annotations.
+    pub fn new(name: &'a str, labels: &'a BTreeMap<String, String>) -> Self {
+        Self {
+            name,
+            labels,
+            annotations: NO_ANNOTATIONS,
+        }
+    }
+
+    /// The namespace with `annotations`.
+    pub fn with_annotations(self, annotations: &'a BTreeMap<String, String>) -> Self {
+        Self { annotations, ..self }
+    }
 }
 
 /// Which group a namespace selects.
@@ -332,6 +353,7 @@ fn as_enforced<'p>(pod: &'p Pod, patch: &json_patch::Patch) -> std::borrow::Cow<
                     .or_else(|| pod.spec.as_ref().and_then(|s| s.node_name.clone())),
                 ..spec
             }),
+            status_qos_class: pod.status_qos_class.clone(),
         }),
         None => std::borrow::Cow::Borrowed(pod),
     }

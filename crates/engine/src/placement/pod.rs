@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Affinity, PodTemplateSpec, Toleration};
+use k8s_openapi::api::core::v1::{Affinity, PodTemplateSpec, ResourceRequirements, Toleration};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use serde::{Deserialize, Serialize};
 
@@ -22,6 +22,17 @@ pub struct Pod {
     /// `None` when the object has no spec (the admission layer refuses such pods).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub spec: Option<PodSpec>,
+    /// `status.qosClass` as the request carries it (the in-tree plugins' QoS class reads it first).
+    #[serde(skip)]
+    pub status_qos_class: Option<String>,
+}
+
+/// A container, as far as the pod's QoS class cares: its resources.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ContainerResources {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
 }
 
 /// The pod's metadata the engine and the decision log read.
@@ -54,6 +65,13 @@ pub struct PodSpec {
     pub tolerations: Option<Vec<Toleration>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub affinity: Option<Affinity>,
+    /// The containers' and the pod's own resources: the pod's QoS class (the in-tree plugins).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub containers: Option<Vec<ContainerResources>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub init_containers: Option<Vec<ContainerResources>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
 }
 
 impl From<&ObjectMeta> for PodMetadata {
@@ -76,6 +94,12 @@ impl From<&k8s_openapi::api::core::v1::PodSpec> for PodSpec {
             node_selector: spec.node_selector.clone(),
             tolerations: spec.tolerations.clone(),
             affinity: spec.affinity.clone(),
+            containers: Some(spec.containers.iter().map(ContainerResources::of).collect()),
+            init_containers: spec
+                .init_containers
+                .as_ref()
+                .map(|list| list.iter().map(ContainerResources::of).collect()),
+            resources: spec.resources.clone(),
         }
     }
 }
@@ -86,6 +110,15 @@ impl From<&k8s_openapi::api::core::v1::Pod> for Pod {
         Self {
             metadata: PodMetadata::from(&pod.metadata),
             spec: pod.spec.as_ref().map(PodSpec::from),
+            status_qos_class: pod.status.as_ref().and_then(|s| s.qos_class.clone()),
+        }
+    }
+}
+
+impl ContainerResources {
+    fn of(container: &k8s_openapi::api::core::v1::Container) -> Self {
+        Self {
+            resources: container.resources.clone(),
         }
     }
 }
@@ -104,6 +137,7 @@ impl Pod {
         Self {
             metadata: template.metadata.as_ref().map(PodMetadata::from).unwrap_or_default(),
             spec: template.spec.as_ref().map(PodSpec::from),
+            status_qos_class: None,
         }
     }
 }

@@ -105,3 +105,27 @@ fn a_daemon_set_is_read_as_its_template() {
         .expect_err("refused");
     assert_eq!(trail.path(), "spec.template.spec.tolerations", "{err}");
 }
+
+#[test]
+fn the_qos_fields_are_read_when_they_have_the_api_s_shape_and_skipped_otherwise() {
+    let pod = decode(json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": "100m"}}}],
+            "initContainers": [{"name": "i"}], "resources": {"limits": {"memory": "1Gi"}}},
+        "status": {"qosClass": "Burstable", "phase": "Pending"}
+    }))
+    .expect("decodes");
+    assert_eq!(pod.status_qos_class.as_deref(), Some("Burstable"));
+    let spec = pod.spec.expect("a spec");
+    let requests = spec
+        .containers
+        .as_ref()
+        .and_then(|c| c[0].resources.as_ref())
+        .and_then(|r| r.requests.as_ref());
+    assert_eq!(requests.map(|r| r["cpu"].0.as_str()), Some("100m"));
+    assert_eq!(spec.init_containers.map(|c| c.len()), Some(1));
+    assert!(spec.resources.is_some_and(|r| r.limits.is_some()));
+    let odd = decode(json!({"spec": {"containers": "nginx"}, "status": 3})).expect("decodes");
+    assert_eq!(odd.spec.and_then(|s| s.containers), None);
+    assert_eq!(odd.status_qos_class, None);
+}

@@ -77,10 +77,8 @@ fn an_owner_reference_with_another_uid_is_a_user_s_pod() {
     let found = recreation(&config, &forged, &controllers, None);
     assert_eq!(found.requester, Requester::unknown());
     assert_eq!(found.workload, "Pod/p");
-    let ns = Namespace {
-        name: "team",
-        labels: &labels("agents"),
-    };
+    let agents = labels("agents");
+    let ns = Namespace::new("team", &agents);
     let outcome = decide(&config, &ns, &forged, found.requester);
     assert_eq!(
         outcome.decision,
@@ -98,10 +96,8 @@ fn a_real_daemonset_s_pod_is_skipped_in_a_group_that_allows_daemonsets() {
     let found = recreation(&config, &real, &controllers, None);
     assert_eq!(found.requester.username, config.daemon_set_controller);
     assert_eq!(found.workload, "DaemonSet/agent");
-    let ns = Namespace {
-        name: "team",
-        labels: &labels("agents"),
-    };
+    let agents = labels("agents");
+    let ns = Namespace::new("team", &agents);
     let outcome = decide(&config, &ns, &real, found.requester);
     assert_eq!(outcome.skip_reason, Some(SkipReason::DaemonSetPod));
 }

@@ -43,14 +43,7 @@ fn pod(labels: &[(&str, &str)], spec: Value) -> Pod {
 
 fn in_group(config: &Config, group: &str, pod: &Pod, webhook: fn(&Config, &Namespace<'_>, &Pod) -> Outcome) -> Outcome {
     let labels = BTreeMap::from([(config.namespace_label.clone(), group.to_owned())]);
-    webhook(
-        config,
-        &Namespace {
-            name: "team",
-            labels: &labels,
-        },
-        pod,
-    )
+    webhook(config, &Namespace::new("team", &labels), pod)
 }
 
 fn mutated(config: &Config, pod: &Pod) -> Outcome {
@@ -66,7 +59,10 @@ fn validated(config: &Config, pod: &Pod) -> Outcome {
 fn errors(yaml: &str) -> Vec<String> {
     match Config::from_yaml(yaml, "test", Vec::new()) {
         Ok(_) => Vec::new(),
-        Err(e) => e.field_errors().iter().map(ToString::to_string).collect(),
+        Err(e) => crate::testing::field_errors(&e)
+            .iter()
+            .map(ToString::to_string)
+            .collect(),
     }
 }
 

@@ -74,16 +74,7 @@ fn decide_as(config: &Config, ns: &str, group: Option<&str>, pod: &Pod, old: Opt
         requester: who,
         nodes: Some(&nodes as &dyn NodeView),
     };
-    decide(
-        config,
-        &Namespace {
-            name: ns,
-            labels: &labels,
-        },
-        pod,
-        old,
-        &ctx,
-    )
+    decide(config, &Namespace::new(ns, &labels), pod, old, &ctx)
 }
 
 fn tenant() -> Requester {
@@ -306,10 +297,7 @@ fn warn_warns_the_client() {
 fn a_node_that_cannot_be_looked_up_is_undecidable_only_in_enforce() {
     use crate::testing::DownNodes;
     let labels = BTreeMap::new();
-    let ns = Namespace {
-        name: "batch",
-        labels: &labels,
-    };
+    let ns = Namespace::new("batch", &labels);
     let ctx = Context {
         requester: tenant(),
         nodes: Some(&DownNodes),
@@ -425,7 +413,7 @@ proptest! {
         let candidate = pod(json!({"tolerations": pod_tolerations}));
         let labels = BTreeMap::new();
         let ctx = Context { requester: tenant(), nodes: None };
-        let out = decide(&config, &Namespace { name: "other", labels: &labels }, &candidate, None, &ctx);
+        let out = decide(&config, &Namespace::new("other", &labels), &candidate, None, &ctx);
         let expected = intrudes_by_enumeration(&pod_tolerations, &config.groups["pool"].tolerations);
         prop_assert_eq!(out.decision == Decision::Denied, expected, "{:?}", out);
         // A witness the engine names is one both tolerate.

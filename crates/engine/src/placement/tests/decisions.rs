@@ -134,7 +134,7 @@ fn decide(c: &Config, ns: &str, ns_labels: &[(&str, &str)], p: &Value) -> Outcom
 
 fn decide_as(c: &Config, ns: &str, ns_labels: &[(&str, &str)], p: &Value, ctx: &Context) -> Outcome {
     let l = labels(ns_labels);
-    mutate(c, &Namespace { name: ns, labels: &l }, &typed(p), ctx)
+    mutate(c, &Namespace::new(ns, &l), &typed(p), ctx)
 }
 
 /// The requester of a live request, from the `userInfo` of a real AdmissionReview.
@@ -399,7 +399,7 @@ fn daemon_set_template(spec: Value) -> Pod {
 fn a_daemonset_of_a_group_without_allow_daemonsets_gets_its_pods_placement_under_spec_template() {
     let c = config("");
     let l = labels(&[("pod-director/group", "ci")]);
-    let ns = Namespace { name: "a", labels: &l };
+    let ns = Namespace::new("a", &l);
     let mutate_ds = |template: &Pod, old: Option<&Pod>| mutate_daemon_set(&c, &ns, template, old, &tenant());
     let validate_ds = |template: &Pod, old: Option<&Pod>| validate_daemon_set(&c, &ns, template, old, &tenant());
     let template = daemon_set_template(json!({}));
@@ -438,7 +438,7 @@ fn a_daemonset_of_a_group_without_allow_daemonsets_gets_its_pods_placement_under
 fn a_daemonset_of_a_group_with_allow_daemonsets_is_left_alone() {
     let c = config("");
     let l = labels(&[("pod-director/group", "agents")]);
-    let ns = Namespace { name: "a", labels: &l };
+    let ns = Namespace::new("a", &l);
     let template = daemon_set_template(json!({}));
     for out in [
         mutate_daemon_set(&c, &ns, &template, None, &tenant()),
@@ -453,7 +453,7 @@ fn a_daemonset_of_a_group_with_allow_daemonsets_is_left_alone() {
 fn a_daemonset_update_reapplies_the_placement_and_denies_only_conflicts_it_introduces() {
     let c = testing::config("groups: {ci: {mode: enforce, onConflict: reject, nodeSelector: {node-pool: ci}}}");
     let l = labels(&[("pod-director/group", "ci")]);
-    let ns = Namespace { name: "a", labels: &l };
+    let ns = Namespace::new("a", &l);
     let mutate_ds = |template: &Pod, old: Option<&Pod>| mutate_daemon_set(&c, &ns, template, old, &tenant());
     let validate_ds = |template: &Pod, old: Option<&Pod>| validate_daemon_set(&c, &ns, template, old, &tenant());
     let placed = daemon_set_template(json!({"nodeSelector": {"node-pool": "ci"}}));
@@ -515,7 +515,7 @@ fn the_configured_label_key_is_the_one_read() {
 /// `/validate` of `p` (`old`: before the update) in namespace `a` of `group`.
 fn validate_in(c: &Config, group: &str, p: &Value, old: Option<&Value>) -> Outcome {
     let l = labels(&[("pod-director/group", group)]);
-    let ns = Namespace { name: "a", labels: &l };
+    let ns = Namespace::new("a", &l);
     validate(c, &ns, &typed(p), old.map(typed).as_ref(), &Context::default())
 }
 

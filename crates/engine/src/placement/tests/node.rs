@@ -105,10 +105,7 @@ fn compliant(node: &str) -> Value {
 /// `decide` on namespace `team` labelled for `group`.
 fn in_group<T>(group: &str, decide: impl FnOnce(&Namespace<'_>) -> T) -> T {
     let labels = BTreeMap::from([("pod-director/group".to_owned(), group.to_owned())]);
-    decide(&Namespace {
-        name: "team",
-        labels: &labels,
-    })
+    decide(&Namespace::new("team", &labels))
 }
 
 fn mutate_in(group: &str, spec: Value, nodes: &dyn NodeView) -> Outcome {
@@ -412,10 +409,7 @@ fn an_update_keeping_the_node_does_not_look_it_up_again() {
 #[test]
 fn skipped_pods_with_a_node_name_are_not_checked() {
     let labels = BTreeMap::new();
-    let ns = Namespace {
-        name: "kube-system",
-        labels: &labels,
-    };
+    let ns = Namespace::new("kube-system", &labels);
     let ctx = Context::offline().with_nodes(Some(&DownNodes));
     let out = validate(&config(), &ns, &pod(bound("ghost")), None, &ctx);
     assert_eq!(out.decision, Decision::Skipped);

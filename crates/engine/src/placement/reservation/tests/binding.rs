@@ -54,10 +54,7 @@ fn bind(config: &Config, ns: &str, group: Option<&str>, pod: &Pod, target: &str,
     };
     let view = View {
         config,
-        namespace: &Namespace {
-            name: ns,
-            labels: &labels,
-        },
+        namespace: &Namespace::new(ns, &labels),
         context: &ctx,
     };
     decide(Webhook::ValidateReservation, &Subject::Binding { pod, target }, &view)
@@ -196,10 +193,7 @@ fn the_reservation_s_own_group_allowed_requesters_and_excluded_namespaces_bind_f
     let excluded = bind(&config, "kube-system", None, &pending(), "gpu-1", tenant());
     assert_eq!(excluded.skip_reason, Some(SkipReason::ExcludedNamespace));
     let labels = BTreeMap::new();
-    let ns = Namespace {
-        name: "batch",
-        labels: &labels,
-    };
+    let ns = Namespace::new("batch", &labels);
     let ctx = Context {
         requester: tenant(),
         nodes: None,
@@ -220,10 +214,7 @@ fn the_reservation_s_own_group_allowed_requesters_and_excluded_namespaces_bind_f
 fn a_target_that_cannot_be_looked_up_is_undecidable_in_enforce() {
     use crate::testing::DownNodes;
     let labels = BTreeMap::new();
-    let ns = Namespace {
-        name: "batch",
-        labels: &labels,
-    };
+    let ns = Namespace::new("batch", &labels);
     let ctx = Context {
         requester: tenant(),
         nodes: Some(&DownNodes),
