@@ -442,6 +442,12 @@ fn the_alternatives_examples_in_the_docs_are_what_the_binary_prints() {
 }
 
 #[test]
+fn the_in_tree_examples_in_the_docs_are_what_the_binary_prints() {
+    assert_console_examples_are_what_the_binary_prints("docs/src/in-tree-plugins.md", "migrate-in-tree", 1);
+    assert_console_examples_are_what_the_binary_prints("docs/src/in-tree-plugins.md", "explain", 2);
+}
+
+#[test]
 fn the_readme_explain_example_is_what_the_binary_prints() {
     assert_console_examples_are_what_the_binary_prints("README.md", "explain", 1);
 }

@@ -359,7 +359,8 @@ impl Fate {
 
     /// The outcome that decides the pod, in the API server's order: the in-tree plugins' mutating
     /// phase when it refuses (nothing after it runs), else the placement's, unless another group's
-    /// reservation or the in-tree plugins' validating phase refuses a pod the placement does not.
+    /// reservation or the in-tree plugins' validating phase refuses a pod the placement does not, or
+    /// the placement leaves the pod alone and the in-tree plugins change it.
     pub fn deciding(&self) -> &Outcome {
         let in_tree_refuses = refuses(&self.in_tree);
         if in_tree_refuses && self.in_tree.webhook == Webhook::MutateInTree {
@@ -367,6 +368,11 @@ impl Fate {
         } else if self.reservation_decides() {
             &self.reservation
         } else if in_tree_refuses && !refuses(self.placement()) {
+            &self.in_tree
+        } else if matches!(self.placement().decision, Decision::Skipped | Decision::Noop)
+            && !matches!(self.in_tree.decision, Decision::Skipped | Decision::Noop)
+        {
+            // No group changes the pod; the in-tree plugins do.
             &self.in_tree
         } else {
             self.placement()

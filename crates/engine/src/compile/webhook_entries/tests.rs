@@ -601,3 +601,54 @@ fn the_policy_entries_are_added_with_the_enforce_entrys_client_config_and_remove
     );
     assert_eq!(back, live);
 }
+
+#[test]
+fn the_in_tree_entries_go_first_while_the_section_is_set_and_go_away_with_it() {
+    let on = format!("inTreePlugins: {{mode: enforce}}\n{ENTRY_GROUPS}");
+    for kind in [Kind::Mutating, Kind::Validating] {
+        let live = rendered_entries(kind, "pd", ENTRY_GROUPS);
+        let (ops, changed) = plan(kind, &live, &on);
+        let name = in_tree::entry_name(kind, "pd");
+        assert_eq!(changed, std::slice::from_ref(&name), "{kind}");
+        let after = patched(&live, &ops);
+        assert_eq!(after[0]["name"], name.as_str(), "{kind}: first");
+        assert_eq!(after.len(), live.len() + 1);
+        assert_eq!(after[1..], live[..], "{kind}: the others unchanged, in order");
+        let path = if kind == Kind::Mutating {
+            "/mutate-in-tree"
+        } else {
+            "/validate-in-tree"
+        };
+        assert_eq!(after[0]["clientConfig"]["url"], format!("https://127.0.0.1:8443{path}"));
+        assert_eq!(after[0]["failurePolicy"], "Fail");
+        let operations = after[0]["rules"][0]["operations"].clone();
+        assert_eq!(
+            operations,
+            json!(["CREATE", "UPDATE"]),
+            "{kind}: PodTolerationRestriction decides UPDATEs"
+        );
+        let (again, _) = plan(kind, &after, &on);
+        assert!(again.is_empty(), "{kind}: {again:?}");
+        let (off, changed) = plan(kind, &after, ENTRY_GROUPS);
+        assert_eq!(changed, [name], "{kind}");
+        assert_eq!(patched(&after, &off), live, "{kind}: removed when the section goes");
+    }
+    let dry = format!("inTreePlugins: {{mode: dryRun}}\n{ENTRY_GROUPS}");
+    let entries = owned_entries(
+        Kind::Mutating,
+        "pd",
+        &config(&dry),
+        &EntrySettings::default(),
+        &BTreeSet::new(),
+    );
+    assert_eq!(entries[0]["failurePolicy"], "Ignore");
+    assert_eq!(entries[0]["reinvocationPolicy"], "Never");
+    let validating = owned_entries(
+        Kind::Validating,
+        "pd",
+        &config(&dry),
+        &EntrySettings::default(),
+        &BTreeSet::new(),
+    );
+    assert_contains(&validating[0]["rules"].to_string(), "namespaces/finalize");
+}
