@@ -2,7 +2,7 @@
 //! configuration `admissions.enforcer/disabled: "true"` (as AKS users do) and keeps adding a
 //! namespaceSelector term to the enforce entry (as AKS's Admissions Enforcer does), in a loop
 //! bounded in count and time. pod-director re-asserts its selector a bounded number of times,
-//! then settles: its patches stop, `pod_director_webhook_reconcile_conflicts_total` and
+//! then settles: its patches stop, `pod_director_webhook_reconcile_yields_total` and
 //! `pod_director_webhook_reconcile_yielded` move, one warning says which field another writer
 //! keeps changing and what pod-director does, and the annotation is never stripped.
 
@@ -29,14 +29,14 @@ fn sample(text: &str, series: &str) -> u64 {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_second_writer_s_selector_term_is_fought_a_bounded_number_of_times_and_its_annotation_kept() {
+async fn a_second_writer_s_selector_term_is_re_asserted_a_bounded_number_of_times_and_its_annotation_kept() {
     let settings = crate::harness::Settings::from_env();
     if settings.target == crate::harness::Target::Cluster {
-        notice("SKIPPED reconcile-fight in cluster mode: it sets pod-director's resync interval");
+        notice("SKIPPED reconcile-yields in cluster mode: it sets pod-director's resync interval");
         return;
     }
     let env = Env::start_with(
-        "reconcile-fight",
+        "reconcile-yields",
         Options {
             env: vec![("POD_DIRECTOR_WEBHOOK_RESYNC_INTERVAL".to_owned(), "1s".to_owned())],
             ..Options::default()
@@ -101,7 +101,7 @@ async fn a_second_writer_s_selector_term_is_fought_a_bounded_number_of_times_and
     );
     assert!(
         writes > BOUND,
-        "a fight happened: pod-director removed the term {writes} - 1 times"
+        "another writer kept writing: pod-director removed the term {writes} - 1 times"
     );
 
     let text = metrics().await;
@@ -110,7 +110,7 @@ async fn a_second_writer_s_selector_term_is_fought_a_bounded_number_of_times_and
     assert_eq!(
         sample(
             &text,
-            &format!(r#"pod_director_webhook_reconcile_conflicts_total{{entry="{entry}",field="namespaceSelector"}}"#)
+            &format!(r#"pod_director_webhook_reconcile_yields_total{{entry="{entry}",field="namespaceSelector"}}"#)
         ),
         1,
         "{text}"

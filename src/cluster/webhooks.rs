@@ -330,7 +330,7 @@ impl ReconcileMetrics {
         );
         let yields = register(
             r,
-            "webhook_reconcile_conflicts",
+            "webhook_reconcile_yields",
             "Times the reconciler stopped re-asserting a field of a webhook entry pod-director owns because another \
              writer kept changing it back (bounded re-asserts per window), by entry and field",
             Family::default(),

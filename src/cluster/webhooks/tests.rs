@@ -281,7 +281,7 @@ async fn a_second_writer_s_selector_term_is_re_asserted_a_bounded_number_of_time
     let text = metrics.encode();
     assert_contains(
         &text,
-        r#"pod_director_webhook_reconcile_conflicts_total{entry="enforce.validate.pd.pod-director.io",field="namespaceSelector"} 1"#,
+        r#"pod_director_webhook_reconcile_yields_total{entry="enforce.validate.pd.pod-director.io",field="namespaceSelector"} 1"#,
     );
     assert_contains(&text, "pod_director_webhook_reconcile_yielded 1");
     // The other writer is gone and the term removed by hand: in step, nothing left to another writer.

@@ -9,7 +9,7 @@
 //! namespaces are decided, so it is not merged in — but at most [`BOUND`] times per
 //! [`WINDOW`] for the same wanted value. Past that the reconciler yields: it stops patching
 //! that field while it holds the value the other writer keeps writing, counts it in
-//! `pod_director_webhook_reconcile_conflicts_total{entry,field}` and
+//! `pod_director_webhook_reconcile_yields_total{entry,field}` and
 //! `pod_director_webhook_reconcile_yielded`, and logs one warning naming the entry, the field,
 //! the writers the managedFields name, and what pod-director does. It re-asserts again when the
 //! configuration wants another value, when the other writer writes yet another value (counted
