@@ -173,7 +173,10 @@ fn start_audit(
             metrics,
             interval: args.audit_interval,
             lease,
-            options: ScanOptions::default(),
+            options: ScanOptions {
+                in_tree_plugins: args.audit_in_tree_plugins.clone(),
+                ..ScanOptions::default()
+            },
             reports: Some(reports),
         },
         shutdown,

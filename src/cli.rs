@@ -158,6 +158,11 @@ pub struct AuditArgs {
     /// pod-director's own namespace, excluded as `serve` excludes it.
     #[arg(long, env = "POD_NAMESPACE")]
     pub pod_director_namespace: Option<String>,
+    /// Whether the API server runs the in-tree plugins PodNodeSelector and PodTolerationRestriction, for the
+    /// namespaces whose annotations nothing enforces: `probe` (a dry-run pod CREATE per plugin in an annotated
+    /// namespace; needs create on pods there), `none`, or the plugins it runs (`PodNodeSelector,PodTolerationRestriction`).
+    #[arg(long, default_value = "probe", value_parser = crate::cluster::audit::plugins::parse)]
+    pub in_tree_plugins: crate::cluster::audit::plugins::InTreePlugins,
     /// No progress lines on standard error.
     #[arg(short, long)]
     pub quiet: bool,

@@ -10,11 +10,13 @@
 //! Nothing here decides a placement: the engine (`pod_director_engine::placement`) does, on
 //! what these modules read.
 
-/// The audit of the running cluster, its I/O: the scan (`audit/scan.rs`) and its continuous run
-/// on the replica holding a Lease (`audit/continuous.rs`). What it decides, tallies and reports
+/// The audit of the running cluster, its I/O: the scan (`audit/scan.rs`), whether the API server
+/// runs the in-tree plugins (`audit/plugins.rs`) and its continuous run on the replica holding a
+/// Lease (`audit/continuous.rs`). What it decides, tallies and reports
 /// is the engine's (`pod_director_engine::audit`).
 pub(crate) mod audit {
     pub(crate) mod continuous;
+    pub(crate) mod plugins;
     pub(crate) mod scan;
 }
 pub(crate) mod namespaces;

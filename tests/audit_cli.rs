@@ -162,3 +162,17 @@ fn an_unknown_group_is_refused_before_the_cluster_is_asked() {
         "error: --group \"nope\" is not a group of the configuration (groups: ",
     );
 }
+
+#[test]
+fn an_in_tree_plugin_pod_director_does_not_know_is_refused_naming_those_it_does() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let kubeconfig = kubeconfig(dir.path(), "https://127.0.0.1:9");
+    let (output, _) = audit(&kubeconfig, &["--in-tree-plugins", "PodNodeSelector,PodSecurity"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert_contains(
+        &stderr,
+        "\"PodSecurity\" is not an in-tree plugin pod-director knows (PodNodeSelector, PodTolerationRestriction); or \
+         probe, or none",
+    );
+}

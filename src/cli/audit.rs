@@ -91,6 +91,7 @@ async fn audit(args: &AuditArgs) -> Result<Audit, CliError> {
         group: args.group.clone(),
         page_size: args.page_size,
         request_timeout: args.request_timeout,
+        in_tree_plugins: args.in_tree_plugins.clone(),
     };
     let client = client(args.request_timeout).await?;
     let store = NodeStore::new();

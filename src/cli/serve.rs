@@ -176,6 +176,11 @@ pub struct ContinuousAuditArgs {
     /// (at most 20 per scan; none at the first scan after start).
     #[arg(long, env = "POD_DIRECTOR_AUDIT_EVENTS", default_value_t = false, action = clap::ArgAction::Set)]
     pub audit_events: bool,
+    /// Whether the API server runs the in-tree plugins PodNodeSelector and PodTolerationRestriction, for the
+    /// namespaces whose annotations nothing enforces: `probe` (a dry-run pod CREATE per plugin and scan in an
+    /// annotated namespace; needs create on pods there), `none`, or the plugins it runs (comma-separated).
+    #[arg(long, env = "POD_DIRECTOR_AUDIT_IN_TREE_PLUGINS", default_value = "probe", value_parser = crate::cluster::audit::plugins::parse)]
+    pub audit_in_tree_plugins: crate::cluster::audit::plugins::InTreePlugins,
 }
 
 impl Settings {

@@ -11,6 +11,10 @@
 //! workloads behind each would_deny, counts the nodes the group can use, and gives
 //! a [`Verdict`] per group (see [`verdict`]).
 //!
+//! The namespaces carrying the in-tree plugins' annotations are audited whatever their group, and
+//! whether pod-director's compatibility is on or not: who enforces them (a hole when nothing
+//! does), their pods under the in-tree rule, its verdict (see [`in_tree`]).
+//!
 //! This is the audit's pure half: what a pod or template is decided as, the tallies, findings
 //! and verdicts, the workload ledger of the reports and what each namespace's OpenReports report says
 //! (`open_reports`), the audit as text or JSON (`render`). The product
@@ -18,6 +22,7 @@
 //! (`src/cli/audit.rs`) runs one scan, `serve` repeats it into gauges on the replica holding a
 //! Lease (`src/cluster/audit/continuous.rs`).
 
+pub mod in_tree;
 pub mod open_reports;
 pub mod render;
 pub mod requester;
@@ -29,6 +34,7 @@ pub mod workloads;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use self::in_tree::InTreeAudit;
 use self::reservation::ReservationAudit;
 pub use self::verdict::Verdict;
 use crate::config::Mode;
@@ -325,6 +331,8 @@ pub struct Audit {
     pub warnings: Vec<String>,
     /// One per audited group that reserves its nodes, in name order.
     pub reservations: Vec<ReservationAudit>,
+    /// The in-tree plugins' rule: the annotated namespaces, who enforces them, their pods.
+    pub in_tree: InTreeAudit,
 }
 
 impl Audit {
@@ -341,11 +349,15 @@ impl Audit {
             elapsed: Duration::ZERO,
             warnings: Vec::new(),
             reservations,
+            in_tree: InTreeAudit::default(),
         }
     }
 
-    /// Whether every audited group, and every audited reservation, is ready to enforce.
+    /// Whether every audited group, every audited reservation and the in-tree rule (when its
+    /// compatibility is on) is ready to enforce.
     pub fn all_ready(&self) -> bool {
-        self.groups.iter().all(|g| g.verdict.ready) && self.reservations.iter().all(|r| r.verdict.ready)
+        self.groups.iter().all(|g| g.verdict.ready)
+            && self.reservations.iter().all(|r| r.verdict.ready)
+            && (self.in_tree.mode.is_none() || self.in_tree.verdict.ready)
     }
 }

@@ -394,3 +394,42 @@ fn unknown_groups_that_namespaces_select_are_counted_from_zero() {
     let sample = r#"pod_director_no_feasible_node_total{group="gone",mode="",webhook="mutate"} 0"#;
     assert!(text.contains(sample), "missing {sample} in\n{text}");
 }
+
+#[test]
+fn the_in_tree_gauges_count_the_holes_and_their_violating_pods_and_disappear_when_cleared() {
+    use pod_director_engine::audit::in_tree::{AdmissionPlugin, PluginState};
+    let config = config("groups: {}\n");
+    let mut scan = pod_director_engine::audit::tally::Scan::new(&config, None, None);
+    let meta = serde_json::from_value(serde_json::json!({"name": "tenant-a",
+        "annotations": {"scheduler.alpha.kubernetes.io/node-selector": "pool=a"}}))
+    .expect("metadata");
+    scan.namespace(meta);
+    scan.plugin(
+        AdmissionPlugin::PodNodeSelector,
+        PluginState::Absent("declared".to_owned()),
+    );
+    for name in scan.namespaces() {
+        scan.enter(&name);
+        let pod = serde_json::from_value(serde_json::json!({"metadata": {"name": "web", "namespace": name},
+            "spec": {}}))
+        .expect("a pod");
+        scan.pod(pod);
+    }
+    let audit = scan.finish(Duration::ZERO);
+    let metrics = Metrics::register();
+    metrics.audit.set_audit(&audit);
+    let text = metrics.encode();
+    for expected in [
+        "pod_director_in_tree_unenforced_namespaces 1",
+        "pod_director_in_tree_ready 1",
+        &format!(
+            "pod_director_in_tree_violating_pods {}",
+            audit.in_tree.namespaces["tenant-a"].violating_pods
+        ),
+    ] {
+        assert!(text.contains(expected), "missing {expected:?} in\n{text}");
+    }
+    metrics.audit.clear_audit();
+    let text = metrics.encode();
+    assert!(!text.contains("pod_director_in_tree_"), "cleared: {text}");
+}

@@ -318,6 +318,28 @@ fn log(audit: &Audit, revision: &str) {
             "audit: reservation verdict"
         );
     }
+    let in_tree = &audit.in_tree;
+    if !in_tree.is_empty() {
+        let holes: Vec<&str> = (in_tree.namespaces.iter())
+            .filter(|(_, ns)| ns.is_hole())
+            .map(|(name, _)| name.as_str())
+            .collect();
+        info!(
+            placement.mode = in_tree.mode.map_or("off", |m| m.as_str()),
+            audit.ready = in_tree.verdict.ready,
+            audit.blockers = in_tree.verdict.blockers.join("; ").as_str(),
+            audit.warnings = in_tree.verdict.warnings.join("; ").as_str(),
+            audit.namespaces = in_tree.namespaces.len(),
+            audit.in_tree.unenforced = holes.join(",").as_str(),
+            audit.pods.compliant = in_tree.pods.compliant,
+            audit.pods.would_patch = in_tree.pods.would_patch,
+            audit.pods.would_deny = in_tree.pods.would_deny,
+            audit.templates.would_patch = in_tree.templates.would_patch,
+            audit.templates.would_deny = in_tree.templates.would_deny,
+            config.revision = revision,
+            "audit: in-tree verdict"
+        );
+    }
     info!(
         audit.namespaces = audit.namespaces_scanned,
         audit.pods = audit.pods_scanned,
@@ -340,10 +362,15 @@ named_enum! {
 label_set! {
     GroupDecisionLabels { group: String, decision: &'static str }
     IntruderLabels { group: String, state: &'static str }
+    DecisionLabels { decision: &'static str }
+    /// No label: a family of one series, removed when this replica stops auditing.
+    NoLabels {}
 }
 
 /// `pod_director_audit_pods`, `pod_director_audit_templates`, `pod_director_group_ready`,
 /// `pod_director_group_blockers`, `pod_director_reservation_intruders`, `pod_director_reservation_ready`,
+/// `pod_director_in_tree_pods`, `pod_director_in_tree_unenforced_namespaces`,
+/// `pod_director_in_tree_violating_pods`, `pod_director_in_tree_ready`,
 /// `pod_director_audit_scans_total`, `pod_director_audit_duration_seconds`.
 #[derive(Debug, Clone)]
 pub struct AuditMetrics {
@@ -353,6 +380,11 @@ pub struct AuditMetrics {
     group_blockers: Family<GroupLabels, Gauge>,
     reservation_intruders: Family<IntruderLabels, Gauge>,
     reservation_ready: Family<GroupLabels, Gauge>,
+    in_tree_pods: Family<DecisionLabels, Gauge>,
+    /// Label-less families: their series exist only while this replica audits, as the others'.
+    in_tree_unenforced: Family<NoLabels, Gauge>,
+    in_tree_violating: Family<NoLabels, Gauge>,
+    in_tree_ready: Family<NoLabels, Gauge>,
     audit_scans: Family<ResultLabels, Counter>,
     audit_duration: Gauge<f64, AtomicU64>,
 }
@@ -396,6 +428,31 @@ impl AuditMetrics {
             "1 when the latest audit found the reservation ready to enforce (no blocker), else 0",
             Family::default(),
         );
+        let in_tree_pods = register(
+            r,
+            "in_tree_pods",
+            "Running pods of the namespaces carrying in-tree annotations (PodNodeSelector, PodTolerationRestriction) by \
+             what the in-tree rule in enforce would decide for their re-creation (latest audit)",
+            Family::default(),
+        );
+        let in_tree_unenforced = register(
+            r,
+            "in_tree_unenforced_namespaces",
+            "Namespaces carrying in-tree annotations that no admission plugin enforces on this cluster (latest audit)",
+            Family::default(),
+        );
+        let in_tree_violating = register(
+            r,
+            "in_tree_violating_pods",
+            "Running pods of those namespaces that violate their namespace's in-tree annotations (latest audit)",
+            Family::default(),
+        );
+        let in_tree_ready = register(
+            r,
+            "in_tree_ready",
+            "1 when the latest audit found the in-tree rule ready to enforce (nothing it would refuse), else 0",
+            Family::default(),
+        );
         let audit_scans = register(r, "audit_scans", "Continuous audit scans by result", Family::default());
         let audit_duration = Gauge::<f64, AtomicU64>::default();
         r.register_with_unit(
@@ -411,6 +468,10 @@ impl AuditMetrics {
             group_blockers,
             reservation_intruders,
             reservation_ready,
+            in_tree_pods,
+            in_tree_unenforced,
+            in_tree_violating,
+            in_tree_ready,
             audit_scans,
             audit_duration,
         }
@@ -456,6 +517,24 @@ impl AuditMetrics {
                 .get_or_create(&GroupLabels { group: r.group.clone() })
                 .set(i64::from(r.verdict.ready));
         }
+        let in_tree = &audit.in_tree;
+        for decision in AuditDecision::ALL {
+            self.in_tree_pods
+                .get_or_create(&DecisionLabels {
+                    decision: decision.as_str(),
+                })
+                .set(count(in_tree.pods.get(decision)));
+        }
+        let holes = || in_tree.namespaces.values().filter(|ns| ns.is_hole());
+        self.in_tree_unenforced
+            .get_or_create(&NoLabels {})
+            .set(gauge(holes().count()));
+        self.in_tree_violating
+            .get_or_create(&NoLabels {})
+            .set(count(holes().map(|ns| ns.violating_pods).sum()));
+        self.in_tree_ready
+            .get_or_create(&NoLabels {})
+            .set(i64::from(in_tree.is_empty() || in_tree.verdict.ready));
     }
 
     /// Removes every audit gauge series (this replica no longer audits).
@@ -466,6 +545,10 @@ impl AuditMetrics {
         self.group_blockers.clear();
         self.reservation_intruders.clear();
         self.reservation_ready.clear();
+        self.in_tree_pods.clear();
+        for family in [&self.in_tree_unenforced, &self.in_tree_violating, &self.in_tree_ready] {
+            family.clear();
+        }
     }
 
     pub fn audit_scanned(&self, result: ScanResult) {

@@ -71,6 +71,8 @@ pub struct ScanOptions {
     pub page_size: u32,
     /// Longest wait for one list request.
     pub request_timeout: Duration,
+    /// Whether the API server runs the in-tree plugins: probed, or as declared.
+    pub in_tree_plugins: super::plugins::InTreePlugins,
 }
 
 impl Default for ScanOptions {
@@ -79,6 +81,7 @@ impl Default for ScanOptions {
             group: None,
             page_size: DEFAULT_PAGE_SIZE,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            in_tree_plugins: super::plugins::InTreePlugins::default(),
         }
     }
 }
@@ -191,8 +194,9 @@ pub(crate) async fn list_nodes(client: &Client, options: &ScanOptions) -> Result
     Ok(nodes)
 }
 
-/// One scan of the cluster: every namespace listed into the engine's [`Scan`], then the workloads
-/// and pods of those it decides, namespace by namespace; `nodes` gives the feasibility counts
+/// One scan of the cluster: every namespace listed into the engine's [`Scan`], whether the API
+/// server runs the in-tree plugins its annotated namespaces ask for, then the workloads and pods
+/// of those it decides, namespace by namespace; `nodes` gives the feasibility counts
 /// (`None`: none). `progress` is called after every page of pods and every namespace.
 pub(crate) async fn scan(
     client: &Client,
@@ -207,6 +211,7 @@ pub(crate) async fn scan(
     let each = |namespace: v1::Namespace| audit.namespace(namespace.metadata);
     for_each_page(client, &namespaces, "namespaces", options, each, |_| {}).await?;
     let namespaces = audit.namespaces();
+    super::plugins::detect(client, &mut audit, &options.in_tree_plugins, options.request_timeout).await;
     let at = |done: usize, (_, pods, templates): (usize, u64, u64)| Progress {
         namespaces_done: done,
         namespaces_total: namespaces.len(),

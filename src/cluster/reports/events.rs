@@ -12,7 +12,9 @@
 //! | fits no node once placed | Warning | `NoFeasibleNode` |
 //! | intrudes on a reservation | Warning | `IntrudesOnReservation` |
 //! | runs on a reserved pool | Warning | `RunsOnReservedPool` |
-//! | compliant (after something else) | Normal | `Compliant` |
+//! | the in-tree rule would refuse / patch the workload's pods | Warning / Normal | `WouldBeDenied` / `WouldBePatched` |
+//! | a namespace's in-tree annotations are no longer enforced (on the Namespace, in it) | Warning | `InTreeAnnotationsNotEnforced` |
+//! | compliant (after something else; for a namespace: enforced again) | Normal | `Compliant` |
 //!
 //! The note is the verdict's one-line plan or reason, prefixed with the group and its mode.
 
@@ -59,6 +61,7 @@ fn reason(rule: Rule, verdict: WorkloadVerdict) -> Option<(EventType, &'static s
         (_, WorkloadVerdict::RunsOnPool) => (EventType::Warning, "RunsOnReservedPool"),
         (_, WorkloadVerdict::NoFeasibleNode) => (EventType::Warning, "NoFeasibleNode"),
         (_, WorkloadVerdict::WouldDeny) => (EventType::Warning, "WouldBeDenied"),
+        (_, WorkloadVerdict::Unenforced) => (EventType::Warning, "InTreeAnnotationsNotEnforced"),
         (_, WorkloadVerdict::WouldPatch) => (EventType::Normal, "WouldBePatched"),
         (_, WorkloadVerdict::Compliant) => (EventType::Normal, "Compliant"),
     })
@@ -70,7 +73,7 @@ impl Baseline {
         let current: BTreeMap<EventKey, (WorkloadVerdict, String, String)> = ledger
             .namespaces
             .iter()
-            .filter(|(_, ns)| ns.group.is_some())
+            .filter(|(_, ns)| ns.reported())
             .flat_map(|(namespace, ns)| {
                 ns.entries.iter().map(move |((workload, policy, rule), o)| {
                     let note = format!("{} ({}): {}", o.policy, o.mode.as_str(), o.message);

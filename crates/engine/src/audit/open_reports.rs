@@ -13,6 +13,13 @@
 //! | runs on a reserved pool's node without intruding by a toleration | reservation | warn |
 //! | the namespace label guard enforces the namespace's group | namespace-guard | pass |
 //! | … it does not (dryRun or warn) | namespace-guard | warn |
+//! | the in-tree rule would change nothing (a workload of an annotated namespace) | in-tree | pass |
+//! | … would patch its pods / would refuse them | in-tree | warn / fail |
+//! | the namespace's in-tree annotations are enforced (compatibility in enforce, or the plugin runs) | in-tree | pass |
+//! | … no admission plugin enforces them (a hole, in every mode) | in-tree | fail |
+//!
+//! A namespace that carries in-tree annotations gets a report whether or not it selects a group
+//! (the in-tree results' `policy` is `inTreePlugins`).
 //!
 //! `scored` is true only for results of a group (or reservation, or guard) in `enforce`: in
 //! dryRun and warn a result says what enforce *would* do; `properties.mode` names the mode.
@@ -78,7 +85,9 @@ pub fn outcome(rule: Rule, verdict: WorkloadVerdict) -> ResultStatus {
         (_, WorkloadVerdict::Compliant) => ResultStatus::Pass,
         (_, WorkloadVerdict::Skipped) => ResultStatus::Skip,
         (_, WorkloadVerdict::WouldPatch | WorkloadVerdict::RunsOnPool) => ResultStatus::Warn,
-        (_, WorkloadVerdict::WouldDeny | WorkloadVerdict::NoFeasibleNode) => ResultStatus::Fail,
+        (_, WorkloadVerdict::WouldDeny | WorkloadVerdict::NoFeasibleNode | WorkloadVerdict::Unenforced) => {
+            ResultStatus::Fail
+        }
     }
 }
 
@@ -152,6 +161,8 @@ fn property(text: &str) -> String {
 
 fn result_of(namespace: &str, workload: &str, o: &WorkloadOutcome) -> ReportResult {
     let (kind, name) = workload.split_once('/').unwrap_or(("Pod", workload));
+    // A Namespace is cluster-scoped: its reference names no namespace.
+    let scope = if kind == "Namespace" { "" } else { namespace };
     let mut properties = BTreeMap::from([
         ("decision", o.verdict.as_str().to_owned()),
         ("mode", o.mode.as_str().to_owned()),
@@ -183,7 +194,7 @@ fn result_of(namespace: &str, workload: &str, o: &WorkloadOutcome) -> ReportResu
             api_version: api_version_of(kind).to_owned(),
             kind: kind.to_owned(),
             name: name.to_owned(),
-            namespace: namespace.to_owned(),
+            namespace: scope.to_owned(),
         }],
     }
 }
@@ -223,22 +234,24 @@ fn guard_result(config: &Config, namespace: &str, group: &str) -> ReportResult {
     }
 }
 
-/// The reports wanted: one per namespace of `ledger` that selects a group.
+/// The reports wanted: one per namespace of `ledger` that selects a group or carries in-tree
+/// annotations.
 pub fn desired(ledger: &Ledger, config: &Config, settings: &Settings) -> BTreeMap<String, Report> {
     ledger
         .namespaces
         .iter()
-        .filter_map(|(namespace, outcomes)| {
-            let group = outcomes.group.as_deref()?;
-            Some((namespace.clone(), report(namespace, group, outcomes, config, settings)))
+        .filter(|(_, outcomes)| outcomes.reported())
+        .map(|(namespace, outcomes)| {
+            let group = outcomes.group.as_deref();
+            (namespace.clone(), report(namespace, group, outcomes, config, settings))
         })
         .collect()
 }
 
-/// The report of one namespace of `group`.
+/// The report of one namespace (of `group`, if it selects one).
 pub fn report(
     namespace: &str,
-    group: &str,
+    group: Option<&str>,
     outcomes: &NamespaceOutcomes,
     config: &Config,
     settings: &Settings,
@@ -248,7 +261,9 @@ pub fn report(
         .iter()
         .map(|((workload, _, _), o)| result_of(namespace, workload, o))
         .collect();
-    all.push(guard_result(config, namespace, group));
+    if let Some(group) = group {
+        all.push(guard_result(config, namespace, group));
+    }
     let mut summary = Summary::default();
     for r in &all {
         summary.add(r.result);

@@ -4,7 +4,11 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use std::collections::BTreeMap;
+
+use super::in_tree::{AnnotatedNamespace, InTreeAudit, PluginState};
 use super::{AlternativeCounts, Audit, Counts, Finding, Findings, GroupAudit, Verdict};
+use crate::config::Mode;
 use crate::placement::FEASIBILITY_SCOPE;
 
 #[derive(Debug, Serialize)]
@@ -13,8 +17,36 @@ struct JsonAudit<'a> {
     groups: Vec<JsonGroup<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     reservations: Vec<JsonReservation<'a>>,
+    /// The in-tree plugins' rule (left out when compatibility is off and no namespace carries annotations).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    in_tree: Option<JsonInTree<'a>>,
     scanned: JsonScanned,
     warnings: &'a [String],
+}
+
+/// The in-tree plugins' rule: the plugins, the annotated namespaces (holes among them), the pods.
+#[derive(Debug, Serialize)]
+struct JsonInTree<'a> {
+    /// `off`, or the compatibility's mode.
+    mode: &'a str,
+    #[serde(flatten)]
+    verdict: &'a Verdict,
+    plugins: BTreeMap<&'static str, &'a PluginState>,
+    namespaces: Vec<JsonAnnotated<'a>>,
+    pods: Counts,
+    templates: Counts,
+    would_deny: Vec<&'a Finding>,
+    would_deny_omitted: u64,
+    would_patch: Vec<&'a Finding>,
+    would_patch_omitted: u64,
+}
+
+#[derive(Debug, Serialize)]
+struct JsonAnnotated<'a> {
+    namespace: &'a str,
+    hole: bool,
+    #[serde(flatten)]
+    found: &'a AnnotatedNamespace,
 }
 
 #[derive(Debug, Serialize)]
@@ -132,10 +164,30 @@ pub fn json(audit: &Audit) -> Result<String, serde_json::Error> {
             exempt: r.exempt,
         })
         .collect();
+    let in_tree = &audit.in_tree;
+    let in_tree = (!in_tree.is_empty()).then(|| JsonInTree {
+        mode: in_tree.mode.map_or("off", Mode::as_str),
+        verdict: &in_tree.verdict,
+        plugins: in_tree.plugins.iter().map(|(p, s)| (*p, s)).collect(),
+        namespaces: (in_tree.namespaces.iter())
+            .map(|(namespace, found)| JsonAnnotated {
+                namespace,
+                hole: found.is_hole(),
+                found,
+            })
+            .collect(),
+        pods: in_tree.pods,
+        templates: in_tree.templates,
+        would_deny: in_tree.would_deny.iter().collect(),
+        would_deny_omitted: in_tree.would_deny.omitted,
+        would_patch: in_tree.would_patch.iter().collect(),
+        would_patch_omitted: in_tree.would_patch.omitted,
+    });
     serde_json::to_string_pretty(&JsonAudit {
         ready: audit.all_ready(),
         groups,
         reservations,
+        in_tree,
         scanned: JsonScanned {
             namespaces: audit.namespaces_scanned,
             pods: audit.pods_scanned,
@@ -213,10 +265,51 @@ fn verdict(out: &mut String, title: &str, verdict: &Verdict) {
     }
 }
 
+/// The in-tree rule's section: its readiness for enforce, the plugins, each annotated namespace
+/// (a hole or who enforces it), the workloads it would refuse and patch.
+fn in_tree_text(out: &mut String, in_tree: &InTreeAudit) {
+    if in_tree.is_empty() {
+        return;
+    }
+    let mode = in_tree.mode.map_or("off", Mode::as_str);
+    let _ = writeln!(out, "\ninTreePlugins ({mode}): {}", in_tree.headline());
+    for blocker in &in_tree.verdict.blockers {
+        let _ = writeln!(out, "  blocker: {blocker}");
+    }
+    for warning in &in_tree.verdict.warnings {
+        let _ = writeln!(out, "  warning: {warning}");
+    }
+    for (plugin, state) in &in_tree.plugins {
+        let _ = writeln!(out, "  plugin {plugin}: {state}");
+    }
+    for (name, ns) in &in_tree.namespaces {
+        let annotations: Vec<String> = ns.annotations.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let annotations = annotations.join(" ");
+        let pods = format!(
+            "{} of {} running pod{} violate{}",
+            ns.violating_pods,
+            ns.pods,
+            if ns.pods == 1 { "" } else { "s" },
+            if ns.violating_pods == 1 { "s" } else { "" }
+        );
+        let _ = if ns.is_hole() {
+            writeln!(out, "  hole: {name}: {annotations}: enforced by nothing; {pods}")
+        } else {
+            writeln!(
+                out,
+                "  enforced: {name}: {annotations}: by {}; {pods}",
+                ns.enforced_by.join(" and ")
+            )
+        };
+    }
+    findings(out, "would_deny", &in_tree.would_deny);
+    findings(out, "would_patch", &in_tree.would_patch);
+}
+
 /// The audit as text: one row per group, then each group's verdict, blockers,
 /// warnings and the workloads behind them.
 pub fn text(audit: &Audit) -> String {
-    if audit.groups.is_empty() {
+    if audit.groups.is_empty() && audit.in_tree.is_empty() {
         return "no groups in the configuration: nothing to audit\n".to_owned();
     }
     let mut rows = vec![
@@ -253,7 +346,11 @@ pub fn text(audit: &Audit) -> String {
             g.templates.would_deny.to_string(),
         ]);
     }
-    let mut out = table(&rows);
+    let mut out = if audit.groups.is_empty() {
+        "no groups in the configuration\n".to_owned()
+    } else {
+        table(&rows)
+    };
     for g in &audit.groups {
         verdict(&mut out, &format!("{} ({})", g.group, g.mode.as_str()), &g.verdict);
         for (name, c) in &g.alternatives {
@@ -286,6 +383,7 @@ pub fn text(audit: &Audit) -> String {
             );
         }
     }
+    in_tree_text(&mut out, &audit.in_tree);
     for warning in &audit.warnings {
         let _ = writeln!(out, "\nwarning: {warning}");
     }

@@ -11,6 +11,8 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+use super::in_tree::probe::Probe;
+use super::in_tree::{self, AdmissionPlugin, InTreeAudit, PluginState};
 use super::requester::{self, ControllerKind, Controllers};
 use super::reservation::{self, ReservationAudit};
 use super::{Audit, GroupAudit, Source, verdict};
@@ -18,9 +20,9 @@ use crate::config::{Config, UnknownGroup};
 use crate::decision::{self, Subject, View, Write};
 use crate::placement::{Context, Namespace, NodeView, Placement, Pod, PodSpec, Requester, Selection, select_group};
 
-/// A namespace the scan decides: its labels and the audited group it selects (`None`: listed for
-/// the reservations only).
-type Selected = (String, BTreeMap<String, String>, Option<String>);
+/// A namespace the scan decides: its name, labels, the audited group it selects (`None`: listed
+/// for the reservations or the in-tree rule only) and whether it carries in-tree annotations.
+type Selected = (String, BTreeMap<String, String>, Option<String>, bool);
 
 /// One scan of the cluster, fed by the product as it lists: [`Scan::namespace`] for every
 /// namespace, then for each of [`Scan::namespaces`] in turn [`Scan::enter`], its workloads
@@ -30,6 +32,7 @@ pub struct Scan<'a> {
     nodes: Option<&'a dyn NodeView>,
     groups: BTreeMap<String, GroupAudit>,
     reservations: Vec<ReservationAudit>,
+    in_tree: InTreeAudit,
     selected: Vec<Selected>,
     undefined: BTreeMap<String, Vec<String>>,
     warnings: Vec<String>,
@@ -61,6 +64,12 @@ impl<'a> Scan<'a> {
                 .filter(|r| audited(r.name))
                 .map(|r| ReservationAudit::new(r.name.to_owned(), r.reserve.mode))
                 .collect(),
+            // One group audited (`--group`): not the in-tree rule, which is no group's.
+            in_tree: if only.is_some() {
+                InTreeAudit::default()
+            } else {
+                InTreeAudit::of(config)
+            },
             selected: Vec::new(),
             undefined: BTreeMap::new(),
             warnings: Vec::new(),
@@ -73,30 +82,35 @@ impl<'a> Scan<'a> {
         }
     }
 
-    /// A listed namespace: scanned when it selects an audited group, or, with a reservation
-    /// audited, whatever it selects (its pods may intrude); warned about when it selects an
-    /// undefined group or its group label came through a subresource.
+    /// A listed namespace: scanned when it selects an audited group, when it carries in-tree
+    /// annotations (the whole cluster audited), or, with a reservation audited, whatever it
+    /// selects (its pods may intrude); warned about when it selects an undefined group or its
+    /// group label came through a subresource.
     pub fn namespace(&mut self, meta: ObjectMeta) {
         let name = meta.name.clone().unwrap_or_default();
         self.warnings.extend(side_door(self.config, &meta));
         let labels = meta.labels.unwrap_or_default();
-        let reserving = !self.reservations.is_empty();
         let namespace = Namespace::new(&name, &labels);
-        match select_group(self.config, &namespace) {
+        let selection = select_group(self.config, &namespace);
+        let excluded = selection == Selection::Excluded;
+        let in_tree = !self.only && self.in_tree.namespace(&name, meta.annotations.as_ref(), excluded);
+        let reserving = !self.reservations.is_empty() || in_tree;
+        match selection {
             Selection::Group { name: group, .. } if self.groups.contains_key(group) => {
                 let group = Some(group.to_owned());
-                self.selected.push((name, labels, group));
+                self.selected.push((name, labels, group, in_tree));
             }
+            Selection::Excluded if in_tree => self.selected.push((name, labels, None, in_tree)),
             Selection::Excluded => {}
             Selection::Unknown { name: group } => {
                 if !self.only {
                     self.undefined.entry(group).or_default().push(name.clone());
                 }
                 if reserving {
-                    self.selected.push((name, labels, None));
+                    self.selected.push((name, labels, None, in_tree));
                 }
             }
-            _ if reserving => self.selected.push((name, labels, None)),
+            _ if reserving => self.selected.push((name, labels, None, in_tree)),
             _ => {}
         }
     }
@@ -112,7 +126,7 @@ impl<'a> Scan<'a> {
         self.namespaces_scanned += usize::from(self.current.is_some());
         self.current = self.selected.iter().position(|(n, ..)| n == name);
         self.controllers = Controllers::default();
-        let Some((name, _, Some(group))) = self.current.map(|i| &self.selected[i]) else {
+        let Some((name, _, Some(group), _)) = self.current.map(|i| &self.selected[i]) else {
             return;
         };
         if let Some(group) = self.groups.get_mut(group) {
@@ -171,6 +185,19 @@ impl<'a> Scan<'a> {
         self.controllers = controllers;
     }
 
+    /// The dry-run probes that tell whether the API server runs the in-tree plugins the annotated
+    /// namespaces ask for (none when pod-director's compatibility enforces them).
+    pub fn plugin_probes(&self) -> Vec<Probe> {
+        (self.in_tree.plugins_to_ask().into_iter())
+            .filter_map(|(plugin, namespace, selector)| in_tree::probe::probe(plugin, namespace, selector))
+            .collect()
+    }
+
+    /// Whether the API server runs `plugin` (a probe's answer, or the admin's word).
+    pub fn plugin(&mut self, plugin: AdmissionPlugin, state: PluginState) {
+        self.in_tree.plugin(plugin, state);
+    }
+
     /// Namespaces, pods and templates scanned so far (for progress lines).
     pub fn counts(&self) -> (usize, u64, u64) {
         (self.namespaces_scanned, self.pods_scanned, self.templates_scanned)
@@ -185,6 +212,7 @@ impl<'a> Scan<'a> {
             .map(|(group, namespaces)| undefined_group(config, group, namespaces))
             .collect();
         warnings.append(&mut self.warnings);
+        self.in_tree.conclude();
         Audit {
             groups: (self.groups.into_values())
                 .map(|mut group| {
@@ -204,12 +232,13 @@ impl<'a> Scan<'a> {
                     reservation
                 })
                 .collect(),
+            in_tree: self.in_tree,
         }
     }
 
     /// What the namespace being scanned decides into.
     fn scanned(&mut self) -> Option<Scanned<'_>> {
-        let (name, labels, group) = self.selected.get(self.current?)?;
+        let (name, labels, group, in_tree) = self.selected.get(self.current?)?;
         Some(Scanned {
             config: self.config,
             namespace: Namespace::new(name, labels),
@@ -217,6 +246,7 @@ impl<'a> Scan<'a> {
             group: group.as_ref().and_then(|g| self.groups.get_mut(g)),
             own: group.as_deref(),
             reservations: &mut self.reservations,
+            in_tree: in_tree.then_some(&mut self.in_tree),
         })
     }
 }
@@ -262,6 +292,8 @@ struct Scanned<'a> {
     /// The group the namespace selects, if audited.
     own: Option<&'a str>,
     reservations: &'a mut [ReservationAudit],
+    /// The in-tree rule's audit, when the namespace carries in-tree annotations.
+    in_tree: Option<&'a mut InTreeAudit>,
 }
 
 impl Scanned<'_> {
@@ -337,6 +369,9 @@ impl Scanned<'_> {
         }
         if let Some(group) = self.group.as_mut() {
             group.record(ns.name, workload, source, example, node, fate.placement());
+        }
+        if let Some(in_tree) = self.in_tree.as_mut() {
+            in_tree.decide(config, ns, workload, (source, example), subject);
         }
     }
 }

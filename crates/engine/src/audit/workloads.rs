@@ -38,6 +38,8 @@ named_enum! {
         NamespaceGuard => "namespace-guard",
         /// Whether the workload's pods, once placed, fit any node.
         Feasibility => "feasibility",
+        /// The in-tree plugins' namespace annotations (PodNodeSelector, PodTolerationRestriction).
+        InTree => "in-tree",
     }
 }
 
@@ -58,6 +60,8 @@ named_enum! {
         NoFeasibleNode => "no_feasible_node",
         /// Enforce would refuse its pods.
         WouldDeny => "would_deny",
+        /// A namespace whose in-tree annotations no admission plugin enforces.
+        Unenforced => "unenforced",
     }
 }
 
@@ -127,6 +131,13 @@ pub struct NamespaceOutcomes {
     pub entries: BTreeMap<Key, WorkloadOutcome>,
     /// Decisions of workloads beyond [`MAX_WORKLOADS_PER_NAMESPACE`].
     pub omitted: u64,
+}
+
+impl NamespaceOutcomes {
+    /// Whether the namespace gets a report: it selects a group, or carries in-tree annotations.
+    pub fn reported(&self) -> bool {
+        self.group.is_some() || self.entries.keys().any(|(_, _, rule)| *rule == Rule::InTree)
+    }
 }
 
 /// The outcomes of every namespace an audit recorded (the pure interface the reports consume).
@@ -297,6 +308,7 @@ pub fn of_audit(audit: &mut super::Audit) -> Ledger {
     for group in &mut audit.groups {
         ledger.merge(std::mem::take(&mut group.workloads));
     }
+    ledger.merge(std::mem::take(&mut audit.in_tree.workloads));
     for reservation in &mut audit.reservations {
         let mut intruders = std::mem::take(&mut reservation.workloads);
         intruders

@@ -82,3 +82,61 @@ fn the_event_is_about_the_workload_with_its_api_version() {
         (Some("batch/v1"), Some("CronJob"), Some("nightly"), Some("team-a"))
     );
 }
+
+/// team-a's ledger plus namespace tenant-a of no group whose in-tree annotations are `verdict`
+/// (unenforced: a hole; compliant: enforced).
+fn with_tenant(verdict: WorkloadVerdict) -> Ledger {
+    let mut l = ledger(&[("Deployment/a", WorkloadVerdict::Compliant)]);
+    let entry = Entry {
+        namespace: "tenant-a",
+        workload: "Namespace/tenant-a",
+        policy: "inTreePlugins",
+        rule: Rule::InTree,
+        mode: Mode::DryRun,
+        pod: false,
+    };
+    l.record(
+        &entry,
+        verdict,
+        "no admission plugin enforces this namespace's in-tree annotations",
+        None,
+    );
+    l
+}
+
+#[test]
+fn a_namespace_whose_in_tree_annotations_stop_being_enforced_gets_a_warning_in_itself() {
+    let mut baseline = Baseline::default();
+    baseline.changes(&with_tenant(WorkloadVerdict::Compliant));
+    let changes = baseline.changes(&with_tenant(WorkloadVerdict::Unenforced));
+    assert_eq!(changes.len(), 1, "{changes:?}");
+    assert_eq!(
+        (
+            changes[0].namespace.as_str(),
+            changes[0].workload.as_str(),
+            changes[0].reason,
+            changes[0].type_
+        ),
+        (
+            "tenant-a",
+            "Namespace/tenant-a",
+            "InTreeAnnotationsNotEnforced",
+            EventType::Warning
+        )
+    );
+    assert_eq!(
+        changes[0].note,
+        "inTreePlugins (dryRun): no admission plugin enforces this namespace's in-tree annotations"
+    );
+    let reference = regarding(&changes[0].namespace, &changes[0].workload);
+    assert_eq!(
+        (
+            reference.api_version.as_deref(),
+            reference.kind.as_deref(),
+            reference.name.as_deref()
+        ),
+        (Some("v1"), Some("Namespace"), Some("tenant-a"))
+    );
+    let back = baseline.changes(&with_tenant(WorkloadVerdict::Compliant));
+    assert_eq!(back.iter().map(|c| c.reason).collect::<Vec<_>>(), ["Compliant"]);
+}

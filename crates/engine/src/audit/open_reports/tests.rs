@@ -243,3 +243,75 @@ fn every_verdict_maps_to_the_documented_result() {
         assert_eq!(outcome(rule, verdict), expected, "{rule:?} {verdict:?}");
     }
 }
+
+#[test]
+fn an_annotated_namespace_of_no_group_gets_a_report_of_its_hole_and_its_workloads_under_the_in_tree_rule() {
+    use crate::audit::in_tree::{AdmissionPlugin, InTreeAudit, POLICY, PluginState};
+    use crate::placement::{Decision, Outcome, Webhook};
+    let mut in_tree = InTreeAudit::new(None);
+    let annotations = std::collections::BTreeMap::from([(
+        "scheduler.alpha.kubernetes.io/node-selector".to_owned(),
+        "pool=a".to_owned(),
+    )]);
+    in_tree.namespace("tenant-a", Some(&annotations), false);
+    in_tree.plugin(
+        AdmissionPlugin::PodNodeSelector,
+        PluginState::Absent("declared".to_owned()),
+    );
+    let pod: crate::placement::Pod = serde_json::from_value(json!({"spec": {}})).expect("a pod");
+    let mut patch = Outcome::new(Webhook::Mutate, Decision::WouldPatch);
+    patch.summary = "would set nodeSelector pool=a".to_owned();
+    patch.patch = serde_json::from_value(json!([{"op": "add", "path": "/spec/nodeSelector", "value": {"pool": "a"}}]))
+        .expect("a patch");
+    in_tree.record(
+        "tenant-a",
+        "Deployment/web",
+        (crate::audit::Source::Pods, "web-1"),
+        &pod,
+        &patch,
+    );
+    in_tree.conclude();
+    let mut l = ledger();
+    l.merge(in_tree.workloads);
+    let reports = desired(&l, &config(None), &Settings::default());
+    assert_eq!(reports.keys().collect::<Vec<_>>(), ["team-a", "team-b", "tenant-a"]);
+    let report = &reports["tenant-a"];
+    assert_eq!(
+        (report.summary.fail, report.summary.warn, report.summary.pass),
+        (1, 1, 0)
+    );
+    let results = report.object["results"].as_array().expect("results");
+    assert_eq!(
+        results.len(),
+        2,
+        "no namespace-guard result without a group: {results:?}"
+    );
+    let hole = results
+        .iter()
+        .find(|r| r["resources"][0]["kind"] == "Namespace")
+        .expect("the namespace's result");
+    assert_eq!(hole["policy"], POLICY);
+    assert_eq!(hole["rule"], "in-tree");
+    assert_eq!(hole["result"], "fail");
+    assert_eq!(hole["scored"], false);
+    assert_eq!(hole["properties"]["decision"], "unenforced");
+    assert_eq!(
+        hole["resources"][0],
+        json!({"apiVersion": "v1", "kind": "Namespace", "name": "tenant-a", "namespace": ""})
+    );
+    assert!(
+        hole["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("no admission plugin enforces")),
+        "{hole}"
+    );
+    let web = results
+        .iter()
+        .find(|r| r["resources"][0]["kind"] == "Deployment")
+        .expect("the workload's result");
+    assert_eq!(
+        (web["rule"].as_str(), web["result"].as_str()),
+        (Some("in-tree"), Some("warn"))
+    );
+    assert_eq!(web["properties"]["patch.paths"], "/spec/nodeSelector");
+}

@@ -27,6 +27,7 @@ fn audit() -> Audit {
         elapsed: Duration::from_millis(1234),
         warnings: Vec::new(),
         reservations: Vec::new(),
+        in_tree: crate::audit::in_tree::InTreeAudit::default(),
     }
 }
 
@@ -151,4 +152,102 @@ fn a_finding_names_at_most_twenty_nodes_and_counts_the_rest() {
     assert_eq!(found.nodes.len(), crate::audit::MAX_FINDING_NODES);
     assert_eq!(found.nodes_omitted, 5);
     assert_eq!(found.pods, 25);
+}
+
+/// An audit of no group with one hole (team-a: a node selector nothing enforces, one violating
+/// pod of two) and one namespace PodTolerationRestriction enforces.
+fn in_tree_audit() -> Audit {
+    use crate::audit::in_tree::{AdmissionPlugin, InTreeAudit, PluginState};
+    use crate::placement::{Decision, Outcome, Webhook};
+    let annotations = |key: &str, value: &str| std::collections::BTreeMap::from([(key.to_owned(), value.to_owned())]);
+    let mut in_tree = InTreeAudit::new(None);
+    in_tree.namespace(
+        "team-a",
+        Some(&annotations("scheduler.alpha.kubernetes.io/node-selector", "pool=a")),
+        false,
+    );
+    in_tree.namespace(
+        "team-b",
+        Some(&annotations("scheduler.alpha.kubernetes.io/defaultTolerations", "[]")),
+        false,
+    );
+    in_tree.plugin(
+        AdmissionPlugin::PodNodeSelector,
+        PluginState::Absent("a dry-run pod … was admitted".to_owned()),
+    );
+    in_tree.plugin(
+        AdmissionPlugin::PodTolerationRestriction,
+        PluginState::Running("declared".to_owned()),
+    );
+    let pod: crate::placement::Pod = serde_json::from_value(serde_json::json!({"spec": {}})).expect("a pod");
+    let mut patch = Outcome::new(Webhook::Mutate, Decision::WouldPatch);
+    patch.summary = "would set nodeSelector pool=a".to_owned();
+    patch.patch = serde_json::from_value(
+        serde_json::json!([{"op": "add", "path": "/spec/nodeSelector", "value": {"pool": "a"}}]),
+    )
+    .expect("a patch");
+    in_tree.record("team-a", "Deployment/web", (Source::Pods, "web-1"), &pod, &patch);
+    in_tree.record(
+        "team-a",
+        "Pod/ok",
+        (Source::Pods, "ok"),
+        &pod,
+        &Outcome::new(Webhook::Mutate, Decision::Noop),
+    );
+    in_tree.conclude();
+    let mut audit = Audit::of(Vec::new(), Vec::new());
+    audit.in_tree = in_tree;
+    audit
+}
+
+#[test]
+fn with_no_group_the_text_report_still_names_the_holes_and_the_pods_violating_them() {
+    let text = text(&in_tree_audit());
+    assert_eq!(
+        text.lines().take(8).collect::<Vec<_>>(),
+        [
+            "no groups in the configuration",
+            "",
+            "inTreePlugins (off): ready for enforce: 1 running pod would be patched, 0 refused; 0 workload templates \
+             would be patched, 0 refused",
+            "  warning: 1 namespace carries in-tree annotations that no admission plugin enforces on this cluster \
+             (inTreePlugins is off): team-a; 1 running pod there violates them",
+            "  plugin PodNodeSelector: not running (a dry-run pod … was admitted)",
+            "  plugin PodTolerationRestriction: running (declared)",
+            "  hole: team-a: scheduler.alpha.kubernetes.io/node-selector=pool=a: enforced by nothing; 1 of 2 running \
+             pods violates",
+            "  enforced: team-b: scheduler.alpha.kubernetes.io/defaultTolerations=[]: by PodTolerationRestriction; 0 of \
+             0 running pods violate",
+        ]
+    );
+    assert_contains(
+        &text,
+        "  would_patch: team-a/Deployment/web: 1 pod (e.g. web-1): would set nodeSelector pool=a\n",
+    );
+    assert_eq!(
+        super::text(&Audit::of(Vec::new(), Vec::new())),
+        "no groups in the configuration: nothing to audit\n"
+    );
+}
+
+#[test]
+fn the_json_report_has_the_in_tree_rule_only_when_there_is_something_to_say() {
+    let value: serde_json::Value = serde_json::from_str(&json(&in_tree_audit()).expect("renders")).expect("JSON");
+    let in_tree = &value["in_tree"];
+    assert_eq!(in_tree["mode"], "off");
+    assert_eq!(in_tree["ready"], true);
+    assert_eq!(
+        in_tree["plugins"]["PodNodeSelector"],
+        serde_json::json!({"state": "absent", "how": "a dry-run pod … was admitted"})
+    );
+    let a = &in_tree["namespaces"][0];
+    assert_eq!(a["namespace"], "team-a");
+    assert_eq!(a["hole"], true);
+    assert_eq!(a["unenforced"], serde_json::json!(["PodNodeSelector"]));
+    assert_eq!((a["pods"].as_u64(), a["violating_pods"].as_u64()), (Some(2), Some(1)));
+    assert_eq!(in_tree["would_patch"][0]["workload"], "Deployment/web");
+    assert_eq!(in_tree["pods"]["would_patch"], 1);
+    // Compatibility off, no annotated namespace: nothing, as before the rule existed.
+    let plain: serde_json::Value = serde_json::from_str(&json(&audit()).expect("renders")).expect("JSON");
+    assert_eq!(plain.get("in_tree"), None);
 }

@@ -133,6 +133,7 @@ fn the_audits_ledger_is_moved_out_of_it_not_copied() {
         elapsed: std::time::Duration::ZERO,
         warnings: Vec::new(),
         reservations: Vec::new(),
+        in_tree: crate::audit::in_tree::InTreeAudit::default(),
     };
     let expected = audit.groups[0].workloads.clone();
     let ledger = of_audit(&mut audit);
