@@ -23,6 +23,7 @@ mod audit;
 mod conflicts;
 mod differential;
 mod in_tree;
+mod in_tree_audit;
 mod lifecycle;
 mod live_config;
 mod modes;
