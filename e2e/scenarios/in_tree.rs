@@ -1,17 +1,28 @@
-//! The in-tree plugins on a reference server: `PodNodeSelector` and
-//! `PodTolerationRestriction` run by a second kube-apiserver of the cluster's release
-//! (`e2e/cluster.sh plugins-start`, harness `plugins`), configured by an
-//! `AdmissionConfiguration` file the scenario writes (PodNodeSelector by `path:`,
-//! PodTolerationRestriction inline).
+//! The in-tree plugins held to the real ones: `PodNodeSelector` and
+//! `PodTolerationRestriction` run by a reference kube-apiserver of the same release
+//! (`e2e/cluster.sh plugins-start`, harness `plugins`), against pod-director's
+//! `inTreePlugins` on the main cluster, both configured by the same
+//! `AdmissionConfiguration` file.
 //!
 //! The corpus (`fixtures::in_tree`): named namespaces × named pods (the plugins' edge
 //! cases), plus a seeded random part (`E2E_INTREE_SEED=N` replays one; the seed is
-//! printed). Every pod is created for real (held by a scheduling gate: Pending, never
-//! scheduled), then some are UPDATEd with a JSON patch, after a namespace's annotations
-//! changed (`PodNodeSelector` does not run on UPDATE, `PodTolerationRestriction` does,
-//! against the new whitelist). The named cases must give what the plugins' code says
-//! (written out by hand below): this proves the reference server, which the differential
-//! against pod-director's `inTreePlugins` then holds pod-director to.
+//! printed). Twin namespaces have the same name and annotations on both servers; every pod
+//! is created for real on both (held by a scheduling gate: Pending, never scheduled), then
+//! some are UPDATEd with the same JSON patch. A namespace's annotations are replaced between
+//! the CREATEs and the UPDATEs (`PodNodeSelector` does not run on UPDATE,
+//! `PodTolerationRestriction` does, against the new whitelist).
+//!
+//! What must hold, pod for pod and update for update:
+//! - both servers store the pod, with **the same `spec.nodeSelector` and `spec.tolerations`**
+//!   (JSON values compared as stored, order included), or both refuse it. Refusal messages
+//!   differ (the plugins' `pod node label selector conflicts with its namespace node label
+//!   selector`, or a bare parse error; pod-director's webhook denial) and are not compared:
+//!   a mismatch prints both, and the first few refusals of each kind are printed as they are;
+//! - on the reference server, the named cases give what the plugins' code says (a few
+//!   outcomes written out by hand below: this proves the reference, hence the differential);
+//! - pod-director in dryRun predicts its enforce answers: the would-be patch logged for each
+//!   pod, applied to the pod it admitted untouched, gives the stored enforce pod; a would-be
+//!   refusal is logged exactly for the pods enforce refused.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -23,7 +34,9 @@ use serde_json::{Value, json};
 
 use crate::fixtures::in_tree::{Corpus, NODE_SELECTOR, PodCase, TOLERATIONS_WHITELIST, Update};
 use crate::harness::plugins::Reference;
-use crate::harness::{Env, env_var, k8s, notice};
+use crate::harness::{Decision, Env, env_var, k8s, notice};
+
+mod tenant;
 
 /// Random namespaces and pods in each (on top of the named cases: 23 × 13).
 const RANDOM_NAMESPACES: usize = 16;
@@ -60,15 +73,24 @@ impl Outcome {
     fn stored(&self) -> bool {
         matches!(self, Outcome::Stored { .. })
     }
+
+    /// Two answers agree: the same stored placement, or both refused.
+    pub(crate) fn agrees(&self, other: &Outcome) -> bool {
+        match (self, other) {
+            (Outcome::Refused { .. }, Outcome::Refused { .. }) => true,
+            _ => self == other,
+        }
+    }
 }
 
 /// A pod in the corpus: its namespace and its name there.
 type Key = (String, String);
 
-/// One answer.
+/// One answer: what it means, and the object (or `Status`) it carried.
 #[derive(Debug, Clone)]
 struct Reply {
     outcome: Outcome,
+    body: Value,
 }
 
 type Replies = BTreeMap<Key, Reply>;
@@ -110,6 +132,7 @@ async fn send(client: &Client, request: http::Request<Vec<u8>>) -> Reply {
     let body = serde_json::from_slice(&bytes).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into()));
     Reply {
         outcome: Outcome::of(status, &body),
+        body,
     }
 }
 
@@ -182,6 +205,33 @@ async fn update_all(client: &Client, corpus: &Corpus, created: &Replies, dry_run
         .collect()
         .await;
     answers.into_iter().collect()
+}
+
+/// The requests on which `left` and `right` disagree, each printed with both answers.
+fn disagreements(what: &str, left: (&str, &Replies), right: (&str, &Replies)) -> Vec<String> {
+    let mut found = Vec::new();
+    for (key, l) in left.1 {
+        let r = right.1.get(key);
+        if !r.is_some_and(|r| l.outcome.agrees(&r.outcome)) {
+            found.push(format!(
+                "{what} {}/{}:\n    {}: {:?}\n    {}: {:?}",
+                key.0,
+                key.1,
+                left.0,
+                l.outcome,
+                right.0,
+                r.map(|r| &r.outcome)
+            ));
+        }
+    }
+    found.extend(
+        right
+            .1
+            .keys()
+            .filter(|k| !left.1.contains_key(*k))
+            .map(|k| format!("{what} {}/{}: only {} answered", k.0, k.1, right.0)),
+    );
+    found
 }
 
 /// The tolerations the API server adds to every pod (DefaultTolerationSeconds) and the plugin
@@ -468,6 +518,140 @@ fn print_refusals(label: &str, answers: &Replies, twin: Option<&Replies>, n: usi
     }
 }
 
+/// Whether `decision` is the in-tree webhooks' about `key`'s pod named `name`, for `operation`.
+fn about(decision: &Decision, namespace: &str, name: &str, operation: &str) -> bool {
+    decision.str("webhook").is_some_and(|w| w.ends_with("-in-tree"))
+        && decision.str("admission.request.namespace") == Some(namespace)
+        && decision.str("admission.request.name") == Some(name)
+        && decision.str("admission.request.operation") == Some(operation)
+        && decision.get("admission.request.dryrun") == &json!(true)
+}
+
+/// What pod-director in dryRun says enforce would answer: the dry-run answer `reply` (the pod as
+/// it would be stored, untouched) with the logged would-be patch applied, or a refusal when it
+/// logged a would-be denial (or the API server refused the dry run for another reason).
+fn predicted(reply: &Reply, decisions: &[&Decision]) -> Result<Outcome, String> {
+    if !reply.outcome.stored() {
+        return Ok(reply.outcome.clone());
+    }
+    if decisions.is_empty() {
+        return Err("no decision logged".to_owned());
+    }
+    if let Some(denial) = decisions.iter().find(|d| d.decision() == "would_deny") {
+        return Ok(Outcome::Refused {
+            status: 0,
+            message: format!("would_deny: {}", denial.0),
+        });
+    }
+    let mut body = reply.body.clone();
+    if let Some(would_patch) = decisions.iter().find(|d| d.decision() == "would_patch") {
+        let patch: json_patch::Patch = serde_json::from_value(would_patch.patch().clone())
+            .map_err(|e| format!("the logged patch is no JSON patch: {e}"))?;
+        json_patch::patch(&mut body, &patch).map_err(|e| format!("the logged patch does not apply: {e}"))?;
+    }
+    Ok(Outcome::of(http::StatusCode::OK, &body))
+}
+
+/// Compares pod-director's dryRun predictions (its dry-run answers `dry` to `operation`s on pods
+/// named `<name><suffix>`, and its logged decisions) with enforce's actual answers `actual`.
+async fn check_predictions(env: &Env, operation: &str, suffix: &str, dry: &Replies, actual: &Replies) -> Vec<String> {
+    // Every admitted dry run is logged: wait for the lines of the last ones.
+    let wanted = dry.iter().filter(|(_, r)| r.outcome.stored()).count();
+    let decisions = k8s::eventually(
+        &format!("pod-director's decisions on {wanted} dry-run {operation}s"),
+        || async {
+            let all = env.logs.decisions().await;
+            let logged = dry
+                .iter()
+                .filter(|(key, r)| {
+                    r.outcome.stored()
+                        && all
+                            .iter()
+                            .any(|d| about(d, &key.0, &format!("{}{suffix}", key.1), operation))
+                })
+                .count();
+            (logged == wanted).then_some(all)
+        },
+    )
+    .await;
+    let mut failures = Vec::new();
+    for (key, reply) in dry {
+        let name = format!("{}{suffix}", key.1);
+        let mine: Vec<&Decision> = decisions
+            .iter()
+            .filter(|d| about(d, &key.0, &name, operation))
+            .collect();
+        let modes: Vec<&str> = mine.iter().filter_map(|d| d.str("placement.mode")).collect();
+        if modes.iter().any(|m| *m != "dryRun") {
+            failures.push(format!("{operation} {}/{name}: decided in modes {modes:?}", key.0));
+        }
+        let Some(enforced) = actual.get(key) else {
+            failures.push(format!("{operation} {}/{}: no enforce answer", key.0, key.1));
+            continue;
+        };
+        match predicted(reply, &mine) {
+            Ok(prediction) if prediction.agrees(&enforced.outcome) => {}
+            Ok(prediction) => failures.push(format!(
+                "{operation} {}/{}: dryRun predicted {prediction:?}\n    enforce: {:?}",
+                key.0, key.1, enforced.outcome
+            )),
+            Err(why) => failures.push(format!("{operation} {}/{name}: {why}", key.0)),
+        }
+    }
+    failures
+}
+
+/// Turns pod-director's in-tree section on in `mode` with the plugins' file `admission`, and
+/// waits until the API server calls it so: a dry-run canary in `namespace` is decided in `mode`.
+async fn in_tree_mode(env: &mut Env, mode: &str, admission: &std::path::Path, namespace: &str) {
+    let admission = admission.display().to_string();
+    env.edit_config(|config| {
+        config["inTreePlugins"] = json!({"mode": mode, "admissionConfigFile": admission});
+    });
+    let env = &*env;
+    let mut attempt = 0;
+    k8s::eventually(&format!("pod-director's in-tree webhooks in {mode}"), || {
+        attempt += 1;
+        let name = format!("canary-{}-{attempt}", mode.to_lowercase());
+        async move {
+            let canary = crate::fixtures::in_tree::corpus_pod(&name, false, Value::Null, Value::Null);
+            env.create_pod_dry_run(namespace, &canary).await;
+            let decisions = env.logs.decisions().await;
+            decisions
+                .iter()
+                .any(|d| about(d, namespace, &name, "CREATE") && d.str("placement.mode") == Some(mode))
+                .then_some(())
+        }
+    })
+    .await;
+}
+
+/// Waits until both servers decide with [`changed_annotations`] in namespace `changed` (the
+/// plugins and pod-director read namespaces from watches): a dry-run pod there gets (on the
+/// reference server) or would get (pod-director in dryRun) the new selector.
+async fn changes_seen(env: &Env, reference: &Reference, changed: &str) {
+    let east = json!({"e2e.pod-director.io/region": "east"});
+    let mut attempt = 0;
+    k8s::eventually("both servers to see the changed annotations", || {
+        attempt += 1;
+        let (name, east) = (format!("changed-{attempt}"), &east);
+        async move {
+            let pod = crate::fixtures::in_tree::corpus_pod(&name, false, Value::Null, Value::Null);
+            let created = reference.create_pod(changed, &pod, true).await;
+            let seen_by_plugins = created.status.is_success() && created.body["spec"]["nodeSelector"] == *east;
+            env.create_pod_dry_run(changed, &pod).await;
+            let decisions = env.logs.decisions().await;
+            let seen_by_pod_director = decisions.iter().any(|d| {
+                about(d, changed, &name, "CREATE")
+                    && d.decision() == "would_patch"
+                    && d.patch().to_string().contains("\"east\"")
+            });
+            (seen_by_plugins && seen_by_pod_director).then_some(())
+        }
+    })
+    .await;
+}
+
 /// Fails with every line of `failures` (and the seed), if any.
 fn assert_none(what: &str, seed: u64, failures: &[String]) {
     const SHOWN: usize = 30;
@@ -480,26 +664,9 @@ fn assert_none(what: &str, seed: u64, failures: &[String]) {
     );
 }
 
-/// Waits until the reference server decides with [`changed_annotations`] in namespace
-/// `changed` (the plugins read namespaces from a watch): a dry-run pod there gets the new selector.
-async fn change_seen(reference: &Reference, changed: &str) {
-    let east = json!({"e2e.pod-director.io/region": "east"});
-    let mut attempt = 0;
-    k8s::eventually("the reference server to see the changed annotations", || {
-        attempt += 1;
-        let (name, east) = (format!("changed-{attempt}"), &east);
-        async move {
-            let pod = crate::fixtures::in_tree::corpus_pod(&name, false, Value::Null, Value::Null);
-            let created = reference.create_pod(changed, &pod, true).await;
-            (created.status.is_success() && created.body["spec"]["nodeSelector"] == *east).then_some(())
-        }
-    })
-    .await;
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_reference_server_runs_the_in_tree_plugins_as_their_code_says() {
-    let Some(env) = Env::start_local(
+async fn the_in_tree_plugins_and_pod_director_store_and_refuse_the_same_pods() {
+    let Some(mut env) = Env::start_local(
         "intree",
         "the reference API server runs beside the loopback control plane (e2e/cluster.sh plugins-start)",
     )
@@ -524,7 +691,9 @@ async fn the_reference_server_runs_the_in_tree_plugins_as_their_code_says() {
     assert!(corpus.pods.len() >= 500, "{} pods", corpus.pods.len());
     let state_dir = env.settings.state_dir.clone().expect("local mode has a state dir");
     let admission = corpus.write_admission_config(&state_dir.join("scenarios").join(&prefix));
+    let elapsed = |what: &str| println!("{what} after {:?}", started.elapsed());
 
+    // The reference server: the named cases prove it runs the plugins as their code says.
     let reference = Reference::start(&state_dir, &admission).await;
     for ns in &corpus.namespaces {
         reference.namespace(&ns.name, &ns.annotations).await;
@@ -533,6 +702,7 @@ async fn the_reference_server_runs_the_in_tree_plugins_as_their_code_says() {
         create: create_all(&reference.client, &corpus, "", false).await,
         ..Answers::default()
     };
+    elapsed(&format!("{} creates on the reference server", plugins.create.len()));
     assert_none(
         "the plugins' known behaviour",
         seed,
@@ -540,12 +710,48 @@ async fn the_reference_server_runs_the_in_tree_plugins_as_their_code_says() {
     );
     print_refusals("reference refused", &plugins.create, None, 4);
 
+    // pod-director in enforce, twin namespaces: the same CREATEs.
+    for ns in &corpus.namespaces {
+        env.annotated_namespace(&ns.name, &ns.annotations).await;
+    }
+    let canary_ns = &corpus.namespaces[0].name;
+    in_tree_mode(&mut env, "enforce", &admission, canary_ns).await;
+    let mut pod_director = Answers {
+        create: create_all(&env.client, &corpus, "", false).await,
+        ..Answers::default()
+    };
+    elapsed(&format!("{} creates through pod-director", pod_director.create.len()));
+    print_refusals("reference refused", &plugins.create, Some(&pod_director.create), 8);
+    assert_none(
+        "CREATEs: the plugins vs pod-director in enforce",
+        seed,
+        &disagreements(
+            "CREATE",
+            ("plugins", &plugins.create),
+            ("pod-director", &pod_director.create),
+        ),
+    );
+
+    // dryRun predicts enforce: the same pods, dry run (named <name>-d).
+    in_tree_mode(&mut env, "dryRun", &admission, canary_ns).await;
+    let dry_creates = create_all(&env.client, &corpus, "-d", true).await;
+    let create_predictions = check_predictions(&env, "CREATE", "-d", &dry_creates, &pod_director.create).await;
+    elapsed("dryRun CREATEs");
+
+    // The changed namespace, then the UPDATEs: dry run first, then for real on both servers.
     let changed = format!("{prefix}-{CHANGED}");
     annotate(&reference.client, &changed, changed_annotations())
         .await
         .expect("the reference namespace annotated");
-    change_seen(&reference, &changed).await;
+    annotate(&env.client, &changed, changed_annotations())
+        .await
+        .expect("the admin annotates the namespace");
+    changes_seen(&env, &reference, &changed).await;
+    let dry_updates = update_all(&env.client, &corpus, &pod_director.create, true).await;
+    in_tree_mode(&mut env, "enforce", &admission, canary_ns).await;
     plugins.update = update_all(&reference.client, &corpus, &plugins.create, false).await;
+    pod_director.update = update_all(&env.client, &corpus, &pod_director.create, false).await;
+    elapsed("UPDATEs");
     let mut failures = Vec::new();
     for (key, stored) in known_updates(&prefix) {
         match plugins.update.get(&key).map(|r| &r.outcome) {
@@ -554,13 +760,35 @@ async fn the_reference_server_runs_the_in_tree_plugins_as_their_code_says() {
         }
     }
     assert_none("the plugins' known behaviour on UPDATE", seed, &failures);
-    print_refusals("reference refused the UPDATE of", &plugins.update, None, 4);
+    print_refusals(
+        "reference refused the UPDATE of",
+        &plugins.update,
+        Some(&pod_director.update),
+        4,
+    );
+    assert_none(
+        "UPDATEs: the plugins vs pod-director in enforce",
+        seed,
+        &disagreements(
+            "UPDATE",
+            ("plugins", &plugins.update),
+            ("pod-director", &pod_director.update),
+        ),
+    );
+    let update_predictions = check_predictions(&env, "UPDATE", "", &dry_updates, &pod_director.update).await;
+    assert_none("dryRun's CREATE predictions vs enforce", seed, &create_predictions);
+    assert_none("dryRun's UPDATE predictions vs enforce", seed, &update_predictions);
+
+    // A Capsule-style tenant.
+    tenant::a_capsule_tenant_cannot_escape(&env, &reference, &prefix).await;
 
     reference.delete_namespaces().await;
     drop(reference);
     notice(&format!(
-        "in_tree: reference {}; {:?} (seed {seed})",
+        "in_tree: reference {}; pod-director {}; {} dry runs; {:?} (seed {seed})",
         plugins.summary(),
+        pod_director.summary(),
+        dry_creates.len() + dry_updates.len(),
         started.elapsed()
     ));
 }
