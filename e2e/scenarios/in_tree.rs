@@ -32,7 +32,9 @@ use http_body_util::BodyExt as _;
 use kube::Client;
 use serde_json::{Value, json};
 
-use crate::fixtures::in_tree::{Corpus, NODE_SELECTOR, PodCase, TOLERATIONS_WHITELIST, Update};
+use crate::fixtures::in_tree::{
+    Corpus, NODE_SELECTOR, PodCase, TOLERATIONS_WHITELIST, Update, keeps_existing_tolerations,
+};
 use crate::harness::plugins::Reference;
 use crate::harness::{Decision, Env, env_var, k8s, notice};
 
@@ -529,8 +531,10 @@ fn about(decision: &Decision, namespace: &str, name: &str, operation: &str) -> b
 
 /// What pod-director in dryRun says enforce would answer: the dry-run answer `reply` (the pod as
 /// it would be stored, untouched) with the logged would-be patch applied, or a refusal when it
-/// logged a would-be denial (or the API server refused the dry run for another reason).
-fn predicted(reply: &Reply, decisions: &[&Decision]) -> Result<Outcome, String> {
+/// logged a would-be denial (or the API server refused the dry run for another reason). For an
+/// UPDATE of the stored pod `before`, a patched pod that drops or changes one of `before`'s
+/// tolerations is refused: pod validation, after the webhooks, forbids that.
+fn predicted(reply: &Reply, decisions: &[&Decision], before: Option<&Value>) -> Result<Outcome, String> {
     if !reply.outcome.stored() {
         return Ok(reply.outcome.clone());
     }
@@ -549,12 +553,28 @@ fn predicted(reply: &Reply, decisions: &[&Decision]) -> Result<Outcome, String> 
             .map_err(|e| format!("the logged patch is no JSON patch: {e}"))?;
         json_patch::patch(&mut body, &patch).map_err(|e| format!("the logged patch does not apply: {e}"))?;
     }
+    if let Some(before) = before
+        && !keeps_existing_tolerations(&before["spec"]["tolerations"], &body["spec"]["tolerations"])
+    {
+        return Ok(Outcome::Refused {
+            status: http::StatusCode::UNPROCESSABLE_ENTITY.as_u16(),
+            message: "existing toleration can not be modified except its tolerationSeconds".to_owned(),
+        });
+    }
     Ok(Outcome::of(http::StatusCode::OK, &body))
 }
 
 /// Compares pod-director's dryRun predictions (its dry-run answers `dry` to `operation`s on pods
 /// named `<name><suffix>`, and its logged decisions) with enforce's actual answers `actual`.
-async fn check_predictions(env: &Env, operation: &str, suffix: &str, dry: &Replies, actual: &Replies) -> Vec<String> {
+/// `before`: for UPDATEs, the stored pods they update.
+async fn check_predictions(
+    env: &Env,
+    operation: &str,
+    suffix: &str,
+    dry: &Replies,
+    actual: &Replies,
+    before: Option<&Replies>,
+) -> Vec<String> {
     // Every admitted dry run is logged: wait for the lines of the last ones.
     let wanted = dry.iter().filter(|(_, r)| r.outcome.stored()).count();
     let decisions = k8s::eventually(
@@ -589,7 +609,12 @@ async fn check_predictions(env: &Env, operation: &str, suffix: &str, dry: &Repli
             failures.push(format!("{operation} {}/{}: no enforce answer", key.0, key.1));
             continue;
         };
-        match predicted(reply, &mine) {
+        let old = before.and_then(|b| b.get(key)).map(|r| &r.body);
+        if before.is_some() && old.is_none() {
+            failures.push(format!("{operation} {}/{name}: no stored pod before it", key.0));
+            continue;
+        }
+        match predicted(reply, &mine, old) {
             Ok(prediction) if prediction.agrees(&enforced.outcome) => {}
             Ok(prediction) => failures.push(format!(
                 "{operation} {}/{}: dryRun predicted {prediction:?}\n    enforce: {:?}",
@@ -735,7 +760,7 @@ async fn the_in_tree_plugins_and_pod_director_store_and_refuse_the_same_pods() {
     // dryRun predicts enforce: the same pods, dry run (named <name>-d).
     in_tree_mode(&mut env, "dryRun", &admission, canary_ns).await;
     let dry_creates = create_all(&env.client, &corpus, "-d", true).await;
-    let create_predictions = check_predictions(&env, "CREATE", "-d", &dry_creates, &pod_director.create).await;
+    let create_predictions = check_predictions(&env, "CREATE", "-d", &dry_creates, &pod_director.create, None).await;
     elapsed("dryRun CREATEs");
 
     // The changed namespace, then the UPDATEs: dry run first, then for real on both servers.
@@ -775,7 +800,15 @@ async fn the_in_tree_plugins_and_pod_director_store_and_refuse_the_same_pods() {
             ("pod-director", &pod_director.update),
         ),
     );
-    let update_predictions = check_predictions(&env, "UPDATE", "", &dry_updates, &pod_director.update).await;
+    let update_predictions = check_predictions(
+        &env,
+        "UPDATE",
+        "",
+        &dry_updates,
+        &pod_director.update,
+        Some(&pod_director.create),
+    )
+    .await;
     assert_none("dryRun's CREATE predictions vs enforce", seed, &create_predictions);
     assert_none("dryRun's UPDATE predictions vs enforce", seed, &update_predictions);
 
