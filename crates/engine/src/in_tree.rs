@@ -624,17 +624,31 @@ fn refuses(outcome: &Outcome) -> bool {
 }
 
 /// Whether the plugins have anything of the namespace's to apply besides the memory-pressure
-/// toleration every pod but BestEffort ones gets: one of its annotations, or the files' default
-/// selector, default tolerations, whitelist of tolerations, or a whitelist of its name.
+/// toleration every pod but BestEffort ones gets (any plugin with rules there).
 pub fn has_rules(files: &PluginFiles, ns: &Namespace<'_>) -> bool {
-    ANNOTATIONS.iter().any(|a| ns.annotations.contains_key(*a))
+    !plugins_with_rules(files, ns).is_empty()
+}
+
+/// The plugins that have something of the namespace's to apply besides the memory-pressure
+/// toleration: PodNodeSelector with its annotation, the files' default selector or a whitelist of
+/// its name; PodTolerationRestriction with one of its annotations, or the files' default
+/// tolerations or whitelist of tolerations.
+pub(crate) fn plugins_with_rules(files: &PluginFiles, ns: &Namespace<'_>) -> Vec<Plugin> {
+    let has = |a: &str| ns.annotations.contains_key(a);
+    let node_selector = has(NODE_SELECTOR_ANNOTATION)
         || !files.cluster_default_node_selector.is_empty()
+        || (files.node_selector_whitelists.get(ns.name)).is_some_and(|w| !w.is_empty());
+    let tolerations = has(DEFAULT_TOLERATIONS_ANNOTATION)
+        || has(TOLERATIONS_WHITELIST_ANNOTATION)
         || !files.default_tolerations.is_empty()
-        || !files.tolerations_whitelist.is_empty()
-        || files
-            .node_selector_whitelists
-            .get(ns.name)
-            .is_some_and(|w| !w.is_empty())
+        || !files.tolerations_whitelist.is_empty();
+    [
+        (node_selector, Plugin::PodNodeSelector),
+        (tolerations, Plugin::PodTolerationRestriction),
+    ]
+    .into_iter()
+    .filter_map(|(has, plugin)| has.then_some(plugin))
+    .collect()
 }
 
 fn refuse(out: &mut Outcome, enforce: bool, refusal: &Refusal) {

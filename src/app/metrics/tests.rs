@@ -397,17 +397,15 @@ fn unknown_groups_that_namespaces_select_are_counted_from_zero() {
 
 #[test]
 fn the_in_tree_gauges_count_the_holes_and_their_violating_pods_and_disappear_when_cleared() {
-    use pod_director_engine::audit::in_tree::{AdmissionPlugin, PluginState};
+    use pod_director_engine::audit::in_tree::PluginState;
+    use pod_director_engine::in_tree::Plugin;
     let config = config("groups: {}\n");
     let mut scan = pod_director_engine::audit::tally::Scan::new(&config, None, None);
     let meta = serde_json::from_value(serde_json::json!({"name": "tenant-a",
         "annotations": {"scheduler.alpha.kubernetes.io/node-selector": "pool=a"}}))
     .expect("metadata");
     scan.namespace(meta);
-    scan.plugin(
-        AdmissionPlugin::PodNodeSelector,
-        PluginState::Absent("declared".to_owned()),
-    );
+    scan.plugin(Plugin::PodNodeSelector, PluginState::Absent("declared".to_owned()));
     for name in scan.namespaces() {
         scan.enter(&name);
         let pod = serde_json::from_value(serde_json::json!({"metadata": {"name": "web", "namespace": name},

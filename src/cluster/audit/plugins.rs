@@ -17,8 +17,9 @@ use kube::Client;
 use kube::api::{Api, PostParams};
 
 use pod_director_engine::audit::in_tree::probe::{Probe, interpret};
-use pod_director_engine::audit::in_tree::{AdmissionPlugin, PluginState, plugin_named};
+use pod_director_engine::audit::in_tree::{PluginState, plugin_named};
 use pod_director_engine::audit::tally::Scan;
+use pod_director_engine::in_tree::Plugin;
 
 /// The field manager of the probes (dry runs: nothing is stored under it).
 const FIELD_MANAGER: &str = "pod-director-audit";
@@ -30,7 +31,7 @@ pub enum InTreePlugins {
     #[default]
     Probe,
     /// The admin's word: these run, the others do not.
-    Declared(Vec<AdmissionPlugin>),
+    Declared(Vec<Plugin>),
 }
 
 /// `probe`, `none`, or a comma-separated list of plugins (`--in-tree-plugins`).
@@ -40,7 +41,7 @@ pub(crate) fn parse(text: &str) -> Result<InTreePlugins, String> {
         "none" => return Ok(InTreePlugins::Declared(Vec::new())),
         _ => {}
     }
-    let names = || AdmissionPlugin::ALL.map(AdmissionPlugin::as_str).join(", ");
+    let names = || Plugin::ALL.map(Plugin::as_str).join(", ");
     (text.split(','))
         .map(|name| {
             plugin_named(name.trim()).ok_or_else(|| {

@@ -8,6 +8,8 @@
 //! compatibility (`inTreePlugins`) is in enforce, or when the API server runs the plugin each of
 //! its annotations is for ([`PluginState`], told by the product: a probe or the admin's word).
 //! Otherwise it is a **hole**, reported in every mode: its annotations are stored and ignored.
+//! With compatibility on, a namespace under its files' defaults (a `clusterDefaultNodeSelector`,
+//! default tolerations, a whitelist) is the rule's too.
 //!
 //! | finding | blocker or warning | why |
 //! |---|---|---|
@@ -16,10 +18,10 @@
 //! | running pods or templates the rule would patch (`would_patch`) | counted, named | enforce changes them at their re-creation |
 //! | a namespace whose group and annotations contradict | warning (of the cluster), saying what to fix | every pod pod-director places there would be refused |
 //!
-//! Each pod is decided as enforce would decide its re-creation (the rule's own decision, the
-//! same as `/mutate-in-tree` and `/validate-in-tree`); a violating pod is one it would patch or
-//! refuse. The verdict counts the compatibility's readiness for enforce whether it is on or not:
-//! turning it on in enforce is what would patch and refuse those pods.
+//! Each pod is decided as enforce would decide its re-creation (the rule's own decision,
+//! [`in_tree::decide`], the same as `/mutate-in-tree` and `/validate-in-tree`); a violating pod is
+//! one it would patch or refuse. The verdict counts the compatibility's readiness for enforce
+//! whether it is on or not: turning it on in enforce is what would patch and refuse those pods.
 
 pub mod probe;
 
@@ -32,55 +34,15 @@ use super::workloads::{Entry, Ledger, Rule, WorkloadVerdict};
 use super::{AuditDecision, Counts, Findings, Source, Verdict, verdict};
 use crate::config::{Config, Mode};
 use crate::decision::{Subject, Write};
+use crate::in_tree::{self, ANNOTATIONS, MEMORY_PRESSURE_TAINT, Plugin, PluginFiles};
 use crate::placement::{Namespace, Outcome, Pod};
-
-// What the audit needs of the in-tree plugins' semantics, until the engine's `in_tree` module
-// (issue 53's engine half) lands: their names, and no decision yet (`in_tree_decide`: none).
-named_enum! {
-    /// An in-tree admission plugin whose namespace annotations the audit reports on.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-    pub enum AdmissionPlugin {
-        PodNodeSelector => "PodNodeSelector",
-        PodTolerationRestriction => "PodTolerationRestriction",
-    }
-}
-/// PodNodeSelector's annotation: the namespace's node selector, `k1=v1,k2=v2`.
-pub const NODE_SELECTOR_ANNOTATION: &str = "scheduler.alpha.kubernetes.io/node-selector";
-/// PodTolerationRestriction's annotations: tolerations (JSON) merged into, and allowed to, the namespace's pods.
-pub const DEFAULT_TOLERATIONS_ANNOTATION: &str = "scheduler.alpha.kubernetes.io/defaultTolerations";
-pub const TOLERATIONS_WHITELIST_ANNOTATION: &str = "scheduler.alpha.kubernetes.io/tolerationsWhitelist";
-/// The three annotations the plugins read.
-pub const ANNOTATIONS: [&str; 3] = [
-    NODE_SELECTOR_ANNOTATION,
-    DEFAULT_TOLERATIONS_ANNOTATION,
-    TOLERATIONS_WHITELIST_ANNOTATION,
-];
-/// PodNodeSelector's refusal of a pod whose nodeSelector contradicts its namespace's.
-pub const CONFLICT_MESSAGE: &str = "pod node label selector conflicts with its namespace node label selector";
-/// The taint key of the toleration PodTolerationRestriction gives every pod but BestEffort ones.
-pub const MEMORY_PRESSURE_TAINT: &str = "node.kubernetes.io/memory-pressure";
-/// The `key=value` pairs of a namespace's node-selector annotation (for the probe only: a pair
-/// that does not parse is left out, and the probe tried elsewhere).
-fn namespace_node_selector(annotations: &BTreeMap<String, String>) -> BTreeMap<String, String> {
-    (annotations.get(NODE_SELECTOR_ANNOTATION).into_iter())
-        .flat_map(|a| a.split(','))
-        .filter_map(|part| part.split_once('='))
-        .filter(|(k, v)| crate::syntax::label_key(k.trim()).is_none() && !v.contains(['=', '!']))
-        .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
-        .collect()
-}
-/// The rule's decision of `pod` in namespace `ns` with these annotations: none until the engine's
-/// `in_tree` module lands.
-fn in_tree_decide(_config: &Config, _ns: &str, _annotations: &BTreeMap<String, String>, _pod: &Pod) -> Option<Outcome> {
-    None
-}
 
 /// The `policy` of the rule's report results and findings.
 pub const POLICY: &str = "inTreePlugins";
 
 /// The plugin named `name` (as kube-apiserver's `--enable-admission-plugins` spells it).
-pub fn plugin_named(name: &str) -> Option<AdmissionPlugin> {
-    AdmissionPlugin::ALL.into_iter().find(|p| p.as_str() == name)
+pub fn plugin_named(name: &str) -> Option<Plugin> {
+    Plugin::ALL.into_iter().find(|p| p.as_str() == name)
 }
 
 /// Whether an in-tree plugin runs on the cluster's API server, and how the audit knows.
@@ -132,7 +94,8 @@ pub struct AnnotatedNamespace {
     /// Running pods that violate the namespace's rules: the rule would refuse them, or patch their
     /// nodeSelector or tolerations beyond the memory-pressure toleration every pod but BestEffort gets.
     pub violating_pods: u64,
-    /// Its node selector as PodNodeSelector reads it (for the probe).
+    /// The node selector of its annotation (for the probe, which cannot know the API server's
+    /// cluster default).
     #[serde(skip)]
     node_selector: BTreeMap<String, String>,
 }
@@ -149,6 +112,8 @@ impl AnnotatedNamespace {
 pub struct InTreeAudit {
     /// The compatibility's mode (`inTreePlugins.mode`); `None`: off.
     pub mode: Option<Mode>,
+    /// The plugins' files of the compatibility (empty when off).
+    files: PluginFiles,
     /// Whether each plugin runs on the API server, by name.
     pub plugins: BTreeMap<&'static str, PluginState>,
     /// The namespaces the rule applies to (they carry in-tree annotations), by name.
@@ -169,7 +134,7 @@ impl InTreeAudit {
     pub fn new(mode: Option<Mode>) -> Self {
         Self {
             mode,
-            plugins: AdmissionPlugin::ALL
+            plugins: Plugin::ALL
                 .into_iter()
                 .map(|p| (p.as_str(), PluginState::NotAsked))
                 .collect(),
@@ -179,8 +144,11 @@ impl InTreeAudit {
 
     /// The audit of `config`'s compatibility (off without `inTreePlugins`).
     pub(crate) fn of(config: &Config) -> Self {
-        let _ = config;
-        Self::new(None)
+        let section = config.in_tree_plugins.as_ref();
+        Self {
+            files: section.map(|s| s.files.clone()).unwrap_or_default(),
+            ..Self::new(section.map(|s| s.mode))
+        }
     }
 
     /// Whether there is anything to say: compatibility is on, or a namespace carries annotations.
@@ -200,20 +168,20 @@ impl InTreeAudit {
             .filter(|(key, _)| ANNOTATIONS.contains(&key.as_str()))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        let mut plugins = Vec::new();
-        if found.contains_key(NODE_SELECTOR_ANNOTATION) {
-            plugins.push(AdmissionPlugin::PodNodeSelector.as_str());
-        }
-        if found.contains_key(DEFAULT_TOLERATIONS_ANNOTATION) || found.contains_key(TOLERATIONS_WHITELIST_ANNOTATION) {
-            plugins.push(AdmissionPlugin::PodTolerationRestriction.as_str());
-        }
+        let no_labels = BTreeMap::new();
+        let ns = Namespace::new(name, &no_labels).with_annotations(&found);
+        let plugins: Vec<&'static str> = (in_tree::plugins_with_rules(&self.files, &ns).into_iter())
+            .map(Plugin::as_str)
+            .collect();
         if plugins.is_empty() {
             return false;
         }
+        // The probe reads the annotation alone: the API server's own cluster default is not known.
+        let node_selector = in_tree::namespace_node_selector(&PluginFiles::default(), &ns).unwrap_or_default();
         self.namespaces.insert(
             name.to_owned(),
             AnnotatedNamespace {
-                node_selector: namespace_node_selector(&found),
+                node_selector,
                 annotations: found,
                 plugins,
                 excluded,
@@ -231,14 +199,14 @@ impl InTreeAudit {
     /// The plugins whose state matters, each with the first namespace (in name order) that gives
     /// its probe something to answer: those the annotated namespaces ask for, unless pod-director
     /// enforces them there itself.
-    pub(crate) fn plugins_to_ask(&self) -> Vec<(AdmissionPlugin, &str, &BTreeMap<String, String>)> {
-        AdmissionPlugin::ALL
+    pub(crate) fn plugins_to_ask(&self) -> Vec<(Plugin, &str, &BTreeMap<String, String>)> {
+        Plugin::ALL
             .into_iter()
             .filter_map(|plugin| {
                 let (name, ns) = self.namespaces.iter().find(|(_, ns)| {
                     ns.plugins.contains(&plugin.as_str())
                         && !self.by_pod_director(ns)
-                        && (plugin != AdmissionPlugin::PodNodeSelector || !ns.node_selector.is_empty())
+                        && (plugin != Plugin::PodNodeSelector || !ns.node_selector.is_empty())
                 })?;
                 Some((plugin, name.as_str(), &ns.node_selector))
             })
@@ -246,7 +214,7 @@ impl InTreeAudit {
     }
 
     /// Records what the product found out about `plugin`.
-    pub(crate) fn plugin(&mut self, plugin: AdmissionPlugin, state: PluginState) {
+    pub(crate) fn plugin(&mut self, plugin: Plugin, state: PluginState) {
         self.plugins.insert(plugin.as_str(), state);
     }
 
@@ -267,9 +235,9 @@ impl InTreeAudit {
             Subject::Pod(Write::Create(pod)) | Subject::Template(pod) | Subject::DaemonSet(Write::Create(pod)) => *pod,
             _ => return,
         };
-        if let Some(outcome) = in_tree_decide(config, ns.name, &found.annotations, pod) {
-            self.record(ns.name, workload, what, pod, &outcome);
-        }
+        let annotated = Namespace::new(ns.name, ns.labels).with_annotations(&found.annotations);
+        let outcome = in_tree::decide(config.in_tree_plugins.as_ref(), &annotated, pod, None);
+        self.record(ns.name, workload, what, pod, &outcome);
     }
 
     /// Counts one pod or template (`pod`, as it is) of an annotated namespace as the rule decided

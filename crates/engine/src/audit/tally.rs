@@ -12,12 +12,13 @@ use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::in_tree::probe::Probe;
-use super::in_tree::{self, AdmissionPlugin, InTreeAudit, PluginState};
+use super::in_tree::{self, InTreeAudit, PluginState};
 use super::requester::{self, ControllerKind, Controllers};
 use super::reservation::{self, ReservationAudit};
 use super::{Audit, GroupAudit, Source, verdict};
 use crate::config::{Config, UnknownGroup};
 use crate::decision::{self, Subject, View, Write};
+use crate::in_tree::Plugin;
 use crate::placement::{Context, Namespace, NodeView, Placement, Pod, PodSpec, Requester, Selection, select_group};
 
 /// A namespace the scan decides: its name, labels, the audited group it selects (`None`: listed
@@ -85,15 +86,22 @@ impl<'a> Scan<'a> {
     /// A listed namespace: scanned when it selects an audited group, when it carries in-tree
     /// annotations (the whole cluster audited), or, with a reservation audited, whatever it
     /// selects (its pods may intrude); warned about when it selects an undefined group or its
-    /// group label came through a subresource.
+    /// group label came through a subresource, or its group and in-tree rules contradict.
     pub fn namespace(&mut self, meta: ObjectMeta) {
         let name = meta.name.clone().unwrap_or_default();
         self.warnings.extend(side_door(self.config, &meta));
         let labels = meta.labels.unwrap_or_default();
-        let namespace = Namespace::new(&name, &labels);
+        let annotations = meta.annotations.unwrap_or_default();
+        let namespace = Namespace::new(&name, &labels).with_annotations(&annotations);
         let selection = select_group(self.config, &namespace);
+        if let Selection::Group { name: group, .. } = selection
+            && self.groups.contains_key(group)
+        {
+            self.warnings
+                .extend(crate::in_tree::contradictions(self.config, &namespace));
+        }
         let excluded = selection == Selection::Excluded;
-        let in_tree = !self.only && self.in_tree.namespace(&name, meta.annotations.as_ref(), excluded);
+        let in_tree = !self.only && self.in_tree.namespace(&name, Some(&annotations), excluded);
         let reserving = !self.reservations.is_empty() || in_tree;
         match selection {
             Selection::Group { name: group, .. } if self.groups.contains_key(group) => {
@@ -194,7 +202,7 @@ impl<'a> Scan<'a> {
     }
 
     /// Whether the API server runs `plugin` (a probe's answer, or the admin's word).
-    pub fn plugin(&mut self, plugin: AdmissionPlugin, state: PluginState) {
+    pub fn plugin(&mut self, plugin: Plugin, state: PluginState) {
         self.in_tree.plugin(plugin, state);
     }
 

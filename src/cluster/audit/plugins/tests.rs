@@ -13,13 +13,13 @@ fn the_flag_takes_probe_none_or_a_list_of_plugins_and_names_them_when_wrong() {
     assert_eq!(parse("none"), Ok(InTreePlugins::Declared(Vec::new())));
     assert_eq!(
         parse("PodNodeSelector"),
-        Ok(InTreePlugins::Declared(vec![AdmissionPlugin::PodNodeSelector]))
+        Ok(InTreePlugins::Declared(vec![Plugin::PodNodeSelector]))
     );
     assert_eq!(
         parse("PodTolerationRestriction, PodNodeSelector"),
         Ok(InTreePlugins::Declared(vec![
-            AdmissionPlugin::PodTolerationRestriction,
-            AdmissionPlugin::PodNodeSelector
+            Plugin::PodTolerationRestriction,
+            Plugin::PodNodeSelector
         ]))
     );
     let wrong = parse("PodNodeSelector,podnodeselector").expect_err("refused");

@@ -16,7 +16,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::{AdmissionPlugin, CONFLICT_MESSAGE, MEMORY_PRESSURE_TAINT, PluginState};
+use super::PluginState;
+use crate::in_tree::{CONFLICT_MESSAGE, MEMORY_PRESSURE_TAINT, Plugin};
 
 /// The probe pod's name (a dry run: never stored).
 pub const NAME: &str = "pod-director-in-tree-probe";
@@ -28,7 +29,7 @@ const WHITELIST_REFUSAL: &str = "conflict with its namespace whitelist";
 /// One dry-run CREATE to send.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Probe {
-    pub plugin: AdmissionPlugin,
+    pub plugin: Plugin,
     pub namespace: String,
     /// The Pod to create with `dryRun=All`.
     pub pod: Value,
@@ -36,7 +37,7 @@ pub struct Probe {
 
 /// The probe of `plugin` in namespace `namespace`, whose node selector (as PodNodeSelector reads
 /// it) is `selector`, if one tells.
-pub(crate) fn probe(plugin: AdmissionPlugin, namespace: &str, selector: &BTreeMap<String, String>) -> Option<Probe> {
+pub(crate) fn probe(plugin: Plugin, namespace: &str, selector: &BTreeMap<String, String>) -> Option<Probe> {
     let mut spec = json!({
         "automountServiceAccountToken": false,
         "securityContext": {"runAsNonRoot": true, "runAsUser": 65532, "seccompProfile": {"type": "RuntimeDefault"}},
@@ -47,7 +48,7 @@ pub(crate) fn probe(plugin: AdmissionPlugin, namespace: &str, selector: &BTreeMa
             "securityContext": {"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}},
         }],
     });
-    if plugin == AdmissionPlugin::PodNodeSelector {
+    if plugin == Plugin::PodNodeSelector {
         let (key, value) = selector.iter().next()?;
         let other = if value == "pod-director-probe" {
             "pod-director-probe-2"
@@ -85,24 +86,22 @@ fn refused_after_the_plugins(message: &str) -> bool {
 pub fn interpret(probe: &Probe, answer: Result<&Value, &str>) -> PluginState {
     let ns = &probe.namespace;
     match (probe.plugin, answer) {
-        (AdmissionPlugin::PodNodeSelector, Err(message)) if message.contains(CONFLICT_MESSAGE) => PluginState::Running(
-            format!("a dry-run pod conflicting with the node selector of namespace {ns} was refused by it"),
-        ),
-        (AdmissionPlugin::PodNodeSelector, Err(message)) if refused_after_the_plugins(message) => {
-            PluginState::Absent(format!(
-                "a dry-run pod conflicting with the node selector of namespace {ns} passed the plugins' step; refused \
+        (Plugin::PodNodeSelector, Err(message)) if message.contains(CONFLICT_MESSAGE) => PluginState::Running(format!(
+            "a dry-run pod conflicting with the node selector of namespace {ns} was refused by it"
+        )),
+        (Plugin::PodNodeSelector, Err(message)) if refused_after_the_plugins(message) => PluginState::Absent(format!(
+            "a dry-run pod conflicting with the node selector of namespace {ns} passed the plugins' step; refused \
              later: {message}"
-            ))
-        }
-        (AdmissionPlugin::PodNodeSelector, Ok(_)) => PluginState::Absent(format!(
+        )),
+        (Plugin::PodNodeSelector, Ok(_)) => PluginState::Absent(format!(
             "a dry-run pod conflicting with the node selector of namespace {ns} was admitted"
         )),
-        (AdmissionPlugin::PodTolerationRestriction, Err(message)) if message.contains(WHITELIST_REFUSAL) => {
+        (Plugin::PodTolerationRestriction, Err(message)) if message.contains(WHITELIST_REFUSAL) => {
             PluginState::Running(format!(
                 "a dry-run pod in namespace {ns} was refused by its tolerations whitelist"
             ))
         }
-        (AdmissionPlugin::PodTolerationRestriction, Ok(pod)) => {
+        (Plugin::PodTolerationRestriction, Ok(pod)) => {
             let added = (pod
                 .pointer("/spec/tolerations")
                 .and_then(Value::as_array)

@@ -4,6 +4,7 @@ use serde_json::json;
 
 use super::probe::{Probe, interpret, probe};
 use super::*;
+use crate::in_tree::{DEFAULT_TOLERATIONS_ANNOTATION, NODE_SELECTOR_ANNOTATION, TOLERATIONS_WHITELIST_ANNOTATION};
 use crate::placement::{Decision, Webhook};
 
 fn annotations(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
@@ -64,12 +65,9 @@ fn only_the_three_in_tree_annotations_make_a_namespace_the_rule_s_business() {
 #[test]
 fn with_compatibility_off_and_no_plugin_running_every_annotated_namespace_is_a_hole_naming_its_violating_pods() {
     let mut audit = audit(None);
+    audit.plugin(Plugin::PodNodeSelector, PluginState::Absent("probed".to_owned()));
     audit.plugin(
-        AdmissionPlugin::PodNodeSelector,
-        PluginState::Absent("probed".to_owned()),
-    );
-    audit.plugin(
-        AdmissionPlugin::PodTolerationRestriction,
+        Plugin::PodTolerationRestriction,
         PluginState::Unknown("refused".to_owned()),
     );
     let patch = patching("/spec/nodeSelector", json!({"pool": "a"}));
@@ -141,12 +139,9 @@ fn the_memory_pressure_toleration_alone_is_no_violation_of_the_namespace_s_annot
 #[test]
 fn a_running_plugin_enforces_its_annotations_and_only_those() {
     let mut audit = audit(Some(Mode::DryRun));
+    audit.plugin(Plugin::PodNodeSelector, PluginState::Running("probed".to_owned()));
     audit.plugin(
-        AdmissionPlugin::PodNodeSelector,
-        PluginState::Running("probed".to_owned()),
-    );
-    audit.plugin(
-        AdmissionPlugin::PodTolerationRestriction,
+        Plugin::PodTolerationRestriction,
         PluginState::Absent("declared".to_owned()),
     );
     audit.conclude();
@@ -169,10 +164,10 @@ fn compatibility_in_enforce_closes_every_hole_but_in_excluded_namespaces_and_ask
     assert!(audit.plugins_to_ask().is_empty());
     let excluded = annotations(&[(DEFAULT_TOLERATIONS_ANNOTATION, "[]")]);
     assert!(audit.namespace("kube-system", Some(&excluded), true));
-    let asked: Vec<(AdmissionPlugin, &str)> = audit.plugins_to_ask().into_iter().map(|(p, ns, _)| (p, ns)).collect();
-    assert_eq!(asked, [(AdmissionPlugin::PodTolerationRestriction, "kube-system")]);
+    let asked: Vec<(Plugin, &str)> = audit.plugins_to_ask().into_iter().map(|(p, ns, _)| (p, ns)).collect();
+    assert_eq!(asked, [(Plugin::PodTolerationRestriction, "kube-system")]);
     audit.plugin(
-        AdmissionPlugin::PodTolerationRestriction,
+        Plugin::PodTolerationRestriction,
         PluginState::Absent("probed".to_owned()),
     );
     audit.conclude();
@@ -253,12 +248,12 @@ fn each_plugin_is_asked_about_in_the_first_namespace_that_gives_its_probe_someth
         Some(&annotations(&[(DEFAULT_TOLERATIONS_ANNOTATION, "[]")])),
         false,
     );
-    let asked: Vec<(AdmissionPlugin, &str)> = audit.plugins_to_ask().into_iter().map(|(p, ns, _)| (p, ns)).collect();
+    let asked: Vec<(Plugin, &str)> = audit.plugins_to_ask().into_iter().map(|(p, ns, _)| (p, ns)).collect();
     assert_eq!(
         asked,
         [
-            (AdmissionPlugin::PodNodeSelector, "c-selector"),
-            (AdmissionPlugin::PodTolerationRestriction, "d-tolerations")
+            (Plugin::PodNodeSelector, "c-selector"),
+            (Plugin::PodTolerationRestriction, "d-tolerations")
         ]
     );
 }
@@ -270,7 +265,7 @@ fn selector(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
 #[test]
 fn the_node_selector_probe_conflicts_with_the_namespace_even_when_it_names_the_probe_s_value() {
     let p = probe(
-        AdmissionPlugin::PodNodeSelector,
+        Plugin::PodNodeSelector,
         "team-a",
         &selector(&[("pool", "a"), ("zone", "z")]),
     )
@@ -278,7 +273,7 @@ fn the_node_selector_probe_conflicts_with_the_namespace_even_when_it_names_the_p
     assert_eq!(p.pod["spec"]["nodeSelector"], json!({"pool": "pod-director-probe"}));
     assert_eq!(p.pod["metadata"]["namespace"], "team-a");
     let p = probe(
-        AdmissionPlugin::PodNodeSelector,
+        Plugin::PodNodeSelector,
         "team-a",
         &selector(&[("pool", "pod-director-probe")]),
     )
@@ -287,19 +282,16 @@ fn the_node_selector_probe_conflicts_with_the_namespace_even_when_it_names_the_p
     // Burstable, so that PodTolerationRestriction (if it runs) adds its toleration; restricted Pod Security.
     assert_eq!(p.pod["spec"]["containers"][0]["resources"]["requests"]["cpu"], "1m");
     assert_eq!(p.pod["spec"]["securityContext"]["runAsNonRoot"], true);
-    assert_eq!(
-        probe(AdmissionPlugin::PodNodeSelector, "team-a", &BTreeMap::new()),
-        None
-    );
+    assert_eq!(probe(Plugin::PodNodeSelector, "team-a", &BTreeMap::new()), None);
 }
 
-fn probe_of(plugin: AdmissionPlugin) -> Probe {
+fn probe_of(plugin: Plugin) -> Probe {
     probe(plugin, "team-a", &selector(&[("pool", "a")])).expect("a probe")
 }
 
 #[test]
 fn pod_node_selector_s_refusal_says_it_runs_an_admission_after_it_says_it_does_not_anything_else_is_unknown() {
-    let probe = probe_of(AdmissionPlugin::PodNodeSelector);
+    let probe = probe_of(Plugin::PodNodeSelector);
     let refused = "pods \"pod-director-in-tree-probe\" is forbidden: pod node label selector conflicts with its \
                    namespace node label selector";
     assert!(matches!(interpret(&probe, Err(refused)), PluginState::Running(_)));
@@ -316,7 +308,7 @@ fn pod_node_selector_s_refusal_says_it_runs_an_admission_after_it_says_it_does_n
 
 #[test]
 fn pod_toleration_restriction_is_known_by_the_memory_pressure_toleration_it_adds_or_its_whitelist_refusal() {
-    let probe = probe_of(AdmissionPlugin::PodTolerationRestriction);
+    let probe = probe_of(Plugin::PodTolerationRestriction);
     assert_eq!(probe.pod["spec"].get("nodeSelector"), None);
     let with = json!({"spec": {"tolerations": [
         {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
@@ -334,4 +326,83 @@ fn pod_toleration_restriction_is_known_by_the_memory_pressure_toleration_it_adds
         interpret(&probe, Err("admission webhook \"x\" denied")),
         PluginState::Unknown(_)
     ));
+}
+
+/// Decides running pod `name` with `spec` of namespace `ns` as the scan does.
+fn decide_pod(audit: &mut InTreeAudit, config: &Config, ns: &str, name: &str, spec: serde_json::Value) {
+    let pod: Pod = serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).expect("a pod");
+    let labels = BTreeMap::new();
+    let workload = format!("Pod/{name}");
+    audit.decide(
+        config,
+        &Namespace::new(ns, &labels),
+        &workload,
+        (Source::Pods, name),
+        &Subject::Pod(Write::Create(&pod)),
+    );
+}
+
+#[test]
+fn each_running_pod_is_decided_by_the_in_tree_rule_as_the_plugins_would_decide_its_re_creation() {
+    let config = Config::default();
+    let mut audit = audit(None);
+    decide_pod(&mut audit, &config, "team-a", "lacks", json!({}));
+    decide_pod(
+        &mut audit,
+        &config,
+        "team-a",
+        "conflicts",
+        json!({"nodeSelector": {"pool": "b"}}),
+    );
+    decide_pod(
+        &mut audit,
+        &config,
+        "team-a",
+        "complies",
+        json!({"nodeSelector": {"pool": "a"}}),
+    );
+    // Not annotated: not the rule's business.
+    decide_pod(&mut audit, &config, "team-c", "elsewhere", json!({}));
+    audit.conclude();
+    let a = &audit.namespaces["team-a"];
+    assert_eq!((a.pods, a.violating_pods), (3, 2));
+    assert_eq!(
+        (audit.pods.compliant, audit.pods.would_patch, audit.pods.would_deny),
+        (1, 1, 1)
+    );
+    let patched = audit.would_patch.iter().next().expect("a would-be patch");
+    assert_eq!(
+        (patched.workload.as_str(), patched.reason.as_str()),
+        ("Pod/lacks", "would set nodeSelector pool=a")
+    );
+    let refused = audit.would_deny.iter().next().expect("a would-be refusal");
+    assert_eq!(refused.workload, "Pod/conflicts");
+    crate::testing::assert_contains(&refused.reason, crate::in_tree::CONFLICT_MESSAGE);
+    assert!(!audit.verdict.ready);
+}
+
+#[test]
+fn a_plugin_file_s_cluster_default_puts_every_namespace_under_the_rule() {
+    let mut config = Config::default();
+    config.in_tree_plugins = Some(crate::config::InTreePlugins {
+        mode: Mode::DryRun,
+        files: PluginFiles {
+            cluster_default_node_selector: annotations(&[("pool", "shared")]),
+            ..PluginFiles::default()
+        },
+        ..Default::default()
+    });
+    let mut audit = InTreeAudit::of(&config);
+    assert_eq!(audit.mode, Some(Mode::DryRun));
+    assert!(audit.namespace("plain", None, false));
+    assert_eq!(audit.namespaces["plain"].plugins, ["PodNodeSelector"]);
+    // The probe reads the annotation alone: the API server's own default is not known.
+    assert!(audit.plugins_to_ask().is_empty());
+    decide_pod(&mut audit, &config, "plain", "lacks", json!({}));
+    audit.conclude();
+    assert_eq!(audit.namespaces["plain"].violating_pods, 1);
+    assert_eq!(
+        audit.would_patch.iter().next().map(|f| f.reason.as_str()),
+        Some("would set nodeSelector pool=shared")
+    );
 }

@@ -246,7 +246,8 @@ fn every_verdict_maps_to_the_documented_result() {
 
 #[test]
 fn an_annotated_namespace_of_no_group_gets_a_report_of_its_hole_and_its_workloads_under_the_in_tree_rule() {
-    use crate::audit::in_tree::{AdmissionPlugin, InTreeAudit, POLICY, PluginState};
+    use crate::audit::in_tree::{InTreeAudit, POLICY, PluginState};
+    use crate::in_tree::Plugin;
     use crate::placement::{Decision, Outcome, Webhook};
     let mut in_tree = InTreeAudit::new(None);
     let annotations = std::collections::BTreeMap::from([(
@@ -254,10 +255,7 @@ fn an_annotated_namespace_of_no_group_gets_a_report_of_its_hole_and_its_workload
         "pool=a".to_owned(),
     )]);
     in_tree.namespace("tenant-a", Some(&annotations), false);
-    in_tree.plugin(
-        AdmissionPlugin::PodNodeSelector,
-        PluginState::Absent("declared".to_owned()),
-    );
+    in_tree.plugin(Plugin::PodNodeSelector, PluginState::Absent("declared".to_owned()));
     let pod: crate::placement::Pod = serde_json::from_value(json!({"spec": {}})).expect("a pod");
     let mut patch = Outcome::new(Webhook::Mutate, Decision::WouldPatch);
     patch.summary = "would set nodeSelector pool=a".to_owned();

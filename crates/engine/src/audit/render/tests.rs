@@ -157,7 +157,8 @@ fn a_finding_names_at_most_twenty_nodes_and_counts_the_rest() {
 /// An audit of no group with one hole (team-a: a node selector nothing enforces, one violating
 /// pod of two) and one namespace PodTolerationRestriction enforces.
 fn in_tree_audit() -> Audit {
-    use crate::audit::in_tree::{AdmissionPlugin, InTreeAudit, PluginState};
+    use crate::audit::in_tree::{InTreeAudit, PluginState};
+    use crate::in_tree::Plugin;
     use crate::placement::{Decision, Outcome, Webhook};
     let annotations = |key: &str, value: &str| std::collections::BTreeMap::from([(key.to_owned(), value.to_owned())]);
     let mut in_tree = InTreeAudit::new(None);
@@ -172,11 +173,11 @@ fn in_tree_audit() -> Audit {
         false,
     );
     in_tree.plugin(
-        AdmissionPlugin::PodNodeSelector,
+        Plugin::PodNodeSelector,
         PluginState::Absent("a dry-run pod … was admitted".to_owned()),
     );
     in_tree.plugin(
-        AdmissionPlugin::PodTolerationRestriction,
+        Plugin::PodTolerationRestriction,
         PluginState::Running("declared".to_owned()),
     );
     let pod: crate::placement::Pod = serde_json::from_value(serde_json::json!({"spec": {}})).expect("a pod");

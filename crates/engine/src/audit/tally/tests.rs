@@ -32,3 +32,30 @@ fn a_group_label_written_through_the_status_subresource_is_named_with_its_writer
     ]));
     assert_eq!(label_written_through_subresource(&other, "pod-director/group"), None);
 }
+
+#[test]
+fn a_namespace_whose_group_and_in_tree_annotations_contradict_is_a_warning_of_the_scan() {
+    let config = crate::testing::config("groups:\n  gpu:\n    nodeSelector: {pool: gpu}\n");
+    let namespace = |name: &str, selector: &str| -> ObjectMeta {
+        serde_json::from_value(serde_json::json!({
+            "name": name,
+            "labels": {"pod-director/group": "gpu"},
+            "annotations": {crate::in_tree::NODE_SELECTOR_ANNOTATION: selector},
+        }))
+        .expect("metadata")
+    };
+    let mut scan = Scan::new(&config, None, None);
+    scan.namespace(namespace("agrees", "pool=gpu"));
+    scan.namespace(namespace("contradicts", "pool=team"));
+    let audit = scan.finish(Duration::ZERO);
+    assert_eq!(audit.warnings.len(), 1, "{:?}", audit.warnings);
+    crate::testing::assert_contains(
+        &audit.warnings[0],
+        "nodeSelector pool: the in-tree selector of namespace contradicts sets team, group gpu sets gpu",
+    );
+    // Both are the in-tree rule's too (compatibility off: holes).
+    assert_eq!(
+        audit.in_tree.namespaces.keys().collect::<Vec<_>>(),
+        ["agrees", "contradicts"]
+    );
+}
