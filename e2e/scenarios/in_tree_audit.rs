@@ -2,7 +2,8 @@
 //! cluster whose API server runs neither in-tree plugin (`e2e/cluster.sh` enables
 //! NodeRestriction only), its pods admitted whatever the annotation says. `pod-director audit`
 //! probes the API server (a dry-run pod CREATE, nothing stored), finds PodNodeSelector not
-//! running, and names the namespace as a hole; declared running
+//! running, and names the namespace as a hole with its pods decided as the plugin would decide
+//! their re-creation (one lacking the selector patched, one conflicting refused); declared running
 //! (`--in-tree-plugins PodNodeSelector`), the same namespace is enforced and no hole.
 
 use k8s_openapi::api::core::v1::Namespace;
@@ -12,6 +13,7 @@ use serde_json::{Value, json};
 use crate::audit::{audit, config_file};
 use crate::harness::Env;
 use crate::harness::k8s::{IMAGE, pod_from};
+use crate::harness::process::binary;
 
 /// The node label the namespace's annotation selects.
 const POOL: &str = "e2e.pod-director.io/in-tree-pool";
@@ -69,6 +71,30 @@ async fn an_annotated_namespace_nothing_enforces_is_reported_as_a_hole_and_the_p
     let hole = annotated(&report, &ns);
     assert_eq!(hole["hole"], true, "{hole:#}");
     assert_eq!(hole["unenforced"], json!(["PodNodeSelector"]), "{hole:#}");
+    assert_eq!(hole["pods"], 3, "{hole:#}");
+    assert_eq!(hole["violating_pods"], 2, "lacks and conflicts: {hole:#}");
+    assert_eq!(in_tree["pods"]["would_patch"], 1, "{report:#}");
+    assert_eq!(in_tree["pods"]["would_deny"], 1, "{report:#}");
+    assert_eq!(in_tree["pods"]["compliant"], 1, "{report:#}");
+    let finding = |list: &str, workload: &str| {
+        (in_tree[list].as_array().into_iter().flatten())
+            .find(|f| f["namespace"] == ns.as_str() && f["workload"] == workload)
+            .cloned()
+            .unwrap_or_else(|| panic!("{workload} among {list}: {report:#}"))
+    };
+    let patched = finding("would_patch", "Pod/lacks");
+    assert!(
+        patched["reason"].as_str().unwrap_or_default().contains(&annotation),
+        "the namespace's selector set: {patched:#}"
+    );
+    let refused = finding("would_deny", "Pod/conflicts");
+    assert!(
+        refused["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("pod node label selector conflicts with its namespace node label selector"),
+        "PodNodeSelector's refusal: {refused:#}"
+    );
     assert!(
         env.pods(&ns)
             .get_opt("pod-director-in-tree-probe")
@@ -79,11 +105,31 @@ async fn an_annotated_namespace_nothing_enforces_is_reported_as_a_hole_and_the_p
     );
     let warnings = in_tree["warnings"].as_array().expect("warnings");
     assert!(
-        warnings
-            .iter()
-            .any(|w| w.as_str().is_some_and(|w| w.contains(&ns)
-                && w.contains("no admission plugin enforces on this cluster (inTreePlugins is off)"))),
+        warnings.iter().any(|w| w.as_str().is_some_and(|w| w.contains(&ns)
+            && w.contains("no admission plugin enforces on this cluster (inTreePlugins is off)")
+            && w.contains("2 running pods there violate them"))),
         "{warnings:?}"
+    );
+
+    // The text report (docs/src/audit.md shows it): the hole, its pods, the workloads behind them.
+    let config_path = config.path().to_owned();
+    let text = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(binary())
+            .args(["audit", "--quiet", "--request-timeout", "10s", "--config"])
+            .arg(config_path)
+            .output()
+    })
+    .await
+    .expect("joined")
+    .expect("pod-director audit runs");
+    let text = String::from_utf8_lossy(&text.stdout);
+    eprintln!("{text}");
+    assert!(
+        text.contains(&format!(
+            "hole: {ns}: {}={annotation}: enforced by nothing; 2 of 3 running pods violate",
+            "scheduler.alpha.kubernetes.io/node-selector"
+        )),
+        "{text}"
     );
 
     // Declared running: the namespace is enforced, and nothing is probed.
