@@ -9,7 +9,7 @@
 #                                     release stage, and the image's SBOM (CycloneDX, scripts/sbom.py)
 #                                     stored beside it as an OCI 1.1 artifact whose subject is the image
 #   scripts/image.sh binary           the release binary with its dependency tree embedded: `cargo
-#                                     auditable build --release --locked --bin pod-director` (prints
+#                                     auditable build --release --locked -p pod-director --bin pod-director` (prints
 #                                     its path; cargo-auditable from crates.io, cached by version)
 #   scripts/image.sh sbom ROOTFS DIGEST OUT [ARCH]
 #                                     the SBOM of a pushed image (the release workflow): ROOTFS a tar
@@ -262,8 +262,8 @@ HOOK
 cmd_binary() {
   local auditable binary="${CARGO_TARGET_DIR:-$ROOT/target}/release/pod-director"
   auditable=$(cargo_tool cargo-auditable "$CARGO_AUDITABLE_VERSION")
-  log "binary: cargo auditable build --release --locked --bin pod-director (a no-op when up to date)"
-  (cd "$ROOT" && "$auditable" auditable build --release --locked --bin pod-director >&2)
+  log "binary: cargo auditable build --release --locked -p pod-director --bin pod-director (a no-op when up to date)"
+  (cd "$ROOT" && "$auditable" auditable build --release --locked -p pod-director --bin pod-director >&2)
   echo "$binary"
 }
 

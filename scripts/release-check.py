@@ -176,7 +176,7 @@ def check_build(containerfile: str, image_sh: str) -> list[str]:
             problems.append(f"auditable: the Containerfile's {stage} stage does not build with `scripts/image.sh binary` (cargo auditable)")
     m = re.search(r"^cmd_binary\(\) \{(.*?)^\}", image_sh, re.M | re.S)
     commands = [l for l in (m.group(1) if m else "").splitlines() if not l.lstrip().startswith(("#", "log "))]
-    if not any(re.search(r"\bauditable build --release --locked --bin pod-director\b", l) for l in commands):
+    if not any(re.search(r"\bauditable build --release --locked -p pod-director --bin pod-director\b", l) for l in commands):
         problems.append("auditable: scripts/image.sh binary does not run `cargo auditable build --release --locked`")
     return problems
 
