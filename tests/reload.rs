@@ -291,3 +291,82 @@ async fn namespaces_left_selecting_a_removed_group_are_exported_per_group() {
     );
     harness.server.shutdown().await;
 }
+
+/// PodNodeSelector's own file: `clusterDefaultNodeSelector: pool=<pool>`.
+fn node_selector_file(pool: &str) -> String {
+    format!("podNodeSelectorPluginConfig:\n  clusterDefaultNodeSelector: pool={pool}\n")
+}
+
+/// The nodeSelector of a plain pod of `ns` after `/mutate-in-tree`'s patch.
+async fn in_tree_selector(harness: &Harness, uid: &str) -> Value {
+    let review = pod_create(uid, "ns");
+    let (status, body) = harness.post("/mutate-in-tree", &review).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let mut pod = review["request"]["object"].clone();
+    if let Some(patch) = decoded_patch(&body["response"]) {
+        json_patch::patch(&mut pod, &patch).expect("the patch applies");
+    }
+    pod["spec"]["nodeSelector"].clone()
+}
+
+/// Whether `/mutate-in-tree` comes to place a plain pod on `pool=<pool>` within 5 s.
+async fn selector_becomes(harness: &Harness, pool: &str) -> bool {
+    eventually(Duration::from_secs(5), || async {
+        in_tree_selector(harness, "u-in-tree").await == serde_json::json!({"pool": pool})
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edited_in_tree_plugin_file_is_reloaded_alone_and_a_broken_one_is_refused() {
+    let mut harness = Harness::start(CONFIG).await;
+    harness.label("ns", "ci");
+    let config = format!("inTreePlugins:\n  mode: enforce\n  podNodeSelectorConfigFile: pns.yaml\n{CONFIG}");
+    let config = config.as_bytes();
+    harness.config.update(&[
+        ("config.yaml", config),
+        ("pns.yaml", node_selector_file("a").as_bytes()),
+    ]);
+    // A key added to the ConfigMap: the kubelet links it beside the others.
+    std::os::unix::fs::symlink("..data/pns.yaml", harness.config.path("pns.yaml")).expect("the new key's link");
+    assert!(
+        selector_becomes(&harness, "a").await,
+        "the plugin's file is read with the configuration"
+    );
+
+    // Only the plugin's file changes: the configuration file's content stays the same.
+    harness.config.update(&[
+        ("config.yaml", config),
+        ("pns.yaml", node_selector_file("b").as_bytes()),
+    ]);
+    assert!(
+        selector_becomes(&harness, "b").await,
+        "the edited plugin file is live without a restart"
+    );
+
+    // A broken plugin file is refused and counted; the previous one keeps deciding.
+    harness.config.update(&[
+        ("config.yaml", config),
+        ("pns.yaml", b"podNodeSelectorPluginConfig: [\n"),
+    ]);
+    assert!(
+        eventually(Duration::from_secs(5), || async {
+            metric(&harness, r#"pod_director_config_reloads_total{result="error"}"#).await == Some(1.0)
+        })
+        .await,
+        "the broken plugin file is a refused reload"
+    );
+    assert_eq!(
+        in_tree_selector(&harness, "u-kept").await,
+        serde_json::json!({"pool": "b"})
+    );
+
+    // Fixed in place, the plugin file alone: loaded.
+    std::fs::write(harness.config.path("pns.yaml"), node_selector_file("c")).expect("rewrite in place");
+    assert!(selector_becomes(&harness, "c").await, "the fixed plugin file is loaded");
+    assert_eq!(
+        metric(&harness, r#"pod_director_config_reloads_total{result="success"}"#).await,
+        Some(3.0)
+    );
+    harness.server.shutdown().await;
+}

@@ -67,7 +67,7 @@ pub(crate) async fn start_with_nodes(
     pods: Option<Arc<dyn PodSource>>,
 ) -> Result<RunningServer, ServerError> {
     let metrics = Metrics::register();
-    let config_fingerprint = reload::fingerprint(&[&settings.config_path]);
+    let config_fingerprint = reload::config_fingerprint(&settings.config_path);
     let loaded = load_initial(&settings)?;
     metrics.initialise(&loaded.config);
     let (config_changed, config_changes) = watch::channel(loaded.revision.clone());

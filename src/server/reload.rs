@@ -27,6 +27,7 @@ use super::tls::{self, CertResolver, TlsFiles};
 use crate::admission::AdmissionMetrics;
 use crate::metrics::{ResultLabels, register};
 use pod_director_engine::config::{Loaded, load_config};
+use pod_director_engine::plugin_config;
 
 /// Events closer together than this are handled as one change.
 const SETTLE: Duration = Duration::from_millis(100);
@@ -50,6 +51,25 @@ pub(crate) fn fingerprint(paths: &[&Path]) -> Fingerprint {
         }
     }
     hasher.finalize().into()
+}
+
+/// Every file the configuration at `path` reads, as its content says now (the environment's
+/// overrides applied): itself, then the in-tree plugins' files it names
+/// ([`plugin_config::paths`]). Read leniently: a file that does not parse names no other, and the
+/// load says what is wrong with it.
+fn config_files(path: &Path) -> Vec<PathBuf> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let mut document = serde_saphyr::from_str::<serde_json::Value>(&text).unwrap_or_default();
+    // An override that does not apply is the load's error to report.
+    let _ = pod_director_engine::config::env::apply(&mut document, std::env::vars());
+    let base = path.parent().filter(|dir| !dir.as_os_str().is_empty());
+    let plugins = plugin_config::paths(&document["inTreePlugins"], base.unwrap_or(Path::new(".")));
+    [vec![path.to_owned()], plugins].concat()
+}
+
+/// The fingerprint of the configuration at `path` and of the files it names ([`config_files`]).
+pub(crate) fn config_fingerprint(path: &Path) -> Fingerprint {
+    fingerprint(&config_files(path).iter().map(PathBuf::as_path).collect::<Vec<_>>())
 }
 
 /// Logs the warnings of a configuration that was accepted (e.g. no groups defined).
@@ -143,8 +163,9 @@ pub(crate) struct ConfigReload {
 }
 
 impl Reload for ConfigReload {
+    /// The configuration file and the in-tree plugins' files it names now.
     fn paths(&self) -> Vec<PathBuf> {
-        vec![self.path.clone()]
+        config_files(&self.path)
     }
 
     fn live(&mut self) -> &mut Fingerprint {

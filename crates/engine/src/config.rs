@@ -3,7 +3,7 @@
 //! `validate.rs`), then frozen.
 
 mod alternatives;
-mod env;
+pub mod env;
 mod kubernetes;
 mod path;
 mod reserve;

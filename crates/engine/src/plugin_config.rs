@@ -127,6 +127,37 @@ pub fn read(names: [Option<&str>; 3], base: &Path) -> Result<PluginFiles, Vec<Fi
     }
 }
 
+/// The files [`read`] reads for the `inTreePlugins` section `section` of a configuration in
+/// directory `base`: the ones it names, and the `AdmissionConfiguration`'s plugin files (its
+/// PodNodeSelector and PodTolerationRestriction entries' `path`) as far as it reads now. Read
+/// leniently, what does not read still named: `serve` watches these with the configuration, and
+/// the load says what is wrong with any of them.
+pub fn paths(section: &Value, base: &Path) -> Vec<PathBuf> {
+    let names = [ADMISSION_KEY, NODE_SELECTOR_KEY, TOLERATION_KEY].map(|key| {
+        section
+            .get(key.trim_start_matches("inTreePlugins."))
+            .and_then(Value::as_str)
+    });
+    let mut out: Vec<PathBuf> = names.iter().flatten().map(|name| base.join(name)).collect();
+    if let Some(admission) = names[0].map(|name| base.join(name))
+        && let Ok(document) = read_document(&admission)
+    {
+        let dir = admission.parent().unwrap_or(Path::new("."));
+        let entries = document.get("plugins").and_then(Value::as_array).into_iter().flatten();
+        out.extend(
+            entries
+                .filter(|e| {
+                    let name = e.get("name").and_then(Value::as_str);
+                    name == Some(POD_NODE_SELECTOR) || name == Some(POD_TOLERATION_RESTRICTION)
+                })
+                .filter_map(|e| e.get("path").and_then(Value::as_str))
+                .filter(|name| !name.is_empty())
+                .map(|name| dir.join(name)),
+        );
+    }
+    out
+}
+
 /// A YAML (or JSON) file of one document.
 fn read_document(path: &Path) -> Result<Value, String> {
     let shown = path.display();

@@ -138,7 +138,7 @@ fn apply_one(document: &mut Value, name: &str, raw: &str) -> Result<String, Stri
 
 /// Applies every `POD_DIRECTOR__*` variable of `vars` to `document`, in name order.
 /// Returns the overridden settings as `VARIABLE -> path`, or every error.
-pub(super) fn apply(
+pub fn apply(
     document: &mut Value,
     vars: impl IntoIterator<Item = (String, String)>,
 ) -> Result<Vec<(String, String)>, Vec<FieldError>> {

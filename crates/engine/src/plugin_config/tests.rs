@@ -67,6 +67,15 @@ fn an_admission_configuration_s_entries_are_read_by_path_and_inline() {
         read([Some("admission.yaml"), None, None], dir.path()).expect("read"),
         expected()
     );
+    // What a reload watches: the admission configuration and its two plugins' files, not the
+    // other plugins' (EventRateLimit's missing.yaml).
+    assert_eq!(
+        paths(
+            &serde_json::json!({"mode": "enforce", "admissionConfigFile": "admission.yaml"}),
+            dir.path()
+        ),
+        ["admission.yaml", "sub/pns.yaml"].map(|name| dir.path().join(name))
+    );
 }
 
 #[test]
