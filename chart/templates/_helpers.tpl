@@ -177,6 +177,22 @@ passes it. The bindingExpression is "pod-director.bindingExpression". The server
 {{- end }}
 
 {{/*
+The in-tree plugins' entries (`in-tree.<mutate|validate>.<fullname>.pod-director.io`, /mutate-in-tree and
+/validate-in-tree), as JSON {failurePolicy}, or "" while config.inTreePlugins is not set (then neither is
+rendered). `inTreePlugins: {}` sets it, in mode dryRun (the section's own default, not config.defaultMode);
+`inTreePlugins: null` does not. failurePolicy: webhook.failurePolicy.enforce in enforce, Ignore in dryRun and
+warn. The server renders the same (crates/engine/src/compile/webhook_entries/in_tree.rs); the goldens hold the
+two equal.
+*/}}
+{{- define "pod-director.inTreeEntry" -}}
+{{- $cfg := .Values.config }}
+{{- if and (hasKey $cfg "inTreePlugins") (not (kindIs "invalid" $cfg.inTreePlugins)) }}
+{{- $mode := $cfg.inTreePlugins.mode | default "dryRun" }}
+{{- dict "failurePolicy" (ternary .Values.webhook.failurePolicy.enforce "Ignore" (eq $mode "enforce")) | toJson }}
+{{- end }}
+{{- end }}
+
+{{/*
 Namespaces the webhooks never select: configured ones (the server's default list when
 the key is absent) + kube-system + the release's own.
 */}}
