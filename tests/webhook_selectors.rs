@@ -1,12 +1,14 @@
-//! The server's webhook namespaceSelectors are the chart's: for each value set in
-//! `tests/webhook_selectors/`, the selectors `pod_director_engine::compile::webhook_entries` computes from
-//! the configuration the chart's ConfigMap carries equal the golden, which
-//! `scripts/chart-test.sh selectors` checks against `helm template` of the chart.
+//! The server's webhook entries are the chart's: for each value set in
+//! `tests/webhook_selectors/`, the entries `pod_director_engine::compile::webhook_entries` computes from
+//! the configuration the chart's ConfigMap carries (every one, in order: the in-tree plugins' first
+//! while `inTreePlugins` is set) equal the golden, which `scripts/chart-test.sh selectors` checks
+//! against `helm template` of the chart; and the reconciler leaves the chart's entries as they are.
 //! `BLESS=1 cargo test --test webhook_selectors` rewrites the goldens.
 
 use std::path::{Path, PathBuf};
 
-use pod_director_engine::compile::webhook_entries::{EntrySettings, Kind, owned_entries};
+use pod_director_engine::compile::webhook_entries::{EntrySettings, Kind, in_tree, owned_entries, plan_patch};
+use pod_director_engine::config::Config;
 use serde_json::{Map, Value, json};
 
 /// The chart's release namespace in the goldens (always excluded, as the server's own).
@@ -46,9 +48,9 @@ fn yaml(path: &Path) -> Value {
     serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// What the chart renders for a value set (every field of the entries pod-director owns
-/// but clientConfig, by configuration kind), computed by the server's code.
-fn server_entries(values_file: &Path) -> Value {
+/// What the server is given for a value set: the configuration the chart's ConfigMap carries
+/// (loaded as the server loads it) and the `webhook` values the chart passes as flags.
+fn server_inputs(values_file: &Path) -> (Config, EntrySettings) {
     let mut values = yaml(&pod_director_testkit::repo().join("chart/values.yaml"));
     merge(&mut values, &yaml(values_file));
     // The ConfigMap: config verbatim, an empty defaultGroup or guard mode dropped (chart "pod-director.config").
@@ -83,20 +85,30 @@ fn server_entries(values_file: &Path) -> Value {
             .expect("a policy")
             .to_owned(),
     };
+    (loaded.config, settings)
+}
+
+/// What the chart renders for a value set (every field of the entries pod-director owns
+/// but clientConfig, by configuration kind), computed by the server's code.
+fn server_entries(values_file: &Path) -> Value {
+    let (config, settings) = server_inputs(values_file);
     let mut out = Map::new();
     for kind in [Kind::Mutating, Kind::Validating] {
         out.insert(
             kind.as_str().to_owned(),
-            Value::Array(owned_entries(
-                kind,
-                RELEASE,
-                &loaded.config,
-                &settings,
-                &Default::default(),
-            )),
+            Value::Array(owned_entries(kind, RELEASE, &config, &settings, &Default::default())),
         );
     }
     Value::Object(out)
+}
+
+fn golden(case: &Path) -> Value {
+    let golden_path = PathBuf::from(case.to_string_lossy().replace(".values.yaml", ".golden.json"));
+    serde_json::from_str(
+        &std::fs::read_to_string(&golden_path)
+            .unwrap_or_else(|e| panic!("{}: {e} (BLESS=1 writes it)", golden_path.display())),
+    )
+    .expect("golden is JSON")
 }
 
 #[test]
@@ -112,14 +124,9 @@ fn the_servers_selectors_for_each_value_set_are_the_golden_ones_the_chart_render
             std::fs::write(&golden_path, text).expect("golden written");
             continue;
         }
-        let golden: Value = serde_json::from_str(
-            &std::fs::read_to_string(&golden_path)
-                .unwrap_or_else(|e| panic!("{}: {e} (BLESS=1 writes it)", golden_path.display())),
-        )
-        .expect("golden is JSON");
         assert_eq!(
             computed,
-            golden,
+            golden(&case),
             "{}: the server's selectors differ from the golden",
             case.display()
         );
@@ -172,4 +179,66 @@ fn the_servers_webhook_flag_defaults_are_the_charts_default_values() {
         json!(defaults.webhook_failure_policy_unknown_group),
         values["webhook"]["failurePolicy"]["unknownGroup"]
     );
+}
+
+/// The `webhooks` list of configuration `kind` as the chart installs it for a value set: the
+/// golden's entries (which `scripts/chart-test.sh selectors` holds `helm template` to), each
+/// with the clientConfig the chart gives it (the Service, at the entry's path).
+fn chart_installed(case: &Path, kind: Kind) -> Vec<Value> {
+    let entries = golden(case)[kind.as_str()].as_array().cloned().unwrap_or_default();
+    entries
+        .into_iter()
+        .map(|mut entry| {
+            let name = entry["name"].as_str().unwrap_or_default();
+            let path = if name == in_tree::entry_name(kind, RELEASE) {
+                in_tree::path(kind).to_owned()
+            } else if name.contains(".namespace-guard.") {
+                "/validate-namespace".to_owned()
+            } else if name.starts_with("reservation.") {
+                "/validate-reservation".to_owned()
+            } else {
+                format!("/{}", kind.webhook())
+            };
+            entry["clientConfig"] =
+                json!({"service": {"name": RELEASE, "namespace": RELEASE_NAMESPACE, "path": path, "port": 443}});
+            entry
+        })
+        .collect()
+}
+
+#[test]
+fn the_reconciler_takes_the_entries_the_chart_installs_as_they_are() {
+    for case in cases() {
+        let (config, settings) = server_inputs(&case);
+        for kind in [Kind::Mutating, Kind::Validating] {
+            let live = chart_installed(&case, kind);
+            let (operations, changed) = plan_patch(kind, RELEASE, &live, &config, &settings, &Default::default())
+                .unwrap_or_else(|e| panic!("{}: {e}", case.display()));
+            assert!(
+                operations.is_empty() && changed.is_empty(),
+                "{} {kind}: the reconciler would patch {changed:?} of the chart's entries: {operations:?}",
+                case.display()
+            );
+        }
+    }
+}
+
+#[test]
+fn the_in_tree_value_sets_start_each_configuration_with_the_in_tree_entry_and_the_others_have_none() {
+    let mut with_section = 0;
+    for case in cases() {
+        let (config, _) = server_inputs(&case);
+        let golden = golden(&case);
+        for kind in [Kind::Mutating, Kind::Validating] {
+            let name = in_tree::entry_name(kind, RELEASE);
+            let entries = golden[kind.as_str()].as_array().cloned().unwrap_or_default();
+            let positions: Vec<usize> = (0..entries.len())
+                .filter(|&i| entries[i]["name"] == name.as_str())
+                .collect();
+            let want: &[usize] = if config.in_tree_plugins.is_some() { &[0] } else { &[] };
+            assert_eq!(positions, want, "{} {kind}: where {name} is", case.display());
+        }
+        with_section += usize::from(config.in_tree_plugins.is_some());
+    }
+    assert!(with_section >= 2, "value sets with inTreePlugins: {with_section}");
 }

@@ -123,10 +123,19 @@ fn entry<'a>(webhooks: &'a [Value], name: &str) -> &'a Value {
 
 #[test]
 fn webhooks_that_match_the_configuration_need_no_patch() {
-    for kind in [Kind::Mutating, Kind::Validating] {
-        let live = rendered_entries(kind, "pd", ENTRY_GROUPS);
-        let (ops, changed) = plan(kind, &live, ENTRY_GROUPS);
-        assert!(ops.is_empty() && changed.is_empty(), "{kind}: {ops:?}");
+    // With the in-tree plugins' section too: the chart renders their entries first, and the
+    // reconciler takes them as they are (no insert, no reorder), in either mode.
+    let enforced = format!("inTreePlugins: {{mode: enforce}}\n{ENTRY_GROUPS}");
+    let dry_run = format!("inTreePlugins: {{}}\n{ENTRY_GROUPS}");
+    for yaml in [ENTRY_GROUPS, enforced.as_str(), dry_run.as_str()] {
+        for kind in [Kind::Mutating, Kind::Validating] {
+            let live = rendered_entries(kind, "pd", yaml);
+            if yaml != ENTRY_GROUPS {
+                assert_eq!(live[0]["name"], in_tree::entry_name(kind, "pd").as_str(), "{kind}");
+            }
+            let (ops, changed) = plan(kind, &live, yaml);
+            assert!(ops.is_empty() && changed.is_empty(), "{kind} {yaml}: {ops:?}");
+        }
     }
 }
 
