@@ -12,7 +12,9 @@
 #                                         (pod-director down), and check which pod creations
 #                                         the API server refuses: only enforce groups'
 #                                         (failurePolicy Fail); dryRun/warn, unknown groups,
-#                                         unlabelled and excluded namespaces are admitted.
+#                                         unlabelled and excluded namespaces are admitted; with
+#                                         config.inTreePlugins enforced, every namespace's but
+#                                         the excluded ones (their entries), in dryRun none more.
 #                                         Creates and deletes namespaces pd-outage-*.
 #
 # Steps: versions lint template unittest readme config schema selectors alerts dashboards kind actionlint release renovate hadolint changelog
@@ -515,6 +517,26 @@ step_outage() {
   expect refused pd-outage-unknown
   expect admitted pd-outage-dryrun
   expect admitted pd-outage-unlabelled
+
+  # The in-tree plugins enforced: their entries, which the chart renders without the server, see every
+  # namespace but the excluded ones (annotations cannot be selected), so pods fail closed labelled or not.
+  install_webhooks --set-json 'config.inTreePlugins={"mode":"enforce"}'
+  until_refused pd-outage-unlabelled "the in-tree plugins' webhook"
+  expect refused pd-outage-unlabelled
+  expect refused pd-outage-dryrun
+  expect refused pd-outage-unknown
+  expect admitted pd-outage
+  expect admitted kube-system
+  # ... and in dryRun they fail open: only the enforce group's pods are refused again.
+  install_webhooks --set-json 'config.inTreePlugins={"mode":"dryRun"}'
+  deadline=$((SECONDS + 30))
+  until "$kubectl" -n pd-outage-unlabelled run probe --image=registry.k8s.io/pause:3.10 --restart=Never --dry-run=server >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || fail "the in-tree plugins' webhook never failed open in dryRun"
+    sleep 1
+  done
+  expect admitted pd-outage-unlabelled
+  expect admitted pd-outage-dryrun
+  expect refused pd-outage-enforce
   log "outage: with the webhook unreachable, the API server refused or admitted $checked pod creations exactly as the entries intend"
 }
 
@@ -525,7 +547,7 @@ main() {
   local -a failures=()
   for s in "${steps[@]}"; do
     declare -F "step_$s" >/dev/null || {
-      sed -n '2,55p' "$0" | sed 's/^# \{0,1\}//' >&2
+      sed -n '2,57p' "$0" | sed 's/^# \{0,1\}//' >&2
       exit 2
     }
   done
