@@ -69,10 +69,7 @@ async fn the_certificate_rotates_under_load_without_a_failed_request() {
         .tls
         .update(&[("tls.crt", second.cert_pem.as_bytes()), ("tls.key", &old_key)]);
     assert!(
-        eventually(Duration::from_secs(5), || async {
-            metric(&harness, r#"pod_director_tls_reloads_total{result="error"}"#).await == Some(1.0)
-        })
-        .await,
+        counted(&harness, "pod_director_tls_reloads_total", "error", 1.0).await,
         "the mismatched pair is counted as a failed reload"
     );
     assert_eq!(
@@ -107,6 +104,14 @@ async fn the_certificate_rotates_under_load_without_a_failed_request() {
     assert!(sent > 20, "the load kept going ({sent} requests)");
     assert_eq!(failed.load(Ordering::SeqCst), 0, "no request failed out of {sent}");
     harness.server.shutdown().await;
+}
+
+/// Whether `series{result="<result>"}` comes to read `value` within 5 s.
+async fn counted(harness: &Harness, series: &str, result: &str, value: f64) -> bool {
+    eventually(Duration::from_secs(5), || async {
+        metric(harness, &format!(r#"{series}{{result="{result}"}}"#)).await == Some(value)
+    })
+    .await
 }
 
 async fn decide(harness: &Harness, uid: &str) -> Value {
@@ -144,10 +149,7 @@ async fn a_valid_config_change_takes_effect_without_a_restart_and_an_invalid_one
     let invalid = "groups:\n  ci:\n    mode: dryRun\n    tolerations:\n      - {key: a, operator: Equals}\n";
     harness.config.update(&[("config.yaml", invalid.as_bytes())]);
     assert!(
-        eventually(Duration::from_secs(5), || async {
-            metric(&harness, r#"pod_director_config_reloads_total{result="error"}"#).await == Some(1.0)
-        })
-        .await,
+        counted(&harness, "pod_director_config_reloads_total", "error", 1.0).await,
         "the refused reload is counted"
     );
     let still = decide(&harness, "u-2").await;
@@ -186,10 +188,7 @@ async fn a_config_that_means_nothing_is_refused_and_the_old_revision_keeps_decid
     ] {
         harness.config.update(&[("config.yaml", text.as_bytes())]);
         assert!(
-            eventually(Duration::from_secs(5), || async {
-                metric(&harness, r#"pod_director_config_reloads_total{result="error"}"#).await == Some(refused)
-            })
-            .await,
+            counted(&harness, "pod_director_config_reloads_total", "error", refused).await,
             "{text:?} is refused and counted"
         );
         let still = decide(&harness, "u-1").await;
@@ -350,10 +349,7 @@ async fn an_edited_in_tree_plugin_file_is_reloaded_alone_and_a_broken_one_is_ref
         ("pns.yaml", b"podNodeSelectorPluginConfig: [\n"),
     ]);
     assert!(
-        eventually(Duration::from_secs(5), || async {
-            metric(&harness, r#"pod_director_config_reloads_total{result="error"}"#).await == Some(1.0)
-        })
-        .await,
+        counted(&harness, "pod_director_config_reloads_total", "error", 1.0).await,
         "the broken plugin file is a refused reload"
     );
     assert_eq!(
