@@ -101,7 +101,9 @@ impl<'a> Scan<'a> {
                 .extend(crate::in_tree::contradictions(self.config, &namespace));
         }
         let excluded = selection == Selection::Excluded;
-        let in_tree = !self.only && self.in_tree.namespace(&name, Some(&annotations), excluded);
+        // A namespace being deleted takes no new pod: no hole there, and no probe sent into it.
+        let deleting = meta.deletion_timestamp.is_some();
+        let in_tree = !self.only && !deleting && self.in_tree.namespace(&name, Some(&annotations), excluded);
         let reserving = !self.reservations.is_empty() || in_tree;
         match selection {
             Selection::Group { name: group, .. } if self.groups.contains_key(group) => {

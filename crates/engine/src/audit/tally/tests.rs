@@ -59,3 +59,25 @@ fn a_namespace_whose_group_and_in_tree_annotations_contradict_is_a_warning_of_th
         ["agrees", "contradicts"]
     );
 }
+
+#[test]
+fn a_namespace_being_deleted_is_no_in_tree_hole_and_gets_no_probe() {
+    let config = crate::testing::config("groups: {}\n");
+    let namespace = |name: &str, deleted: Option<&str>| -> ObjectMeta {
+        serde_json::from_value(serde_json::json!({
+            "name": name,
+            "deletionTimestamp": deleted,
+            "annotations": {crate::in_tree::NODE_SELECTOR_ANNOTATION: "pool=a"},
+        }))
+        .expect("metadata")
+    };
+    let mut scan = Scan::new(&config, None, None);
+    // Listed in name order: the namespace being deleted comes first.
+    scan.namespace(namespace("a-leaving", Some("2026-12-06T22:00:00Z")));
+    scan.namespace(namespace("b-staying", None));
+    let probed: Vec<String> = scan.plugin_probes().into_iter().map(|p| p.namespace).collect();
+    assert_eq!(probed, ["b-staying"]);
+    assert_eq!(scan.namespaces(), ["b-staying"]);
+    let audit = scan.finish(Duration::ZERO);
+    assert_eq!(audit.in_tree.namespaces.keys().collect::<Vec<_>>(), ["b-staying"]);
+}
