@@ -651,39 +651,6 @@ async fn in_tree_mode(env: &mut Env, mode: &str, admission: &std::path::Path, na
     .await;
 }
 
-/// Deletes the pods of `namespaces` on pod-director's cluster at once and waits until they are
-/// gone. The namespaces themselves go in the background when the scenario ends, and until their
-/// hundreds of pods are gone they would be in the next scenario's cluster-wide audit (in_tree_audit).
-async fn delete_pods(env: &Env, namespaces: impl Iterator<Item = String>) {
-    let now = kube::api::DeleteParams {
-        grace_period_seconds: Some(0),
-        ..kube::api::DeleteParams::default()
-    };
-    let namespaces: Vec<String> = namespaces.collect();
-    for ns in &namespaces {
-        env.pods(ns)
-            .delete_collection(&now, &kube::api::ListParams::default())
-            .await
-            .unwrap_or_else(|e| panic!("the pods of {ns} deleted: {e}"));
-    }
-    k8s::eventually("the twin namespaces' pods to be gone", || async {
-        for ns in &namespaces {
-            if !env
-                .pods(ns)
-                .list(&kube::api::ListParams::default().limit(1))
-                .await
-                .ok()?
-                .items
-                .is_empty()
-            {
-                return None;
-            }
-        }
-        Some(())
-    })
-    .await;
-}
-
 /// Waits until both servers decide with [`changed_annotations`] in namespace `changed` (the
 /// plugins and pod-director read namespaces from watches): a dry-run pod there gets (on the
 /// reference server) or would get (pod-director in dryRun) the new selector.
@@ -850,15 +817,6 @@ async fn the_in_tree_plugins_and_pod_director_store_and_refuse_the_same_pods() {
 
     reference.delete_namespaces().await;
     drop(reference);
-    delete_pods(
-        &env,
-        corpus
-            .namespaces
-            .iter()
-            .map(|ns| ns.name.clone())
-            .chain([format!("{prefix}-capsule")]),
-    )
-    .await;
     notice(&format!(
         "in_tree: reference {}; pod-director {}; {} dry runs; {:?} (seed {seed})",
         plugins.summary(),

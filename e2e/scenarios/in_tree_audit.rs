@@ -73,8 +73,8 @@ async fn an_annotated_namespace_nothing_enforces_is_reported_as_a_hole_and_the_p
     assert_eq!(hole["unenforced"], json!(["PodNodeSelector"]), "{hole:#}");
     assert_eq!(hole["pods"], 3, "{hole:#}");
     assert_eq!(hole["violating_pods"], 2, "lacks and conflicts: {hole:#}");
-    // The cluster-wide counts also hold the other scenarios' annotated namespaces (they run at
-    // the same time): this namespace's share is read from the findings that name it.
+    // The cluster-wide counts also hold the annotated namespaces other scenarios leave (those
+    // not yet deleted): this namespace's share is read from the findings that name it.
     let in_namespace = |list: &str| {
         (in_tree[list].as_array().into_iter().flatten())
             .filter(|f| f["namespace"] == ns.as_str())
