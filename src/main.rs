@@ -46,11 +46,11 @@ fn serve(args: ServeArgs) -> ExitCode {
 }
 
 /// At most two glibc malloc arenas, unless `MALLOC_ARENA_MAX` says otherwise. glibc gives a thread
-/// that meets contention an arena of its own (up to eight per core), and the continuous audit's
-/// pages, spread over their partly used pages, stayed resident between scans. The
-/// scale run (1,000 nodes, 10,000 pods, an audit every 30 s; docs/src/performance-at-scale.md):
-/// peak RSS with the audit 25.9 MiB by default, 24.0 MiB with two arenas (without the audit 20.2
-/// and 20.5 MiB); `/mutate`'s throughput the same (`cargo bench --bench load`).
+/// that meets contention an arena of its own (up to eight per core); spread over them, what the
+/// continuous audit's scans freed stayed resident. The scale run (1,000 nodes, 10,000 pods, an
+/// audit every 30 s; docs/src/performance-at-scale.md): peak RSS with the audit 25.9 MiB by
+/// default, 23.8 MiB with two arenas (without the audit 20.2 and 20.5 MiB); `/mutate`'s
+/// throughput the same (`cargo bench --bench load`).
 #[allow(unsafe_code)] // a libc call the standard library lacks (SAFETY below)
 fn limit_malloc_arenas() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
