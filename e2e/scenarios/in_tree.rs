@@ -117,7 +117,7 @@ impl Answers {
     }
 }
 
-/// Sends `body` to `uri` with `method` through `client`; the answer, whatever its status.
+/// Sends `request` through `client`; the answer, whatever its status.
 async fn send(client: &Client, request: http::Request<Vec<u8>>) -> Reply {
     let uri = request.uri().to_string();
     let response = client

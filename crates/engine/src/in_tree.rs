@@ -499,6 +499,13 @@ impl<'de> Deserialize<'de> for GoToleration {
     }
 }
 
+/// A decision of `webhook` in `mode`, nothing decided yet, and whether it enforces.
+fn started(webhook: Webhook, mode: Mode) -> (Outcome, bool) {
+    let mut out = Outcome::new(webhook, Decision::Noop);
+    out.mode = Some(mode);
+    (out, mode == Mode::Enforce)
+}
+
 /// `/mutate-in-tree`'s decision: the plugins' mutating phase ([`admit`]) in `mode`: the patch
 /// (applied in enforce, reported in dryRun and warn: the same bytes), or the refusal.
 pub(crate) fn decide_mutate(
@@ -508,9 +515,7 @@ pub(crate) fn decide_mutate(
     pod: &Pod,
     old: Option<&Pod>,
 ) -> Outcome {
-    let mut out = Outcome::new(Webhook::MutateInTree, Decision::Noop);
-    out.mode = Some(mode);
-    let enforce = mode == Mode::Enforce;
+    let (mut out, enforce) = started(Webhook::MutateInTree, mode);
     match admit(files, ns, pod, old) {
         Err(refusal) => refuse(&mut out, enforce, &refusal),
         Ok(changes) if changes.is_empty() => out.summary = "compliant: nothing to change".to_owned(),
@@ -534,9 +539,7 @@ pub(crate) fn decide_validate(
     pod: &Pod,
     old: Option<&Pod>,
 ) -> Outcome {
-    let mut out = Outcome::new(Webhook::ValidateInTree, Decision::Noop);
-    out.mode = Some(mode);
-    let enforce = mode == Mode::Enforce;
+    let (mut out, enforce) = started(Webhook::ValidateInTree, mode);
     let judged = match admit(files, ns, pod, old) {
         _ if enforce => validate(files, ns, pod, old),
         Ok(changes) => validate(files, ns, &changes.applied(pod), old),
