@@ -25,7 +25,7 @@ static GLOBAL: alloc::Counting = alloc::Counting;
 /// profilers (callgrind `--toggle-collect=*handle*`) can price one review.
 #[inline(never)]
 fn handle(loaded: &Loaded, labels: &BTreeMap<String, String>, body: &[u8]) -> Vec<u8> {
-    let parsed = admission::parse(body).expect("bench review parses");
+    let parsed = admission::parse(Webhook::Mutate, body).expect("bench review parses");
     let Reviewed::Pod(Write::Create(pod)) = &parsed.subject else {
         panic!("bench review is a pod CREATE")
     };
@@ -87,7 +87,7 @@ fn bench(c: &mut Criterion) {
     let labels = BTreeMap::from([("pod-director/group".to_owned(), "ci".to_owned())]);
     let mut g = c.benchmark_group("decide");
     for (name, body) in cases() {
-        let parsed = admission::parse(&body).expect("parses");
+        let parsed = admission::parse(Webhook::Mutate, &body).expect("parses");
         let Reviewed::Pod(Write::Create(pod)) = parsed.subject else {
             panic!("a pod CREATE")
         };

@@ -36,7 +36,7 @@ fn bench(c: &mut Criterion) {
         .iter()
         .map(|&size| {
             let body = pods::review("705ab4f5-6393-11e8-b7cc-42010a800002", &pods::sized(size, "team-a"));
-            let parsed = admission::parse(&body).expect("parses");
+            let parsed = admission::parse(Webhook::Mutate, &body).expect("parses");
             let Reviewed::Pod(Write::Create(pod)) = parsed.subject else {
                 panic!("a pod CREATE")
             };

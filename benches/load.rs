@@ -668,7 +668,7 @@ fn bodies(options: &Options, group: Group) -> Vec<Bytes> {
 /// What pod-director answers to `body` (computed in-process): the floor's canned answer.
 fn canned(body: &[u8], group: Group) -> Vec<u8> {
     let loaded = Config::from_yaml(pods::CONFIG, "load", Vec::new()).expect("config");
-    let parsed = admission::parse(body).expect("review parses");
+    let parsed = admission::parse(Webhook::Mutate, body).expect("review parses");
     let Reviewed::Pod(Write::Create(pod)) = &parsed.subject else {
         panic!("a pod CREATE review")
     };

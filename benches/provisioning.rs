@@ -63,7 +63,7 @@ fn cache(ci_pool: bool, pools: usize) -> Nodes {
 fn bench(c: &mut Criterion) {
     let loaded = Config::from_yaml(pods::CONFIG, "bench", Vec::new()).expect("bench config is valid");
     let body = pods::review("705ab4f5-6393-11e8-b7cc-42010a800002", &pods::sized("small", "team-a"));
-    let Reviewed::Pod(Write::Create(pod)) = admission::parse(&body).expect("parses").subject else {
+    let Reviewed::Pod(Write::Create(pod)) = admission::parse(Webhook::Mutate, &body).expect("parses").subject else {
         panic!("a pod CREATE")
     };
     let labels = BTreeMap::from([("pod-director/group".to_owned(), "ci".to_owned())]);

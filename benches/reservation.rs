@@ -55,7 +55,7 @@ fn nodes() -> Vec<Arc<NodeInfo>> {
 }
 
 fn mutate(loaded: &Loaded, labels: &BTreeMap<String, String>, body: &[u8]) -> Vec<u8> {
-    let parsed = admission::parse(body).expect("bench review parses");
+    let parsed = admission::parse(Webhook::Mutate, body).expect("bench review parses");
     let Reviewed::Pod(Write::Create(pod)) = &parsed.subject else {
         panic!("bench review is a pod CREATE")
     };
@@ -66,7 +66,7 @@ fn mutate(loaded: &Loaded, labels: &BTreeMap<String, String>, body: &[u8]) -> Ve
 }
 
 fn reserve(loaded: &Loaded, nodes: &dyn NodeView, body: &[u8]) -> Vec<u8> {
-    let parsed = admission::parse(body).expect("bench review parses");
+    let parsed = admission::parse(Webhook::Mutate, body).expect("bench review parses");
     let Reviewed::Pod(Write::Create(pod)) = &parsed.subject else {
         panic!("bench review is a pod CREATE")
     };

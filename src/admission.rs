@@ -178,7 +178,7 @@ impl Admission {
         body: &[u8],
         span: &Span,
     ) -> Result<(Parsed, Outcome), Rejected> {
-        let parsed = parse(body)?;
+        let parsed = parse(webhook, body)?;
         record_request(span, &parsed);
         let outcome = tokio::time::timeout(self.timeout, self.placement(webhook, loaded, &parsed))
             .await

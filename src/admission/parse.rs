@@ -12,7 +12,7 @@ use super::AdmissionError;
 use super::wire::{self, Trail};
 use pod_director_engine::decision::{Subject, Write};
 use pod_director_engine::namespace_guard::NamespaceWrite;
-use pod_director_engine::placement::Pod;
+use pod_director_engine::placement::{Pod, Webhook};
 
 const API_VERSION: &str = "admission.k8s.io/v1";
 const KIND: &str = "AdmissionReview";
@@ -93,8 +93,9 @@ impl Rejected {
 /// A pod's placement fields are decoded with their Kubernetes types (a value
 /// of the wrong type is [`AdmissionError::InvalidObject`], naming the field);
 /// the rest of the pod is checked as JSON syntax only: the API server has
-/// validated the object's schema before calling the webhook.
-pub fn parse(body: &[u8]) -> Result<Parsed, Rejected> {
+/// validated the object's schema before calling the webhook. The fields of a pod's QoS
+/// class are read for the webhooks that decide by it only (the in-tree plugins').
+pub fn parse(webhook: Webhook, body: &[u8]) -> Result<Parsed, Rejected> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Err(Rejected::new(None, AdmissionError::EmptyBody));
     }
@@ -105,7 +106,7 @@ pub fn parse(body: &[u8]) -> Result<Parsed, Rejected> {
             "the body is not UTF-8: {e}"
         )))
     })?;
-    let reading = wire::Reading::default();
+    let reading = wire::Reading::new(matches!(webhook, Webhook::MutateInTree | Webhook::ValidateInTree));
     let review = wire::decode(text, &reading).map_err(|error| match reading.object.get() {
         Some(field) if error.classify() == serde_json::error::Category::Data => {
             Rejected::new(uid_of(body).as_deref(), invalid(field, POD, &reading.trail, error))
@@ -129,7 +130,7 @@ pub fn parse(body: &[u8]) -> Result<Parsed, Rejected> {
     if request.uid.is_empty() {
         return Err(Rejected::new(None, AdmissionError::MissingUid));
     }
-    let subject = match subject(&request, object, old_object, &reading.trail) {
+    let subject = match subject(&request, object, old_object, &reading) {
         Ok(subject) => subject,
         Err(error) => return Err(Rejected::new(Some(&request.uid), error)),
     };
@@ -160,9 +161,10 @@ fn subject<'a>(
     request: &AdmissionRequest<DynamicObject>,
     object: wire::Object<'a>,
     old_object: wire::Object<'a>,
-    trail: &Trail,
+    reading: &wire::Reading,
 ) -> Result<Reviewed, AdmissionError> {
     use wire::Object;
+    let trail = &reading.trail;
     if is_binding(request) {
         return Ok(Reviewed::Binding(match object {
             Object::Raw(raw) => Some(raw.to_owned()),
@@ -189,7 +191,7 @@ fn subject<'a>(
         Some(Resource::Pods) => {
             let decode = |object: Object<'_>, field: &'static str| match object {
                 Object::Pod(pod) => Ok(Some(pod)),
-                Object::Raw(raw) => wire::pod(raw, trail)
+                Object::Raw(raw) => wire::pod(raw, reading)
                     .map(|pod| Some(Box::new(pod)))
                     .map_err(|e| invalid(field, POD, trail, e)),
                 Object::Absent | Object::Skipped => Ok(None),

@@ -35,7 +35,7 @@ pub(super) fn bytes(value: &Value) -> Vec<u8> {
 }
 
 pub(super) fn rejected(body: &[u8]) -> Rejected {
-    match parse(body) {
+    match parse(Webhook::Mutate, body) {
         Ok(parsed) => panic!("expected a rejection, got {:?}", parsed.subject),
         Err(rejected) => rejected,
     }
@@ -43,7 +43,7 @@ pub(super) fn rejected(body: &[u8]) -> Rejected {
 
 #[test]
 fn a_pod_create_from_the_api_server_parses_into_a_pod() {
-    let parsed = parse(&bytes(&review())).expect("parses");
+    let parsed = parse(Webhook::Mutate, &bytes(&review())).expect("parses");
     assert_eq!(parsed.request.uid, "705ab4f5-6393-11e8-b7cc-42010a800002");
     let Reviewed::Pod(Write::Create(pod)) = parsed.subject else {
         panic!("expected a pod CREATE");
@@ -52,9 +52,37 @@ fn a_pod_create_from_the_api_server_parses_into_a_pod() {
 }
 
 #[test]
+fn the_qos_class_s_fields_are_read_for_the_in_tree_webhooks_only() {
+    let mut object = pod_object();
+    object["spec"]["containers"][0]["resources"] = json!({"requests": {"cpu": "100m"}});
+    object["status"] = json!({"qosClass": "Burstable"});
+    for body in [
+        pod_director_testkit::fixtures::Review::pod("CREATE", object.clone()).bytes(),
+        bytes(&pod_director_testkit::fixtures::Review::pod("CREATE", object.clone()).value()),
+    ] {
+        for webhook in [
+            Webhook::Mutate,
+            Webhook::Validate,
+            Webhook::ValidateReservation,
+            Webhook::MutateInTree,
+        ] {
+            let parsed = parse(webhook, &body).expect("parses");
+            let Reviewed::Pod(Write::Create(pod)) = parsed.subject else {
+                panic!("expected a pod CREATE");
+            };
+            let read = matches!(webhook, Webhook::MutateInTree);
+            let spec = pod.spec.as_ref().expect("a spec");
+            assert_eq!(spec.containers.is_some(), read, "{webhook:?}");
+            assert_eq!(pod.status_qos_class.is_some(), read, "{webhook:?}");
+            assert_eq!(pod_director_engine::in_tree::best_effort(&pod), !read, "{webhook:?}");
+        }
+    }
+}
+
+#[test]
 fn a_pod_in_the_api_server_s_field_order_parses_as_the_same_request_and_pod() {
-    let inline = parse(&api_server_bytes()).expect("parses");
-    let raw = parse(&bytes(&review())).expect("parses");
+    let inline = parse(Webhook::Mutate, &api_server_bytes()).expect("parses");
+    let raw = parse(Webhook::Mutate, &bytes(&review())).expect("parses");
     assert_eq!(format!("{:?}", inline.request), format!("{:?}", raw.request));
     let (Reviewed::Pod(Write::Create(a)), Reviewed::Pod(Write::Create(b))) = (&inline.subject, &raw.subject) else {
         panic!("pods")
@@ -104,7 +132,7 @@ fn an_update_carries_the_old_pod() {
     let body = with(review(), "/request/operation", json!("UPDATE"));
     let old = review().pointer("/request/object").cloned().unwrap_or_default();
     let body = with(body, "/request/oldObject", old);
-    let parsed = parse(&bytes(&body)).expect("parses");
+    let parsed = parse(Webhook::Mutate, &bytes(&body)).expect("parses");
     assert!(matches!(parsed.subject, Reviewed::Pod(Write::Update { .. })));
 }
 
@@ -125,7 +153,7 @@ fn requests_that_are_not_pod_creates_or_updates_are_not_applicable() {
         },
     ];
     for body in cases {
-        let parsed = parse(&bytes(&body)).expect("parses");
+        let parsed = parse(Webhook::Mutate, &bytes(&body)).expect("parses");
         assert!(
             matches!(parsed.subject, Reviewed::NotApplicable(_)),
             "{:?}",
@@ -337,7 +365,7 @@ fn fields_placement_does_not_read_are_checked_as_json_syntax_only() {
     for (name, from, to) in skipped {
         let body = text.replace(from, &to);
         assert_ne!(body, text, "{name}: the body was changed");
-        let parsed = parse(body.as_bytes()).unwrap_or_else(|r| panic!("{name}: {:?}", r.error));
+        let parsed = parse(Webhook::Mutate, body.as_bytes()).unwrap_or_else(|r| panic!("{name}: {:?}", r.error));
         assert!(matches!(parsed.subject, Reviewed::Pod { .. }), "{name}");
     }
     let broken = text.replace("\"containers\":[", "\"containers\":[,");
@@ -402,7 +430,7 @@ fn deeply_nested_json_is_refused_without_overflowing_the_stack() {
 }
 
 fn request() -> AdmissionRequest<DynamicObject> {
-    parse(&bytes(&review())).expect("parses").request
+    parse(Webhook::Mutate, &bytes(&review())).expect("parses").request
 }
 
 fn outcome(mode: Mode, decision: Decision) -> Outcome {
@@ -693,7 +721,7 @@ fn a_binding_parses_as_the_same_request_whatever_its_member_order() {
     assert!(at("resource") < at("object") && at("operation") < at("object") && at("object") < at("subResource"));
     let mut parsed = Vec::new();
     for (order, body) in &orders {
-        let request = match parse(body) {
+        let request = match parse(Webhook::Mutate, body) {
             Ok(parsed) => parsed.request,
             Err(rejected) => panic!("{order}: {}", rejected.error),
         };
@@ -719,7 +747,7 @@ fn a_pod_read_before_a_later_subresource_is_decided_by_the_subresource() {
         "oldObject",
         "subResource",
     ];
-    let parsed = parse(&in_member_order(&body, &order)).expect("parses");
+    let parsed = parse(Webhook::Mutate, &in_member_order(&body, &order)).expect("parses");
     assert!(
         matches!(&parsed.subject, Reviewed::NotApplicable(why) if why == "subresource pods/status"),
         "{:?}",

@@ -51,9 +51,17 @@ pub(super) struct Reading {
     /// assumption that there is none), and when the request's `subResource`
     /// contradicted that assumption: the review is then read again with raw objects.
     assumed: Cell<bool>,
+    /// Whether a pod's QoS class is read (its containers' and its own resources, `status.qosClass`):
+    /// only the in-tree plugins' webhooks decide by it; the others skip those fields unread.
+    qos: bool,
 }
 
 impl Reading {
+    /// A reading that reads a pod's QoS class's fields when `qos` says so.
+    pub(super) fn new(qos: bool) -> Self {
+        Self { qos, ..Self::default() }
+    }
+
     /// Forgets a failed or contradicted first reading.
     fn reset(&self) {
         self.trail.reset();
@@ -145,8 +153,8 @@ fn decode_with<'a>(text: &'a str, reading: &Reading, raw: bool) -> Result<Review
 }
 
 /// A raw pod object decoded into the engine's [`Pod`].
-pub(super) fn pod(raw: &RawValue, trail: &Trail) -> Result<Pod, serde_json::Error> {
-    PodSeed::pod(trail).deserialize(&mut serde_json::Deserializer::from_str(raw.get()))
+pub(super) fn pod(raw: &RawValue, reading: &Reading) -> Result<Pod, serde_json::Error> {
+    PodSeed::pod(reading).deserialize(&mut serde_json::Deserializer::from_str(raw.get()))
 }
 
 /// A raw DaemonSet object: its pod template as a [`Pod`].
@@ -366,7 +374,7 @@ impl RequestSeed<'_> {
                 self.reading.object.set(Some(field));
                 // Left set when the pod fails to decode: the review is read again.
                 self.reading.assumed.set(assumed);
-                let pod = map.next_value_seed(Nullable(PodSeed::pod(&self.reading.trail)))?;
+                let pod = map.next_value_seed(Nullable(PodSeed::pod(self.reading)))?;
                 self.reading.assumed.set(false);
                 self.reading.object.set(None);
                 pod.map_or(Object::Absent, |pod| Object::Pod(Box::new(pod)))

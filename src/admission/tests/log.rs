@@ -62,7 +62,7 @@ proptest! {
 
     #[test]
     fn arbitrary_bytes_never_panic_the_decoder(body in proptest::collection::vec(any::<u8>(), 0..2048)) {
-        let _ = parse(&body);
+        let _ = parse(Webhook::Mutate, &body);
     }
 
     #[test]
@@ -79,7 +79,7 @@ proptest! {
         if let Some(slot) = body.pointer_mut(pointer) {
             *slot = replacement;
         }
-        match parse(&bytes(&body)) {
+        match parse(Webhook::Mutate, &bytes(&body)) {
             Ok(parsed) => prop_assert!(!parsed.request.uid.is_empty()),
             Err(rejected) => {
                 let review = render_error(rejected.uid.as_deref(), &rejected.error);
@@ -92,7 +92,7 @@ proptest! {
     fn truncated_reviews_are_rejected(cut in 1usize..1500) {
         let body = bytes(&review());
         let cut = cut.min(body.len() - 1);
-        prop_assert!(parse(&body[..cut]).is_err());
+        prop_assert!(parse(Webhook::Mutate, &body[..cut]).is_err());
     }
 }
 

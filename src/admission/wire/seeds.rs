@@ -128,6 +128,8 @@ pub(crate) struct PodSeed<'t> {
     pub trail: &'t Trail,
     /// Checks `apiVersion` and `kind` (a pod object; a template has neither).
     pub typed: bool,
+    /// Reads the QoS class's fields (see [`super::Reading`]); else they are skipped unread.
+    pub qos: bool,
     /// Where the pod is in the object: `""`, or `"spec.template."`.
     pub prefix: &'static str,
     pub metadata: &'static str,
@@ -135,11 +137,12 @@ pub(crate) struct PodSeed<'t> {
 }
 
 impl<'t> PodSeed<'t> {
-    /// A pod object.
-    pub(super) fn pod(trail: &'t Trail) -> Self {
+    /// A pod object, its QoS class's fields read when `reading` says so.
+    pub(super) fn pod(reading: &'t super::Reading) -> Self {
         Self {
-            trail,
+            trail: &reading.trail,
             typed: true,
+            qos: reading.qos,
             prefix: "",
             metadata: "metadata.",
             spec: "spec.",
@@ -151,6 +154,8 @@ impl<'t> PodSeed<'t> {
         Self {
             trail,
             typed: false,
+            // The in-tree plugins decide pods, not DaemonSets.
+            qos: false,
             prefix: "spec.template.",
             metadata: "spec.template.metadata.",
             spec: "spec.template.spec.",
@@ -196,10 +201,11 @@ impl<'de> Visitor<'de> for PodSeed<'_> {
                     let seed = Nullable(SpecSeed {
                         trail,
                         prefix: self.spec,
+                        qos: self.qos,
                     });
                     pod.spec = trail.read(&mut map, prefix, "spec", seed)?;
                 }
-                "status" if self.typed => {
+                "status" if self.typed && self.qos => {
                     let status: Option<QosStatus> = lenient(map.next_value::<&RawValue>()?);
                     pod.status_qos_class = status.and_then(|s| s.qos_class);
                 }
@@ -299,6 +305,7 @@ impl<'de> Visitor<'de> for MetadataSeed<'_> {
 struct SpecSeed<'t> {
     trail: &'t Trail,
     prefix: &'static str,
+    qos: bool,
 }
 
 impl<'de> DeserializeSeed<'de> for SpecSeed<'_> {
@@ -326,9 +333,9 @@ impl<'de> Visitor<'de> for SpecSeed<'_> {
                 "tolerations" => spec.tolerations = trail.value(&mut map, at, "tolerations")?,
                 "affinity" => spec.affinity = trail.value(&mut map, at, "affinity")?,
                 // The QoS class (the in-tree plugins): the containers' resources, the pod's own.
-                "containers" => spec.containers = lenient(map.next_value::<&RawValue>()?),
-                "initContainers" => spec.init_containers = lenient(map.next_value::<&RawValue>()?),
-                "resources" => spec.resources = lenient(map.next_value::<&RawValue>()?),
+                "containers" if self.qos => spec.containers = lenient(map.next_value::<&RawValue>()?),
+                "initContainers" if self.qos => spec.init_containers = lenient(map.next_value::<&RawValue>()?),
+                "resources" if self.qos => spec.resources = lenient(map.next_value::<&RawValue>()?),
                 _ => {
                     map.next_value::<IgnoredAny>()?;
                 }

@@ -67,7 +67,7 @@ fn decided_responses_are_what_kube_cores_builders_make_with_the_patch_as_base64(
                       shadow: {mode: dryRun, nodeSelector: {pool: ci}}\n";
     let loaded = Config::from_yaml(config, "test", Vec::new()).expect("valid config");
     let body = pod_director_testkit::fixtures::Review::pod("CREATE", pod()).bytes();
-    let parsed = parse(&body).expect("parses");
+    let parsed = parse(placement::Webhook::Mutate, &body).expect("parses");
     let subject = parsed.subject.subject("").expect("a pod");
     let mut decisions = Vec::new();
     for group in ["ci", "strict", "loose", "shadow", "unknown"] {

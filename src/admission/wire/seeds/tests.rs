@@ -5,12 +5,17 @@ use serde_json::json;
 use super::*;
 
 fn decode(value: serde_json::Value) -> Result<Pod, (String, String)> {
+    read(value, true)
+}
+
+/// The pod of `value`, its QoS class's fields read when `qos` says so.
+fn read(value: serde_json::Value, qos: bool) -> Result<Pod, (String, String)> {
     let text = value.to_string();
-    let trail = Trail::default();
+    let reading = super::super::Reading::new(qos);
     let mut de = serde_json::Deserializer::from_str(&text);
-    PodSeed::pod(&trail)
+    PodSeed::pod(&reading)
         .deserialize(&mut de)
-        .map_err(|e| (trail.path(), e.to_string()))
+        .map_err(|e| (reading.trail.path(), e.to_string()))
 }
 
 #[test]
@@ -128,4 +133,26 @@ fn the_qos_fields_are_read_when_they_have_the_api_s_shape_and_skipped_otherwise(
     let odd = decode(json!({"spec": {"containers": "nginx"}, "status": 3})).expect("decodes");
     assert_eq!(odd.spec.and_then(|s| s.containers), None);
     assert_eq!(odd.status_qos_class, None);
+}
+
+#[test]
+fn the_qos_fields_are_skipped_unread_where_no_webhook_decides_by_them() {
+    let pod = read(
+        json!({
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "100m"}}}],
+                "initContainers": [{"name": "i"}], "resources": {"limits": {"memory": "1Gi"}},
+                "nodeSelector": {"pool": "ci"}},
+            "status": {"qosClass": "Burstable"}
+        }),
+        false,
+    )
+    .expect("decodes");
+    assert_eq!(pod.status_qos_class, None);
+    let spec = pod.spec.expect("a spec");
+    assert_eq!(
+        (spec.containers, spec.init_containers, spec.resources),
+        (None, None, None)
+    );
+    assert_eq!(spec.node_selector.map(|s| s.len()), Some(1));
 }
