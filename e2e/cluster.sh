@@ -287,6 +287,32 @@ PLUGINS="$STATE/plugins"
 PLUGINS_ADMISSION=(NodeRestriction PodNodeSelector PodTolerationRestriction)
 
 # plugins_config_files: the AdmissionConfiguration file and the files its plugins' `path:`s name.
+# The flags both API servers (the cluster's and the reference server) start with: loopback, the
+# e2e PKI, etcd, service accounts, authorization, admission plugins. Into the array named $1;
+# $2 the secure port, $3 etcd's port, $4 the cert dir, $5 the admission plugins (a comma list).
+apiserver_flags() {
+  local -n into=$1
+  into=(
+    --bind-address 127.0.0.1 --secure-port "$2"
+    --advertise-address 127.0.0.1 --endpoint-reconciler-type none
+    --etcd-servers "http://127.0.0.1:$3"
+    --cert-dir "$4"
+    --tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key"
+    --client-ca-file "$PKI/ca.crt"
+    --service-account-issuer "https://127.0.0.1:$2"
+    --service-account-key-file "$PKI/sa.pub"
+    --service-account-signing-key-file "$PKI/sa.key"
+    --service-cluster-ip-range "$SERVICE_CIDR"
+    --authorization-mode "$AUTHORIZATION_MODES"
+    --allow-privileged=true
+    --profiling=false
+    --enable-admission-plugins="$5"
+  )
+  if [[ "${E2E_SERVICEACCOUNT_ADMISSION:-true}" == false ]]; then
+    into+=(--disable-admission-plugins=ServiceAccount)
+  fi
+}
+
 plugins_config_files() {
   local file=$1 dir p
   dir=$(dirname "$file")
@@ -361,31 +387,15 @@ cmd_plugins_start() {
   [[ -n "$etcd_port" ]] || die "no etcd port in $STATE/ports"
   free_port api_port
   kas=$(tool kube-apiserver)
-  local -a admission=(--enable-admission-plugins="$(
+  local -a flags
+  apiserver_flags flags "$api_port" "$etcd_port" "$PLUGINS" "$(
     IFS=,
     echo "${PLUGINS_ADMISSION[*]}"
-  )")
-  if [[ "${E2E_SERVICEACCOUNT_ADMISSION:-true}" == false ]]; then
-    admission+=(--disable-admission-plugins=ServiceAccount)
-  fi
+  )"
   log "starting the reference server (PodNodeSelector, PodTolerationRestriction; $config) on 127.0.0.1:$api_port"
-  spawn plugins-apiserver "$kas" \
-    --bind-address 127.0.0.1 --secure-port "$api_port" \
-    --advertise-address 127.0.0.1 --endpoint-reconciler-type none \
-    --etcd-servers "http://127.0.0.1:$etcd_port" \
+  spawn plugins-apiserver "$kas" "${flags[@]}" \
     --etcd-prefix "/registry-plugins-$(date +%s%N)" \
-    --cert-dir "$PLUGINS" \
-    --tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" \
-    --client-ca-file "$PKI/ca.crt" \
-    --service-account-issuer "https://127.0.0.1:$api_port" \
-    --service-account-key-file "$PKI/sa.pub" \
-    --service-account-signing-key-file "$PKI/sa.key" \
-    --service-cluster-ip-range "$SERVICE_CIDR" \
-    --authorization-mode "$AUTHORIZATION_MODES" \
-    --allow-privileged=true \
-    --profiling=false \
-    --admission-control-config-file "$config" \
-    "${admission[@]}"
+    --admission-control-config-file "$config"
   write_kubeconfig "$PLUGINS/kubeconfig" "$api_port" "$PKI/admin.crt" "$PKI/admin.key" e2e-admin
   local deadline=$((SECONDS + START_TIMEOUT))
   until "$KUBECTL" --kubeconfig "$PLUGINS/kubeconfig" get --raw /readyz >/dev/null 2>&1; do
@@ -554,29 +564,14 @@ EOF
     tracing=(--tracing-config-file "$STATE/tracing.yaml")
     log "API server traces go to $E2E_APISERVER_TRACING_ENDPOINT"
   fi
-  local -a admission=(--enable-admission-plugins="$ADMISSION_PLUGINS")
-  if [[ "${E2E_SERVICEACCOUNT_ADMISSION:-true}" == false ]]; then
-    admission+=(--disable-admission-plugins=ServiceAccount)
-  fi
+  local -a flags
+  apiserver_flags flags "$api_port" "$etcd_port" "$PKI" "$ADMISSION_PLUGINS"
 
   log "starting kube-apiserver on 127.0.0.1:$api_port"
-  spawn kube-apiserver "$kas" \
-    --bind-address 127.0.0.1 --secure-port "$api_port" \
-    --advertise-address 127.0.0.1 --endpoint-reconciler-type none \
-    --etcd-servers "http://127.0.0.1:$etcd_port" \
-    --cert-dir "$PKI" \
-    --tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" \
-    --client-ca-file "$PKI/ca.crt" \
-    --service-account-issuer "https://127.0.0.1:$api_port" \
-    --service-account-key-file "$PKI/sa.pub" \
-    --service-account-signing-key-file "$PKI/sa.key" \
-    --service-cluster-ip-range "$SERVICE_CIDR" \
-    --authorization-mode "$AUTHORIZATION_MODES" \
-    --allow-privileged=true \
-    --profiling=false \
+  spawn kube-apiserver "$kas" "${flags[@]}" \
     --audit-policy-file "$STATE/audit-policy.yaml" \
     --audit-log-path "$LOGS/audit.log" --audit-log-maxsize 100 --audit-log-maxbackup 1 \
-    "${admission[@]}" "${tracing[@]}"
+    "${tracing[@]}"
   write_kubeconfig "$KUBECONFIG_FILE" "$api_port" "$PKI/admin.crt" "$PKI/admin.key" e2e-admin
   write_kubeconfig "$STATE/controller-manager.kubeconfig" "$api_port" \
     "$PKI/controller-manager.crt" "$PKI/controller-manager.key" system:kube-controller-manager
