@@ -37,7 +37,7 @@ use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
 pub(super) use self::seeds::Trail;
-use self::seeds::{DaemonSetSeed, Key, Nullable, PodSeed};
+use self::seeds::{DaemonSetSeed, Key, Nullable, PodSeed, Qos};
 use pod_director_engine::placement::{Outcome, Pod};
 
 /// What decoding left behind for error messages: which object was being read
@@ -51,15 +51,33 @@ pub(super) struct Reading {
     /// assumption that there is none), and when the request's `subResource`
     /// contradicted that assumption: the review is then read again with raw objects.
     assumed: Cell<bool>,
-    /// Whether a pod's QoS class is read (its containers' and its own resources, `status.qosClass`):
-    /// only the in-tree plugins' webhooks decide by it; the others skip those fields unread.
-    qos: bool,
+    /// How a pod's QoS class is read (its containers' and its own resources, `status.qosClass`),
+    /// when it is: only the in-tree plugins' webhooks decide by it; the others skip those fields unread.
+    qos: Option<Qos>,
 }
 
 impl Reading {
     /// A reading that reads a pod's QoS class's fields when `qos` says so.
     pub(super) fn new(qos: bool) -> Self {
-        Self { qos, ..Self::default() }
+        Self {
+            qos: qos.then(Qos::default),
+            ..Self::default()
+        }
+    }
+
+    /// How the QoS class's fields are read; none: they are skipped.
+    pub(super) fn qos(&self) -> Option<&Qos> {
+        self.qos.as_ref()
+    }
+
+    /// Whether a reading failed on a QoS field that did not have the API's shape: if so, it is
+    /// reset to read the object again, those fields leniently.
+    fn read_qos_again(&self) -> bool {
+        let again = self.qos.as_ref().is_some_and(Qos::read_again);
+        if again {
+            self.reset();
+        }
+        again
     }
 
     /// Forgets a failed or contradicted first reading.
@@ -67,6 +85,9 @@ impl Reading {
         self.trail.reset();
         self.object.set(None);
         self.assumed.set(false);
+        if let Some(qos) = &self.qos {
+            qos.reset();
+        }
     }
 }
 
@@ -134,6 +155,14 @@ impl<'a> Request<'a> {
 /// pass, unless a pod object read before the request's `subResource` turns out not to
 /// be one (see the module's text): then again, with every object kept raw.
 pub(super) fn decode<'a>(text: &'a str, reading: &Reading) -> Result<Review<'a>, serde_json::Error> {
+    match decode_reading(text, reading) {
+        Err(_) if reading.read_qos_again() => decode_reading(text, reading),
+        review => review,
+    }
+}
+
+/// [`decode`] without the QoS fields' second reading.
+fn decode_reading<'a>(text: &'a str, reading: &Reading) -> Result<Review<'a>, serde_json::Error> {
     match decode_with(text, reading, false) {
         Ok(review) if !reading.assumed.get() => Ok(review),
         Err(error) if !reading.assumed.get() => Err(error),
@@ -154,7 +183,11 @@ fn decode_with<'a>(text: &'a str, reading: &Reading, raw: bool) -> Result<Review
 
 /// A raw pod object decoded into the engine's [`Pod`].
 pub(super) fn pod(raw: &RawValue, reading: &Reading) -> Result<Pod, serde_json::Error> {
-    PodSeed::pod(reading).deserialize(&mut serde_json::Deserializer::from_str(raw.get()))
+    let read = || PodSeed::pod(reading).deserialize(&mut serde_json::Deserializer::from_str(raw.get()));
+    match read() {
+        Err(_) if reading.read_qos_again() => read(),
+        pod => pod,
+    }
 }
 
 /// A raw DaemonSet object: its pod template as a [`Pod`].

@@ -128,8 +128,8 @@ pub(crate) struct PodSeed<'t> {
     pub trail: &'t Trail,
     /// Checks `apiVersion` and `kind` (a pod object; a template has neither).
     pub typed: bool,
-    /// Reads the QoS class's fields (see [`super::Reading`]); else they are skipped unread.
-    pub qos: bool,
+    /// How the QoS class's fields are read (see [`super::Reading`]); none: skipped unread.
+    pub qos: Option<&'t Qos>,
     /// Where the pod is in the object: `""`, or `"spec.template."`.
     pub prefix: &'static str,
     pub metadata: &'static str,
@@ -142,7 +142,7 @@ impl<'t> PodSeed<'t> {
         Self {
             trail: &reading.trail,
             typed: true,
-            qos: reading.qos,
+            qos: reading.qos(),
             prefix: "",
             metadata: "metadata.",
             spec: "spec.",
@@ -155,7 +155,7 @@ impl<'t> PodSeed<'t> {
             trail,
             typed: false,
             // The in-tree plugins decide pods, not DaemonSets.
-            qos: false,
+            qos: None,
             prefix: "spec.template.",
             metadata: "spec.template.metadata.",
             spec: "spec.template.spec.",
@@ -205,8 +205,8 @@ impl<'de> Visitor<'de> for PodSeed<'_> {
                     });
                     pod.spec = trail.read(&mut map, prefix, "spec", seed)?;
                 }
-                "status" if self.typed && self.qos => {
-                    let status: Option<QosStatus> = lenient(map.next_value::<&RawValue>()?);
+                "status" if self.typed => {
+                    let status: Option<QosStatus> = Qos::read(self.qos, &mut map)?;
                     pod.status_qos_class = status.and_then(|s| s.qos_class);
                 }
                 _ => {
@@ -246,11 +246,53 @@ impl Key<'_> {
     }
 }
 
-/// A field read for the pod's QoS class only (the in-tree plugins): its value when it has the
-/// API's shape, else none — checked as JSON syntax only, like the fields placement does not read
-/// (the API server validated the object before calling the webhook).
-fn lenient<T: de::DeserializeOwned>(raw: &RawValue) -> Option<T> {
-    serde_json::from_str(raw.get()).ok()
+/// How the fields read for a pod's QoS class only (the in-tree plugins) are read: each its value
+/// when it has the API's shape, else none — never an error, like the fields placement does not
+/// read (the API server validated the object before calling the webhook). First typed, in the
+/// object's one pass; should one not have the API's shape, the object is read again
+/// ([`Qos::read_again`]) with each of them checked as JSON first, then decoded.
+#[derive(Debug, Default)]
+pub(crate) struct Qos {
+    lenient: Cell<bool>,
+    /// Set while a field is read typed; left set when it fails.
+    failed: Cell<bool>,
+}
+
+impl Qos {
+    /// The next map value as a QoS field read as `qos` says; with none, skipped unread.
+    fn read<'de, A: MapAccess<'de>, T: de::DeserializeOwned>(
+        qos: Option<&Self>,
+        map: &mut A,
+    ) -> Result<Option<T>, A::Error> {
+        let Some(qos) = qos else {
+            map.next_value::<IgnoredAny>()?;
+            return Ok(None);
+        };
+        qos.field(map)
+    }
+
+    fn field<'de, A: MapAccess<'de>, T: de::DeserializeOwned>(&self, map: &mut A) -> Result<Option<T>, A::Error> {
+        if self.lenient.get() {
+            return Ok(serde_json::from_str(map.next_value::<&RawValue>()?.get()).ok());
+        }
+        self.failed.set(true);
+        let value = map.next_value::<Option<T>>()?;
+        self.failed.set(false);
+        Ok(value)
+    }
+
+    /// After a reading failed: whether a QoS field read typed failed it; if so, the next reading
+    /// reads them leniently.
+    pub(crate) fn read_again(&self) -> bool {
+        let again = self.failed.replace(false) && !self.lenient.get();
+        self.lenient.set(self.lenient.get() || again);
+        again
+    }
+
+    /// Forgets a failed reading (the way the fields are read stays).
+    pub(crate) fn reset(&self) {
+        self.failed.set(false);
+    }
 }
 
 /// A pod's `status`, as far as its QoS class goes (`status.qosClass`, which the in-tree plugins
@@ -305,7 +347,7 @@ impl<'de> Visitor<'de> for MetadataSeed<'_> {
 struct SpecSeed<'t> {
     trail: &'t Trail,
     prefix: &'static str,
-    qos: bool,
+    qos: Option<&'t Qos>,
 }
 
 impl<'de> DeserializeSeed<'de> for SpecSeed<'_> {
@@ -333,9 +375,9 @@ impl<'de> Visitor<'de> for SpecSeed<'_> {
                 "tolerations" => spec.tolerations = trail.value(&mut map, at, "tolerations")?,
                 "affinity" => spec.affinity = trail.value(&mut map, at, "affinity")?,
                 // The QoS class (the in-tree plugins): the containers' resources, the pod's own.
-                "containers" if self.qos => spec.containers = lenient(map.next_value::<&RawValue>()?),
-                "initContainers" if self.qos => spec.init_containers = lenient(map.next_value::<&RawValue>()?),
-                "resources" if self.qos => spec.resources = lenient(map.next_value::<&RawValue>()?),
+                "containers" => spec.containers = Qos::read(self.qos, &mut map)?,
+                "initContainers" => spec.init_containers = Qos::read(self.qos, &mut map)?,
+                "resources" => spec.resources = Qos::read(self.qos, &mut map)?,
                 _ => {
                     map.next_value::<IgnoredAny>()?;
                 }

@@ -8,14 +8,13 @@ fn decode(value: serde_json::Value) -> Result<Pod, (String, String)> {
     read(value, true)
 }
 
-/// The pod of `value`, its QoS class's fields read when `qos` says so.
+/// The pod of `value` as a raw object is read (`wire::pod`), its QoS class's fields read when
+/// `qos` says so.
 fn read(value: serde_json::Value, qos: bool) -> Result<Pod, (String, String)> {
     let text = value.to_string();
+    let raw: &RawValue = serde_json::from_str(&text).map_err(|e| (String::new(), e.to_string()))?;
     let reading = super::super::Reading::new(qos);
-    let mut de = serde_json::Deserializer::from_str(&text);
-    PodSeed::pod(&reading)
-        .deserialize(&mut de)
-        .map_err(|e| (reading.trail.path(), e.to_string()))
+    super::super::pod(raw, &reading).map_err(|e| (reading.trail.path(), e.to_string()))
 }
 
 #[test]
