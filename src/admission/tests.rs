@@ -52,67 +52,6 @@ fn a_pod_create_from_the_api_server_parses_into_a_pod() {
 }
 
 #[test]
-fn the_qos_class_s_fields_are_read_for_the_in_tree_webhooks_only() {
-    let mut object = pod_object();
-    object["spec"]["containers"][0]["resources"] = json!({"requests": {"cpu": "100m"}});
-    object["status"] = json!({"qosClass": "Burstable"});
-    for body in [
-        pod_director_testkit::fixtures::Review::pod("CREATE", object.clone()).bytes(),
-        bytes(&pod_director_testkit::fixtures::Review::pod("CREATE", object.clone()).value()),
-    ] {
-        for webhook in [
-            Webhook::Mutate,
-            Webhook::Validate,
-            Webhook::ValidateReservation,
-            Webhook::MutateInTree,
-        ] {
-            let parsed = parse(webhook, &body).expect("parses");
-            let Reviewed::Pod(Write::Create(pod)) = parsed.subject else {
-                panic!("expected a pod CREATE");
-            };
-            let read = matches!(webhook, Webhook::MutateInTree);
-            let spec = pod.spec.as_ref().expect("a spec");
-            assert_eq!(spec.containers.is_some(), read, "{webhook:?}");
-            assert_eq!(pod.status_qos_class.is_some(), read, "{webhook:?}");
-            assert_eq!(pod_director_engine::in_tree::best_effort(&pod), !read, "{webhook:?}");
-        }
-    }
-}
-
-#[test]
-fn qos_fields_without_the_api_s_shape_are_read_as_none_and_the_rest_of_the_pod_as_ever() {
-    let mut object = pod_object();
-    object["spec"]["containers"] = json!("nginx");
-    object["spec"]["resources"] = json!({"requests": "cpu"});
-    object["spec"]["nodeSelector"] = json!({"pool": "ci"});
-    object["status"] = json!({"qosClass": ["Burstable"]});
-    let review = pod_director_testkit::fixtures::Review::pod("CREATE", object.clone());
-    // The object decoded in the review's pass (the API server's order), and kept raw then decoded.
-    for body in [review.bytes(), bytes(&review.value())] {
-        let parsed = parse(Webhook::MutateInTree, &body).expect("parses");
-        let Reviewed::Pod(Write::Create(pod)) = parsed.subject else {
-            panic!("expected a pod CREATE");
-        };
-        let spec = pod.spec.as_ref().expect("a spec");
-        assert_eq!((&spec.containers, &spec.resources), (&None, &None));
-        assert_eq!(pod.status_qos_class, None);
-        assert_eq!(spec.node_selector.as_ref().map(|s| s["pool"].as_str()), Some("ci"));
-    }
-    // A placement field of the wrong type is still refused, naming it, after the second reading.
-    let mut wrong = object;
-    wrong["spec"]["tolerations"] = json!("all");
-    let wrong = pod_director_testkit::fixtures::Review::pod("CREATE", wrong);
-    for body in [wrong.bytes(), bytes(&wrong.value())] {
-        let rejected = parse(Webhook::MutateInTree, &body).expect_err("refused");
-        assert!(
-            matches!(&rejected.error, AdmissionError::InvalidObject { field: "object", at, .. } if at == "spec.tolerations"),
-            "{:?}",
-            rejected.error
-        );
-    }
-}
-
-#[test]
 fn a_pod_in_the_api_server_s_field_order_parses_as_the_same_request_and_pod() {
     let inline = parse(Webhook::Mutate, &api_server_bytes()).expect("parses");
     let raw = parse(Webhook::Mutate, &bytes(&review())).expect("parses");
@@ -803,4 +742,5 @@ fn a_pod_read_before_a_later_subresource_is_decided_by_the_subresource() {
 
 mod log;
 mod node;
+mod qos;
 mod requester;
