@@ -17,7 +17,10 @@
 //! that is set comes first): when a `subResource` after it contradicts that — the
 //! object of `pods/binding` is a Binding, of `pods/eviction` an Eviction — or the
 //! object fails to decode as a pod, the review is read again with every object
-//! kept raw ([`decode`]), and decided from the complete request.
+//! kept raw ([`decode`]), and decided from the complete request. The fields of a pod's QoS
+//! class are read for the in-tree webhooks only ([`Reading::new`]), typed in the same pass; one
+//! without the API's shape makes the review (or the raw object) be read again with them read
+//! leniently, never an error (`seeds::Qos`).
 //! Fields nothing reads (`requestKind`, `requestResource`, `options`, …)
 //! are skipped too. Writing: a decided request's review straight from the
 //! outcome ([`decided`]); an error review with kube-core's serialization
