@@ -479,16 +479,22 @@ step_outage() {
       "$kubectl" get namespace "$ns" -o jsonpath="{.metadata.labels['${label//./\\.}']}")) was $got, expected $want${out:+: $out}"
     checked=$((checked + 1))
   }
-  # until_refused NS WHAT: the API server picks up new webhook configurations asynchronously.
-  until_refused() {
-    local deadline=$((SECONDS + 30))
-    until ! "$kubectl" -n "$1" run probe --image=registry.k8s.io/pause:3.10 --restart=Never --dry-run=server >/dev/null 2>&1; do
-      ((SECONDS < deadline)) || fail "$2 never took effect"
+  # until_answer refused|admitted NAMESPACE WHAT: waits until a pod creation there is answered so: the
+  # API server picks up new webhook configurations (WHAT names them) asynchronously.
+  until_answer() {
+    local want=$1 got deadline=$((SECONDS + 30))
+    while :; do
+      got=refused
+      if "$kubectl" -n "$2" run probe --image=registry.k8s.io/pause:3.10 --restart=Never --dry-run=server >/dev/null 2>&1; then
+        got=admitted
+      fi
+      [[ "$got" == "$want" ]] && return 0
+      ((SECONDS < deadline)) || fail "$3 never took effect"
       sleep 1
     done
   }
   install_webhooks
-  until_refused pd-outage-enforce "the enforce group's webhook"
+  until_answer refused pd-outage-enforce "the enforce group's webhook"
   expect refused pd-outage-enforce
   expect admitted pd-outage-dryrun
   expect admitted pd-outage-warn
@@ -499,7 +505,7 @@ step_outage() {
 
   # An enforcing default group: unlabelled namespaces fail closed too, excluded ones never.
   install_webhooks --set config.defaultGroup=enf
-  until_refused pd-outage-unlabelled "the default group's webhook"
+  until_answer refused pd-outage-unlabelled "the default group's webhook"
   expect refused pd-outage-unlabelled
   expect refused pd-outage-enforce
   expect admitted pd-outage-dryrun
@@ -509,11 +515,7 @@ step_outage() {
 
   # unknownGroup: deny with failurePolicy Fail: unknown label values fail closed.
   install_webhooks --set config.unknownGroup=deny --set webhook.failurePolicy.unknownGroup=Fail
-  deadline=$((SECONDS + 30))
-  until ! "$kubectl" -n pd-outage-unknown run probe --image=registry.k8s.io/pause:3.10 --restart=Never --dry-run=server >/dev/null 2>&1; do
-    ((SECONDS < deadline)) || fail "the unknown-group webhook never took effect"
-    sleep 1
-  done
+  until_answer refused pd-outage-unknown "the unknown-group webhook"
   expect refused pd-outage-unknown
   expect admitted pd-outage-dryrun
   expect admitted pd-outage-unlabelled
@@ -521,7 +523,7 @@ step_outage() {
   # The in-tree plugins enforced: their entries, which the chart renders without the server, see every
   # namespace but the excluded ones (annotations cannot be selected), so pods fail closed labelled or not.
   install_webhooks --set-json 'config.inTreePlugins={"mode":"enforce"}'
-  until_refused pd-outage-unlabelled "the in-tree plugins' webhook"
+  until_answer refused pd-outage-unlabelled "the in-tree plugins' webhook"
   expect refused pd-outage-unlabelled
   expect refused pd-outage-dryrun
   expect refused pd-outage-unknown
@@ -529,11 +531,7 @@ step_outage() {
   expect admitted kube-system
   # ... and in dryRun they fail open: only the enforce group's pods are refused again.
   install_webhooks --set-json 'config.inTreePlugins={"mode":"dryRun"}'
-  deadline=$((SECONDS + 30))
-  until "$kubectl" -n pd-outage-unlabelled run probe --image=registry.k8s.io/pause:3.10 --restart=Never --dry-run=server >/dev/null 2>&1; do
-    ((SECONDS < deadline)) || fail "the in-tree plugins' webhook never failed open in dryRun"
-    sleep 1
-  done
+  until_answer admitted pd-outage-unlabelled "the in-tree plugins' webhook failing open in dryRun"
   expect admitted pd-outage-unlabelled
   expect admitted pd-outage-dryrun
   expect refused pd-outage-enforce
